@@ -1,0 +1,5 @@
+import sys
+
+from broker_sim.server.cli import main
+
+sys.exit(main())

@@ -1,0 +1,152 @@
+"""Broker and topic configuration, under Kafka's own names.
+
+Theory of operation: every setting the broker understands is one row of
+``BROKER_CONFIGS`` (broker-wide, ``server.properties`` names) or
+``TOPIC_CONFIGS`` (per-topic overrides, as CreateTopics, DescribeConfigs and
+IncrementalAlterConfigs name them).  A topic config whose value is not set on
+the topic falls back to its broker-wide counterpart, exactly as Kafka resolves
+``retention.ms`` from ``log.retention.ms``.  Values travel as strings (that is
+what the protocol carries) and are parsed once, here; a bad key or value raises
+``ConfigError`` naming both.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """An unknown config name or a value that does not parse or is out of range."""
+
+
+def _parse_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return lowered == "true"
+
+
+def _parse_int(low: int | None = None) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        number = int(value.strip())
+        if low is not None and number < low:
+            raise ValueError(f"must be >= {low}")
+        return number
+    return parse
+
+
+def _parse_choice(*choices: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value not in choices:
+            raise ValueError("accepted values: " + ", ".join(choices))
+        return value
+    return parse
+
+
+def _parse_policy(value: str) -> str:
+    parts = sorted(p.strip() for p in value.split(",") if p.strip())
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise ValueError("accepted values: delete, compact, or compact,delete")
+    return ",".join(parts)
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    default: str
+    parse: Callable[[str], object]
+    doc: str
+    sensitive: bool = False
+
+
+def _defs(*rows: ConfigDef) -> dict[str, ConfigDef]:
+    return {row.name: row for row in rows}
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
+    ConfigDef("broker.id", "0", _parse_int(0), "Id of this broker."),
+    ConfigDef("num.partitions", "1", _parse_int(1), "Partitions of auto-created topics."),
+    ConfigDef("default.replication.factor", "1", _parse_int(1), "Replication factor of auto-created topics."),
+    ConfigDef("auto.create.topics.enable", "true", _parse_bool, "Create topics named by Metadata requests."),
+    ConfigDef("delete.topic.enable", "true", _parse_bool, "Allow DeleteTopics."),
+    ConfigDef("log.segment.bytes", "1073741824", _parse_int(14), "Segment size before a roll."),
+    ConfigDef("log.roll.ms", "604800000", _parse_int(1), "Segment age before a roll."),
+    ConfigDef("log.retention.ms", "604800000", _parse_int(-1), "Age after which segments are deleted (-1: never)."),
+    ConfigDef("log.retention.bytes", "-1", _parse_int(-1), "Partition size beyond which old segments are deleted."),
+    ConfigDef("log.retention.check.interval.ms", "300000", _parse_int(1), "How often retention runs."),
+    ConfigDef("log.index.interval.bytes", "4096", _parse_int(0), "Bytes between offset-index entries."),
+    ConfigDef("log.flush.interval.messages", str(LONG_MAX), _parse_int(1), "fsync after this many messages."),
+    ConfigDef("log.flush.interval.ms", str(LONG_MAX), _parse_int(0), "fsync after this long."),
+    ConfigDef("log.message.timestamp.type", "CreateTime", _parse_choice("CreateTime", "LogAppendTime"),
+              "Timestamp kept in the log."),
+    ConfigDef("log.cleanup.policy", "delete", _parse_policy, "delete, compact or both."),
+    ConfigDef("message.max.bytes", "1048588", _parse_int(0), "Largest record batch accepted."),
+    ConfigDef("socket.request.max.bytes", "104857600", _parse_int(1), "Largest request frame accepted."),
+    ConfigDef("min.insync.replicas", "1", _parse_int(1), "Replicas that must acknowledge acks=all."),
+    ConfigDef("log.dirs", "", str, "Data directory (set by --data-dir)."),
+    ConfigDef("cluster.id", "", str, "Cluster id; generated and stored in meta.properties when empty."),
+    ConfigDef("producer.id.expiration.ms", "86400000", _parse_int(1), "Idle time before producer state expires."),
+)
+
+# topic config name -> broker config supplying its default
+TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
+    ConfigDef("cleanup.policy", "log.cleanup.policy", _parse_policy, "delete, compact or both."),
+    ConfigDef("segment.bytes", "log.segment.bytes", _parse_int(14), "Segment size before a roll."),
+    ConfigDef("segment.ms", "log.roll.ms", _parse_int(1), "Segment age before a roll."),
+    ConfigDef("retention.ms", "log.retention.ms", _parse_int(-1), "Age after which segments are deleted."),
+    ConfigDef("retention.bytes", "log.retention.bytes", _parse_int(-1), "Size beyond which segments are deleted."),
+    ConfigDef("index.interval.bytes", "log.index.interval.bytes", _parse_int(0), "Bytes between index entries."),
+    ConfigDef("flush.messages", "log.flush.interval.messages", _parse_int(1), "fsync after this many messages."),
+    ConfigDef("flush.ms", "log.flush.interval.ms", _parse_int(0), "fsync after this long."),
+    ConfigDef("message.timestamp.type", "log.message.timestamp.type",
+              _parse_choice("CreateTime", "LogAppendTime"), "Timestamp kept in the log."),
+    ConfigDef("max.message.bytes", "message.max.bytes", _parse_int(0), "Largest record batch accepted."),
+    ConfigDef("min.insync.replicas", "min.insync.replicas", _parse_int(1), "Replicas needed for acks=all."),
+)
+
+
+def _check(defs: Mapping[str, ConfigDef], name: str, value: str) -> object:
+    if name not in defs:
+        raise ConfigError(f"unknown config {name!r}; known: {', '.join(sorted(defs))}")
+    try:
+        return defs[name].parse(value)
+    except ValueError as exc:
+        raise ConfigError(f"invalid value {value!r} for config {name!r}: {exc}") from None
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
+    """Return ``configs`` unchanged after parsing each value; raise ConfigError naming the bad one."""
+    for name, value in configs.items():
+        if value is None:
+            raise ConfigError(f"config {name!r} has no value")
+        _check(TOPIC_CONFIGS, name, value)
+    return dict(configs)
+
+
+class BrokerConfig:
+    """Broker-wide settings (strings as given, parsed on access)."""
+
+    def __init__(self, overrides: Mapping[str, object] | None = None) -> None:
+        self._values: dict[str, str] = {}
+        for name, value in (overrides or {}).items():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            _check(BROKER_CONFIGS, name, text)
+            self._values[name] = text
+
+    def raw(self, name: str) -> str:
+        return self._values.get(name, BROKER_CONFIGS[name].default)
+
+    def get(self, name: str):
+        return BROKER_CONFIGS[name].parse(self.raw(name))
+
+    def is_set(self, name: str) -> bool:
+        return name in self._values
+
+    def topic_default(self, topic_config: str) -> str:
+        """The value a topic gets for ``topic_config`` when it sets none itself."""
+        return self.raw(TOPIC_CONFIGS[topic_config].default)
+
+    def effective_topic_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
+        return {name: overrides.get(name, self.topic_default(name)) for name in TOPIC_CONFIGS}

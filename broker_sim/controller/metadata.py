@@ -1,0 +1,207 @@
+"""Single-node metadata store: the topics this broker hosts, persisted in its data dir.
+
+Theory of operation: the broker's view of the cluster when it runs alone (no
+ZooKeeper).  Two files in the data directory hold it:
+
+* ``meta.properties`` — Kafka's own file (``version``, ``broker.id``,
+  ``cluster.id``); a data dir written by one broker id refuses to start as
+  another, as Kafka does.
+* ``pylog-topics.json`` — names, topic ids, partition counts and per-topic
+  config overrides; its format is ``schemas/topic-metadata.json``.  Written
+  atomically (temp file, fsync, rename) on every change, so a SIGKILL leaves
+  either the old or the new version.
+
+The store only records decisions; creating partition directories is the log
+manager's job.  Every mutator validates first and raises ``MetadataError``
+carrying the Kafka error class the handler turns into an error code.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import kafka.errors as Errors
+
+from broker_sim.config import ConfigError, validate_topic_configs
+
+TOPICS_FILE = "pylog-topics.json"
+FORMAT_VERSION = 1
+MAX_TOPIC_NAME = 249
+MAX_PARTITIONS = 10000
+_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+class MetadataError(Exception):
+    def __init__(self, error: type[Errors.KafkaError], message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "topic_id": str(self.topic_id), "partitions": self.partitions,
+                "configs": self.configs, "internal": self.internal}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "TopicInfo":
+        return cls(obj["name"], uuid.UUID(obj["topic_id"]), int(obj["partitions"]),
+                   dict(obj.get("configs", {})), bool(obj.get("internal", False)))
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise MetadataError(Errors.InvalidTopicError, "topic name is empty")
+    if name in (".", ".."):
+        raise MetadataError(Errors.InvalidTopicError, f"topic name {name!r} is not allowed")
+    if len(name) > MAX_TOPIC_NAME:
+        raise MetadataError(Errors.InvalidTopicError,
+                            f"topic name is {len(name)} characters, more than the limit {MAX_TOPIC_NAME}")
+    if not _LEGAL_NAME.match(name):
+        raise MetadataError(Errors.InvalidTopicError,
+                            f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    props = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            props[key.strip()] = value.strip()
+    return props
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def new_cluster_id() -> str:
+    """A Kafka-style cluster id: a random UUID in URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class MetadataStore:
+    """Topics of a single-node broker.  Called from the broker's event loop only."""
+
+    def __init__(self, data_dir: str | os.PathLike, broker_id: int, cluster_id: str = "") -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.broker_id = broker_id
+        self.cluster_id = self._load_meta_properties(cluster_id)
+        self.topics: dict[str, TopicInfo] = {}
+        path = self.data_dir / TOPICS_FILE
+        if path.exists():
+            doc = json.loads(path.read_text())
+            if doc.get("version") != FORMAT_VERSION:
+                raise RuntimeError(f"{path}: unsupported format version {doc.get('version')!r}")
+            for obj in doc["topics"]:
+                info = TopicInfo.from_json(obj)
+                self.topics[info.name] = info
+        self.topics_by_id = {t.topic_id: t for t in self.topics.values()}
+
+    def _load_meta_properties(self, cluster_id: str) -> str:
+        path = self.data_dir / "meta.properties"
+        if path.exists():
+            props = _read_properties(path)
+            stored = int(props.get("broker.id", props.get("node.id", "-1")))
+            if stored != self.broker_id:
+                raise RuntimeError(
+                    f"{path} belongs to broker.id {stored}, not {self.broker_id}: "
+                    "use that id or another --data-dir")
+            if cluster_id and props.get("cluster.id") != cluster_id:
+                raise RuntimeError(f"{path} is for cluster.id {props.get('cluster.id')}, not {cluster_id}")
+            return props["cluster.id"]
+        cluster_id = cluster_id or new_cluster_id()
+        text = f"version=1\nbroker.id={self.broker_id}\ncluster.id={cluster_id}\n"
+        write_atomically(path, text.encode())
+        return cluster_id
+
+    def _persist(self) -> None:
+        doc = {"version": FORMAT_VERSION, "topics": [t.to_json() for t in self.topics.values()]}
+        write_atomically(self.data_dir / TOPICS_FILE, json.dumps(doc, indent=1, sort_keys=True).encode())
+        self.topics_by_id = {t.topic_id: t for t in self.topics.values()}
+
+    def check_new_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise MetadataError(Errors.TopicAlreadyExistsError, f"topic {name!r} already exists")
+        collides = [t for t in self.topics if t.replace(".", "_") == name.replace(".", "_")]
+        if collides:
+            raise MetadataError(Errors.InvalidTopicError,
+                                f"topic {name!r} collides with existing topic {collides[0]!r} ('.' and '_' collide)")
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise MetadataError(Errors.InvalidPartitionsError,
+                                f"number of partitions {partitions} outside [1, {MAX_PARTITIONS}]")
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as exc:
+            raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                     internal: bool = False) -> TopicInfo:
+        configs = dict(configs or {})
+        self.check_new_topic(name, partitions, configs)
+        info = TopicInfo(name, uuid.uuid4(), partitions, configs, internal)
+        self.topics[name] = info
+        self._persist()
+        return info
+
+    def get(self, name: str) -> TopicInfo:
+        info = self.topics.get(name)
+        if info is None:
+            raise MetadataError(Errors.UnknownTopicOrPartitionError, f"topic {name!r} does not exist")
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.get(name)
+        del self.topics[name]
+        self._persist()
+        return info
+
+    def check_partition_count(self, name: str, count: int) -> TopicInfo:
+        info = self.get(name)
+        if count <= info.partitions:
+            raise MetadataError(Errors.InvalidPartitionsError,
+                                f"topic {name!r} has {info.partitions} partitions; the new count {count} must be larger")
+        if count > MAX_PARTITIONS:
+            raise MetadataError(Errors.InvalidPartitionsError, f"{count} partitions is over the limit {MAX_PARTITIONS}")
+        return info
+
+    def set_partition_count(self, name: str, count: int) -> TopicInfo:
+        info = self.check_partition_count(name, count)
+        info.partitions = count
+        self._persist()
+        return info
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+        info = self.get(name)
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as exc:
+            raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+        info.configs = dict(configs)
+        self._persist()
+        return info

@@ -1,0 +1,67 @@
+"""The request dispatch table: which APIs and versions this broker implements.
+
+Theory of operation: one row per API key gives the kafka-python
+schema-generated request and response classes and the version range the
+broker implements.  ``ApiVersions`` advertises exactly these ranges (clients
+pick the highest version both sides know), and the dispatcher refuses anything
+outside them, so the table is the single statement of what the broker speaks.
+Handlers are bound to rows by the server (``broker_sim.server.handlers``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+)
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import (
+    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    key: ApiKey
+    request: type
+    response: type
+    min_version: int
+    max_version: int
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+def _table(*specs: ApiSpec) -> dict[int, ApiSpec]:
+    return {int(spec.key): spec for spec in specs}
+
+
+APIS: dict[int, ApiSpec] = _table(
+    ApiSpec(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9),
+    ApiSpec(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 12),
+    ApiSpec(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
+    ApiSpec(ApiKey.Metadata, MetadataRequest, MetadataResponse, 0, 12),
+    ApiSpec(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
+    ApiSpec(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 0, 7),
+    ApiSpec(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
+    ApiSpec(ApiKey.DeleteRecords, DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
+    ApiSpec(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+    ApiSpec(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4),
+    ApiSpec(ApiKey.DescribeConfigs, DescribeConfigsRequest, DescribeConfigsResponse, 0, 4),
+    ApiSpec(ApiKey.CreatePartitions, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    ApiSpec(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+    ApiSpec(ApiKey.DescribeCluster, DescribeClusterRequest, DescribeClusterResponse, 0, 1),
+)
+
+
+def api_versions_response(version: int, error_code: int = 0):
+    """The ApiVersions answer: every row of ``APIS``; v0 layout when reporting an unsupported version."""
+    keys = [ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version, max_version=s.max_version)
+            for s in APIS.values()]
+    return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)

@@ -1,0 +1,153 @@
+"""One partition's replica state on this broker (Kafka's ``Partition``).
+
+Theory of operation: a ``Partition`` owns the partition's log, its idempotent
+producer state and its leader-epoch cache, and keeps the two offsets that
+matter to clients apart: the log end offset (next offset to assign) and the
+high watermark (offsets below it are committed; consumers are served only up
+to it).  On a single node the in-sync replica set is just this broker, so the
+high watermark follows the log end offset on every append; the replication
+issue widens ``update_high_watermark`` to the minimum over the ISR.
+
+Appends validate first (CRC, sizes, producer sequences) and return errors as
+kafka-python exceptions carrying Kafka error codes; a duplicate batch from an
+idempotent producer is answered with the offsets it got the first time, as
+Kafka does.  Fetch long-polls wait on ``wait_for_append`` futures, completed
+on the next append (a purgatory keyed by partition).  All methods run on the
+broker's event loop thread; no locks.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import kafka.errors as Errors
+
+from broker_sim.storage.batch import parse_batches
+from broker_sim.storage.leader_epoch import LeaderEpochCache
+from broker_sim.storage.log import LogConfig, PartitionLog
+from broker_sim.storage.producer_state import ProducerStateManager
+
+
+@dataclass
+class AppendResult:
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, directory: Path, config: LogConfig, *,
+                 broker_id: int, now_ms: Callable[[], int]) -> None:
+        self.topic = topic
+        self.index = index
+        self.broker_id = broker_id
+        self.log = PartitionLog(directory, config, now_ms=now_ms)
+        self.epochs = LeaderEpochCache(directory)
+        self.producers = ProducerStateManager(directory)
+        self.producers.load(self.log)
+        self.leader_epoch = max(self.epochs.latest_epoch, 0)
+        if self.epochs.latest_epoch < 0:
+            self.epochs.assign(self.leader_epoch, self.log.log_end_offset)
+        self.high_watermark = self.log.log_end_offset
+        self._append_waiters: list[asyncio.Future] = []
+        self._segments_at_last_snapshot = len(self.log.segments)
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.index})"
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def update_high_watermark(self) -> None:
+        # single node: the ISR is {this broker}, so everything appended is committed
+        self.high_watermark = self.log.log_end_offset
+
+    def append_records(self, records: bytes) -> AppendResult:
+        """Validate and append a produce request's records for this partition.
+
+        Raises kafka.errors exceptions (CorruptRecordError, MessageSizeTooLargeError,
+        InvalidRecordError, OutOfOrderSequenceNumberError, InvalidProducerEpochError, ...).
+        """
+        batches = parse_batches(records)
+        limit = self.log.config.max_message_bytes
+        for batch in batches:
+            if batch.size > limit:
+                raise Errors.MessageSizeTooLargeError(
+                    f"batch of {batch.size} bytes at byte {batch.position} is larger than "
+                    f"max.message.bytes={limit} of {self.topic}")
+            if batch.has_producer_id and not batch.is_control:
+                duplicate = self.producers.check(batch)
+                if duplicate is not None:
+                    return AppendResult(duplicate.first_offset, -1, self.log.log_start_offset, duplicate=True)
+        info = self.log.append(records, batches, leader_epoch=self.leader_epoch)
+        offset = info.first_offset
+        for batch in batches:
+            if batch.has_producer_id:
+                self.producers.update(batch, offset,
+                                      info.log_append_time if info.log_append_time >= 0 else batch.max_timestamp)
+            offset += batch.last_offset_delta + 1
+        if len(self.log.segments) != self._segments_at_last_snapshot:
+            # Kafka snapshots producer state on every roll, bounding the replay on restart
+            self.producers.take_snapshot(self.log.log_end_offset)
+            self._segments_at_last_snapshot = len(self.log.segments)
+        self.update_high_watermark()
+        self._wake_waiters()
+        return AppendResult(info.first_offset, info.log_append_time, self.log.log_start_offset)
+
+    def wait_for_append(self) -> asyncio.Future:
+        future = asyncio.get_running_loop().create_future()
+        if len(self._append_waiters) >= 32:
+            # long polls that timed out leave cancelled futures behind on idle partitions
+            self._append_waiters = [f for f in self._append_waiters if not f.done()]
+        self._append_waiters.append(future)
+        return future
+
+    def _wake_waiters(self) -> None:
+        waiters, self._append_waiters = self._append_waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool):
+        """File regions of committed batches from ``offset`` (raises OffsetOutOfRangeError)."""
+        if offset > self.high_watermark:
+            if offset <= self.log.log_end_offset:
+                return []
+            raise Errors.OffsetOutOfRangeError(
+                f"fetch offset {offset} of {self.topic}-{self.index} is past the log end offset "
+                f"{self.log.log_end_offset}")
+        return self.log.read(offset, max_bytes, max_offset=self.high_watermark, min_one_batch=min_one_batch)
+
+    def check_leader_epoch(self, current: int) -> None:
+        """Raise when a client's leader epoch differs from ours (-1: the client does not say)."""
+        if current >= 0 and current != self.leader_epoch:
+            error = Errors.FencedLeaderEpochError if current < self.leader_epoch else Errors.UnknownLeaderEpochError
+            raise error(f"{self.topic}-{self.index}: leader epoch {current} of the request, "
+                        f"{self.leader_epoch} on the broker")
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch, self.log.log_end_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        if offset == -1:
+            offset = self.high_watermark
+        if offset > self.high_watermark or offset < 0:
+            raise Errors.OffsetOutOfRangeError(
+                f"cannot delete records of {self.topic}-{self.index} before offset {offset}: "
+                f"outside [0, high watermark {self.high_watermark}]")
+        start = self.log.delete_records_before(offset)
+        self.epochs.truncate_from_start(start)
+        return start
+
+    def close(self) -> None:
+        self._wake_waiters()
+        self.producers.take_snapshot(self.log.log_end_offset)
+        self.log.close()

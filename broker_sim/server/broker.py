@@ -1,0 +1,225 @@
+"""The broker's composition root: configuration, storage, handlers and the listener.
+
+Theory of operation: ``Broker`` wires the parts together — ``MetadataStore``
+(topics), ``ReplicaManager`` (partitions and their logs), ``ProducerIdManager``,
+the request ``Dispatcher`` and the asyncio listener — and runs housekeeping
+(time-based segment rolls, ``flush.ms``, retention) in the background.  All
+state is touched only from the broker's event loop.
+
+Two ways to run it:
+
+* foreground: ``asyncio.run(broker.serve())`` (what ``pylog-broker`` does);
+  SIGTERM/SIGINT stop it cleanly (logs flushed and closed, producer state
+  snapshotted);
+* in-process: ``Broker(port=0).start()`` runs the loop in a daemon thread and
+  returns once the port accepts connections; ``stop()`` or a ``with`` block
+  ends it.  ``port=0`` picks a free port; ``bootstrap_servers`` says which.
+
+Acknowledged data survives SIGKILL without fsync: appends are ``os.write`` s
+into the page cache, which outlives the process; recovery on the next start
+truncates only a torn tail that was never acknowledged.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Mapping
+
+from broker_sim.config import TOPIC_CONFIGS, BrokerConfig
+from broker_sim.controller.metadata import MetadataStore, TopicInfo
+from broker_sim.coordinator.producer_ids import ProducerIdManager
+from broker_sim.replication.replica_manager import ReplicaManager
+from broker_sim.server.dispatch import Dispatcher
+from broker_sim.server.handlers import build_handlers
+from broker_sim.server.network import KafkaConnection
+
+log = logging.getLogger(__name__)
+HOUSEKEEPING_INTERVAL_S = 1.0
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    """A single-node Kafka-protocol broker.
+
+    >>> with Broker(port=0) as broker:            # doctest: +SKIP
+    ...     KafkaProducer(bootstrap_servers=broker.bootstrap_servers).send("events", b"hi")
+    """
+
+    def __init__(self, data_dir: str | Path | None = None, *, host: str = "127.0.0.1", port: int = 0,
+                 broker_id: int | None = None, config: Mapping[str, object] | None = None,
+                 advertised_host: str | None = None, now_ms: Callable[[], int] = wall_clock_ms) -> None:
+        overrides = dict(config or {})
+        if broker_id is not None:
+            overrides["broker.id"] = broker_id
+        self.config = BrokerConfig(overrides)
+        self.broker_id = self.config.get("broker.id")
+        self._owns_data_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="pylog-broker-"))
+        self.host = host
+        self.port = port
+        self.advertised_host = advertised_host or host
+        self.now_ms = now_ms
+        self.stopping = False
+        self.metadata: MetadataStore | None = None
+        self.replicas: ReplicaManager | None = None
+        self.producer_ids: ProducerIdManager | None = None
+        self.dispatcher: Dispatcher | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._stop_future: asyncio.Future | None = None
+        self._connections: set[KafkaConnection] = set()
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self.started_in_ms: float | None = None
+
+    # --- public API -------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        host = f"[{self.advertised_host}]" if ":" in self.advertised_host else self.advertised_host
+        return f"{host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "Broker":
+        """Run the broker on a background thread; return once it accepts connections."""
+        if self._thread is not None:
+            raise RuntimeError("broker already started")
+        self._thread = threading.Thread(target=self._thread_main, name=f"pylog-broker-{self.broker_id}",
+                                        daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError(f"broker did not start within {timeout} s")
+        if self._startup_error is not None:
+            self._thread.join()
+            self._thread = None
+            raise self._startup_error
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop a broker started with start(): close connections, flush and close logs."""
+        if self._thread is None:
+            return
+        if self._loop is not None and self._stop_event is not None:
+            self._loop.call_soon_threadsafe(self._stop_event.set)
+        self._thread.join(timeout)
+        self._thread = None
+        if self._owns_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> "Broker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    async def serve(self, *, handle_signals: bool = False) -> None:
+        """Run until stopped (SIGTERM/SIGINT when ``handle_signals``)."""
+        started = time.monotonic()
+        await self._open()
+        self.started_in_ms = (time.monotonic() - started) * 1000
+        log.info("pylog broker %d listening on %s (data dir %s, ready in %.0f ms)",
+                 self.broker_id, self.bootstrap_servers, self.data_dir, self.started_in_ms)
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._loop.add_signal_handler(sig, self._stop_event.set)
+        self._ready.set()
+        try:
+            await self._stop_event.wait()
+        finally:
+            await self._close()
+
+    # --- used by handlers -------------------------------------------------
+    def stop_future(self) -> asyncio.Future:
+        """A future completed at shutdown (long polls wait on it too, so they end promptly)."""
+        return asyncio.ensure_future(asyncio.shield(self._stop_future))
+
+    def topic_config(self, topic: str, name: str):
+        info = self.metadata.get(topic)
+        return TOPIC_CONFIGS[name].parse(info.configs.get(name, self.config.topic_default(name)))
+
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+        info = self.metadata.create_topic(name, partitions, dict(configs))
+        self.replicas.open_topic(info)
+        log.info("created topic %s with %d partitions%s", name, partitions,
+                 f" and configs {dict(configs)}" if configs else "")
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        info = self.metadata.delete_topic(name)
+        self.replicas.delete_topic(info)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, count: int) -> None:
+        info = self.metadata.get(name)
+        first = info.partitions
+        self.metadata.set_partition_count(name, count)
+        self.replicas.open_topic(info, first_partition=first)
+        log.info("topic %s now has %d partitions", name, count)
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        info = self.metadata.set_configs(name, dict(configs))
+        self.replicas.reconfigure(info)
+        log.info("topic %s configs are now %s", name, info.configs)
+
+    # --- internals --------------------------------------------------------
+    def _thread_main(self) -> None:
+        try:
+            asyncio.run(self.serve())
+        except BaseException as exc:  # surfaced to start()'s caller
+            if not self._ready.is_set():
+                self._startup_error = exc
+                self._ready.set()
+            else:
+                log.exception("broker stopped with an error")
+
+    async def _open(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        self._stop_future = self._loop.create_future()
+        self.metadata = MetadataStore(self.data_dir, self.broker_id, self.config.raw("cluster.id"))
+        self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms)
+        for info in self.metadata.topics.values():
+            self.replicas.open_topic(info)
+        self.producer_ids = ProducerIdManager(self.data_dir)
+        self.dispatcher = Dispatcher(build_handlers(self))
+        max_frame = self.config.get("socket.request.max.bytes")
+        self._server = await self._loop.create_server(
+            lambda: KafkaConnection(self.dispatcher.handle, max_frame, self._connections),
+            self.host, self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._housekeeping = self._loop.create_task(self._housekeep())
+
+    async def _close(self) -> None:
+        self.stopping = True
+        self._stop_future.set_result(None)
+        self._housekeeping.cancel()
+        self._server.close()
+        for connection in list(self._connections):
+            connection.close()
+        await asyncio.sleep(0)
+        self.replicas.close()
+        log.info("pylog broker %d stopped cleanly", self.broker_id)
+
+    async def _housekeep(self) -> None:
+        retention_every = self.config.get("log.retention.check.interval.ms") / 1000.0
+        next_retention = self._loop.time() + retention_every
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
+            try:
+                self.replicas.maybe_roll()
+                if self._loop.time() >= next_retention:
+                    next_retention = self._loop.time() + retention_every
+                    deleted = self.replicas.enforce_retention()
+                    if deleted:
+                        log.info("retention deleted %d segments", deleted)
+            except Exception:  # housekeeping must keep running; the next pass retries
+                log.exception("housekeeping failed")

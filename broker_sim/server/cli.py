@@ -1,0 +1,70 @@
+"""``pylog-broker`` / ``python -m broker_sim``: run a broker in the foreground.
+
+Examples::
+
+    pylog-broker --data-dir /tmp/pylog --port 9092
+    pylog-broker --data-dir /tmp/pylog --port 9092 --config num.partitions=3 \\
+        --config log.retention.ms=3600000
+
+SIGTERM or Ctrl-C stop it cleanly.  Settings use Kafka's broker config names
+(``server.properties``); ``--config`` may repeat.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from broker_sim.config import BROKER_CONFIGS, ConfigError
+
+
+def _parse_config(items: list[str]) -> dict[str, str]:
+    configs = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--config {item!r} is not key=value")
+        key, value = item.split("=", 1)
+        configs[key.strip()] = value.strip()
+    return configs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pylog-broker", description="Run a pylog Kafka-protocol broker in the foreground.",
+        epilog="Broker configs: " + ", ".join(sorted(BROKER_CONFIGS)))
+    parser.add_argument("--data-dir", required=True, help="directory for segments and metadata (log.dirs)")
+    parser.add_argument("--port", type=int, default=9092, help="TCP port (0 = any free port); default 9092")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind; default 127.0.0.1")
+    parser.add_argument("--advertised-host", default=None, help="host clients are told to connect to")
+    parser.add_argument("--broker-id", type=int, default=None, help="broker.id; default 0")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Kafka broker config, e.g. num.partitions=3 (repeatable)")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from broker_sim.server.broker import Broker
+
+    try:
+        broker = Broker(args.data_dir, host=args.host, port=args.port, broker_id=args.broker_id,
+                        config=_parse_config(args.config), advertised_host=args.advertised_host)
+        asyncio.run(broker.serve(handle_signals=True))
+    except ConfigError as exc:
+        print(f"pylog-broker: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"pylog-broker: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:
+        print(f"pylog-broker: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Request dispatch: frame in, response parts out.
+
+Theory of operation: ``Dispatcher.handle`` peeks the fixed start of the
+request header, finds the API's row in ``broker_sim.protocol.apis.APIS``,
+decodes the request with kafka-python's schema class, awaits the bound
+handler and encodes its answer on the request's version and correlation id.
+
+Kafka's rules for requests it cannot serve, which clients depend on:
+* ApiVersions of a version the broker does not know is answered in the v0
+  layout with UNSUPPORTED_VERSION and the supported ranges (KIP-511), so a
+  newer client can retry with a version both sides know;
+* any other unknown API key or unsupported version, or a body that does not
+  decode, closes the connection (Kafka's ``InvalidRequestException`` path);
+  only this connection, with a log line.
+Handlers raise nothing for per-partition problems: they put error codes in
+their responses.  An exception escaping a handler is a broker bug: it is
+logged with its traceback and closes the connection, never the broker.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Awaitable, Callable, NamedTuple
+
+from kafka.protocol.api_key import ApiKey
+
+from broker_sim.protocol.apis import APIS, api_versions_response
+from broker_sim.protocol.framing import FrameError, peek_header
+from broker_sim.server.network import CloseConnection
+
+log = logging.getLogger(__name__)
+UNSUPPORTED_VERSION = 35
+
+
+class RequestContext(NamedTuple):
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str | None
+    connection: object
+
+
+Handler = Callable[[RequestContext, object], Awaitable[object]]
+
+
+class Dispatcher:
+    def __init__(self, handlers: dict[int, Handler]) -> None:
+        missing = set(APIS) - set(handlers)
+        if missing:
+            raise ValueError(f"no handler for API keys {sorted(missing)}")
+        self.handlers = handlers
+        self.requests_handled = 0
+
+    async def handle(self, connection, frame: bytes) -> list | None:
+        try:
+            api_key, version, correlation_id = peek_header(frame)
+        except FrameError as exc:
+            raise CloseConnection(str(exc)) from None
+        spec = APIS.get(api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown API key {api_key} (version {version})")
+        if not spec.supports(version):
+            if api_key == ApiKey.ApiVersions:
+                return [self._encode(api_versions_response(0, UNSUPPORTED_VERSION), 0, correlation_id)]
+            raise CloseConnection(f"unsupported version {version} of {spec.key.name} "
+                                  f"(supported {spec.min_version}-{spec.max_version})")
+        try:
+            request = spec.request.decode(frame, version=version, header=True)
+        except Exception as exc:  # any decode failure means a malformed body
+            raise CloseConnection(f"malformed {spec.key.name} v{version} request: {exc!r}") from None
+        ctx = RequestContext(api_key, version, correlation_id, request.header.client_id, connection)
+        started = time.monotonic()
+        result = await self.handlers[api_key](ctx, request)
+        self.requests_handled += 1
+        elapsed = time.monotonic() - started
+        if elapsed > 1.0 and api_key != ApiKey.Fetch:
+            log.info("%s v%d from %s took %.1f s", spec.key.name, version, connection.peer, elapsed)
+        if result is None:
+            return None
+        if isinstance(result, list):
+            return result
+        return [self._encode(result, version, correlation_id)]
+
+    @staticmethod
+    def _encode(response, version: int, correlation_id: int) -> bytes:
+        response.with_header(correlation_id=correlation_id)
+        return bytes(response.encode(version=version, header=True, framed=True))

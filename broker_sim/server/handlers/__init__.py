@@ -1,0 +1,32 @@
+"""Thin request handlers: decode is done, call the owner of the concept, build the response.
+
+Each handler is ``async def handler(broker, ctx, request) -> response``; the
+table below binds them to API keys for the dispatcher.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+from kafka.protocol.api_key import ApiKey
+
+from broker_sim.server.handlers import cluster, fetch, offsets, produce, topics
+
+
+def build_handlers(broker) -> dict:
+    table = {
+        ApiKey.ApiVersions: cluster.api_versions,
+        ApiKey.Metadata: cluster.metadata,
+        ApiKey.DescribeCluster: cluster.describe_cluster,
+        ApiKey.Produce: produce.produce,
+        ApiKey.InitProducerId: produce.init_producer_id,
+        ApiKey.Fetch: fetch.fetch,
+        ApiKey.ListOffsets: offsets.list_offsets,
+        ApiKey.OffsetForLeaderEpoch: offsets.offset_for_leader_epoch,
+        ApiKey.DeleteRecords: offsets.delete_records,
+        ApiKey.CreateTopics: topics.create_topics,
+        ApiKey.DeleteTopics: topics.delete_topics,
+        ApiKey.CreatePartitions: topics.create_partitions,
+        ApiKey.DescribeConfigs: topics.describe_configs,
+        ApiKey.IncrementalAlterConfigs: topics.incremental_alter_configs,
+    }
+    return {int(key): partial(handler, broker) for key, handler in table.items()}

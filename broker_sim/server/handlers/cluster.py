@@ -1,0 +1,74 @@
+"""ApiVersions, Metadata and DescribeCluster."""
+from __future__ import annotations
+
+import kafka.errors as Errors
+from kafka.protocol.admin import DescribeClusterResponse
+from kafka.protocol.metadata import MetadataResponse
+
+from broker_sim.controller.metadata import MetadataError, validate_topic_name
+from broker_sim.protocol.apis import api_versions_response
+
+Topic = MetadataResponse.MetadataResponseTopic
+PartitionMeta = Topic.MetadataResponsePartition
+
+
+async def api_versions(broker, ctx, request):
+    return api_versions_response(ctx.version)
+
+
+def _topic_metadata(broker, info) -> Topic:
+    partitions = []
+    for partition in broker.replicas.topic_partitions(info.name):
+        partitions.append(PartitionMeta(
+            error_code=0, partition_index=partition.index, leader_id=broker.broker_id,
+            leader_epoch=partition.leader_epoch, replica_nodes=[broker.broker_id],
+            isr_nodes=[broker.broker_id], offline_replicas=[]))
+    return Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
+                 partitions=partitions)
+
+
+def _error_topic(error, name=None, topic_id=None) -> Topic:
+    return Topic(error_code=error.errno, name=name, topic_id=topic_id, is_internal=False, partitions=[])
+
+
+async def metadata(broker, ctx, request):
+    store = broker.metadata
+    if request.topics is None or (ctx.version == 0 and not request.topics):
+        topics = [_topic_metadata(broker, info) for info in list(store.topics.values())]
+    else:
+        allow_create = request.allow_auto_topic_creation if ctx.version >= 4 else True
+        topics = []
+        for wanted in request.topics:
+            name = wanted.name
+            if name is None and ctx.version >= 10:
+                info = store.topics_by_id.get(wanted.topic_id)
+                topics.append(_topic_metadata(broker, info) if info is not None
+                              else _error_topic(Errors.UnknownTopicIdError, topic_id=wanted.topic_id))
+                continue
+            info = store.topics.get(name)
+            if info is None and allow_create and broker.config.get("auto.create.topics.enable"):
+                try:
+                    validate_topic_name(name)
+                    info = broker.create_topic(name, broker.config.get("num.partitions"), {})
+                except MetadataError as exc:
+                    topics.append(_error_topic(exc.error, name=name))
+                    continue
+            topics.append(_topic_metadata(broker, info) if info is not None
+                          else _error_topic(Errors.UnknownTopicOrPartitionError, name=name))
+    me = MetadataResponse.MetadataResponseBroker(node_id=broker.broker_id, host=broker.advertised_host,
+                                                 port=broker.port, rack=None)
+    return MetadataResponse(throttle_time_ms=0, brokers=[me], cluster_id=store.cluster_id,
+                            controller_id=broker.broker_id, topics=topics)
+
+
+async def describe_cluster(broker, ctx, request):
+    if ctx.version >= 1 and request.endpoint_type != 1:
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=Errors.UnsupportedEndpointTypeError.errno,
+            error_message=f"endpoint type {request.endpoint_type} is not served by a broker",
+            endpoint_type=request.endpoint_type, cluster_id=broker.metadata.cluster_id, brokers=[])
+    me = DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.broker_id, host=broker.advertised_host,
+                                                       port=broker.port, rack=None)
+    return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
+                                   cluster_id=broker.metadata.cluster_id, controller_id=broker.broker_id,
+                                   brokers=[me])

@@ -1,0 +1,122 @@
+"""Fetch: long-poll reads served from segment files, zero copy where the connection allows.
+
+Kafka's rules kept here: the response holds at most ``max_bytes`` overall
+and ``partition_max_bytes`` per partition, except that the first partition
+with data returns at least one whole batch so a consumer always progresses
+(KIP-74); the broker answers once ``min_bytes`` are available or
+``max_wait_ms`` has passed, waiting on appends rather than polling; consumers
+see only offsets below the high watermark; under read_committed the
+response carries the aborted-transaction list (empty until transactions
+exist) and the last stable offset.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+
+from kafka.protocol.consumer import FetchResponse
+
+from broker_sim.protocol.splice import new_placeholder, splice
+from broker_sim.server.handlers.errors import error_of
+from broker_sim.server.network import SENDFILE_MIN_BYTES
+
+TopicResponse = FetchResponse.FetchableTopicResponse
+PartitionData = TopicResponse.PartitionData
+READ_COMMITTED = 1
+
+
+class _Read:
+    __slots__ = ("index", "error", "message", "partition", "regions", "size", "diverging")
+
+    def __init__(self, index, error=0, message=None, partition=None, regions=(), size=0, diverging=None):
+        self.index, self.error, self.message, self.partition = index, error, message, partition
+        self.regions, self.size, self.diverging = regions, size, diverging
+
+
+def _read_all(broker, request, version):
+    budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    min_one = True
+    topics, total = [], 0
+    for topic in request.topics:
+        reads = []
+        for data in topic.partitions:
+            try:
+                partition = broker.replicas.get(topic.topic, data.partition)
+                partition.check_leader_epoch(data.current_leader_epoch)
+                if version >= 12 and data.last_fetched_epoch >= 0:
+                    epoch, end = partition.end_offset_for_epoch(data.last_fetched_epoch)
+                    if epoch < data.last_fetched_epoch or end < data.fetch_offset:
+                        reads.append(_Read(data.partition, partition=partition, diverging=(epoch, end)))
+                        continue
+                limit = min(data.partition_max_bytes, budget)
+                regions = partition.read(data.fetch_offset, limit, min_one_batch=min_one) if limit > 0 or min_one else []
+            except Exception as exc:  # per-partition error code
+                code, message = error_of(exc)
+                reads.append(_Read(data.partition, code, message,
+                                   partition=broker.replicas.partitions.get((topic.topic, data.partition))))
+                continue
+            size = sum(r.size for r in regions)
+            if size:
+                min_one = False
+            budget -= size
+            total += size
+            reads.append(_Read(data.partition, partition=partition, regions=regions, size=size))
+        topics.append((topic.topic, reads))
+    return topics, total
+
+
+def _has_error(topics) -> bool:
+    return any(read.error for _, reads in topics for read in reads)
+
+
+async def fetch(broker, ctx, request):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(request.max_wait_ms, 0) / 1000.0
+    while True:
+        topics, total = _read_all(broker, request, ctx.version)
+        remaining = deadline - loop.time()
+        if total >= request.min_bytes or remaining <= 0 or _has_error(topics) or broker.stopping:
+            break
+        waiters = [read.partition.wait_for_append() for _, reads in topics for read in reads if read.partition]
+        waiters.append(broker.stop_future())
+        _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        for future in pending:
+            future.cancel()
+    return _encode(ctx, request, topics)
+
+
+def _encode(ctx, request, topics) -> list:
+    committed = request.isolation_level == READ_COMMITTED
+    zero_copy = ctx.connection.sendfile_ok
+    spliced = []
+    responses = []
+    for name, reads in topics:
+        partitions = []
+        for read in reads:
+            partition = read.partition
+            records = b""
+            if read.size >= SENDFILE_MIN_BYTES and zero_copy:
+                records = new_placeholder()
+                spliced.append((records, read.regions, read.size))
+            elif read.size:
+                records = b"".join(_pread(region) for region in read.regions)
+            hw = partition.high_watermark if partition is not None else -1
+            fields = dict(
+                partition_index=read.index, error_code=read.error, high_watermark=hw,
+                last_stable_offset=hw, log_start_offset=partition.log_start_offset if partition else -1,
+                aborted_transactions=[] if committed else None, preferred_read_replica=-1, records=records)
+            if read.diverging is not None:
+                fields["diverging_epoch"] = PartitionData.EpochEndOffset(epoch=read.diverging[0],
+                                                                        end_offset=read.diverging[1])
+            partitions.append(PartitionData(**fields))
+        responses.append(TopicResponse(topic=name, partitions=partitions))
+    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+    response.with_header(correlation_id=ctx.correlation_id)
+    encoded = response.encode(version=ctx.version, header=True, framed=True)
+    if not spliced:
+        return [bytes(encoded)]
+    return splice(encoded, spliced, flexible=FetchResponse.flexible_version_q(ctx.version))
+
+
+def _pread(region) -> bytes:
+    return os.pread(region.file.fileno(), region.size, region.position)

@@ -1,0 +1,93 @@
+"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords."""
+from __future__ import annotations
+
+import kafka.errors as Errors
+from kafka.protocol.admin import DeleteRecordsResponse
+from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
+
+from broker_sim.server.handlers.errors import error_of
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+ListPartition = ListTopic.ListOffsetsPartitionResponse
+
+
+def _lookup(partition, timestamp: int, version: int) -> tuple[int, int]:
+    """(timestamp, offset) answering a ListOffsets query, (-1, -1) when no record qualifies."""
+    if timestamp == EARLIEST or timestamp == EARLIEST_LOCAL:
+        return -1, partition.log_start_offset
+    if timestamp == LATEST:
+        # last stable offset == high watermark until transactions exist
+        return -1, partition.high_watermark
+    if timestamp == MAX_TIMESTAMP and version >= 7:
+        found = partition.log.max_timestamp_and_offset()
+        return found if found is not None else (-1, -1)
+    if timestamp < 0:
+        raise Errors.InvalidRequestError(f"timestamp {timestamp} is not a ListOffsets query this version knows")
+    found = partition.log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= partition.high_watermark:
+        return -1, -1
+    return found[1], found[0]
+
+
+async def list_offsets(broker, ctx, request):
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for data in topic.partitions:
+            try:
+                partition = broker.replicas.get(topic.name, data.partition_index)
+                partition.check_leader_epoch(data.current_leader_epoch)
+                timestamp, offset = _lookup(partition, data.timestamp, ctx.version)
+                partitions.append(ListPartition(partition_index=data.partition_index, error_code=0,
+                                                timestamp=timestamp, offset=offset,
+                                                leader_epoch=partition.leader_epoch if offset >= 0 else -1))
+            except Exception as exc:
+                code, _ = error_of(exc)
+                partitions.append(ListPartition(partition_index=data.partition_index, error_code=code,
+                                                timestamp=-1, offset=-1, leader_epoch=-1))
+        topics.append(ListTopic(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+EpochEnd = EpochTopic.EpochEndOffset
+
+
+async def offset_for_leader_epoch(broker, ctx, request):
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for data in topic.partitions:
+            try:
+                partition = broker.replicas.get(topic.topic, data.partition)
+                partition.check_leader_epoch(data.current_leader_epoch)
+                epoch, end = partition.end_offset_for_epoch(data.leader_epoch)
+                partitions.append(EpochEnd(error_code=0, partition=data.partition, leader_epoch=epoch, end_offset=end))
+            except Exception as exc:
+                code, _ = error_of(exc)
+                partitions.append(EpochEnd(error_code=code, partition=data.partition, leader_epoch=-1, end_offset=-1))
+        topics.append(EpochTopic(topic=topic.topic, partitions=partitions))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+
+DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
+DeletePartition = DeleteTopic.DeleteRecordsPartitionResult
+
+
+async def delete_records(broker, ctx, request):
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for data in topic.partitions:
+            try:
+                partition = broker.replicas.get(topic.name, data.partition_index)
+                low = partition.delete_records_before(data.offset)
+                partitions.append(DeletePartition(partition_index=data.partition_index, low_watermark=low,
+                                                  error_code=0))
+            except Exception as exc:
+                code, _ = error_of(exc)
+                partitions.append(DeletePartition(partition_index=data.partition_index, low_watermark=-1,
+                                                  error_code=code))
+        topics.append(DeleteTopic(name=topic.name, partitions=partitions))
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

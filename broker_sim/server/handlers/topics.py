@@ -1,0 +1,259 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs."""
+from __future__ import annotations
+
+import kafka.errors as Errors
+from kafka.protocol.admin import (
+    CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse, DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+)
+
+from broker_sim.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, validate_topic_configs
+from broker_sim.controller.metadata import MetadataError
+from broker_sim.server.handlers.errors import error_of
+
+TOPIC, BROKER = 2, 4
+# DescribeConfigs config sources
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+# DescribeConfigs config types
+BOOLEAN, STRING, LONG, LIST = 1, 2, 5, 7
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_LIST_CONFIGS = {"cleanup.policy", "log.cleanup.policy"}
+
+CreatedTopic = CreateTopicsResponse.CreatableTopicResult
+
+
+def _check_replication(broker, factor: int, assignments) -> None:
+    if factor > 1:
+        raise MetadataError(Errors.InvalidReplicationFactorError,
+                            f"replication factor {factor} is larger than the 1 available broker")
+    for assignment in assignments:
+        if list(assignment) != [broker.broker_id]:
+            raise MetadataError(Errors.InvalidReplicationAssignmentError,
+                                f"replica assignment {list(assignment)} names brokers other than "
+                                f"the only one, {broker.broker_id}")
+
+
+async def create_topics(broker, ctx, request):
+    results = []
+    seen = {}
+    for topic in request.topics:
+        seen[topic.name] = seen.get(topic.name, 0) + 1
+    for topic in request.topics:
+        configs = {c.name: c.value for c in topic.configs}
+        partitions = topic.num_partitions
+        factor = topic.replication_factor
+        try:
+            if seen[topic.name] > 1:
+                raise MetadataError(Errors.InvalidRequestError, f"topic {topic.name!r} appears more than once")
+            if topic.assignments:
+                if partitions != -1 or factor != -1:
+                    raise MetadataError(Errors.InvalidRequestError,
+                                        "give either replica assignments or partitions and replication factor")
+                partitions = len(topic.assignments)
+                factor = len(topic.assignments[0].broker_ids)
+                _check_replication(broker, 1, [a.broker_ids for a in topic.assignments])
+            if partitions == -1:
+                partitions = broker.config.get("num.partitions")
+            if factor == -1:
+                factor = broker.config.get("default.replication.factor")
+            if factor < 1:
+                raise MetadataError(Errors.InvalidReplicationFactorError, f"replication factor {factor} must be >= 1")
+            _check_replication(broker, factor, [])
+            if request.validate_only:
+                broker.metadata.check_new_topic(topic.name, partitions, configs)
+                info = None
+            else:
+                info = broker.create_topic(topic.name, partitions, configs)
+        except Exception as exc:
+            code, message = error_of(exc)
+            results.append(CreatedTopic(name=topic.name, topic_id=None, error_code=code, error_message=message,
+                                        num_partitions=-1, replication_factor=-1, configs=None))
+            continue
+        results.append(CreatedTopic(
+            name=topic.name, topic_id=info.topic_id if info else None, error_code=0, error_message=None,
+            num_partitions=partitions, replication_factor=factor,
+            configs=[CreatedTopic.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
+                                                        config_source=e.config_source, is_sensitive=False)
+                     for e in _topic_entries(broker, configs, None, False, False)]))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+DeletedTopic = DeleteTopicsResponse.DeletableTopicResult
+
+
+async def delete_topics(broker, ctx, request):
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        try:
+            if not broker.config.get("delete.topic.enable"):
+                raise MetadataError(Errors.TopicDeletionDisabledError, "delete.topic.enable is false on this broker")
+            if name is None:
+                info = broker.metadata.topics_by_id.get(topic_id)
+                if info is None:
+                    raise MetadataError(Errors.UnknownTopicIdError, f"no topic has id {topic_id}")
+                name = info.name
+            broker.delete_topic(name)
+            code, message = 0, None
+        except Exception as exc:
+            code, message = error_of(exc)
+        results.append(DeletedTopic(name=name, topic_id=topic_id, error_code=code, error_message=message))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+async def create_partitions(broker, ctx, request):
+    results = []
+    for topic in request.topics:
+        try:
+            info = broker.metadata.check_partition_count(topic.name, topic.count)
+            if topic.assignments is not None:
+                if len(topic.assignments) != topic.count - info.partitions:
+                    raise MetadataError(Errors.InvalidReplicationAssignmentError,
+                                        f"{len(topic.assignments)} assignments for "
+                                        f"{topic.count - info.partitions} new partitions")
+                _check_replication(broker, 1, [a.broker_ids for a in topic.assignments])
+            if not request.validate_only:
+                broker.add_partitions(topic.name, topic.count)
+            code, message = 0, None
+        except Exception as exc:
+            code, message = error_of(exc)
+        results.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
+            name=topic.name, error_code=code, error_message=message))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+class _Entry:
+    __slots__ = ("name", "value", "read_only", "config_source", "is_default", "synonyms", "doc", "type")
+
+    def __init__(self, name, value, read_only, source, synonyms, doc, config_type):
+        self.name, self.value, self.read_only, self.config_source = name, value, read_only, source
+        self.is_default = source == DEFAULT_CONFIG
+        self.synonyms, self.doc, self.type = synonyms, doc, config_type
+
+
+def _config_type(name: str, default: str) -> int:
+    if name in _LIST_CONFIGS:
+        return LIST
+    if default in ("true", "false"):
+        return BOOLEAN
+    try:
+        int(default)
+        return LONG
+    except ValueError:
+        return STRING
+
+
+def _topic_entries(broker, overrides, keys, synonyms, docs) -> list[_Entry]:
+    entries = []
+    for name, definition in TOPIC_CONFIGS.items():
+        if keys is not None and name not in keys:
+            continue
+        broker_name = definition.default
+        broker_source = STATIC_BROKER_CONFIG if broker.config.is_set(broker_name) else DEFAULT_CONFIG
+        chain = []
+        if name in overrides:
+            chain.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+        chain.append((broker_name, broker.config.raw(broker_name), broker_source))
+        value, source = chain[0][1], chain[0][2]
+        entries.append(_Entry(name, value, False, source, chain if synonyms else [],
+                              definition.doc if docs else None,
+                              _config_type(name, BROKER_CONFIGS[broker_name].default)))
+    return entries
+
+
+def _broker_entries(broker, keys, synonyms, docs) -> list[_Entry]:
+    entries = []
+    for name, definition in BROKER_CONFIGS.items():
+        if keys is not None and name not in keys:
+            continue
+        source = STATIC_BROKER_CONFIG if broker.config.is_set(name) else DEFAULT_CONFIG
+        value = broker.config.raw(name)
+        entries.append(_Entry(name, value, True, source, [(name, value, source)] if synonyms else [],
+                              definition.doc if docs else None, _config_type(name, definition.default)))
+    return entries
+
+
+Described = DescribeConfigsResponse.DescribeConfigsResult
+DescribedConfig = Described.DescribeConfigsResourceResult
+
+
+async def describe_configs(broker, ctx, request):
+    results = []
+    for resource in request.resources:
+        keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+        try:
+            if resource.resource_type == TOPIC:
+                info = broker.metadata.get(resource.resource_name)
+                entries = _topic_entries(broker, info.configs, keys, request.include_synonyms,
+                                         request.include_documentation)
+            elif resource.resource_type == BROKER:
+                if resource.resource_name not in ("", str(broker.broker_id)):
+                    raise MetadataError(Errors.InvalidRequestError,
+                                        f"this is broker {broker.broker_id}, not {resource.resource_name!r}")
+                entries = _broker_entries(broker, keys, request.include_synonyms, request.include_documentation)
+            else:
+                raise MetadataError(Errors.InvalidRequestError,
+                                    f"resource type {resource.resource_type} is not described here (2 topic, 4 broker)")
+            code, message = 0, None
+        except Exception as exc:
+            code, message = error_of(exc)
+            entries = []
+        configs = [DescribedConfig(
+            name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
+            is_default=e.is_default, is_sensitive=False,
+            synonyms=[DescribedConfig.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
+            config_type=e.type, documentation=e.doc) for e in entries]
+        results.append(Described(error_code=code, error_message=message, resource_type=resource.resource_type,
+                                 resource_name=resource.resource_name, configs=configs))
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _altered(current: dict[str, str], changes) -> dict[str, str]:
+    configs = dict(current)
+    for change in changes:
+        name, op, value = change.name, change.config_operation, change.value
+        if op == SET:
+            configs[name] = value
+        elif op == DELETE:
+            configs.pop(name, None)
+        elif op in (APPEND, SUBTRACT):
+            if name not in _LIST_CONFIGS:
+                raise MetadataError(Errors.InvalidConfigurationError,
+                                    f"APPEND/SUBTRACT need a list config; {name!r} is not one")
+            items = [v for v in configs.get(name, "").split(",") if v]
+            for item in (value or "").split(","):
+                if op == APPEND and item and item not in items:
+                    items.append(item)
+                elif op == SUBTRACT and item in items:
+                    items.remove(item)
+            configs[name] = ",".join(items)
+        else:
+            raise MetadataError(Errors.InvalidRequestError, f"unknown config operation {op} for {name!r}")
+    return configs
+
+
+async def incremental_alter_configs(broker, ctx, request):
+    results = []
+    for resource in request.resources:
+        try:
+            if resource.resource_type != TOPIC:
+                raise MetadataError(Errors.InvalidRequestError,
+                                    "only topic configs can be altered; broker configs are set at start (--config)")
+            info = broker.metadata.get(resource.resource_name)
+            configs = _altered(info.configs, resource.configs)
+            try:
+                validate_topic_configs(configs)
+            except ConfigError as exc:
+                raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+            if not request.validate_only:
+                broker.set_topic_configs(info.name, configs)
+            code, message = 0, None
+        except Exception as exc:
+            code, message = error_of(exc)
+        results.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=code, error_message=message, resource_type=resource.resource_type,
+            resource_name=resource.resource_name))
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)

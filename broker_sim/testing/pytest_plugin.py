@@ -1,0 +1,38 @@
+"""pytest plugin shipped with pylog (entry point ``pytest11``): broker fixtures for users' tests.
+
+Install pylog and write::
+
+    def test_roundtrip(pylog_broker):
+        producer = KafkaProducer(bootstrap_servers=pylog_broker.bootstrap_servers)
+        ...
+
+``pylog_broker`` is a fresh in-process broker for each test, on 127.0.0.1 and
+an ephemeral port, with its data in pytest's ``tmp_path``; it is stopped when
+the test ends.  ``pylog_broker_factory`` starts brokers with configs of your
+choice (``pylog_broker_factory(config={"num.partitions": 3})``).
+"""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def pylog_broker_factory(tmp_path_factory):
+    from broker_sim.server.broker import Broker
+
+    started = []
+
+    def start(config=None, data_dir=None, **kwargs):
+        directory = data_dir or tmp_path_factory.mktemp("pylog-broker")
+        broker = Broker(directory, host="127.0.0.1", port=0, config=config, **kwargs).start()
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
+
+
+@pytest.fixture
+def pylog_broker(pylog_broker_factory):
+    return pylog_broker_factory()

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install everything pylog needs on a fresh Debian machine: Debian packages (kcat),
+# then pylog itself with its test and bench extras into the current interpreter
+# (or into $PYLOG_VENV when set).  Safe to run again: it skips what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -n "${PYLOG_VENV:-}" ]; then
+  [ -x "$PYLOG_VENV/bin/python" ] || python3 -m venv "$PYLOG_VENV"
+  PYTHON="$PYLOG_VENV/bin/python"
+else
+  PYTHON="${PYTHON:-$(command -v python3 || command -v python)}"
+fi
+
+need_apt=()
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "ci/setup.sh: installing Debian packages: ${need_apt[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq >/dev/null || echo "ci/setup.sh: apt-get update failed; trying the install anyway" >&2
+  $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+check='import importlib.metadata as m, kafka, aiokafka, confluent_kafka, pyspark, hypothesis, pytest_timeout, crc32c; m.version("pylog")'
+if ! (cd / && "$PYTHON" -c "$check") 2>/dev/null || [ "${PYLOG_REINSTALL:-0}" = 1 ]; then
+  echo "ci/setup.sh: installing pylog and its Python dependencies with $PYTHON" >&2
+  "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test,bench]"
+fi
+echo "$PYTHON"
