@@ -75,6 +75,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.roll.ms", "604800000", _parse_int(1), "Segment age before a roll."),
     ConfigDef("log.retention.ms", "604800000", _parse_int(-1), "Age after which segments are deleted (-1: never)."),
     ConfigDef("log.retention.bytes", "-1", _parse_int(-1), "Partition size beyond which old segments are deleted."),
+    ConfigDef("log.retention.minutes", "", _parse_int(-1), "log.retention.ms in minutes (ms wins when both are set)."),
+    ConfigDef("log.retention.hours", "168", _parse_int(-1), "log.retention.ms in hours (ms and minutes win)."),
+    ConfigDef("log.roll.hours", "168", _parse_int(1), "log.roll.ms in hours (ms wins when both are set)."),
     ConfigDef("log.retention.check.interval.ms", "300000", _parse_int(1), "How often retention runs."),
     ConfigDef("log.index.interval.bytes", "4096", _parse_int(0), "Bytes between offset-index entries."),
     ConfigDef("log.flush.interval.messages", str(LONG_MAX), _parse_int(1), "fsync after this many messages."),
@@ -105,6 +108,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("max.message.bytes", "message.max.bytes", _parse_int(0), "Largest record batch accepted."),
     ConfigDef("min.insync.replicas", "min.insync.replicas", _parse_int(1), "Replicas needed for acks=all."),
 )
+
+
+_COARSER = {
+    "log.retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "log.roll.ms": (("log.roll.hours", 3_600_000),),
+}
 
 
 def _check(defs: Mapping[str, ConfigDef], name: str, value: str) -> object:
@@ -146,7 +155,14 @@ class BrokerConfig:
 
     def topic_default(self, topic_config: str) -> str:
         """The value a topic gets for ``topic_config`` when it sets none itself."""
-        return self.raw(TOPIC_CONFIGS[topic_config].default)
+        broker_name = TOPIC_CONFIGS[topic_config].default
+        if not self.is_set(broker_name):
+            # Kafka's coarser spellings, used only when the *.ms name is not set
+            for coarse, factor in _COARSER.get(broker_name, ()):
+                if self.is_set(coarse):
+                    value = int(self.raw(coarse))
+                    return str(value * factor if value >= 0 else -1)
+        return self.raw(broker_name)
 
     def effective_topic_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
         return {name: overrides.get(name, self.topic_default(name)) for name in TOPIC_CONFIGS}
