@@ -27,7 +27,7 @@ import kafka.errors as Errors
 from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.leader_epoch import LeaderEpochCache
 from broker_sim.storage.log import LogConfig, PartitionLog
-from broker_sim.storage.producer_state import ProducerStateManager
+from broker_sim.storage.producer_state import ProducerStateManager, in_sequence
 
 
 @dataclass
@@ -44,6 +44,7 @@ class Partition:
         self.topic = topic
         self.index = index
         self.broker_id = broker_id
+        self._now_ms = now_ms
         self.log = PartitionLog(directory, config, now_ms=now_ms)
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateManager(directory)
@@ -78,15 +79,24 @@ class Partition:
         """
         batches = parse_batches(records)
         limit = self.log.config.max_message_bytes
+        previous = {}  # producer id -> its previous batch in this request
         for batch in batches:
             if batch.size > limit:
                 raise Errors.MessageSizeTooLargeError(
                     f"batch of {batch.size} bytes at byte {batch.position} is larger than "
                     f"max.message.bytes={limit} of {self.topic}")
             if batch.has_producer_id and not batch.is_control:
-                duplicate = self.producers.check(batch)
-                if duplicate is not None:
-                    return AppendResult(duplicate.first_offset, -1, self.log.log_start_offset, duplicate=True)
+                before = previous.get(batch.producer_id)
+                if before is None:
+                    duplicate = self.producers.check(batch)
+                    if duplicate is not None:
+                        return AppendResult(duplicate.first_offset, -1, self.log.log_start_offset, duplicate=True)
+                elif (batch.producer_epoch != before.producer_epoch
+                      or not in_sequence(before.last_sequence, batch.base_sequence)):
+                    raise Errors.OutOfOrderSequenceNumberError(
+                        f"producer {batch.producer_id}: batch with sequence {batch.base_sequence} does not follow "
+                        f"the one before it in the same request (last sequence {before.last_sequence})")
+                previous[batch.producer_id] = batch
         info = self.log.append(records, batches, leader_epoch=self.leader_epoch)
         offset = info.first_offset
         for batch in batches:
@@ -145,7 +155,17 @@ class Partition:
                 f"outside [0, high watermark {self.high_watermark}]")
         start = self.log.delete_records_before(offset)
         self.epochs.truncate_from_start(start)
+        self.producers.truncate_head(start)
         return start
+
+    def enforce_retention(self, producer_expiration_ms: int) -> int:
+        """Delete segments past retention (never beyond the high watermark); returns segments deleted."""
+        deleted = self.log.enforce_retention(high_watermark=self.high_watermark)
+        if deleted:
+            self.epochs.truncate_from_start(self.log.log_start_offset)
+            self.producers.truncate_head(self.log.log_start_offset)
+        self.producers.remove_expired(self._now_ms(), producer_expiration_ms)
+        return deleted
 
     def close(self) -> None:
         self._wake_waiters()

@@ -84,10 +84,8 @@ class ReplicaManager:
                 shutil.rmtree(marked, ignore_errors=True)
 
     def enforce_retention(self) -> int:
-        deleted = 0
-        for partition in list(self.partitions.values()):
-            deleted += partition.log.enforce_retention()
-        return deleted
+        expiration_ms = self.config.get("producer.id.expiration.ms")
+        return sum(p.enforce_retention(expiration_ms) for p in list(self.partitions.values()))
 
     def maybe_roll(self) -> None:
         for partition in list(self.partitions.values()):

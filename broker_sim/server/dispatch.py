@@ -26,6 +26,7 @@ from kafka.protocol.api_key import ApiKey
 
 from broker_sim.protocol.apis import APIS, api_versions_response
 from broker_sim.protocol.framing import FrameError, peek_header
+from broker_sim.protocol.validation import check_not_null
 from broker_sim.server.network import CloseConnection
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Dispatcher:
                                   f"(supported {spec.min_version}-{spec.max_version})")
         try:
             request = spec.request.decode(frame, version=version, header=True)
+            check_not_null(request, version)
         except Exception as exc:  # any decode failure means a malformed body
             raise CloseConnection(f"malformed {spec.key.name} v{version} request: {exc!r}") from None
         ctx = RequestContext(api_key, version, correlation_id, request.header.client_id, connection)
@@ -83,5 +85,6 @@ class Dispatcher:
 
     @staticmethod
     def _encode(response, version: int, correlation_id: int) -> bytes:
+        response.API_VERSION = version  # before with_header: kafka-python's setter touches the header
         response.with_header(correlation_id=correlation_id)
-        return bytes(response.encode(version=version, header=True, framed=True))
+        return bytes(response.encode(header=True, framed=True))

@@ -1,7 +1,7 @@
 """asyncio network layer: one ``KafkaConnection`` per client socket.
 
-Theory of operation: bytes arrive in ``data_received`` and go through the
-sans-IO ``FrameDecoder``; complete frames queue up and one task per
+Theory of operation: the socket reads straight into buffers of the sans-IO
+``FrameDecoder`` (asyncio's buffered protocol); complete frames queue up and one task per
 connection handles them strictly in order (Kafka answers requests on a
 connection in the order they were sent, and clients rely on it).  The handler
 returns the parts of the response: ``bytes`` are written to the transport,
@@ -36,7 +36,7 @@ class CloseConnection(Exception):
     """Raised by a handler when Kafka would close the connection (malformed or unsupported request)."""
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handle: Callable[["KafkaConnection", bytes], Awaitable[list | None]],
                  max_frame_bytes: int, connections: set) -> None:
         self._handle = handle
@@ -52,7 +52,7 @@ class KafkaConnection(asyncio.Protocol):
         self.sendfile_ok = True
         self._task: asyncio.Task | None = None
 
-    # --- asyncio.Protocol -------------------------------------------------
+    # --- asyncio.BufferedProtocol -------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
         peer = transport.get_extra_info("peername")
@@ -64,9 +64,12 @@ class KafkaConnection(asyncio.Protocol):
         self._connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self._decoder.feed(data)
+            frames = self._decoder.buffer_updated(nbytes)
         except FrameError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.close()

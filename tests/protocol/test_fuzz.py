@@ -59,9 +59,14 @@ def broker(tmp_path_factory):
 def _handle(broker, frame: bytes):
     future = asyncio.run_coroutine_threadsafe(broker.dispatcher.handle(FakeConnection(), frame), broker._loop)
     try:
-        return future.result(timeout=10)
+        return future.result(timeout=3)
     except CloseConnection:
         return "closed"
+    except TimeoutError:
+        # a mutated max_wait_ms can ask for an hours-long poll, which Kafka honours too
+        future.cancel()
+        assert frame[:2] == b"\x00\x01", "only a Fetch long poll may take this long"
+        return None
 
 
 header_and_body = st.builds(

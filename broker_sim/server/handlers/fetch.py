@@ -110,9 +110,10 @@ def _encode(ctx, request, topics) -> list:
                                                                         end_offset=read.diverging[1])
             partitions.append(PartitionData(**fields))
         responses.append(TopicResponse(topic=name, partitions=partitions))
-    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+    response = FetchResponse(version=ctx.version, throttle_time_ms=0, error_code=0, session_id=0,
+                             responses=responses)
     response.with_header(correlation_id=ctx.correlation_id)
-    encoded = response.encode(version=ctx.version, header=True, framed=True)
+    encoded = response.encode(header=True, framed=True)
     if not spliced:
         return [bytes(encoded)]
     return splice(encoded, spliced, flexible=FetchResponse.flexible_version_q(ctx.version))

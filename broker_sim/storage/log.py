@@ -1,0 +1,599 @@
+"""PartitionLog: one partition's segments, offsets, retention and recovery.
+
+Theory of operation: a partition directory holds segments named by base
+offset (see `segment.py`). The last segment is *active* and takes appends; the
+others are sealed (fsynced, final time-index entry written). `append` assigns
+offsets from the log end offset, stamps them into a copy of the producer's
+bytes (`stamp_batches`) and writes that copy to the active segment in one
+`write`, rolling to a new segment first when the active one is full, too old
+or would overflow 32-bit relative offsets. `read` returns `FileRegion`s of
+whole batches (one per segment touched) for zero-copy `os.sendfile`.
+
+Opening a directory always recovers the active segment (full CRC scan,
+truncating a torn or corrupt tail) and any sealed segment whose indexes are
+missing or inconsistent; other sealed segments are adopted from their indexes
+with a short tail scan. Leftover `.cleaned`, `.swap`, `.deleted` and `.tmp`
+files are removed. The log start offset lives in the `log-start-offset`
+checkpoint because DeleteRecords can move it inside a segment.
+
+Deleted segments (retention, DeleteRecords, truncation) are unlinked at once,
+but their `.log` descriptor stays open for `file_delete_delay_ms` so a
+`FileRegion` handed out just before is still readable by `os.sendfile`; the
+descriptors are closed by a later `append`, `maybe_roll`, `enforce_retention`
+or `close`.
+
+Threading: a PartitionLog is single-threaded — the broker calls it only from
+its asyncio event-loop thread, so it has no lock. Time comes from the injected
+`now_ms` clock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from bisect import bisect_right
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, NamedTuple
+
+from kafka.errors import CorruptRecordError, KafkaStorageError, MessageSizeTooLargeError, OffsetOutOfRangeError
+
+from broker_sim.storage.batch import INT32_MAX, TIMESTAMP_TYPE_MASK, BatchHeader, stamp_batches
+from broker_sim.storage.checkpoint import fsync_directory, read_checkpoint, write_checkpoint
+from broker_sim.storage.segment import FileRegion, LogSegment
+
+__all__ = ["AppendInfo", "FileRegion", "LogConfig", "PartitionLog"]
+
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset"
+_CHECKPOINT_VERSION = 0
+_SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
+_SEGMENT_INDEX = re.compile(r"^(\d{20})\.(index|timeindex)$")
+_LEFTOVER_SUFFIXES = (".cleaned", ".swap", ".deleted", ".tmp")
+_LONG_MAX = 2**63 - 1
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _int_at_least(minimum: int) -> Callable[[str, str], int]:
+    def parse(key: str, value: str) -> int:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"topic config {key}={value!r}: not an integer") from None
+        if number < minimum:
+            raise ValueError(f"topic config {key}={value!r}: must be at least {minimum}")
+        return number
+
+    return parse
+
+
+def _timestamp_type(key: str, value: str) -> str:
+    if value not in ("CreateTime", "LogAppendTime"):
+        raise ValueError(f"topic config {key}={value!r}: must be CreateTime or LogAppendTime")
+    return value
+
+
+# Topic-level config name -> (LogConfig field, parser). Minimums are Kafka's.
+_TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str, str], object]]] = {
+    "segment.bytes": ("segment_bytes", _int_at_least(14)),
+    "segment.ms": ("segment_ms", _int_at_least(1)),
+    "retention.ms": ("retention_ms", _int_at_least(-1)),
+    "retention.bytes": ("retention_bytes", _int_at_least(-(2**63))),
+    "index.interval.bytes": ("index_interval_bytes", _int_at_least(0)),
+    "flush.messages": ("flush_interval_messages", _int_at_least(1)),
+    "flush.ms": ("flush_interval_ms", _int_at_least(0)),
+    "message.timestamp.type": ("message_timestamp_type", _timestamp_type),
+    "max.message.bytes": ("max_message_bytes", _int_at_least(0)),
+    "file.delete.delay.ms": ("file_delete_delay_ms", _int_at_least(0)),
+}
+
+
+@dataclass
+class LogConfig:
+    """Per-partition log settings; field comments give the broker / topic config names."""
+
+    segment_bytes: int = 1073741824  # log.segment.bytes / segment.bytes
+    segment_ms: int = 604800000  # log.roll.ms / segment.ms
+    retention_ms: int = 604800000  # log.retention.ms / retention.ms (-1 = forever)
+    retention_bytes: int = -1  # log.retention.bytes / retention.bytes (-1 = unlimited)
+    index_interval_bytes: int = 4096  # log.index.interval.bytes / index.interval.bytes
+    flush_interval_messages: int = _LONG_MAX  # fsync after this many messages since the last flush
+    flush_interval_ms: int = _LONG_MAX  # fsync when the last flush is this old at an append
+    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    max_message_bytes: int = 1048588  # message.max.bytes / max.message.bytes
+    file_delete_delay_ms: int = 60000  # keep deleted segments' descriptors open this long
+
+    @classmethod
+    def from_topic_configs(cls, configs: Mapping[str, str], defaults: LogConfig | None = None) -> LogConfig:
+        """`defaults` overridden by the topic-level configs we know; other keys are ignored.
+
+        Raises ValueError naming the key and value of an invalid setting.
+        """
+        base = defaults if defaults is not None else cls()
+        values = {f.name: getattr(base, f.name) for f in fields(cls)}
+        for key, value in configs.items():
+            if key in _TOPIC_CONFIGS:
+                name, parse = _TOPIC_CONFIGS[key]
+                values[name] = parse(key, value)
+        return cls(**values)
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 with CreateTime
+    max_timestamp: int
+    offset_of_max_timestamp: int  # last offset of the first batch carrying max_timestamp
+
+
+class PartitionLog:
+    """The segments of one partition directory; see the module docstring."""
+
+    def __init__(
+        self, directory: str | os.PathLike, config: LogConfig, *, now_ms: Callable[[], int] = wall_clock_ms
+    ) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self._now_ms = now_ms
+        self._segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self._closing: list[tuple[int, LogSegment]] = []
+        self._log_start_offset = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms()
+        self._closed = False
+        self.recovered_bytes_truncated = 0
+        self._load()
+
+    # -- loading ---------------------------------------------------------------
+
+    def _load(self) -> None:
+        now = self._now_ms()
+        bases = []
+        for path in self.directory.iterdir():
+            if path.name.endswith(_LEFTOVER_SUFFIXES):
+                path.unlink()
+            elif match := _SEGMENT_LOG.match(path.name):
+                bases.append(int(match.group(1)))
+        for path in self.directory.iterdir():
+            match = _SEGMENT_INDEX.match(path.name)
+            if match and int(match.group(1)) not in bases:
+                path.unlink()
+        bases.sort()
+        segments = [self._new_segment(base, now) for base in bases]
+        for segment in segments[:-1]:
+            if segment.load() is not None:
+                self.recovered_bytes_truncated += segment.recover()
+        if segments:
+            self.recovered_bytes_truncated += segments[-1].recover()
+        checkpointed = self._read_log_start_offset()
+        if not segments:
+            segments = [self._new_segment(checkpointed, now)]
+        self._set_segments(segments)
+        self._log_start_offset = max(checkpointed, segments[0].base_offset)
+        if self._log_start_offset > self.log_end_offset:
+            # The tail holding the start offset was lost; never hand out offsets below it again.
+            self._truncate_fully_and_start_at(self._log_start_offset)
+
+    def _read_log_start_offset(self) -> int:
+        path = self.directory / LOG_START_OFFSET_CHECKPOINT
+        try:
+            entries = read_checkpoint(path, _CHECKPOINT_VERSION)
+            return int(entries[0]) if entries else 0
+        except (ValueError, IndexError) as e:
+            raise KafkaStorageError(f"{path}: unreadable log start offset checkpoint: {e}") from e
+
+    def _write_log_start_offset(self) -> None:
+        write_checkpoint(self.directory / LOG_START_OFFSET_CHECKPOINT, _CHECKPOINT_VERSION, [str(self._log_start_offset)])
+
+    def _new_segment(self, base_offset: int, now: int) -> LogSegment:
+        return LogSegment(
+            self.directory, base_offset, index_interval_bytes=self.config.index_interval_bytes, now_ms=now
+        )
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        self._segments = segments
+        self._base_offsets = [segment.base_offset for segment in segments]
+
+    # -- state -----------------------------------------------------------------
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    # -- append ----------------------------------------------------------------
+
+    def append(self, records, batches: list[BatchHeader], *, leader_epoch: int) -> AppendInfo:
+        """Assign offsets to `batches` (parse_batches output for `records`), stamp and store them.
+
+        Returns the offsets assigned and the timestamps the producer should
+        see. Raises MessageSizeTooLargeError for a batch over
+        max_message_bytes and KafkaStorageError when the write fails.
+        """
+        if not batches:
+            raise CorruptRecordError("append of a record set without batches")
+        config = self.config
+        for batch in batches:
+            if batch.size > config.max_message_bytes:
+                raise MessageSizeTooLargeError(
+                    f"batch at byte {batch.position} is {batch.size} bytes, "
+                    f"over max.message.bytes {config.max_message_bytes}"
+                )
+        now = self._now_ms()
+        self._close_expired(now)
+        first_offset = self.log_end_offset
+        last_offset = first_offset + sum(batch.last_offset_delta + 1 for batch in batches) - 1
+        log_append_time = now if config.message_timestamp_type == "LogAppendTime" else None
+        incoming_timestamp = log_append_time if log_append_time is not None else max(b.max_timestamp for b in batches)
+        if self._should_roll(len(records), last_offset, incoming_timestamp, now):
+            self._roll()
+        data = bytearray(records)
+        stamp_batches(data, batches, first_offset, leader_epoch, log_append_time)
+
+        # Headers as they will sit in the active segment file, for its indexes.
+        active = self.active_segment
+        file_start = active.size
+        stamped = []
+        offset = first_offset
+        max_timestamp = -1
+        offset_of_max_timestamp = first_offset
+        messages = 0
+        for b in batches:
+            if log_append_time is None:
+                header = BatchHeader(file_start + b.position, offset, b.size, leader_epoch, *b[4:])
+            else:
+                header = BatchHeader(
+                    file_start + b.position, offset, b.size, leader_epoch, b.magic, b.crc,
+                    b.attributes | TIMESTAMP_TYPE_MASK, b.last_offset_delta, b.base_timestamp, log_append_time,
+                    b.producer_id, b.producer_epoch, b.base_sequence, b.record_count,
+                )  # fmt: skip
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+                offset_of_max_timestamp = offset + b.last_offset_delta
+            stamped.append(header)
+            offset += b.last_offset_delta + 1
+            messages += b.record_count
+        active.append(data, stamped)
+
+        self._unflushed_messages += messages
+        if (
+            self._unflushed_messages >= config.flush_interval_messages
+            or now - self._last_flush_ms >= config.flush_interval_ms
+        ):
+            self._flush(now)
+        return AppendInfo(
+            first_offset,
+            last_offset,
+            -1 if log_append_time is None else log_append_time,
+            max_timestamp,
+            offset_of_max_timestamp,
+        )
+
+    def _should_roll(self, incoming_bytes: int, last_offset: int, incoming_timestamp: int, now: int) -> bool:
+        """Kafka's shouldRoll: full, too old, or relative offsets would overflow int32.
+
+        Age is Kafka's `timeWaitedForRoll`: the incoming batches' max timestamp
+        minus the first batch's, so a producer replaying old CreateTime data
+        does not roll a segment per append; the clock is used only when the
+        segment has no timestamp yet.
+        """
+        active = self.active_segment
+        if active.size == 0:
+            return False
+        if active.first_batch_timestamp is not None and active.first_batch_timestamp >= 0:
+            waited = incoming_timestamp - active.first_batch_timestamp
+        else:
+            waited = now - active.created_ms
+        return (
+            active.size + incoming_bytes > self.config.segment_bytes
+            or waited > self.config.segment_ms
+            or last_offset - active.base_offset > INT32_MAX
+        )
+
+    def _roll(self) -> LogSegment:
+        active = self.active_segment
+        active.seal()
+        segment = self._new_segment(active.next_offset, self._now_ms())
+        if segment.size:
+            segment.close()
+            raise KafkaStorageError(f"cannot roll: {segment.log_path} already exists and is not empty")
+        fsync_directory(self.directory)
+        self._set_segments([*self._segments, segment])
+        return segment
+
+    def maybe_roll(self) -> bool:
+        """Roll the active segment if it is non-empty and older than segment_ms; returns whether it rolled.
+
+        "Older" here means both its first timestamp and its creation (or
+        load) are more than segment_ms before the clock.
+
+        Also closes descriptors of deleted segments whose delay passed and
+        fsyncs when flush_interval_ms has elapsed, so a periodic background
+        call keeps both going when no appends arrive.
+        """
+        now = self._now_ms()
+        self._close_expired(now)
+        if self._unflushed_messages and now - self._last_flush_ms >= self.config.flush_interval_ms:
+            self._flush(now)
+        active = self.active_segment
+        # Both the data and the segment file must be old: data timestamps alone would roll a
+        # segment of replayed historical records on every call.
+        age = min(now - active.rolling_timestamp(), now - active.created_ms)
+        if active.size and age > self.config.segment_ms:
+            self._roll()
+            return True
+        return False
+
+    # -- read ------------------------------------------------------------------
+
+    def _check_offset(self, offset: int) -> None:
+        if offset < self._log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self._log_start_offset}, {self.log_end_offset}] "
+                f"of {self.directory.name}"
+            )
+
+    def _segment_position(self, offset: int) -> int:
+        """Index in the segment list of the segment that would hold `offset`."""
+        return max(bisect_right(self._base_offsets, offset) - 1, 0)
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> list[FileRegion]:
+        """Regions of whole batches from the one containing `offset`.
+
+        Stops before any batch reaching `max_offset` (exclusive; e.g. the high
+        watermark) and before exceeding `max_bytes`, except that
+        `min_one_batch` returns a first batch of any size. One region per
+        segment touched. Returns [] at the log end or at `max_offset`; raises
+        OffsetOutOfRangeError below the log start or beyond the log end.
+        """
+        self._check_offset(offset)
+        if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
+            return []
+        regions: list[FileRegion] = []
+        remaining = max_bytes
+        for segment in self._segments[self._segment_position(offset) :]:
+            if segment.next_offset <= offset:
+                continue
+            region, stopped = segment.read(
+                offset, remaining, max_offset=max_offset, min_one_batch=min_one_batch and not regions
+            )
+            if region is not None:
+                regions.append(region)
+                remaining -= region.size
+            if stopped:
+                break
+            offset = segment.next_offset
+        return regions
+
+    def read_bytes(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> bytes:
+        """`read`, with the regions' bytes copied out (for TLS listeners and tests)."""
+        regions = self.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+        return b"".join(os.pread(region.file.fileno(), region.size, region.position) for region in regions)
+
+    def iter_batches(self, start_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers from the batch containing `start_offset` (default: the log start) to the end.
+
+        Offsets are absolute; positions are within each batch's segment file.
+        Do not modify the log while iterating.
+        """
+        offset = self._log_start_offset if start_offset is None else start_offset
+        for segment in self._segments[self._segment_position(offset) :]:
+            yield from segment.batches_from(offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after the log start with timestamp >= `timestamp_ms`.
+
+        ListOffsets semantics, exact to the record: the matching batch is
+        decoded. Returns None when no record qualifies.
+        """
+        for segment in self._segments:
+            if segment.size and segment.max_timestamp >= timestamp_ms and segment.next_offset > self._log_start_offset:
+                found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record with the largest timestamp (ListOffsets -3), None if empty."""
+        best = None
+        for segment in self._segments:
+            if segment.size and segment.next_offset > self._log_start_offset:
+                if best is None or segment.max_timestamp > best.max_timestamp:
+                    best = segment
+        if best is None:
+            return None
+        header = best.batch_with_last_offset(best.offset_of_max_timestamp)
+        if header is not None:
+            found = best.record_at_or_after(header, best.max_timestamp, self._log_start_offset)
+            if found is not None:
+                return found[1], found[0]
+        return best.max_timestamp, best.offset_of_max_timestamp
+
+    # -- deletion --------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` and drop segments wholly below it.
+
+        Returns the new log start offset. Raises OffsetOutOfRangeError when
+        `offset` is beyond the log end offset.
+        """
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: beyond log end offset {self.log_end_offset} "
+                f"of {self.directory.name}"
+            )
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._delete_prefix(lambda segment: segment.next_offset <= offset, include_active=False)
+            self._write_log_start_offset()
+        return self._log_start_offset
+
+    def enforce_retention(self, *, high_watermark: int | None = None) -> int:
+        """Delete the oldest segments that break retention_ms or retention_bytes; returns how many.
+
+        A segment is only deletable when all of it is below `high_watermark`
+        (when given). An active segment that is itself expired and non-empty is
+        rolled first so it can go too, as Kafka does.
+        """
+        now = self._now_ms()
+        config = self.config
+        deleted = 0
+        if config.retention_ms >= 0:
+            deleted += self._delete_prefix(
+                lambda segment: now - segment.largest_timestamp() > config.retention_ms,
+                include_active=True,
+                high_watermark=high_watermark,
+            )
+        if config.retention_bytes >= 0:
+            excess = self.size_in_bytes - config.retention_bytes
+
+            def over_size(segment: LogSegment) -> bool:
+                nonlocal excess
+                if excess - segment.size >= 0:
+                    excess -= segment.size
+                    return True
+                return False
+
+            deleted += self._delete_prefix(over_size, include_active=True, high_watermark=high_watermark)
+        deleted += self._delete_prefix(
+            lambda segment: segment.next_offset <= self._log_start_offset, include_active=False
+        )
+        self._close_expired(now)
+        return deleted
+
+    def _delete_prefix(
+        self,
+        deletable: Callable[[LogSegment], bool],
+        *,
+        include_active: bool,
+        high_watermark: int | None = None,
+    ) -> int:
+        """Delete the longest run of oldest segments satisfying `deletable`; returns how many."""
+        count = 0
+        for segment in self._segments:
+            is_active = segment is self.active_segment
+            if (is_active and (not include_active or segment.size == 0)) or (
+                high_watermark is not None and segment.next_offset > high_watermark
+            ):
+                break
+            if not deletable(segment):
+                break
+            count += 1
+        if not count:
+            return 0
+        if count == len(self._segments):
+            self._roll()
+        doomed = self._segments[:count]
+        self._set_segments(self._segments[count:])
+        self._dispose(doomed)
+        new_start = max(self._log_start_offset, self._segments[0].base_offset)
+        if new_start != self._log_start_offset:
+            self._log_start_offset = new_start
+            self._write_log_start_offset()
+        return count
+
+    def _dispose(self, segments: list[LogSegment]) -> None:
+        """Unlink deleted segments now; close their descriptors after file_delete_delay_ms."""
+        now = self._now_ms()
+        for segment in segments:
+            segment.close_indexes()
+            segment.unlink()
+            self._closing.append((now + self.config.file_delete_delay_ms, segment))
+        fsync_directory(self.directory)
+        self._close_expired(now)
+
+    def _close_expired(self, now: int) -> None:
+        if not self._closing:
+            return
+        keep = []
+        for deadline, segment in self._closing:
+            if deadline <= now:
+                segment.file.close()
+            else:
+                keep.append((deadline, segment))
+        self._closing = keep
+
+    # -- truncation (replication) ----------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch containing an offset >= `offset`; no-op when `offset` >= the log end.
+
+        The batch containing `offset` is dropped whole, so the new log end is
+        the first offset of that batch. Truncating below the first segment
+        empties the log and restarts it at `offset`, like Kafka.
+        """
+        if offset >= self.log_end_offset:
+            return
+        if offset < self._segments[0].base_offset:
+            self._truncate_fully_and_start_at(offset)
+            return
+        keep = self._segment_position(offset) + 1
+        doomed = self._segments[keep:]
+        self._set_segments(self._segments[:keep])
+        self._dispose(doomed)
+        self.active_segment.truncate_to(offset)
+        if offset < self._log_start_offset:
+            self._log_start_offset = offset
+            self._write_log_start_offset()
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        doomed = self._segments
+        self._set_segments([])
+        self._dispose(doomed)
+        self._set_segments([self._new_segment(offset, self._now_ms())])
+        fsync_directory(self.directory)
+        self._log_start_offset = offset
+        self._write_log_start_offset()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def _flush(self, now: int) -> None:
+        self.active_segment.flush()
+        self._unflushed_messages = 0
+        self._last_flush_ms = now
+
+    def flush(self) -> None:
+        """fsync the active segment and its indexes (sealed segments were fsynced when rolled)."""
+        self._flush(self._now_ms())
+
+    def close(self) -> None:
+        """Flush and close every file; reopening recovers only the active segment."""
+        if self._closed:
+            return
+        self._closed = True
+        self.active_segment.seal()
+        for segment in self._segments:
+            segment.close()
+        for _, segment in self._closing:
+            segment.file.close()
+        self._closing = []
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory (topic deletion)."""
+        self.close()
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,376 @@
+"""One log segment: `<base offset:020d>.log` plus its `.index` and `.timeindex`.
+
+Theory of operation: a segment holds the batches for a contiguous range of
+offsets starting at its base offset, stored exactly as they will be served.
+Appends are one unbuffered `write` per produce call, so once `append` returns
+the bytes are in the page cache and survive the death of the process.
+
+Finding an offset: the sparse offset index gives a batch boundary at or before
+it, then batch headers are scanned forward with `os.pread` of 64 KiB chunks
+(only the 61-byte headers are decoded; large batches are skipped by their
+length). Reads return a `FileRegion` (file, position, size) of whole batches so
+the network layer can `os.sendfile` them.
+
+Index maintenance copies Kafka's `LogSegment.append`: for each batch, if more
+than `index_interval_bytes` were appended since the last entry, the batch gets
+an offset-index entry (its last offset -> its position) and the time index
+gets (largest timestamp so far, last offset of the batch that carried it) when
+that timestamp grew. When a segment stops being active (`seal`) the final
+(max timestamp, offset) is appended to the time index, so a sealed segment's
+largest timestamp is the last time-index entry and reopening it needs only a
+short scan from the last offset-index entry to the end.
+
+`recover()` is the single repair path: it rescans the whole `.log`, checking
+each batch's framing, CRC32C, record count and offset order, truncates the
+file at the first torn or corrupt batch and rebuilds both indexes.
+
+Time-based rolling (decided by PartitionLog) measures age from Kafka's
+`rollingBasedTimestamp`: the first batch's max timestamp when the segment has
+one, else `created_ms`, the clock when the segment object was created or loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+from kafka.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    KafkaStorageError,
+    UnsupportedForMessageFormatError,
+)
+from kafka.record.default_records import DefaultRecordBatch
+
+from broker_sim.storage.batch import HEADER_SIZE, INT32_MAX, BatchHeader, decode_header, verify_batch
+from broker_sim.storage.index import OffsetIndex, TimeIndex
+
+# Header scans read this much per pread: a few index intervals of small batches.
+_HEADER_SCAN_CHUNK = 64 * 1024
+# Recovery reads whole batches to check their CRC; big reads keep the syscall count low.
+_RECOVERY_SCAN_CHUNK = 4 * 1024 * 1024
+
+_BAD_BATCH = (CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError)
+
+
+class FileRegion(NamedTuple):
+    """Whole batches at `position`..`position + size` of a segment's `.log` (for os.sendfile)."""
+
+    file: object
+    position: int
+    size: int
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    """A `.log` file and its two indexes; owned and serialized by its PartitionLog."""
+
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int) -> None:
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = now_ms
+        self.log_path = directory / segment_file_name(base_offset, ".log")
+        index_path = directory / segment_file_name(base_offset, ".index")
+        time_index_path = directory / segment_file_name(base_offset, ".timeindex")
+        self.indexes_missing = not (index_path.exists() and time_index_path.exists())
+        # Unbuffered append mode: every write goes straight to the kernel.
+        self.file = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 - owned until close()
+        self.size = os.fstat(self.file.fileno()).st_size
+        self.offset_index = OffsetIndex(index_path, base_offset)
+        self.time_index = TimeIndex(time_index_path, base_offset)
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp: int | None = None
+        self._bytes_since_index_entry = 0
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"
+
+    # -- loading and recovery -------------------------------------------------
+
+    def load(self) -> str | None:
+        """Adopt a sealed segment's state from its indexes; returns why recovery is needed, or None.
+
+        Scans only from the last offset-index entry to the end of the file.
+        """
+        if self.indexes_missing:
+            return "index files missing"
+        problem = self.offset_index.problem or self.time_index.problem
+        if problem:
+            return problem
+        last_offset, position = self.offset_index.last_entry()
+        if position > 0 or len(self.offset_index):
+            if position >= self.size:
+                return f"index points at byte {position} past the end ({self.size})"
+            header = self._header_at(position)
+            if header is None or header.last_offset != last_offset:
+                return f"index entry ({last_offset}, {position}) does not match a batch"
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        time_offset = self.offset_of_max_timestamp
+        try:
+            self._adopt_tail(position)
+        except _BAD_BATCH as e:
+            return str(e)
+        if time_offset >= max(self.next_offset, self.base_offset + 1):
+            return f"time index offset {time_offset} beyond the segment end {self.next_offset}"
+        return None
+
+    def _adopt_tail(self, position: int) -> None:
+        """Update next offset, max timestamp and index spacing from the batches at `position`.. end."""
+        self.next_offset = self.base_offset
+        for header in self._scan(position):
+            self.next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+        self._bytes_since_index_entry = self.size - position
+        first = self._header_at(0) if self.size else None
+        self.first_batch_timestamp = first.max_timestamp if first else None
+
+    def recover(self) -> int:
+        """Rescan the whole `.log`, truncate at the first bad batch, rebuild the indexes.
+
+        Returns the number of bytes truncated. Batch sizes are deliberately not
+        bounded by max.message.bytes (Kafka's recovery does not either): lowering
+        that config must not turn valid data into "corruption".
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.indexes_missing = False
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = None
+        self._bytes_since_index_entry = 0
+        valid_end = 0
+        headers = []
+        try:
+            for header in self._scan(0, verify=True):
+                if header.base_offset < self.next_offset:
+                    raise CorruptRecordError(
+                        f"batch at byte {header.position}: base offset {header.base_offset} "
+                        f"below the expected {self.next_offset}"
+                    )
+                if header.last_offset - self.base_offset > INT32_MAX:
+                    raise CorruptRecordError(
+                        f"batch at byte {header.position}: offset {header.last_offset} does not fit "
+                        f"segment {self.base_offset}"
+                    )
+                headers.append(header)
+                self.next_offset = header.next_offset
+                valid_end = header.position + header.size
+                if len(headers) >= 1024:
+                    self._track(headers)
+                    headers = []
+        except _BAD_BATCH:
+            pass
+        self._track(headers)
+        truncated = self.size - valid_end
+        if truncated:
+            os.ftruncate(self.file.fileno(), valid_end)
+            self.size = valid_end
+        self._append_final_time_entry()
+        return truncated
+
+    # -- appending -------------------------------------------------------------
+
+    def append(self, data, headers: list[BatchHeader]) -> None:
+        """Write `data` (stamped batches) at the end of the file in one write and index it.
+
+        `headers` describe the batches in `data` as they will be in the file:
+        positions from the current end of the file on, offsets assigned.
+        """
+        self._write(data)
+        self._track(headers)
+
+    def _write(self, data) -> None:
+        view = memoryview(data)
+        fd = self.file.fileno()
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(fd, view[written:])
+        except OSError as e:
+            # A partial write would leave a torn batch; cut it off so the file stays valid.
+            os.ftruncate(fd, self.size)
+            raise KafkaStorageError(f"{self.log_path}: write failed: {e}") from e
+        self.size += written
+
+    def _track(self, headers: list[BatchHeader]) -> None:
+        """Fold appended batches (file positions) into offsets, timestamps and the indexes."""
+        if not headers:
+            return
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = headers[0].max_timestamp
+        offset_entries = []
+        time_entries = []
+        last_time_entry = self.time_index.last_entry()[0] if len(self.time_index) else None
+        for header in headers:
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            if self._bytes_since_index_entry > self.index_interval_bytes:
+                offset_entries.append((header.last_offset, header.position))
+                if last_time_entry is None or self.max_timestamp > last_time_entry:
+                    time_entries.append((self.max_timestamp, self.offset_of_max_timestamp))
+                    last_time_entry = self.max_timestamp
+                self._bytes_since_index_entry = 0
+            self._bytes_since_index_entry += header.size
+        self.next_offset = headers[-1].next_offset
+        self.offset_index.append_entries(offset_entries)
+        self.time_index.append_entries(time_entries)
+
+    def _append_final_time_entry(self) -> None:
+        if self.size and self.max_timestamp >= 0 and self.time_index.accepts(self.max_timestamp):
+            self.time_index.append_entries([(self.max_timestamp, self.offset_of_max_timestamp)])
+
+    def seal(self) -> None:
+        """The segment stops being active: record its max timestamp and make it durable."""
+        self._append_final_time_entry()
+        self.flush()
+
+    # -- reading ---------------------------------------------------------------
+
+    def _header_at(self, position: int) -> BatchHeader | None:
+        data = os.pread(self.file.fileno(), HEADER_SIZE, position)
+        try:
+            return decode_header(data, 0, position, self.size - position)
+        except _BAD_BATCH:
+            return None
+
+    def _scan(self, position: int, *, verify: bool = False) -> Iterator[BatchHeader]:
+        """Headers of the batches from `position` to the end; raises on a torn or corrupt batch."""
+        fd = self.file.fileno()
+        end = self.size
+        chunk = _RECOVERY_SCAN_CHUNK if verify else _HEADER_SCAN_CHUNK
+        buf = b""
+        buf_start = position
+        while position < end:
+            offset = position - buf_start
+            if offset + HEADER_SIZE > len(buf):
+                buf = os.pread(fd, chunk, position)
+                buf_start = position
+                offset = 0
+            header = decode_header(buf, offset, position, end - position)
+            if verify:
+                if offset + header.size > len(buf):
+                    buf = os.pread(fd, max(chunk, header.size), position)
+                    buf_start = position
+                    offset = 0
+                verify_batch(buf, offset, header)
+            yield header
+            position += header.size
+
+    def batches_from(self, start_offset: int) -> Iterator[BatchHeader]:
+        """Headers from the batch containing `start_offset` (or the next one) to the end."""
+        _, position = self.offset_index.lookup(start_offset)
+        try:
+            for header in self._scan(position):
+                if header.last_offset >= start_offset:
+                    yield header
+        except _BAD_BATCH as e:
+            raise KafkaStorageError(f"{self.log_path}: {e}") from e
+
+    def read(
+        self, start_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> tuple[FileRegion | None, bool]:
+        """Whole batches from the one containing `start_offset`.
+
+        Stops before a batch ending at or beyond `max_offset` and before
+        exceeding `max_bytes` — unless `min_one_batch`, which admits a first
+        batch of any size. Returns (region or None, whether a limit stopped the
+        read before the end of the segment).
+        """
+        start = None
+        size = 0
+        stopped = False
+        for header in self.batches_from(start_offset):
+            if start is None:
+                start = header.position
+            if max_offset is not None and header.next_offset > max_offset:
+                stopped = True
+                break
+            if size + header.size > max_bytes and not (size == 0 and min_one_batch):
+                stopped = True
+                break
+            size += header.size
+        if not size:
+            return None, stopped
+        return FileRegion(self.file, start, size), stopped
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `start_offset` with timestamp >= `timestamp`."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        for header in self.batches_from(max(indexed_offset, start_offset)):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            found = self.record_at_or_after(header, timestamp, start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def record_at_or_after(self, header: BatchHeader, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """Decode one batch: (offset, timestamp) of its first record >= both bounds, or None."""
+        data = os.pread(self.file.fileno(), header.size, header.position)
+        for record in DefaultRecordBatch(data):
+            if record.offset >= start_offset and record.timestamp >= timestamp:
+                return record.offset, record.timestamp
+        return None
+
+    def batch_with_last_offset(self, last_offset: int) -> BatchHeader | None:
+        for header in self.batches_from(last_offset):
+            return header if header.last_offset == last_offset else None
+        return None
+
+    def largest_timestamp(self) -> int:
+        """Kafka's `largestTimestamp`: max record timestamp, or the file's mtime when there is none."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def rolling_timestamp(self) -> int:
+        return self.first_batch_timestamp if self.first_batch_timestamp is not None else self.created_ms
+
+    # -- truncation and lifecycle ---------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop batches whose last offset >= `offset` (the batch containing it goes too); returns bytes removed."""
+        position = self.size
+        for header in self.batches_from(offset):
+            position = header.position
+            break
+        removed = self.size - position
+        if not removed:
+            return 0
+        os.ftruncate(self.file.fileno(), position)
+        self.size = position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        self.first_batch_timestamp = None
+        self._adopt_tail(self.offset_index.last_entry()[1])
+        return removed
+
+    def flush(self) -> None:
+        os.fsync(self.file.fileno())
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close_indexes(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+
+    def close(self) -> None:
+        self.close_indexes()
+        self.file.close()
+
+    def unlink(self) -> None:
+        """Remove the files; the `.log` descriptor stays open for readers until `file.close()`."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.log_path.unlink(missing_ok=True)

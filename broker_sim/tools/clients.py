@@ -1,0 +1,60 @@
+"""kafka-python clients built from the options every ``pylog`` command shares.
+
+:class:`Connection` holds ``--bootstrap-server`` and ``--connect-timeout-ms``.
+The factories below turn "no broker answered" into a :class:`ToolError` naming
+the address, instead of kafka-python's 30-second wait and traceback.
+
+Example::
+
+    conn = Connection("127.0.0.1:9092", timeout_ms=10_000)
+    with closing(conn.admin()) as admin:
+        print(admin.list_topics())
+"""
+
+import os
+from dataclasses import dataclass
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+
+from broker_sim.tools.errors import BOOTSTRAP_ERRORS, connection_error
+
+DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
+CLIENT_ID = "pylog-tools"
+
+
+def default_bootstrap_servers() -> str:
+    """``$PYLOG_BOOTSTRAP_SERVERS`` if set, else ``127.0.0.1:9092``."""
+    return os.environ.get("PYLOG_BOOTSTRAP_SERVERS") or DEFAULT_BOOTSTRAP_SERVERS
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the broker is and how long to wait for it."""
+
+    bootstrap_servers: str
+    timeout_ms: int = 10_000
+
+    def _common(self) -> dict:
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "client_id": CLIENT_ID,
+            "bootstrap_timeout_ms": self.timeout_ms,
+        }
+
+    def _build(self, client_type, config):
+        try:
+            return client_type(**self._common(), **config)
+        except BOOTSTRAP_ERRORS as exc:
+            raise connection_error(self.bootstrap_servers, self.timeout_ms) from exc
+
+    def admin(self) -> KafkaAdminClient:
+        """A connected admin client; raises ToolError if no broker answers."""
+        return self._build(KafkaAdminClient, {"request_timeout_ms": max(self.timeout_ms, 30_000)})
+
+    def producer(self, **config) -> KafkaProducer:
+        """A connected producer; metadata waits are bounded by the timeout."""
+        return self._build(KafkaProducer, {"max_block_ms": self.timeout_ms, **config})
+
+    def consumer(self, **config) -> KafkaConsumer:
+        """A connected consumer with no subscription yet."""
+        return self._build(KafkaConsumer, config)
