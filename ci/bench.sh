@@ -3,7 +3,7 @@
 #
 #   ci/bench.sh                              # 1,000,000 x 100 B records, 3 alternating rounds
 #   ci/bench.sh --records 100000 --rounds 1  # any `pylog bench` option passes through
-#   PYTHON=.venv/bin/python ci/bench.sh --output bench.json
+#   PYLOG_VENV=.venv ci/bench.sh --output bench.json   # set up and run in a virtualenv
 #
 # Progress and per-workload summaries go to stderr. This is a measurement, never
 # a pass/fail test: the JSON records workload errors and skipped brokers, and
@@ -11,4 +11,5 @@
 # See `pylog bench --help` and broker_sim/tools/bench.py for what is measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec "${PYTHON:-python}" -m broker_sim.tools.cli bench "$@"
+PYTHON="$(bash ci/setup.sh | tail -n 1)"
+exec "$PYTHON" -m broker_sim.tools.cli bench "$@"

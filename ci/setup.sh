@@ -28,4 +28,11 @@ if ! (cd / && "$PYTHON" -c "$check") 2>/dev/null || [ "${PYLOG_REINSTALL:-0}" = 
   echo "ci/setup.sh: installing pylog and its Python dependencies with $PYTHON" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test,bench]"
 fi
+# an install from another checkout (an editable one elsewhere) would test that code, not this
+here="$(pwd -P)"
+where="$(cd / && "$PYTHON" -c 'import broker_sim, os; print(os.path.dirname(os.path.dirname(os.path.realpath(broker_sim.__file__))))')"
+if [ "$where" != "$here" ]; then
+  echo "ci/setup.sh: pointing the pylog install at $here (was $where)" >&2
+  "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .
+fi
 echo "$PYTHON"
