@@ -90,7 +90,11 @@ class Partition:
                 if before is None:
                     duplicate = self.producers.check(batch)
                     if duplicate is not None:
-                        return AppendResult(duplicate.first_offset, -1, self.log.log_start_offset, duplicate=True)
+                        # as Kafka: the original offsets and, where the broker stamps time, its original append time
+                        append_time = (duplicate.max_timestamp
+                                       if self.log.config.message_timestamp_type == "LogAppendTime" else -1)
+                        return AppendResult(duplicate.first_offset, append_time, self.log.log_start_offset,
+                                            duplicate=True)
                 elif (batch.producer_epoch != before.producer_epoch
                       or not in_sequence(before.last_sequence, batch.base_sequence)):
                     raise Errors.OutOfOrderSequenceNumberError(

@@ -1,5 +1,6 @@
 """The single-node metadata store: topics survive restarts; bad names and counts are refused."""
 import json
+from pathlib import Path
 
 import kafka.errors as Errors
 import pytest
@@ -19,10 +20,14 @@ def test_topics_and_cluster_id_survive_reopen(tmp_path):
 
 
 def test_file_matches_documented_format(tmp_path):
-    MetadataStore(tmp_path, broker_id=0).create_topic("a.b", 2)
+    jsonschema = pytest.importorskip("jsonschema")
+    MetadataStore(tmp_path, broker_id=0).create_topic("a.b", 2, {"retention.ms": "5"})
     doc = json.loads((tmp_path / "pylog-topics.json").read_text())
-    assert doc["version"] == 1
-    assert set(doc["topics"][0]) == {"name", "topic_id", "partitions", "configs", "internal"}
+    schema = json.loads((Path(__file__).parents[2] / "schemas" / "topic-metadata.json").read_text())
+    jsonschema.validate(doc, schema)
+    doc["topics"][0]["partitions"] = 0
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema)
 
 
 def test_data_dir_of_another_broker_id_is_refused(tmp_path):
