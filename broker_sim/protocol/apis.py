@@ -33,9 +33,16 @@ class ApiSpec:
     response: type
     min_version: int
     max_version: int
+    # Lowest version advertised, when below min_version.  Kafka 4 advertises Produce from v0
+    # but refuses v0-2 (KAFKA-18659): librdkafka < 2.10 compresses only when v0 is advertised.
+    advertised_min_version: int | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+    @property
+    def advertised_min(self) -> int:
+        return self.min_version if self.advertised_min_version is None else self.advertised_min_version
 
 
 def _table(*specs: ApiSpec) -> dict[int, ApiSpec]:
@@ -43,7 +50,7 @@ def _table(*specs: ApiSpec) -> dict[int, ApiSpec]:
 
 
 APIS: dict[int, ApiSpec] = _table(
-    ApiSpec(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9),
+    ApiSpec(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9, advertised_min_version=0),
     ApiSpec(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 12),
     ApiSpec(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
     ApiSpec(ApiKey.Metadata, MetadataRequest, MetadataResponse, 0, 12),
@@ -62,6 +69,6 @@ APIS: dict[int, ApiSpec] = _table(
 
 def api_versions_response(version: int, error_code: int = 0):
     """The ApiVersions answer: every row of ``APIS``; v0 layout when reporting an unsupported version."""
-    keys = [ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version, max_version=s.max_version)
+    keys = [ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.advertised_min, max_version=s.max_version)
             for s in APIS.values()]
     return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)

@@ -1,0 +1,22 @@
+"""Integration fixtures: a broker subprocess for kill/restart tests (the plugin gives in-process ones)."""
+from __future__ import annotations
+
+import pytest
+
+from client_helpers import BrokerProcess, free_port
+
+
+@pytest.fixture
+def broker_process(tmp_path):
+    """Start ``python -m broker_sim`` processes; every one still running is SIGKILLed at teardown."""
+    started: list[BrokerProcess] = []
+
+    def start(config=None, data_dir=None, port=None) -> BrokerProcess:
+        directory = data_dir or tmp_path / "data"
+        broker = BrokerProcess(directory, port or free_port(), dict(config or {}))
+        started.append(broker)
+        return broker.start()
+
+    yield start
+    for broker in started:
+        broker.kill()

@@ -1,0 +1,108 @@
+"""Fetch long-polls: it answers as soon as data arrives or when max_wait_ms runs out; byte limits hold.
+
+Times are measured with the monotonic clock and allowed generous slack (a
+2-core CI box); what must hold is the shape: an append during the wait ends
+it early, an idle partition is answered after about ``max_wait_ms``, not at
+once and not much later.  ``max_bytes``/``partition_max_bytes`` bound the
+response, except that the first partition with data returns at least one
+whole batch even when that batch is bigger (KIP-74).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from client_helpers import create_topic
+from kafka_wire import (
+    WireClient, batches_of, fetch_request, fetched_partitions, produce_request, produce_result, record_batch,
+)
+
+MAX_WAIT_MS = 2000
+
+
+def _produce(bootstrap: str, topic: str, partition: int, values) -> int:
+    with WireClient(bootstrap) as client:
+        code, base = produce_result(client.call(produce_request(topic, partition, record_batch(values))))
+    assert code == 0
+    return base
+
+
+def test_long_poll_returns_soon_after_a_record_is_produced(pylog_broker):
+    bootstrap = pylog_broker.bootstrap_servers
+    create_topic(bootstrap, "poll")
+    producer = threading.Timer(0.3, _produce, args=(bootstrap, "poll", 0, [b"wake up"]))
+    with WireClient(bootstrap) as client:
+        started = time.monotonic()
+        producer.start()
+        response = client.call(fetch_request("poll", 0, 0, max_wait_ms=MAX_WAIT_MS, min_bytes=1))
+        elapsed = time.monotonic() - started
+    producer.join()
+    (partition,) = fetched_partitions(response)
+    assert [r.value for b in batches_of(partition.records) for r in b] == [b"wake up"]
+    assert 0.25 <= elapsed < 1.5, f"answered after {elapsed:.2f} s, the record came at 0.3 s"
+
+
+def test_long_poll_on_an_idle_partition_answers_after_max_wait(pylog_broker):
+    bootstrap = pylog_broker.bootstrap_servers
+    create_topic(bootstrap, "idle")
+    with WireClient(bootstrap) as client:
+        started = time.monotonic()
+        response = client.call(fetch_request("idle", 0, 0, max_wait_ms=MAX_WAIT_MS, min_bytes=1))
+        elapsed = time.monotonic() - started
+    (partition,) = fetched_partitions(response)
+    assert partition.error_code == 0 and not partition.records
+    assert MAX_WAIT_MS / 1000 - 0.1 <= elapsed < MAX_WAIT_MS / 1000 + 1.5, f"answered after {elapsed:.2f} s"
+
+
+def test_min_bytes_not_reached_waits_for_max_wait_and_returns_what_there_is(pylog_broker):
+    bootstrap = pylog_broker.bootstrap_servers
+    create_topic(bootstrap, "few")
+    _produce(bootstrap, "few", 0, [b"small"])
+    with WireClient(bootstrap) as client:
+        started = time.monotonic()
+        response = client.call(fetch_request("few", 0, 0, max_wait_ms=500, min_bytes=1_000_000))
+        elapsed = time.monotonic() - started
+    (partition,) = fetched_partitions(response)
+    assert [r.value for b in batches_of(partition.records) for r in b] == [b"small"]
+    assert 0.4 <= elapsed < 2.0, f"answered after {elapsed:.2f} s"
+
+
+def test_partition_max_bytes_bounds_the_response_in_whole_batches(pylog_broker):
+    bootstrap = pylog_broker.bootstrap_servers
+    create_topic(bootstrap, "bounded")
+    for i in range(5):
+        _produce(bootstrap, "bounded", 0, [bytes([65 + i]) * 1000])
+    batch_size = len(record_batch([b"x" * 1000]))
+    limit = int(batch_size * 2.5)
+    with WireClient(bootstrap) as client:
+        (partition,) = fetched_partitions(client.call(
+            fetch_request("bounded", 0, 0, partition_max_bytes=limit, max_bytes=1 << 20)))
+        assert 0 < len(partition.records) <= limit
+        assert [b.base_offset for b in batches_of(partition.records)] == [0, 1]
+
+        (partition,) = fetched_partitions(client.call(
+            fetch_request("bounded", 0, 0, partition_max_bytes=1 << 20, max_bytes=limit)))
+        assert 0 < len(partition.records) <= limit
+
+
+def test_first_batch_is_returned_whole_even_when_larger_than_the_limits(pylog_broker):
+    bootstrap = pylog_broker.bootstrap_servers
+    create_topic(bootstrap, "oversized", partitions=2)
+    big = b"B" * 100_000
+    _produce(bootstrap, "oversized", 0, [big])
+    _produce(bootstrap, "oversized", 0, [b"after"])
+    _produce(bootstrap, "oversized", 1, [big])
+    with WireClient(bootstrap) as client:
+        (partition,) = fetched_partitions(client.call(
+            fetch_request("oversized", 0, 0, partition_max_bytes=1000, max_bytes=1000)))
+        batches = batches_of(partition.records)
+        assert [r.value for b in batches for r in b] == [big]
+
+        # two partitions and a response limit smaller than one batch: only the first partition gets data
+        request = fetch_request("oversized", 0, 0, partition_max_bytes=1000, max_bytes=1000)
+        request.topics[0].partitions.append(type(request.topics[0].partitions[0])(
+            partition=1, fetch_offset=0, partition_max_bytes=1000, current_leader_epoch=-1, last_fetched_epoch=-1,
+            log_start_offset=-1))
+        first, second = fetched_partitions(client.call(request))
+        assert [r.value for b in batches_of(first.records) for r in b] == [big]
+        assert not second.records and second.error_code == 0 and second.high_watermark == 1
