@@ -37,6 +37,13 @@ def _parse_int(low: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def _parse_ratio(value: str) -> float:
+    number = float(value.strip())
+    if not 0.0 <= number <= 1.0:
+        raise ValueError("must be between 0 and 1")
+    return number
+
+
 def _parse_choice(*choices: str) -> Callable[[str], str]:
     def parse(value: str) -> str:
         if value not in choices:
@@ -85,17 +92,45 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.message.timestamp.type", "CreateTime", _parse_choice("CreateTime", "LogAppendTime"),
               "Timestamp kept in the log."),
     ConfigDef("log.cleanup.policy", "delete", _parse_policy, "delete, compact or both."),
+    ConfigDef("log.cleaner.enable", "true", _parse_bool, "Run the log cleaner (compaction)."),
+    ConfigDef("log.cleaner.backoff.ms", "15000", _parse_int(0), "Pause between log cleaner passes."),
+    ConfigDef("log.cleaner.delete.retention.ms", "86400000", _parse_int(0),
+              "How long tombstones survive after their first clean."),
+    ConfigDef("log.cleaner.min.cleanable.ratio", "0.5", _parse_ratio,
+              "Dirty share of the cleanable bytes above which a log is cleaned."),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", "0", _parse_int(0), "Records younger than this are not compacted."),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", str(LONG_MAX), _parse_int(1),
+              "Records older than this are compacted whatever the dirty ratio."),
     ConfigDef("message.max.bytes", "1048588", _parse_int(0), "Largest record batch accepted."),
     ConfigDef("socket.request.max.bytes", "104857600", _parse_int(1), "Largest request frame accepted."),
     ConfigDef("min.insync.replicas", "1", _parse_int(1), "Replicas that must acknowledge acks=all."),
     ConfigDef("log.dirs", "", str, "Data directory (set by --data-dir)."),
     ConfigDef("cluster.id", "", str, "Cluster id; generated and stored in meta.properties when empty."),
     ConfigDef("producer.id.expiration.ms", "86400000", _parse_int(1), "Idle time before producer state expires."),
+    ConfigDef("group.min.session.timeout.ms", "6000", _parse_int(0), "Smallest session timeout a member may ask for."),
+    ConfigDef("group.max.session.timeout.ms", "1800000", _parse_int(0), "Largest session timeout a member may ask for."),
+    ConfigDef("group.initial.rebalance.delay.ms", "0", _parse_int(0),
+              "How long a new group waits for more members before its first rebalance (Kafka's default: 3000)."),
+    ConfigDef("group.max.size", "2147483647", _parse_int(1), "Most members a group may have."),
+    ConfigDef("offsets.topic.num.partitions", "50", _parse_int(1), "Partitions of __consumer_offsets when created."),
+    ConfigDef("offsets.topic.segment.bytes", "104857600", _parse_int(14), "Segment size of __consumer_offsets."),
+    ConfigDef("offset.metadata.max.bytes", "4096", _parse_int(0), "Largest metadata string of a committed offset."),
+    ConfigDef("offsets.retention.minutes", "10080", _parse_int(1),
+              "Committed offsets of a group that has been Empty this long expire."),
+    ConfigDef("offsets.retention.check.interval.ms", "600000", _parse_int(1), "How often offsets expire."),
 )
 
 # topic config name -> broker config supplying its default
 TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("cleanup.policy", "log.cleanup.policy", _parse_policy, "delete, compact or both."),
+    ConfigDef("delete.retention.ms", "log.cleaner.delete.retention.ms", _parse_int(0),
+              "How long tombstones survive after their first clean."),
+    ConfigDef("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", _parse_ratio,
+              "Dirty share of the cleanable bytes above which the log is cleaned."),
+    ConfigDef("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", _parse_int(0),
+              "Records younger than this are not compacted."),
+    ConfigDef("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", _parse_int(1),
+              "Records older than this are compacted whatever the dirty ratio."),
     ConfigDef("segment.bytes", "log.segment.bytes", _parse_int(14), "Segment size before a roll."),
     ConfigDef("segment.ms", "log.roll.ms", _parse_int(1), "Segment age before a roll."),
     ConfigDef("retention.ms", "log.retention.ms", _parse_int(-1), "Age after which segments are deleted."),

@@ -1,0 +1,1 @@
+"""The Spark data source "pylog": Kafka-protocol topics into Spark (``connector.source``)."""

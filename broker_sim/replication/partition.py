@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Callable
 
 import kafka.errors as Errors
+from aiokafka.record.default_records import DefaultRecordBatch
 
 from broker_sim.storage.batch import parse_batches
+from broker_sim.storage.cleaner import CleanResult, clean_log_async
 from broker_sim.storage.leader_epoch import LeaderEpochCache
 from broker_sim.storage.log import LogConfig, PartitionLog
 from broker_sim.storage.producer_state import ProducerStateManager, in_sequence
@@ -78,6 +80,8 @@ class Partition:
         InvalidRecordError, OutOfOrderSequenceNumberError, InvalidProducerEpochError, ...).
         """
         batches = parse_batches(records)
+        if self.log.config.compact:
+            self._check_keys(records, batches)
         limit = self.log.config.max_message_bytes
         previous = {}  # producer id -> its previous batch in this request
         for batch in batches:
@@ -115,6 +119,22 @@ class Partition:
         self.update_high_watermark()
         self._wake_waiters()
         return AppendResult(info.first_offset, info.log_append_time, self.log.log_start_offset)
+
+    def _check_keys(self, records, batches) -> None:
+        """Kafka's LogValidator: a compacted topic rejects records without a key (decodes the batches)."""
+        for batch in batches:
+            if batch.is_control:
+                continue
+            data = bytes(memoryview(records)[batch.position:batch.position + batch.size])
+            if any(record.key is None for record in DefaultRecordBatch(data)):
+                raise Errors.InvalidRecordError(
+                    f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.index}.")
+
+    async def clean(self) -> CleanResult | None:
+        """One log-cleaner pass (compaction) when the policy and dirty ratio call for it; see storage/cleaner.py."""
+        last_offsets = {pid: entry.last_offset for pid, entry in self.producers.producers.items()}
+        return await clean_log_async(self.log, self._now_ms(), high_watermark=self.high_watermark,
+                                     producer_last_offsets=last_offsets)
 
     def wait_for_append(self) -> asyncio.Future:
         future = asyncio.get_running_loop().create_future()

@@ -8,7 +8,8 @@ its directories to ``<topic>-<index>.<id>-delete`` (atomic) before removing
 them, so a crash mid-delete leaves a marked directory that the next start
 removes instead of a half-deleted partition.  ``enforce_retention`` and
 ``maybe_roll`` are called periodically by the broker.  Runs on the broker's
-event loop thread; no locks.
+event loop thread; no locks.  ``clean_logs`` (compaction) is awaited by the
+broker's cleaner task and does its heavy part in a worker thread.
 """
 from __future__ import annotations
 
@@ -86,6 +87,21 @@ class ReplicaManager:
     def enforce_retention(self) -> int:
         expiration_ms = self.config.get("producer.id.expiration.ms")
         return sum(p.enforce_retention(expiration_ms) for p in list(self.partitions.values()))
+
+    async def clean_logs(self) -> None:
+        """One log-cleaner pass over the partitions whose cleanup.policy contains compact; logs each clean."""
+        for partition in list(self.partitions.values()):
+            if not partition.log.config.compact or partition.log.closed:
+                continue
+            try:
+                result = await partition.clean()
+            except Exception:  # one partition's failure must not stop the others being cleaned
+                log.exception("cleaning %s failed", partition)
+                continue
+            if result is not None:
+                log.info("cleaned %s offsets %d..%d: %d -> %d bytes, %d records removed, %d -> %d segments",
+                         partition, result.first_dirty_offset, result.end_offset, result.bytes_before,
+                         result.bytes_after, result.records_removed, result.segments_before, result.segments_after)
 
     def maybe_roll(self) -> None:
         for partition in list(self.partitions.values()):

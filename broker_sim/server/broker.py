@@ -2,9 +2,11 @@
 
 Theory of operation: ``Broker`` wires the parts together — ``MetadataStore``
 (topics), ``ReplicaManager`` (partitions and their logs), ``ProducerIdManager``,
-the request ``Dispatcher`` and the asyncio listener — and runs housekeeping
-(time-based segment rolls, ``flush.ms``, retention) in the background.  All
-state is touched only from the broker's event loop.
+the group coordinator (``groups``: replays ``__consumer_offsets`` at start,
+runs its own 100 ms timer), the request ``Dispatcher`` and the asyncio
+listener — and runs housekeeping (time-based segment rolls, ``flush.ms``,
+retention) and the log cleaner (compaction, every ``log.cleaner.backoff.ms``)
+in the background.  All state is touched only from the broker's event loop.
 
 Two ways to run it:
 
@@ -33,6 +35,8 @@ from typing import Callable, Mapping
 
 from broker_sim.config import TOPIC_CONFIGS, BrokerConfig
 from broker_sim.controller.metadata import MetadataStore, TopicInfo
+from broker_sim.coordinator.group_broker import group_service_for
+from broker_sim.coordinator.group_service import GroupService
 from broker_sim.coordinator.producer_ids import ProducerIdManager
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
@@ -72,6 +76,7 @@ class Broker:
         self.metadata: MetadataStore | None = None
         self.replicas: ReplicaManager | None = None
         self.producer_ids: ProducerIdManager | None = None
+        self.groups: GroupService | None = None
         self.dispatcher: Dispatcher | None = None
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -146,8 +151,9 @@ class Broker:
         info = self.metadata.get(topic)
         return TOPIC_CONFIGS[name].parse(info.configs.get(name, self.config.topic_default(name)))
 
-    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
-        info = self.metadata.create_topic(name, partitions, dict(configs))
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str], *,
+                     internal: bool = False) -> TopicInfo:
+        info = self.metadata.create_topic(name, partitions, dict(configs), internal=internal)
         self.replicas.open_topic(info)
         log.info("created topic %s with %d partitions%s", name, partitions,
                  f" and configs {dict(configs)}" if configs else "")
@@ -190,6 +196,7 @@ class Broker:
         for info in self.metadata.topics.values():
             self.replicas.open_topic(info)
         self.producer_ids = ProducerIdManager(self.data_dir)
+        self.groups = group_service_for(self)
         self.dispatcher = Dispatcher(build_handlers(self))
         max_frame = self.config.get("socket.request.max.bytes")
         self._server = await self._loop.create_server(
@@ -197,17 +204,34 @@ class Broker:
             self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
         self._housekeeping = self._loop.create_task(self._housekeep())
+        self._group_timer = self._loop.create_task(self.groups.run_timer())
+        self._cleaning = (self._loop.create_task(self._clean_logs())
+                          if self.config.get("log.cleaner.enable") else None)
 
     async def _close(self) -> None:
         self.stopping = True
         self._stop_future.set_result(None)
         self._housekeeping.cancel()
+        self._group_timer.cancel()
+        self.groups.close()
+        if self._cleaning is not None:
+            self._cleaning.cancel()
         self._server.close()
         for connection in list(self._connections):
             connection.close()
         await asyncio.sleep(0)
         self.replicas.close()
         log.info("pylog broker %d stopped cleanly", self.broker_id)
+
+    async def _clean_logs(self) -> None:
+        """The log cleaner: a compaction pass over compacted partitions every log.cleaner.backoff.ms."""
+        backoff = self.config.get("log.cleaner.backoff.ms") / 1000.0
+        while True:
+            await asyncio.sleep(backoff)
+            try:
+                await self.replicas.clean_logs()
+            except Exception:  # the cleaner must keep running; the next pass retries
+                log.exception("log cleaner pass failed")
 
     async def _housekeep(self) -> None:
         retention_every = self.config.get("log.retention.check.interval.ms") / 1000.0

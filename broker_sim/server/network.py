@@ -150,46 +150,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await self._drained
 
     async def _sendfile(self, region) -> None:
-        """Send a file region with os.sendfile once everything written before it has left."""
-        transport = self.transport
-        loop = asyncio.get_running_loop()
-        while transport.get_write_buffer_size() and not self._closed:
-            self._drained = loop.create_future()
-            transport.set_write_buffer_limits(high=0, low=0)
-            await self._drained
-        transport.set_write_buffer_limits()
-        sock_fd = transport.get_extra_info("socket").fileno()
-        in_fd = region.file.fileno()
-        offset, remaining = region.position, region.size
-        while remaining > 0 and not self._closed:
-            try:
-                sent = os.sendfile(sock_fd, in_fd, offset, remaining)
-            except BlockingIOError:
-                if not await self._writable(sock_fd):
-                    return
-                continue
-            except OSError as exc:
-                log.warning("closing connection from %s: sendfile failed: %s", self.peer, exc)
-                self.close()
-                return
-            if sent == 0:
-                # the file ended before the region did: the response would be short, so end it here
-                log.warning("closing connection from %s: segment ended %d bytes early", self.peer, remaining)
-                self.close()
-                return
-            offset += sent
-            remaining -= sent
+        """Send a file region with os.sendfile once everything written before it has left.
 
-    async def _writable(self, sock_fd: int) -> bool:
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        loop.add_writer(sock_fd, lambda: future.done() or future.set_result(True))
+        asyncio's loop.sendfile drains the transport first and takes the socket from
+        the transport for the duration (a transport-owned socket cannot be watched
+        directly).  The segment file is opened O_APPEND, so the position
+        loop.sendfile leaves behind does not move appends.
+        """
         try:
-            await asyncio.wait_for(future, timeout=30)
-            return True
-        except asyncio.TimeoutError:
-            log.warning("closing connection from %s: client stopped reading", self.peer)
+            await asyncio.get_running_loop().sendfile(self.transport, region.file, region.position, region.size)
+        except (OSError, RuntimeError, ValueError) as exc:
+            log.warning("closing connection from %s: sendfile failed: %s", self.peer, exc)
             self.close()
-            return False
-        finally:
-            loop.remove_writer(sock_fd)

@@ -12,9 +12,24 @@ whole batches (one per segment touched) for zero-copy `os.sendfile`.
 Opening a directory always recovers the active segment (full CRC scan,
 truncating a torn or corrupt tail) and any sealed segment whose indexes are
 missing or inconsistent; other sealed segments are adopted from their indexes
-with a short tail scan. Leftover `.cleaned`, `.swap`, `.deleted` and `.tmp`
-files are removed. The log start offset lives in the `log-start-offset`
-checkpoint because DeleteRecords can move it inside a segment.
+with a short tail scan. Leftover `.cleaned`, `.deleted` and `.tmp` files are
+removed. The log start offset lives in the `log-start-offset` checkpoint
+because DeleteRecords can move it inside a segment.
+
+Compaction (`cleaner.py`) replaces a run of sealed segments with one segment
+written under `.cleaned` names, through `replace_segments`, in Kafka's crash-safe
+order: rename the new files to `.swap` (the commit point: a `.swap` `.log` is
+complete and fsynced), unlink the old segments, rename the new files to their
+plain names. Opening a directory completes an interrupted swap: every plain
+segment file with a base offset inside the swap segment's offset range is one
+it replaces and is deleted, then the swap files take their plain names (the
+indexes rebuilt). Old segments past the swap segment's last offset (their
+records were all compacted away) survive such a crash; they hold only records
+that later offsets supersede, so the log still reads as a valid compaction of
+the original, and the next clean removes them.
+
+Retention by time and size applies when `cleanup_policy` contains `delete`,
+as in Kafka; a `compact`-only log only loses segments below its start offset.
 
 Deleted segments (retention, DeleteRecords, truncation) are unlinked at once,
 but their `.log` descriptor stays open for `file_delete_delay_ms` so a
@@ -50,7 +65,11 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset"
 _CHECKPOINT_VERSION = 0
 _SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
 _SEGMENT_INDEX = re.compile(r"^(\d{20})\.(index|timeindex)$")
-_LEFTOVER_SUFFIXES = (".cleaned", ".swap", ".deleted", ".tmp")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, ".deleted", ".tmp")
 _LONG_MAX = 2**63 - 1
 
 
@@ -71,6 +90,23 @@ def _int_at_least(minimum: int) -> Callable[[str, str], int]:
     return parse
 
 
+def _ratio(key: str, value: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"topic config {key}={value!r}: not a number") from None
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"topic config {key}={value!r}: must be between 0 and 1")
+    return number
+
+
+def _cleanup_policy(key: str, value: str) -> str:
+    parts = sorted(part.strip() for part in value.split(",") if part.strip())
+    if not parts or any(part not in ("compact", "delete") for part in parts):
+        raise ValueError(f"topic config {key}={value!r}: must be delete, compact or compact,delete")
+    return ",".join(parts)
+
+
 def _timestamp_type(key: str, value: str) -> str:
     if value not in ("CreateTime", "LogAppendTime"):
         raise ValueError(f"topic config {key}={value!r}: must be CreateTime or LogAppendTime")
@@ -89,6 +125,11 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "message.timestamp.type": ("message_timestamp_type", _timestamp_type),
     "max.message.bytes": ("max_message_bytes", _int_at_least(0)),
     "file.delete.delay.ms": ("file_delete_delay_ms", _int_at_least(0)),
+    "cleanup.policy": ("cleanup_policy", _cleanup_policy),
+    "delete.retention.ms": ("delete_retention_ms", _int_at_least(0)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _int_at_least(0)),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _int_at_least(1)),
 }
 
 
@@ -106,6 +147,19 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
     max_message_bytes: int = 1048588  # message.max.bytes / max.message.bytes
     file_delete_delay_ms: int = 60000  # keep deleted segments' descriptors open this long
+    cleanup_policy: str = "delete"  # log.cleanup.policy / cleanup.policy: "delete", "compact", "compact,delete"
+    delete_retention_ms: int = 86400000  # log.cleaner.delete.retention.ms / delete.retention.ms (tombstones)
+    min_cleanable_dirty_ratio: float = 0.5  # log.cleaner.min.cleanable.ratio / min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms / min.compaction.lag.ms
+    max_compaction_lag_ms: int = _LONG_MAX  # log.cleaner.max.compaction.lag.ms / max.compaction.lag.ms
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
 
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, str], defaults: LogConfig | None = None) -> LogConfig:
@@ -154,10 +208,16 @@ class PartitionLog:
 
     def _load(self) -> None:
         now = self._now_ms()
-        bases = []
-        for path in self.directory.iterdir():
+        for path in list(self.directory.iterdir()):
             if path.name.endswith(_LEFTOVER_SUFFIXES):
                 path.unlink()
+        swaps = sorted(int(m.group(1)) for path in self.directory.iterdir() if (m := _SWAP_LOG.match(path.name)))
+        for base in swaps:
+            self._complete_swap(base, now)
+        bases = []
+        for path in self.directory.iterdir():
+            if path.name.endswith(SWAP_SUFFIX):
+                path.unlink()  # an index renamed to .swap before its .log was: the swap never committed
             elif match := _SEGMENT_LOG.match(path.name):
                 bases.append(int(match.group(1)))
         for path in self.directory.iterdir():
@@ -179,6 +239,23 @@ class PartitionLog:
         if self._log_start_offset > self.log_end_offset:
             # The tail holding the start offset was lost; never hand out offsets below it again.
             self._truncate_fully_and_start_at(self._log_start_offset)
+
+    def _complete_swap(self, base: int, now: int) -> None:
+        """Finish `replace_segments` after a crash: the `.swap` segment at `base` replaces what it overlaps."""
+        swap = LogSegment(
+            self.directory, base, index_interval_bytes=self.config.index_interval_bytes, now_ms=now, suffix=SWAP_SUFFIX
+        )
+        try:
+            swap.recover()
+            end = max(swap.next_offset, base + 1)
+            for path in list(self.directory.iterdir()):
+                match = _SEGMENT_FILE.match(path.name)
+                if match and base <= int(match.group(1)) < end:
+                    path.unlink()
+            swap.rename_files(SWAP_SUFFIX, "")
+        finally:
+            swap.close()
+        fsync_directory(self.directory)
 
     def _read_log_start_offset(self) -> int:
         path = self.directory / LOG_START_OFFSET_CHECKPOINT
@@ -217,6 +294,10 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def size_in_bytes(self) -> int:
@@ -457,19 +538,20 @@ class PartitionLog:
         """Delete the oldest segments that break retention_ms or retention_bytes; returns how many.
 
         A segment is only deletable when all of it is below `high_watermark`
-        (when given). An active segment that is itself expired and non-empty is
+        (when given). Time and size limits apply only with the `delete`
+        cleanup policy. An active segment that is itself expired and non-empty is
         rolled first so it can go too, as Kafka does.
         """
         now = self._now_ms()
         config = self.config
         deleted = 0
-        if config.retention_ms >= 0:
+        if config.delete and config.retention_ms >= 0:
             deleted += self._delete_prefix(
                 lambda segment: now - segment.largest_timestamp() > config.retention_ms,
                 include_active=True,
                 high_watermark=high_watermark,
             )
-        if config.retention_bytes >= 0:
+        if config.delete and config.retention_bytes >= 0:
             excess = self.size_in_bytes - config.retention_bytes
 
             def over_size(segment: LogSegment) -> bool:
@@ -537,6 +619,36 @@ class PartitionLog:
             else:
                 keep.append((deadline, segment))
         self._closing = keep
+
+    # -- compaction ------------------------------------------------------------
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Put `new` in place of `old`, a run of sealed segments starting at `new.base_offset`.
+
+        `new` is a sealed segment written under `.cleaned` names holding a
+        subset of `old`'s batches at their original offsets. Crash-safe in
+        Kafka's order (see the module docstring); old descriptors stay open
+        for file_delete_delay_ms like other deleted segments. Raises
+        KafkaStorageError when `old` is not such a run of the current segments.
+        """
+        try:
+            start = next(i for i, segment in enumerate(self._segments) if segment is old[0])
+        except StopIteration:
+            raise KafkaStorageError(f"{old[0]!r} is no longer a segment of {self.directory.name}") from None
+        end = start + len(old)
+        if (
+            end >= len(self._segments)
+            or any(a is not b for a, b in zip(self._segments[start:end], old))
+            or new.base_offset != old[0].base_offset
+            or new.next_offset > old[-1].next_offset
+        ):
+            raise KafkaStorageError(f"cannot replace {old!r} of {self.directory.name} with {new!r}")
+        new.rename_files(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_directory(self.directory)
+        self._set_segments([*self._segments[:start], new, *self._segments[end:]])
+        self._dispose(old)
+        new.rename_files(SWAP_SUFFIX, "")
+        fsync_directory(self.directory)
 
     # -- truncation (replication) ----------------------------------------------
 

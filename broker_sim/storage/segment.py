@@ -22,7 +22,14 @@ short scan from the last offset-index entry to the end.
 
 `recover()` is the single repair path: it rescans the whole `.log`, checking
 each batch's framing, CRC32C, record count and offset order, truncates the
-file at the first torn or corrupt batch and rebuilds both indexes.
+file at the first torn or corrupt batch and rebuilds both indexes. A batch
+may hold fewer records than offsets: the cleaner keeps a compacted batch's
+base offset and lastOffsetDelta, as Kafka does, so its last sequence number
+survives.
+
+The cleaner writes a segment under temporary names (`<base>.log.cleaned`,
+...) by passing `suffix`, and `rename_files` moves it to `.swap` and finally
+to the plain names.
 
 Time-based rolling (decided by PartitionLog) measures age from Kafka's
 `rollingBasedTimestamp`: the first batch's max timestamp when the segment has
@@ -54,6 +61,23 @@ _RECOVERY_SCAN_CHUNK = 4 * 1024 * 1024
 _BAD_BATCH = (CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError)
 
 
+def _verify_stored_batch(buf, offset: int, header: BatchHeader) -> None:
+    """`verify_batch`, admitting compacted batches: fewer records than their offset range spans."""
+    try:
+        verify_batch(buf, offset, header)
+    except InvalidRecordError:
+        if not 0 < header.record_count <= header.last_offset_delta + 1:
+            raise
+
+
+def _renamed(path: Path, old_suffix: str, new_suffix: str) -> Path:
+    if not path.name.endswith(old_suffix):
+        raise KafkaStorageError(f"{path} does not end with {old_suffix!r}")
+    target = path.with_name(path.name[: len(path.name) - len(old_suffix)] + new_suffix)
+    os.replace(path, target)
+    return target
+
+
 class FileRegion(NamedTuple):
     """Whole batches at `position`..`position + size` of a segment's `.log` (for os.sendfile)."""
 
@@ -69,13 +93,15 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 class LogSegment:
     """A `.log` file and its two indexes; owned and serialized by its PartitionLog."""
 
-    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int, suffix: str = ""
+    ) -> None:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = now_ms
-        self.log_path = directory / segment_file_name(base_offset, ".log")
-        index_path = directory / segment_file_name(base_offset, ".index")
-        time_index_path = directory / segment_file_name(base_offset, ".timeindex")
+        self.log_path = directory / segment_file_name(base_offset, ".log" + suffix)
+        index_path = directory / segment_file_name(base_offset, ".index" + suffix)
+        time_index_path = directory / segment_file_name(base_offset, ".timeindex" + suffix)
         self.indexes_missing = not (index_path.exists() and time_index_path.exists())
         # Unbuffered append mode: every write goes straight to the kernel.
         self.file = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 - owned until close()
@@ -262,7 +288,7 @@ class LogSegment:
                     buf = os.pread(fd, max(chunk, header.size), position)
                     buf_start = position
                     offset = 0
-                verify_batch(buf, offset, header)
+                _verify_stored_batch(buf, offset, header)
             yield header
             position += header.size
 
@@ -368,6 +394,16 @@ class LogSegment:
     def close(self) -> None:
         self.close_indexes()
         self.file.close()
+
+    def rename_files(self, old_suffix: str, new_suffix: str) -> None:
+        """Kafka's `changeFileSuffixes`: rename the three files; open descriptors stay valid.
+
+        The `.log` goes last: its name alone decides how a restart treats the
+        segment (see `PartitionLog`), indexes are rebuilt whenever in doubt.
+        """
+        for index in (self.offset_index, self.time_index):
+            index.path = _renamed(index.path, old_suffix, new_suffix)
+        self.log_path = _renamed(self.log_path, old_suffix, new_suffix)
 
     def unlink(self) -> None:
         """Remove the files; the `.log` descriptor stays open for readers until `file.close()`."""

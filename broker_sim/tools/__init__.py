@@ -18,9 +18,13 @@ Modules, one job each:
 - :mod:`~broker_sim.tools.progress` — rate-limited progress lines on stderr.
 - :mod:`~broker_sim.tools.topics` — ``pylog topics create|list|describe|delete``.
 - :mod:`~broker_sim.tools.console` — ``pylog produce`` and ``pylog consume``.
+- :mod:`~broker_sim.tools.groups` — ``pylog groups list|describe|reset-offsets|delete``.
 - :mod:`~broker_sim.tools.bench` — ``pylog bench``: rounds, medians, ratios, JSON.
 - :mod:`~broker_sim.tools.bench_brokers` — starting and stopping broker processes.
 - :mod:`~broker_sim.tools.bench_workloads` — the timed client workloads.
+- :mod:`~broker_sim.tools.bench_groups` — ``pylog bench --workload groups``:
+  rebalance times and OffsetCommit round trips.
+- :mod:`~broker_sim.tools.bench_group_member` — one group member process of it.
 
 Quick start::
 

@@ -6,6 +6,7 @@ Examples::
     $ pylog bench --records 100000 --rounds 1 --brokers pylog --skip-kafka-python
     $ pylog bench --output bench.json --progress   # JSON also written to a file
     $ ci/bench.sh                                  # the same, from the repository root
+    $ pylog bench --workload groups                # rebalance times, OffsetCommit rate (bench_groups)
 
 What one round does for one broker, on a fresh broker process:
 
@@ -71,7 +72,10 @@ NOTES = [
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``pylog bench`` options."""
+    """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`bench_groups`)."""
+    parser.add_argument("--workload", choices=["throughput", "groups"], default="throughput",
+                        help="throughput: produce/consume and start time (this module); groups: rebalance "
+                             "times and OffsetCommit rate, see --members etc. (default: throughput)")
     parser.add_argument("--records", type=_positive, default=1_000_000,
                         help="records per confluent-kafka workload (default: 1000000)")
     parser.add_argument("--record-size", type=_positive, default=100, help="value bytes (default: 100)")
@@ -108,24 +112,35 @@ def _broker_list(text: str) -> list[str]:
 def run_from_args(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     """Run the benchmark for parsed *args*, print the JSON to *out*; return 0."""
     report = run_bench(args, err=err, show_progress=progress_wanted(args.progress, err))
+    print_report(report, args.output, out=out)
+    return 0
+
+
+def print_report(report: dict, output: str | None, *, out: TextIO) -> None:
+    """Print *report* as one JSON document; also write it to *output* if given."""
     document = json.dumps(report, indent=2)
     print(document, file=out)
-    if args.output:
-        with open(args.output, "w") as f:
+    if output:
+        with open(output, "w") as f:
             f.write(document + "\n")
-    return 0
+
+
+def broker_kinds(names: list[str], tansu_path: str | None, err: TextIO) -> tuple[dict[str, BrokerKind], dict]:
+    """(the kinds of *names* that can run here, {name: {"skipped": reason}} for the rest)."""
+    kinds: dict[str, BrokerKind] = {}
+    skipped: dict[str, dict] = {}
+    for name in names:
+        try:
+            kinds[name] = pylog_broker() if name == "pylog" else tansu_broker(tansu_path)
+        except BrokerUnavailable as exc:
+            skipped[name] = {"skipped": str(exc)}
+            print(f"bench: skipping {name}: {exc}", file=err)
+    return kinds, skipped
 
 
 def run_bench(args: argparse.Namespace, *, err: TextIO, show_progress: bool) -> dict:
     """Run all rounds and return the report dict (see the module docstring)."""
-    kinds: dict[str, BrokerKind] = {}
-    results: dict[str, dict] = {}
-    for name in args.brokers:
-        try:
-            kinds[name] = pylog_broker() if name == "pylog" else tansu_broker(args.tansu)
-        except BrokerUnavailable as exc:
-            results[name] = {"skipped": str(exc)}
-            print(f"bench: skipping {name}: {exc}", file=err)
+    kinds, results = broker_kinds(args.brokers, args.tansu, err)
     kafka_python_records = min(args.kafka_python_records, args.records)
     ceiling = workloads.confluent_enqueue_ceiling(args.records, args.record_size, free_port())
     print(f"bench: confluent-kafka enqueue ceiling (no broker): {ceiling['records_per_s']:,.0f} records/s",
@@ -141,7 +156,7 @@ def run_bench(args: argparse.Namespace, *, err: TextIO, show_progress: bool) -> 
         "workload": {**_workload(args, kinds, kafka_python_records),
                      "confluent_enqueue_ceiling": ceiling},
         "results": results,
-        "ratios": _ratios(results.get("pylog", {}), results.get("tansu", {})),
+        "ratios": ratios(results.get("pylog", {}), results.get("tansu", {}), _METRICS),
         "runs": runs,
     }
 
@@ -234,17 +249,33 @@ def _summarize(runs: list[dict]) -> dict:
     return summary
 
 
-def _ratios(pylog: dict, tansu: dict) -> dict:
-    """pylog / tansu for every metric both brokers measured."""
-    metrics = [f"{w}_{f}" for w in WORKLOADS for f in THROUGHPUT_FIELDS] + ["start_ms"]
+_METRICS = [f"{w}_{f}" for w in WORKLOADS for f in THROUGHPUT_FIELDS] + ["start_ms"]
+
+
+def ratios(pylog: dict, tansu: dict, metrics: list[str]) -> dict:
+    """pylog / tansu for each of *metrics* both brokers measured."""
     return {m: round(pylog[m] / tansu[m], 4) for m in metrics
             if isinstance(pylog.get(m), (int, float)) and tansu.get(m)}
 
 
-def _workload(args, kinds: dict[str, BrokerKind], kafka_python_records: int) -> dict:
+def client_versions() -> dict:
+    """Versions of the Kafka clients the benchmarks drive."""
     import confluent_kafka
     import kafka
 
+    return {
+        "confluent_kafka": confluent_kafka.__version__,
+        "librdkafka": confluent_kafka.libversion()[0],
+        "kafka_python": kafka.__version__,
+    }
+
+
+def machine() -> dict:
+    """Where the benchmark ran."""
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": _cpu_count()}
+
+
+def _workload(args, kinds: dict[str, BrokerKind], kafka_python_records: int) -> dict:
     return {
         "records": args.records,
         "record_size_bytes": args.record_size,
@@ -259,11 +290,7 @@ def _workload(args, kinds: dict[str, BrokerKind], kafka_python_records: int) -> 
                               f"{kafka_python_records:,} records instead of {args.records:,}"),
         "workload_timeout_s": args.timeout_s,
         "brokers": {name: kind.version for name, kind in kinds.items()},
-        "clients": {
-            "confluent_kafka": confluent_kafka.__version__,
-            "librdkafka": confluent_kafka.libversion()[0],
-            "kafka_python": kafka.__version__,
-        },
+        "clients": client_versions(),
         "confluent_producer_config": {**workloads.CONFLUENT_PRODUCER, "acks": "1 | all"},
         "confluent_consumer_config": {**workloads.CONFLUENT_CONSUMER,
                                       "consume_batch": workloads.CONFLUENT_CONSUME_BATCH,
@@ -272,9 +299,7 @@ def _workload(args, kinds: dict[str, BrokerKind], kafka_python_records: int) -> 
         "kafka_python_consumer_config": {**workloads.KAFKA_PYTHON_CONSUMER,
                                          "max_records": workloads.KAFKA_PYTHON_POLL_RECORDS},
         "ratio_definition": "pylog / tansu: > 1 means pylog has more throughput, or a slower start for start_ms",
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": _cpu_count(),
+        **machine(),
         "notes": NOTES,
     }
 

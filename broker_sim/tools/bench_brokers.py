@@ -105,6 +105,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def file_tail(path: str, limit: int = 600) -> str:
+    """The last *limit* bytes of a process log as one line ("" if unreadable)."""
+    try:
+        with open(path, "rb") as log:
+            data = log.read()
+    except OSError:
+        return ""
+    return data[-limit:].decode("utf-8", errors="replace").strip().replace("\n", " | ")
+
+
 def accepts_connections(port: int) -> bool:
     try:
         with socket.create_connection((HOST, port), timeout=0.1):
@@ -161,12 +171,7 @@ class BrokerProcess:
         raise BrokerStartError(f"{self.kind.name} broker {problem}; log tail: {tail}")
 
     def log_tail(self, limit: int = 600) -> str:
-        try:
-            with open(self.log_path, "rb") as log:
-                data = log.read()
-        except OSError:
-            return ""
-        return data[-limit:].decode("utf-8", errors="replace").strip().replace("\n", " | ")
+        return file_tail(self.log_path, limit)
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
         """SIGTERM, wait up to *timeout_s*, then SIGKILL; remove the temp dir.

@@ -15,8 +15,15 @@ Usage::
                         [--timeout-ms T] [--group G] [--print-key] [--print-headers]
                         [--print-offset] [--format text|json]
                         [--isolation-level read_committed|read_uncommitted] [--progress]
+    pylog groups list [--format text|json]
+    pylog groups describe GROUP ... [--format text|json]
+    pylog groups reset-offsets GROUP (--topic T[:P,...] ... | --all-topics)
+                        (--to-earliest | --to-latest | --to-datetime ISO8601 | --to-offset N | --shift-by N)
+                        [--dry-run | --execute] [--format text|json]
+    pylog groups delete GROUP ...
     pylog bench [--records N] [--record-size B] [--rounds R] [--brokers pylog,tansu]
                 [--skip-kafka-python] [--output FILE] [--progress]
+    pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
 
 ``--bootstrap-server`` may be given before or after the command; its default is
 ``$PYLOG_BOOTSTRAP_SERVERS``, else ``127.0.0.1:9092``.
@@ -25,8 +32,9 @@ Exit status: 0 on success, 1 for an expected failure (unknown topic, broker not
 reachable, broker refused the request; one line on stderr naming the problem),
 2 for bad usage (argparse's message names the option), 130 on Ctrl-C.
 
-See :mod:`broker_sim.tools.topics`, :mod:`broker_sim.tools.console` and
-:mod:`broker_sim.tools.bench` for each command's manual.
+See :mod:`broker_sim.tools.topics`, :mod:`broker_sim.tools.console`,
+:mod:`broker_sim.tools.groups`, :mod:`broker_sim.tools.bench` and
+:mod:`broker_sim.tools.bench_groups` for each command's manual.
 """
 
 import argparse
@@ -37,7 +45,7 @@ from typing import Sequence
 
 from kafka.errors import KafkaError
 
-from broker_sim.tools import bench, console, topics
+from broker_sim.tools import bench, bench_groups, console, groups, topics
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.tools.errors import ToolError
 from broker_sim.tools.progress import Progress, progress_wanted
@@ -65,6 +73,23 @@ def positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
+
+
+def topic_partitions(text: str) -> tuple[str, list[int] | None]:
+    """argparse type for ``TOPIC`` or ``TOPIC:P[,P...]``."""
+    try:
+        return groups.parse_topic_partitions(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def iso_datetime(text: str):
+    """argparse type for an ISO 8601 date-time."""
+    try:
+        return groups.parse_datetime(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 date-time such as 2026-01-31T12:00:00Z, got {text!r}") from None
 
 
 def _connection_options(on_subcommand: bool) -> argparse.ArgumentParser:
@@ -141,16 +166,50 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
                          default="read_uncommitted")
 
+    groups_parser = commands.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups")
+    group_commands = groups_parser.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
+    group_list = group_commands.add_parser("list", parents=[common], help="group ids, states, protocol types")
+    group_list.add_argument("--format", choices=["text", "json"], default="text")
+    group_describe = group_commands.add_parser("describe", parents=[common],
+                                               help="members, assignments, committed offsets and lag")
+    group_describe.add_argument("groups", nargs="+", metavar="GROUP")
+    group_describe.add_argument("--format", choices=["text", "json"], default="text")
+    reset = group_commands.add_parser("reset-offsets", parents=[common],
+                                      help="plan or commit new offsets for an inactive group")
+    reset.add_argument("group", metavar="GROUP")
+    scope = reset.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--topic", type=topic_partitions, action="append", metavar="TOPIC[:P,...]",
+                       help="topic, optionally with partitions, repeatable")
+    scope.add_argument("--all-topics", action="store_true", help="every partition the group has an offset for")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true")
+    target.add_argument("--to-latest", action="store_true")
+    target.add_argument("--to-datetime", type=iso_datetime, metavar="ISO8601",
+                        help="first offset at or after this time, e.g. 2026-01-31T12:00:00Z")
+    target.add_argument("--to-offset", type=non_negative_int, metavar="N")
+    target.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N (may be < 0)")
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    reset.add_argument("--format", choices=["text", "json"], default="text")
+    group_delete = group_commands.add_parser("delete", parents=[common], help="delete inactive groups")
+    group_delete.add_argument("groups", nargs="+", metavar="GROUP")
+
     bench_parser = commands.add_parser("bench", parents=[progress],
-                                       help="throughput and start-time benchmark, pylog vs Tansu (JSON)")
+                                       help="throughput, start-time and group benchmarks, pylog vs Tansu (JSON)")
     bench.add_arguments(bench_parser)
+    bench_groups.add_arguments(bench_parser)
     return parser
 
 
 def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     if args.command == "bench":
-        return bench.run_from_args(args, out=out, err=err)
+        runner = bench_groups if args.workload == "groups" else bench
+        return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms)
+    if args.command == "groups":
+        _run_groups(args, conn, out, err)
+        return 0
     if args.command == "topics":
         if args.topics_command == "create":
             topics.create_topic(conn, args.name, partitions=args.partitions,
@@ -186,6 +245,20 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     console.consume(conn, opts, Progress(f"consume {args.topic}", enabled=wants_progress,
                                          total=args.max_messages, stream=err), out=out, err=err)
     return 0
+
+
+def _run_groups(args, conn: Connection, out, err) -> None:
+    if args.groups_command == "list":
+        groups.list_groups(conn, output_format=args.format, out=out)
+    elif args.groups_command == "describe":
+        groups.describe_groups(conn, args.groups, output_format=args.format, out=out)
+    elif args.groups_command == "reset-offsets":
+        spec = groups.ResetSpec(to_earliest=args.to_earliest, to_latest=args.to_latest,
+                                to_datetime=args.to_datetime, to_offset=args.to_offset, shift_by=args.shift_by)
+        groups.reset_offsets(conn, args.group, topics=args.topic or [], all_topics=args.all_topics, spec=spec,
+                             execute=args.execute, output_format=args.format, out=out, err=err)
+    else:
+        groups.delete_groups(conn, args.groups, out=out)
 
 
 def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=None) -> int:

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import ACLOperation
 
 from broker_sim.tools.errors import BOOTSTRAP_ERRORS, connection_error
 
@@ -25,6 +26,25 @@ CLIENT_ID = "pylog-tools"
 def default_bootstrap_servers() -> str:
     """``$PYLOG_BOOTSTRAP_SERVERS`` if set, else ``127.0.0.1:9092``."""
     return os.environ.get("PYLOG_BOOTSTRAP_SERVERS") or DEFAULT_BOOTSTRAP_SERVERS
+
+
+class AdminClient(KafkaAdminClient):
+    """kafka-python's admin client, tolerant of authorized-operation bits it does not know.
+
+    kafka-python 3.0.12 turns the ``authorized_operations`` bitfield of
+    DescribeGroups and Metadata into ``ACLOperation`` members and raises
+    ValueError on a bit it has no member for: Kafka 4's TWO_PHASE_COMMIT (15),
+    or Tansu 0.6, which sets all 32 bits. The tools never show these
+    operations, so unknown bits are dropped instead of losing the response.
+    """
+
+    def _process_acl_operations(self, obj):
+        operations = obj.get("authorized_operations")
+        if operations is not None:
+            known = {op.value for op in ACLOperation}
+            obj["authorized_operations"] = sorted(
+                ACLOperation(bit).name for bit in operations if bit in known and bit > ACLOperation.ALL)
+        return obj
 
 
 @dataclass(frozen=True)
@@ -47,9 +67,9 @@ class Connection:
         except BOOTSTRAP_ERRORS as exc:
             raise connection_error(self.bootstrap_servers, self.timeout_ms) from exc
 
-    def admin(self) -> KafkaAdminClient:
+    def admin(self) -> AdminClient:
         """A connected admin client; raises ToolError if no broker answers."""
-        return self._build(KafkaAdminClient, {"request_timeout_ms": max(self.timeout_ms, 30_000)})
+        return self._build(AdminClient, {"request_timeout_ms": max(self.timeout_ms, 30_000)})
 
     def producer(self, **config) -> KafkaProducer:
         """A connected producer; metadata waits are bounded by the timeout."""

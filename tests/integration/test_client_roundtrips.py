@@ -25,8 +25,6 @@ from kafka_wire import WireClient, batches_of, fetch_request, fetched_partitions
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 BINARY = bytes([0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF])
-# librdkafka silently skips these codecs against this broker (see the xfail test for why)
-SENT_UNCOMPRESSED = {("confluent-kafka", "lz4"), ("kcat", "lz4")}
 # compressible, so librdkafka does not fall back to sending small batches uncompressed
 FILLER = b"the quick brown fox jumps over the lazy dog " * 8
 
@@ -81,8 +79,8 @@ def test_records_round_trip_through_every_client_with_codec(pylog_broker, produc
     else:
         sent = _produce_api(producer, bootstrap, topic, codec)
 
-    if (producer, codec) not in SENT_UNCOMPRESSED:  # see the xfail test below
-        assert _stored_codecs(bootstrap, topic) == {CODEC_IDS[codec]}
+    # librdkafka enables LZ4 only when the broker advertises FindCoordinator (rdkafka_feature.c)
+    assert _stored_codecs(bootstrap, topic) == {CODEC_IDS[codec]}
     for consumer, consume in CONSUMERS.items():
         got = consume(bootstrap, topic, len(sent))
         assert [r.content() for r in got] == [r.content() for r in sent], f"{producer} -> {consumer}"
@@ -91,22 +89,6 @@ def test_records_round_trip_through_every_client_with_codec(pylog_broker, produc
         if producer != "kcat":
             assert [r.timestamp for r in got] == [r.timestamp for r in sent], \
                 f"CreateTime not preserved, {producer} -> {consumer}"
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "librdkafka enables LZ4 only when the broker advertises FindCoordinator (rdkafka_feature.c), which "
-    "arrives with the group coordinator (issue 3); until then it logs 'Broker does not support compression "
-    "type lz4: not compressing batch' and sends the batch uncompressed. (gzip/snappy needed Produce v0 in the "
-    "advertised range for librdkafka < 2.10, librdkafka#4956; the broker advertises it as Kafka 4 does.)"))
-@pytest.mark.parametrize("producer, codec", sorted(SENT_UNCOMPRESSED))
-def test_librdkafka_producers_compress_with_every_codec(pylog_broker, producer, codec):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "compressed")
-    if producer == "kcat":
-        _produce_kcat(bootstrap, "compressed", codec)
-    else:
-        _produce_api(producer, bootstrap, "compressed", codec)
-    assert _stored_codecs(bootstrap, "compressed") == {CODEC_IDS[codec]}
 
 
 @pytest.mark.parametrize("producer", ["kafka-python", "confluent-kafka", "aiokafka"])

@@ -11,8 +11,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from broker_sim.tools.cli import main
 
 
@@ -102,8 +100,6 @@ def test_consume_stops_at_timeout_when_no_more_records(pylog_broker):
     assert "Processed a total of 2 messages" in consumed.err
 
 
-@pytest.mark.xfail(strict=True, reason="the broker has no group coordinator yet (issue 3: consumer groups); "
-                   "strict, so this turns red the day groups land and the marker must go")
 def test_consume_with_group_resumes_after_committed_offsets(pylog_broker):
     assert pylog(pylog_broker, "topics", "create", "jobs", "--partitions", "1").status == 0
     assert pylog(pylog_broker, "produce", "jobs", stdin=b"a\nb\nc\n").status == 0

@@ -9,7 +9,7 @@ from functools import partial
 
 from kafka.protocol.api_key import ApiKey
 
-from broker_sim.server.handlers import cluster, fetch, offsets, produce, topics
+from broker_sim.server.handlers import cluster, fetch, groups, offsets, produce, topics
 
 
 def build_handlers(broker) -> dict:
@@ -28,5 +28,16 @@ def build_handlers(broker) -> dict:
         ApiKey.CreatePartitions: topics.create_partitions,
         ApiKey.DescribeConfigs: topics.describe_configs,
         ApiKey.IncrementalAlterConfigs: topics.incremental_alter_configs,
+        ApiKey.FindCoordinator: groups.find_coordinator,
+        ApiKey.JoinGroup: groups.join_group,
+        ApiKey.SyncGroup: groups.sync_group,
+        ApiKey.Heartbeat: groups.heartbeat,
+        ApiKey.LeaveGroup: groups.leave_group,
+        ApiKey.OffsetCommit: groups.offset_commit,
+        ApiKey.OffsetFetch: groups.offset_fetch,
+        ApiKey.DescribeGroups: groups.describe_groups,
+        ApiKey.ListGroups: groups.list_groups,
+        ApiKey.DeleteGroups: groups.delete_groups,
+        ApiKey.OffsetDelete: groups.offset_delete,
     }
     return {int(key): partial(handler, broker) for key, handler in table.items()}

@@ -15,7 +15,7 @@ TOPIC, BROKER = 2, 4
 # DescribeConfigs config sources
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 # DescribeConfigs config types
-BOOLEAN, STRING, LONG, LIST = 1, 2, 5, 7
+BOOLEAN, STRING, LONG, DOUBLE, LIST = 1, 2, 5, 6, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = {"cleanup.policy", "log.cleanup.policy"}
 
@@ -139,11 +139,13 @@ def _config_type(name: str, default: str) -> int:
         return LIST
     if default in ("true", "false"):
         return BOOLEAN
-    try:
-        int(default)
-        return LONG
-    except ValueError:
-        return STRING
+    for parse, config_type in ((int, LONG), (float, DOUBLE)):
+        try:
+            parse(default)
+            return config_type
+        except ValueError:
+            pass
+    return STRING
 
 
 def _topic_entries(broker, overrides, keys, synonyms, docs) -> list[_Entry]:

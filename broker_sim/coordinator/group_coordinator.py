@@ -1,0 +1,459 @@
+"""The group coordinator: every group this broker coordinates, their offsets, and their durable records.
+
+Theory of operation: ``GroupCoordinator`` is the synchronous core behind the
+group APIs.  It finds the ``ClassicGroup`` a request names (creating it where
+Kafka would), lets the group decide, and writes what must survive a restart to
+``__consumer_offsets`` *before* answering: offset commits, group metadata
+after each completed rebalance, tombstones for deleted groups and expired
+offsets.  Writes go through ``Partition.append_records`` of the group's
+partition (``partition_for``), so records get real offsets and the topic is an
+ordinary, readable Kafka topic; appends are synchronous, so no other request
+runs between "write" and "answer".
+
+Ownership: the coordinator serves a group only when it has loaded the group's
+partition (``load_partition``, replaying the records: the last value of a key
+wins, a tombstone deletes it).  A single broker loads every partition at start
+and every partition of the topic it creates on first use; a replicated broker
+calls ``load_partition``/``unload_partition`` as it gains and loses leadership,
+and requests for other groups get NOT_COORDINATOR.  Groups come back Empty with
+their offsets and generation; their members rejoin (as after a coordinator move).
+
+Time comes from the injected ``clock``; the held requests (JoinGroup,
+SyncGroup) are tickets answered through the returned replies — the asyncio
+layer is ``group_service.GroupService``.  Runs on the broker's event loop thread.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Protocol
+
+import kafka.errors as Errors
+
+from broker_sim.coordinator.group_metadata import (
+    COORDINATOR_NOT_AVAILABLE, NONE, UNKNOWN_MEMBER_ID, ClassicGroup, GroupConfig, JoinRequest, JoinResult,
+    Outcome, Reply, SyncResult,
+)
+from broker_sim.coordinator.group_records import (
+    OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, StoredGroup, build_batch, decode_group, decode_key,
+    decode_offset, encode_group, encode_key, encode_offset, iter_records, partition_for,
+)
+from broker_sim.coordinator.group_state import DEAD, EMPTY, STABLE, GroupState
+from broker_sim.storage.batch import parse_batches
+
+log = logging.getLogger(__name__)
+
+NOT_COORDINATOR = Errors.NotCoordinatorError.errno
+INVALID_GROUP_ID = Errors.InvalidGroupIdError.errno
+INVALID_SESSION_TIMEOUT = Errors.InvalidSessionTimeoutError.errno
+ILLEGAL_GENERATION = Errors.IllegalGenerationError.errno
+GROUP_ID_NOT_FOUND = Errors.GroupIdNotFoundError.errno
+NON_EMPTY_GROUP = Errors.NonEmptyGroupError.errno
+GROUP_SUBSCRIBED_TO_TOPIC = Errors.GroupSubscribedToTopicError.errno
+OFFSET_METADATA_TOO_LARGE = Errors.OffsetMetadataTooLargeError.errno
+UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
+INVALID_COMMIT_OFFSET_SIZE = Errors.InvalidCommitOffsetSizeError.errno
+UNKNOWN_SERVER_ERROR = Errors.UnknownError.errno
+
+# Kafka's storeOffsets: append errors as an OffsetCommit answers them
+_APPEND_ERRORS = {
+    Errors.UnknownTopicOrPartitionError.errno: COORDINATOR_NOT_AVAILABLE,
+    Errors.NotEnoughReplicasError.errno: COORDINATOR_NOT_AVAILABLE,
+    Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
+    Errors.NotLeaderForPartitionError.errno: NOT_COORDINATOR,
+    Errors.KafkaStorageError.errno: NOT_COORDINATOR,
+    Errors.MessageSizeTooLargeError.errno: INVALID_COMMIT_OFFSET_SIZE,
+    Errors.RecordListTooLargeError.errno: INVALID_COMMIT_OFFSET_SIZE,
+    Errors.InvalidFetchRequestError.errno: INVALID_COMMIT_OFFSET_SIZE,  # Kafka's INVALID_FETCH_SIZE
+}
+READ_CHUNK_BYTES = 1 << 20
+
+
+class OffsetsTopic(Protocol):
+    """Where ``__consumer_offsets`` lives (the broker, or a test's partitions)."""
+
+    def exists(self) -> bool: ...
+
+    def partition_count(self) -> int: ...
+
+    def create(self) -> None: ...
+
+    def partition(self, index: int): ...
+
+    def led_partitions(self) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    error: int
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...] = ()
+
+
+def read_partition(partition) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """``(offset, key, value)`` of every committed record of ``partition``, in offset order."""
+    offset = partition.log_start_offset
+    while offset < partition.high_watermark:
+        data = partition.log.read_bytes(offset, READ_CHUNK_BYTES, max_offset=partition.high_watermark)
+        if not data:
+            return
+        for record_offset, key, value in iter_records(data):
+            if record_offset >= offset:  # the first batch may start before ``offset``
+                yield record_offset, key, value
+        offset = parse_batches(data, verify_crc=False)[-1].next_offset
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, topic: OffsetsTopic, *, clock: Callable[[], int],
+                 partition_exists: Callable[[str, int], bool]) -> None:
+        self.config = config
+        self.topic = topic
+        self.clock = clock
+        self.partition_exists = partition_exists
+        self.groups: dict[str, ClassicGroup] = {}
+        self.loaded: set[int] = set()
+        self._tickets = itertools.count(1)
+
+    # --- ownership ------------------------------------------------------------------
+    def partition_of(self, group_id: str) -> int:
+        count = self.topic.partition_count() if self.topic.exists() else self.config.offsets_partitions
+        return partition_for(group_id, count)
+
+    def is_coordinator(self, group_id: str) -> bool:
+        return not self.topic.exists() or self.partition_of(group_id) in self.loaded
+
+    def startup(self) -> None:
+        """Load the partitions of an existing ``__consumer_offsets`` that this broker leads."""
+        if self.topic.exists():
+            self._load_led_partitions()
+
+    def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use; load led partitions not loaded yet.
+
+        The second part covers a topic that appeared without the coordinator (an auto-created topic).
+        """
+        if not self.topic.exists():
+            self.topic.create()
+            self.loaded.update(self.topic.led_partitions())  # new partitions are empty
+        self._load_led_partitions()
+
+    def _load_led_partitions(self) -> None:
+        for index in self.topic.led_partitions():
+            if index not in self.loaded:
+                self.load_partition(self.topic.partition(index))
+
+    def load_partition(self, partition) -> int:
+        """Rebuild the groups and offsets kept in one partition; returns the number of groups loaded."""
+        stored: dict[str, StoredGroup | None] = {}
+        offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        for _, raw_key, raw_value in read_partition(partition):
+            try:
+                key = decode_key(raw_key)
+            except ValueError as exc:
+                log.warning("%s: skipping a record: %s", partition, exc)
+                continue
+            if isinstance(key, OffsetKey):
+                group_offsets = offsets.setdefault(key.group, {})
+                if raw_value is None:
+                    group_offsets.pop((key.topic, key.partition), None)
+                else:
+                    group_offsets[(key.topic, key.partition)] = decode_offset(raw_value)
+            else:
+                stored[key.group] = decode_group(raw_value) if raw_value is not None else None
+        now = self.clock()
+        loaded = 0
+        for group_id in set(stored) | set(offsets):
+            record, group_offsets = stored.get(group_id), offsets.get(group_id) or {}
+            if record is None and not group_offsets:
+                continue
+            group = (ClassicGroup.restored(group_id, record, now, self.config) if record is not None
+                     else ClassicGroup(group_id, now, self.config))
+            group.offsets = group_offsets
+            self.groups[group_id] = group
+            loaded += 1
+        self.loaded.add(partition.index)
+        log.info("loaded %d groups from %s-%d", loaded, OFFSETS_TOPIC, partition.index)
+        return loaded
+
+    def unload_partition(self, index: int) -> list[Reply]:
+        """Forget the groups of a partition this broker no longer leads; held requests get NOT_COORDINATOR."""
+        self.loaded.discard(index)
+        replies: list[Reply] = []
+        for group_id in [g for g in self.groups if self.partition_of(g) == index]:
+            group = self.groups.pop(group_id)
+            for member in group.members.values():
+                if member.join_ticket is not None:
+                    replies.append((member.join_ticket, JoinResult(NOT_COORDINATOR, member.member_id)))
+                if member.sync_ticket is not None:
+                    replies.append((member.sync_ticket, SyncResult(NOT_COORDINATOR)))
+        return replies
+
+    # --- FindCoordinator ------------------------------------------------------------
+    def find_coordinator(self, group_id: str) -> int:
+        self.ensure_topic()
+        return NONE if self.is_coordinator(group_id) else NOT_COORDINATOR
+
+    # --- membership ---------------------------------------------------------------------
+    def new_ticket(self) -> int:
+        return next(self._tickets)
+
+    def join(self, group_id: str, request: JoinRequest, ticket: int) -> list[Reply]:
+        error = self._group_error(group_id)
+        if not error and not (self.config.min_session_timeout_ms <= request.session_timeout_ms
+                              <= self.config.max_session_timeout_ms):
+            error = INVALID_SESSION_TIMEOUT
+        group = self.groups.get(group_id)
+        if not error and group is None:
+            if request.member_id:
+                error = UNKNOWN_MEMBER_ID
+            else:
+                group = self.groups[group_id] = ClassicGroup(group_id, self.clock(), self.config)
+        if error:
+            return [(ticket, JoinResult(error, request.member_id))]
+        return self._finish(group, group.join(request, ticket, self.clock()))
+
+    def sync(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+             protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+             ticket: int) -> list[Reply]:
+        error = self._group_error(group_id)
+        group = self.groups.get(group_id)
+        if not error and group is None:
+            error = UNKNOWN_MEMBER_ID
+        if error:
+            return [(ticket, SyncResult(error))]
+        return self._finish(group, group.sync(member_id, group_instance_id, generation_id, protocol_type,
+                                              protocol_name, assignments, ticket, self.clock()))
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
+        error = self._group_error(group_id)
+        if error:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return UNKNOWN_MEMBER_ID
+        return group.heartbeat(member_id, group_instance_id, generation_id, self.clock())
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int], list[Reply]]:
+        """(group error, per-member errors, replies to held requests)."""
+        error = self._group_error(group_id)
+        if error:
+            return error, [error] * len(members), []
+        group = self.groups.get(group_id)
+        if group is None:
+            return NONE, [UNKNOWN_MEMBER_ID] * len(members), []
+        if group.state is DEAD:
+            return COORDINATOR_NOT_AVAILABLE, [COORDINATOR_NOT_AVAILABLE] * len(members), []
+        errors, outcome = group.leave(members, self.clock())
+        return NONE, errors, self._finish(group, outcome)
+
+    def poll(self) -> list[Reply]:
+        """Session expiry, rebalance timeouts and initial delays of every group."""
+        now = self.clock()
+        replies: list[Reply] = []
+        for group in list(self.groups.values()):
+            replies.extend(self._finish(group, group.poll(now)))
+        return replies
+
+    def _finish(self, group: ClassicGroup, outcome: Outcome) -> list[Reply]:
+        if outcome.store:
+            self._store_group(group)
+        return outcome.replies
+
+    def _group_error(self, group_id: str | None) -> int:
+        if not group_id:
+            return INVALID_GROUP_ID
+        return NONE if self.is_coordinator(group_id) else NOT_COORDINATOR
+
+    # --- offsets --------------------------------------------------------------------------
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                       commits: list[tuple[str, int, CommittedOffset]]) -> dict[tuple[str, int], int]:
+        """Error code per (topic, partition); the commits are durable before this returns.
+
+        A commit timestamp of -1 means "now".  Commits from outside the group (generation -1, no member
+        id) create the group when it does not exist, as Kafka does for consumers that assign themselves.
+        """
+        now = self.clock()
+        error = self._group_error(group_id)
+        group = self.groups.get(group_id)
+        created = False
+        if not error and group is None:
+            if generation_id >= 0:
+                error = ILLEGAL_GENERATION  # a member of a generation this coordinator never saw
+            else:
+                group, created = ClassicGroup(group_id, now, self.config), True
+        if not error:
+            error = group.validate_offset_commit(member_id, group_instance_id, generation_id, now)
+        if error:
+            return {(t, p): error for t, p, _ in commits}
+        results: dict[tuple[str, int], int] = {}
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
+        for topic, partition, value in commits:
+            if not self.partition_exists(topic, partition):
+                results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
+            elif len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
+            else:
+                if value.commit_timestamp < 0:
+                    value = CommittedOffset(value.offset, value.leader_epoch, value.metadata, now,
+                                            value.expire_timestamp)
+                accepted[(topic, partition)] = value
+        if accepted:
+            records = [(encode_key(OffsetKey(group_id, t, p)), encode_offset(v)) for (t, p), v in accepted.items()]
+            append_error = self._append(group_id, records)
+            if not append_error:
+                group.offsets.update(accepted)
+                if created:
+                    self.groups[group_id] = group
+            for tp in accepted:
+                results[tp] = append_error
+        return results
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, list[int]]] | None
+                      ) -> tuple[int, dict[str, dict[int, CommittedOffset | None]]]:
+        """(group error, topic -> partition -> committed offset or None); ``partitions`` None means all."""
+        error = self._group_error(group_id)
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        result: dict[str, dict[int, CommittedOffset | None]] = {}
+        if partitions is None:
+            for (topic, partition), value in sorted(offsets.items()):
+                result.setdefault(topic, {})[partition] = value
+        else:
+            for topic, indexes in partitions:
+                result[topic] = {p: offsets.get((topic, p)) for p in indexes}
+        return NONE, result
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
+                       ) -> tuple[int, dict[tuple[str, int], int]]:
+        """(group error, error per partition) for OffsetDelete."""
+        error = self._group_error(group_id)
+        group = self.groups.get(group_id)
+        if not error and (group is None or group.state is DEAD):
+            error = GROUP_ID_NOT_FOUND
+        if not error and group.state is not EMPTY and group.protocol_type != "consumer":
+            error = NON_EMPTY_GROUP
+        if error:
+            return error, {}
+        results: dict[tuple[str, int], int] = {}
+        doomed = []
+        for topic, partition in partitions:
+            if not self.partition_exists(topic, partition):
+                results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
+            elif group.state is not EMPTY and group.is_subscribed_to(topic):
+                results[(topic, partition)] = GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                results[(topic, partition)] = NONE
+                if (topic, partition) in group.offsets:
+                    doomed.append((topic, partition))
+        if doomed:
+            append_error = self._append(group_id, [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in doomed])
+            if append_error:
+                return append_error, {}
+            for tp in doomed:
+                del group.offsets[tp]
+        return NONE, results
+
+    def expire_offsets(self) -> int:
+        """Tombstone offsets past retention, drop Empty groups left without offsets; returns offsets expired."""
+        now = self.clock()
+        expired_total = 0
+        for group_id, group in list(self.groups.items()):
+            if self.partition_of(group_id) not in self.loaded and self.topic.exists():
+                continue
+            expired = group.expired_offsets(now)
+            records = [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in expired]
+            remove_group = (group.state is EMPTY and not group.pending_members
+                            and len(expired) == len(group.offsets))
+            if remove_group:
+                records.append((encode_key(GroupKey(group_id)), None))
+            if not records or self._append(group_id, records):
+                continue
+            for tp in expired:
+                del group.offsets[tp]
+            expired_total += len(expired)
+            if remove_group:
+                group.mark_dead(now)
+                del self.groups[group_id]
+                log.info("group %s removed: Empty and its offsets expired", group_id)
+        return expired_total
+
+    # --- admin ---------------------------------------------------------------------------
+    def describe(self, group_id: str) -> GroupDescription:
+        error = self._group_error(group_id)
+        if error:
+            return GroupDescription(group_id, error, "", "", "")
+        group = self.groups.get(group_id)
+        if group is None:
+            return GroupDescription(group_id, NONE, str(DEAD), "", "")
+        stable = group.state is STABLE
+        members = tuple(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                          m.metadata(group.protocol_name) if stable else b"",
+                                          m.assignment if stable else b"")
+                        for m in group.members.values())
+        return GroupDescription(group_id, NONE, str(group.state), group.protocol_type or "",
+                                (group.protocol_name or "") if stable else "", members)
+
+    def list_groups(self, states: Iterable[GroupState] = ()) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of the groups this broker coordinates, optionally only in ``states``."""
+        wanted = set(states)
+        return [(g.group_id, g.protocol_type or "", str(g.state)) for group_id, g in sorted(self.groups.items())
+                if self.is_coordinator(group_id) and (not wanted or g.state in wanted)]
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        now = self.clock()
+        results = {}
+        for group_id in group_ids:
+            error = self._group_error(group_id)
+            group = self.groups.get(group_id)
+            if not error and (group is None or group.state is DEAD):
+                error = GROUP_ID_NOT_FOUND
+            if not error and group.state is not EMPTY:
+                error = NON_EMPTY_GROUP
+            if not error:
+                records = [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in group.offsets]
+                records.append((encode_key(GroupKey(group_id)), None))
+                error = self._append(group_id, records)
+                if not error:
+                    group.mark_dead(now)
+                    del self.groups[group_id]
+            results[group_id] = error
+        return results
+
+    # --- the log ---------------------------------------------------------------------------
+    def _store_group(self, group: ClassicGroup) -> None:
+        error = self._append(group.group_id, [(encode_key(GroupKey(group.group_id)), encode_group(group.stored()))])
+        if error:
+            log.error("could not store the metadata of group %s (error %d); it is kept in memory only",
+                      group.group_id, error)
+
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append records to the group's partition; NONE or the error code an OffsetCommit would answer."""
+        try:
+            if not self.topic.exists():
+                self.ensure_topic()
+            partition = self.topic.partition(self.partition_of(group_id))
+            partition.append_records(build_batch(records, self.clock()))
+            return NONE
+        except Errors.KafkaError as exc:
+            code = getattr(exc, "errno", None)
+            log.warning("appending to %s for group %s failed: %r", OFFSETS_TOPIC, group_id, exc)
+            return _APPEND_ERRORS.get(code, code if code is not None else UNKNOWN_SERVER_ERROR)
+        except Exception:
+            log.exception("appending to %s for group %s failed", OFFSETS_TOPIC, group_id)
+            return UNKNOWN_SERVER_ERROR

@@ -1,0 +1,262 @@
+"""Records of the ``__consumer_offsets`` topic, in Kafka's own format.
+
+Theory of operation: the coordinator's durable state is a log of key/value
+records in the internal compacted topic ``__consumer_offsets``; the last value
+of each key wins and a null value (tombstone) deletes the key.  Keys and values
+are Kafka's (``OffsetCommitKey``/``OffsetCommitValue``,
+``GroupMetadataKey``/``GroupMetadataValue`` from apache/kafka's
+group-coordinator message JSONs), so Kafka's tools can read a pylog broker's
+topic and the other way round.  Each key and value starts with an int16
+version; the key's version says which record it is (0 and 1: offset commit,
+2: group metadata).  The layout is described in ``schemas/consumer-offsets.json``.
+
+The message definitions below are transcribed from those JSON files and
+encoded with kafka-python's schema codec (``StructField``), the same machinery
+that encodes the protocol messages.  A group's records all go to partition
+``partition_for(group_id)``, Kafka's ``abs(groupId.hashCode) % partitions``.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import struct
+from dataclasses import asdict, dataclass
+
+from kafka.protocol.data_container import DataContainer
+from kafka.protocol.schemas.fields import StructField
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_VERSION = struct.Struct(">h")
+
+# versions written; every version Kafka ever wrote is readable
+OFFSET_COMMIT_KEY_VERSION = 1
+OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_KEY_VERSION = 2
+GROUP_METADATA_VALUE_VERSION = 3
+
+
+def _message(name: str, valid: str, flexible: str, fields: list[dict]) -> type:
+    struct_field = StructField({"name": name, "type": "data", "validVersions": valid,
+                                "flexibleVersions": flexible, "fields": fields})
+    cls = type(name, (DataContainer,), {"_struct": struct_field})
+    struct_field.set_data_class(cls)
+    return cls
+
+
+OffsetCommitKey = _message("OffsetCommitKey", "0-1", "none", [
+    {"name": "group", "type": "string", "versions": "0-1"},
+    {"name": "topic", "type": "string", "versions": "0-1"},
+    {"name": "partition", "type": "int32", "versions": "0-1"},
+])
+OffsetCommitValue = _message("OffsetCommitValue", "0-4", "4+", [
+    {"name": "offset", "type": "int64", "versions": "0+"},
+    {"name": "leaderEpoch", "type": "int32", "versions": "3+", "default": -1},
+    {"name": "metadata", "type": "string", "versions": "0+"},
+    {"name": "commitTimestamp", "type": "int64", "versions": "0+"},
+    {"name": "expireTimestamp", "type": "int64", "versions": "1", "default": -1},
+])
+GroupMetadataKey = _message("GroupMetadataKey", "2", "none", [
+    {"name": "group", "type": "string", "versions": "2"},
+])
+GroupMetadataValue = _message("GroupMetadataValue", "0-4", "4+", [
+    {"name": "protocolType", "type": "string", "versions": "0+"},
+    {"name": "generation", "type": "int32", "versions": "0+"},
+    {"name": "protocol", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+    {"name": "leader", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+    {"name": "currentStateTimestamp", "type": "int64", "versions": "2+", "default": -1},
+    {"name": "members", "type": "[]MemberMetadata", "versions": "0+", "fields": [
+        {"name": "memberId", "type": "string", "versions": "0+"},
+        {"name": "groupInstanceId", "type": "string", "versions": "3+", "default": "null",
+         "nullableVersions": "3+"},
+        {"name": "clientId", "type": "string", "versions": "0+"},
+        {"name": "clientHost", "type": "string", "versions": "0+"},
+        {"name": "rebalanceTimeout", "type": "int32", "versions": "1+"},
+        {"name": "sessionTimeout", "type": "int32", "versions": "0+"},
+        {"name": "subscription", "type": "bytes", "versions": "0+"},
+        {"name": "assignment", "type": "bytes", "versions": "0+"},
+    ]},
+])
+MemberMetadataRecord = GroupMetadataValue.MemberMetadata
+
+
+def _encode(message, version: int) -> bytes:
+    flexible = version >= 4  # the values' first flexible version; keys never reach it
+    body = message._struct.encode(message, version=version, compact=flexible, tagged=flexible)
+    return _VERSION.pack(version) + body
+
+
+def _decode(cls, data: bytes):
+    (version,) = _VERSION.unpack_from(data)
+    top = cls._struct.max_version
+    # a newer, unknown version is read with the newest layout known, as Kafka's readers do
+    version = min(version, top)
+    flexible = version >= 4
+    return cls._struct.decode(io.BytesIO(data[2:]), version=version, compact=flexible, tagged=flexible)
+
+
+# --- keys and values as the coordinator uses them -------------------------
+
+@dataclass(frozen=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    group: str
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """One partition's committed position (Kafka's OffsetAndMetadata)."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1
+
+
+@dataclass(frozen=True)
+class StoredMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class StoredGroup:
+    """A group as the GroupMetadataValue record keeps it."""
+
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int
+    members: tuple[StoredMember, ...] = ()
+
+
+def encode_key(key: OffsetKey | GroupKey) -> bytes:
+    if isinstance(key, OffsetKey):
+        return _encode(OffsetCommitKey(group=key.group, topic=key.topic, partition=key.partition),
+                       OFFSET_COMMIT_KEY_VERSION)
+    return _encode(GroupMetadataKey(group=key.group), GROUP_METADATA_KEY_VERSION)
+
+
+def decode_key(data: bytes) -> OffsetKey | GroupKey:
+    """Raises ValueError for a key version this broker does not know."""
+    (version,) = _VERSION.unpack_from(data)
+    if version in (0, 1):
+        key = OffsetCommitKey._struct.decode(io.BytesIO(data[2:]), version=version, compact=False, tagged=False)
+        return OffsetKey(key.group, key.topic, key.partition)
+    if version == 2:
+        key = GroupMetadataKey._struct.decode(io.BytesIO(data[2:]), version=2, compact=False, tagged=False)
+        return GroupKey(key.group)
+    raise ValueError(f"unknown __consumer_offsets key version {version}")
+
+
+def encode_offset(value: CommittedOffset) -> bytes:
+    return _encode(OffsetCommitValue(offset=value.offset, leader_epoch=value.leader_epoch, metadata=value.metadata,
+                                     commit_timestamp=value.commit_timestamp,
+                                     expire_timestamp=value.expire_timestamp),
+                   OFFSET_COMMIT_VALUE_VERSION)
+
+
+def decode_offset(data: bytes) -> CommittedOffset:
+    value = _decode(OffsetCommitValue, data)
+    return CommittedOffset(value.offset, value.leader_epoch, value.metadata or "", value.commit_timestamp,
+                           value.expire_timestamp)
+
+
+def encode_group(group: StoredGroup) -> bytes:
+    members = [MemberMetadataRecord(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                    client_id=m.client_id, client_host=m.client_host,
+                                    rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
+                                    subscription=m.subscription, assignment=m.assignment)
+               for m in group.members]
+    return _encode(GroupMetadataValue(protocol_type=group.protocol_type, generation=group.generation,
+                                      protocol=group.protocol, leader=group.leader,
+                                      current_state_timestamp=group.current_state_timestamp, members=members),
+                   GROUP_METADATA_VALUE_VERSION)
+
+
+def decode_group(data: bytes) -> StoredGroup:
+    value = _decode(GroupMetadataValue, data)
+    (version,) = _VERSION.unpack_from(data)
+    members = tuple(StoredMember(m.member_id, m.group_instance_id if version >= 3 else None, m.client_id,
+                                 m.client_host,
+                                 m.rebalance_timeout if version >= 1 else m.session_timeout,  # v0: Kafka's rule
+                                 m.session_timeout, bytes(m.subscription or b""), bytes(m.assignment or b""))
+                    for m in value.members)
+    return StoredGroup(value.protocol_type or "", value.generation, value.protocol, value.leader,
+                       value.current_state_timestamp if version >= 2 else -1, members)
+
+
+def record_to_json(key: bytes, value: bytes | None) -> dict:
+    """A record as the JSON document ``schemas/consumer-offsets.json`` describes (bytes in base64)."""
+    decoded = decode_key(key)
+    (key_version,) = _VERSION.unpack_from(key)
+    value_version = _VERSION.unpack_from(value)[0] if value is not None else None
+    if isinstance(decoded, OffsetKey):
+        doc_key = {"type": "offset_commit", "version": key_version, "group": decoded.group, "topic": decoded.topic,
+                   "partition": decoded.partition}
+        doc_value = None if value is None else {"version": value_version, **asdict(decode_offset(value))}
+    else:
+        doc_key = {"type": "group_metadata", "version": key_version, "group": decoded.group}
+        doc_value = None
+        if value is not None:
+            group = asdict(decode_group(value))
+            group["members"] = list(group["members"])
+            for member in group["members"]:
+                member["subscription"] = base64.b64encode(member["subscription"]).decode()
+                member["assignment"] = base64.b64encode(member["assignment"]).decode()
+            doc_value = {"version": value_version, **group}
+    return {"key": doc_key, "value": doc_value}
+
+
+# --- placement ---------------------------------------------------------------
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: ``h = 31*h + c`` over UTF-16 code units, in signed 32-bit arithmetic."""
+    data = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's ``partitionFor``: ``Utils.abs(groupId.hashCode) % partitions`` (abs(MIN_VALUE) is 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+# --- batches -------------------------------------------------------------------
+
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
+    """One uncompressed magic-2 batch of ``(key, value)`` records (value None: tombstone)."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
+    for offset, (key, value) in enumerate(records):
+        builder.append(offset, timestamp=timestamp_ms, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def iter_records(data: bytes):
+    """``(offset, key, value)`` of every data record in ``data`` (whole batches); control batches are skipped."""
+    batches = MemoryRecords(data)
+    while batches.has_next():
+        batch = batches.next_batch()
+        if batch.is_control_batch:
+            continue
+        for record in batch:
+            yield record.offset, record.key, record.value

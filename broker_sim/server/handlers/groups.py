@@ -1,0 +1,238 @@
+"""Consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete.
+
+Each handler reads its version's fields, calls the broker's group coordinator
+(``broker.groups``, a ``broker_sim.coordinator.group_service.GroupService``)
+and builds the response; the rules live in the coordinator.
+"""
+from __future__ import annotations
+
+import kafka.errors as Errors
+from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.consumer import (
+    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse, OffsetDeleteResponse,
+    OffsetFetchResponse, SyncGroupResponse,
+)
+from kafka.protocol.metadata import FindCoordinatorResponse
+
+from broker_sim.coordinator.group_metadata import JoinRequest
+from broker_sim.coordinator.group_records import CommittedOffset
+from broker_sim.coordinator.group_state import parse_state
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def _client_host(ctx) -> str:
+    """Kafka's clientHost: the peer address with a leading slash (Java's InetAddress.toString)."""
+    peer = getattr(ctx.connection, "peer", "?")
+    return "/" + peer.rsplit(":", 1)[0].strip("[]")
+
+
+# --- FindCoordinator ----------------------------------------------------------------
+
+async def find_coordinator(broker, ctx, request):
+    key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
+    keys = request.coordinator_keys if ctx.version >= 4 else [request.key]
+    found = []
+    for key in keys:
+        if key_type == GROUP_KEY:
+            error = broker.groups.find_coordinator(key)
+            message = None if not error else f"this broker does not coordinate group {key!r}"
+        elif key_type == TRANSACTION_KEY:
+            error, message = Errors.CoordinatorNotAvailableError.errno, "transactions are not supported yet"
+        else:
+            error, message = Errors.InvalidRequestError.errno, f"unknown coordinator key type {key_type}"
+        if error:
+            found.append((key, error, message, -1, "", -1))
+        else:
+            found.append((key, 0, None, broker.broker_id, broker.advertised_host, broker.port))
+    if ctx.version >= 4:
+        coordinators = [FindCoordinatorResponse.Coordinator(key=k, node_id=n, host=h, port=p, error_code=e,
+                                                            error_message=m)
+                        for k, e, m, n, h, p in found]
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+    _, error, message, node_id, host, port = found[0]
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=message, node_id=node_id,
+                                   host=host, port=port)
+
+
+# --- membership -------------------------------------------------------------------------
+
+async def join_group(broker, ctx, request):
+    version = ctx.version
+    join = JoinRequest(
+        member_id=request.member_id or "",
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx),
+        session_timeout_ms=request.session_timeout_ms,
+        # v0 has no rebalance timeout: Kafka uses the session timeout
+        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+        require_known_member_id=version >= 4,
+    )
+    result = await broker.groups.join_group(request.group_id, join)
+    members = [JoinGroupResponse.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                                         metadata=m.metadata)
+               for m in result.members]
+    protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
+    return JoinGroupResponse(throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
+                             protocol_type=result.protocol_type, protocol_name=protocol_name,
+                             leader=result.leader_id, skip_assignment=False, member_id=result.member_id,
+                             members=members)
+
+
+async def sync_group(broker, ctx, request):
+    version = ctx.version
+    assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
+    result = await broker.groups.sync_group(
+        request.group_id, request.member_id, request.group_instance_id if version >= 3 else None,
+        request.generation_id, request.protocol_type if version >= 5 else None,
+        request.protocol_name if version >= 5 else None, assignments)
+    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
+                             protocol_name=result.protocol_name, assignment=result.assignment)
+
+
+async def heartbeat(broker, ctx, request):
+    error = broker.groups.heartbeat(request.group_id, request.member_id,
+                                    request.group_instance_id if ctx.version >= 3 else None, request.generation_id)
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+
+async def leave_group(broker, ctx, request):
+    if ctx.version >= 3:
+        leaving = [(m.member_id or "", m.group_instance_id) for m in request.members]
+    else:
+        leaving = [(request.member_id or "", None)]
+    error, errors = broker.groups.leave_group(request.group_id, leaving)
+    if ctx.version < 3:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=error or errors[0])
+    members = [LeaveGroupResponse.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=code)
+               for (member_id, instance_id), code in zip(leaving, errors)]
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=error, members=members)
+
+
+# --- offsets -----------------------------------------------------------------------------
+
+CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+CommitPartition = CommitTopic.OffsetCommitResponsePartition
+
+
+async def offset_commit(broker, ctx, request):
+    version = ctx.version
+    commits = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            commits.append((topic.name, p.partition_index, CommittedOffset(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=p.commit_timestamp if version == 1 else -1)))
+    results = broker.groups.commit_offsets(
+        request.group_id,
+        request.member_id if version >= 1 else "",
+        request.group_instance_id if version >= 7 else None,
+        request.generation_id_or_member_epoch if version >= 1 else -1,
+        commits)
+    topics = [CommitTopic(name=topic.name, partitions=[
+                  CommitPartition(partition_index=p.partition_index,
+                                  error_code=results[(topic.name, p.partition_index)])
+                  for p in topic.partitions])
+              for topic in request.topics]
+    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+
+FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+FetchPartition = FetchTopic.OffsetFetchResponsePartition
+FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
+FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
+FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
+
+
+def _fetch(broker, group_id: str, topics, version: int):
+    """(group error, [(topic, [(partition, committed or None, partition error)])]) for one group."""
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    error, offsets = broker.groups.fetch_offsets(group_id, wanted)
+    if error and version < 2:
+        # no top-level error code before v2: every partition carries it
+        return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
+    return error, [(name, [(p, value, 0) for p, value in parts.items()]) for name, parts in offsets.items()]
+
+
+def _fetched(cls, partition: int, value: CommittedOffset | None, error: int):
+    if value is None:
+        return cls(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                   error_code=error)
+    return cls(partition_index=partition, committed_offset=value.offset, committed_leader_epoch=value.leader_epoch,
+               metadata=value.metadata, error_code=error)
+
+
+async def offset_fetch(broker, ctx, request):
+    version = ctx.version
+    if version >= 8:
+        groups = []
+        for group in request.groups:
+            error, topics = _fetch(broker, group.group_id, group.topics, version)
+            groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=[
+                FetchGroupTopic(name=name, partitions=[_fetched(FetchGroupPartition, *p) for p in parts])
+                for name, parts in topics]))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    error, topics = _fetch(broker, request.group_id, request.topics, version)
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
+        FetchTopic(name=name, partitions=[_fetched(FetchPartition, *p) for p in parts]) for name, parts in topics])
+
+
+DeleteTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
+
+
+async def offset_delete(broker, ctx, request):
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    error, results = broker.groups.delete_offsets(request.group_id, wanted)
+    topics = [] if error else [
+        DeleteTopic(name=t.name, partitions=[DeletePartition(partition_index=p.partition_index,
+                                                             error_code=results[(t.name, p.partition_index)])
+                                             for p in t.partitions])
+        for t in request.topics]
+    return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=topics)
+
+
+# --- admin -------------------------------------------------------------------------------
+
+Described = DescribeGroupsResponse.DescribedGroup
+DescribedMember = Described.DescribedGroupMember
+
+
+async def describe_groups(broker, ctx, request):
+    groups = []
+    for group_id in request.groups:
+        d = broker.groups.describe(group_id)
+        members = [DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                                   client_host=m.client_host, member_metadata=m.metadata,
+                                   member_assignment=m.assignment)
+                   for m in d.members]
+        groups.append(Described(error_code=d.error, error_message=None, group_id=group_id, group_state=d.state,
+                                protocol_type=d.protocol_type, protocol_data=d.protocol, members=members,
+                                authorized_operations=None))  # None: not requested / not computed (INT32_MIN)
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
+
+
+async def list_groups(broker, ctx, request):
+    names = request.states_filter if ctx.version >= 4 else []
+    states = [parse_state(name) for name in names or []]
+    if states and all(state is None for state in states):
+        listed = []  # only unknown states asked for: nothing matches
+    else:
+        listed = broker.groups.list_groups([s for s in states if s is not None])
+    groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
+                                             group_type="classic")
+              for group_id, protocol_type, state in listed]
+    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
+
+
+async def delete_groups(broker, ctx, request):
+    results = broker.groups.delete_groups(list(request.groups_names))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
+        DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=results[group_id])
+        for group_id in request.groups_names])

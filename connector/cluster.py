@@ -1,0 +1,225 @@
+"""Driver-side view of the cluster: partitions of the subscription, their offsets, and group offsets.
+
+Theory of operation: ``OffsetReader`` plays the part of Spark's
+``KafkaOffsetReaderAdmin``. It owns one kafka-python ``KafkaAdminClient``,
+created on first use (readers are pickled, clients are not), and answers in
+plain values: sorted ``(topic, partition)`` lists and ``{(topic, partition):
+offset}`` dicts. Every call is retried ``fetchOffset.numRetries`` times with
+a fresh client, as Spark does. It speaks only the Kafka protocol.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Iterable, TypeVar
+
+from connector.offsets import PartitionOffsets, TopicPartition, describe
+from connector.options import (
+    BOUND_EARLIEST,
+    BOUND_GROUP,
+    BOUND_LATEST,
+    BOUND_OFFSETS,
+    BOUND_TIMESTAMP,
+    BOUND_TIMESTAMPS,
+    OffsetBound,
+    SourceOptions,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_ADMIN_KWARGS = {
+    "client_id", "request_timeout_ms", "connections_max_idle_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
+    "receive_buffer_bytes", "send_buffer_bytes", "retry_backoff_ms", "metadata_max_age_ms", "security_protocol",
+    "ssl_check_hostname", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_crlfile",
+    "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "sasl_kerberos_service_name",
+    "sasl_kerberos_domain_name",
+}
+
+
+class NoMatchingOffsetError(ValueError):
+    """A timestamp lookup found no record at or after the timestamp (startingOffsetsByTimestampStrategy=error)."""
+
+
+class OffsetReader:
+    """Metadata, ListOffsets, OffsetFetch and OffsetCommit for one source, through KafkaAdminClient."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._admin = None
+
+    def close(self) -> None:
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            finally:
+                self._admin = None
+
+    # -- partitions ---------------------------------------------------------
+
+    def partitions(self) -> list[TopicPartition]:
+        """The partitions the subscription covers now (new topics of a pattern, new partitions included)."""
+        options = self.options
+
+        def lookup(admin):
+            if options.strategy == "subscribe":
+                described = admin.describe_topics(list(options.topics))
+            else:
+                described = admin.describe_topics(None)
+            found = set()
+            for topic in described:
+                if topic.get("error_code", 0) != 0 or topic.get("is_internal"):
+                    continue
+                name = topic["name"]
+                if not options.matches(name):
+                    continue
+                for partition in topic.get("partitions", ()):
+                    found.add((name, int(partition["partition_index"])))
+            if options.strategy == "assign":
+                found &= set(options.assigned)
+            return sorted(found)
+
+        return self._with_retries(lookup)
+
+    # -- offsets --------------------------------------------------------------
+
+    def earliest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
+        from kafka.protocol.consumer.offsets import OffsetSpec
+        return self._list_offsets({tp: OffsetSpec.EARLIEST for tp in partitions})
+
+    def latest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
+        """Latest offsets; under read_committed the last stable offset, so open transactions are not read."""
+        from kafka.protocol.consumer.offsets import OffsetSpec
+        return self._list_offsets({tp: OffsetSpec.LATEST for tp in partitions})
+
+    def by_timestamp(self, timestamps: dict[TopicPartition, int], *, starting: bool) -> PartitionOffsets:
+        """First offset whose timestamp is >= the given one.
+
+        No such record: for starting offsets ``startingOffsetsByTimestampStrategy``
+        decides (error, or latest); for ending offsets it is latest, as in Spark.
+        """
+        found = self._list_offsets(dict(timestamps))
+        missing = [tp for tp, offset in found.items() if offset < 0]
+        if missing and starting and self.options.timestamp_strategy == "error":
+            tp = sorted(missing)[0]
+            raise NoMatchingOffsetError(
+                f"No offset matched from request of topic-partition {describe(tp)} and timestamp {timestamps[tp]}. "
+                "Set startingOffsetsByTimestampStrategy=latest to start such partitions at their latest offset.")
+        if missing:
+            found.update(self.latest(missing))
+        return found
+
+    def resolve_bound(self, bound: OffsetBound, partitions: list[TopicPartition], *, starting: bool,
+                      option: str) -> PartitionOffsets:
+        """Concrete offsets for ``bound`` (startingOffsets & co. when ``starting``, else endingOffsets & co.)."""
+        if bound.kind == BOUND_EARLIEST:
+            return self.earliest(partitions)
+        if bound.kind == BOUND_LATEST:
+            return self.latest(partitions)
+        if bound.kind == BOUND_TIMESTAMP:
+            return self.by_timestamp({tp: bound.timestamp for tp in partitions}, starting=starting)
+        if bound.kind == BOUND_GROUP:
+            return self._group_start(partitions)
+        specified = bound.as_dict()
+        if set(specified) != set(partitions):
+            if bound.kind == BOUND_OFFSETS:
+                raise ValueError(
+                    f"If {option} contains specific offsets, you must specify all TopicPartitions.\n"
+                    "Use -1 for latest, -2 for earliest, if you don't care.\n"
+                    f"Specified: {sorted(map(describe, specified))} Assigned: {sorted(map(describe, partitions))}")
+            raise ValueError(
+                f"{option} contains timestamps for {sorted(map(describe, specified))} but the subscription "
+                f"assigns {sorted(map(describe, partitions))}: specify every partition")
+        if bound.kind == BOUND_TIMESTAMPS:
+            return self.by_timestamp(specified, starting=starting)
+        return self.resolve(specified)
+
+    def _group_start(self, partitions: list[TopicPartition]) -> PartitionOffsets:
+        """startingOffsets=group: the group's commits, and ``groupFallback`` for partitions without one."""
+        committed = self.group_offsets(partitions)
+        missing = [tp for tp in partitions if tp not in committed]
+        fallback = self.options.group_fallback
+        if missing and fallback == "error":
+            raise ValueError(
+                f"startingOffsets=group: consumer group '{self.options.group_id}' has no committed offset for "
+                f"{sorted(map(describe, missing))} and groupFallback=error (accepted: earliest, latest, error)")
+        if missing:
+            committed.update(self.earliest(missing) if fallback == "earliest" else self.latest(missing))
+        return {tp: committed[tp] for tp in partitions}
+
+    def resolve(self, offsets: dict[TopicPartition, int]) -> PartitionOffsets:
+        """Replace -2 / -1 in ``offsets`` by the partitions' earliest / latest offsets."""
+        result = dict(offsets)
+        earliest = [tp for tp, o in offsets.items() if o == -2]
+        latest = [tp for tp, o in offsets.items() if o == -1]
+        if earliest:
+            result.update(self.earliest(earliest))
+        if latest:
+            result.update(self.latest(latest))
+        return result
+
+    def _list_offsets(self, specs: dict) -> PartitionOffsets:
+        if not specs:
+            return {}
+        from kafka.structs import TopicPartition as KafkaTopicPartition
+        isolation = self.options.isolation_level.upper()
+
+        def lookup(admin):
+            answer = admin.list_partition_offsets(
+                {KafkaTopicPartition(t, p): spec for (t, p), spec in specs.items()}, isolation_level=isolation)
+            return {(tp.topic, tp.partition): int(result.offset) for tp, result in answer.items()}
+
+        return self._with_retries(lookup)
+
+    # -- consumer group ---------------------------------------------------------
+
+    def group_offsets(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
+        """The group's committed offsets for ``partitions``; partitions without a commit are left out."""
+        from kafka.structs import TopicPartition as KafkaTopicPartition
+        wanted = [KafkaTopicPartition(t, p) for t, p in partitions]
+        group = self.options.group_id
+
+        def lookup(admin):
+            answer = admin.list_group_offsets({group: wanted}).get(group, {})
+            return {(tp.topic, tp.partition): int(meta.offset) for tp, meta in answer.items()
+                    if meta is not None and meta.offset is not None and meta.offset >= 0}
+
+        return self._with_retries(lookup)
+
+    def commit_group_offsets(self, offsets: PartitionOffsets) -> None:
+        """Commit ``offsets`` to the group as a non-member (generation -1, no member id); raises on failure."""
+        from kafka.structs import OffsetAndMetadata
+        from kafka.structs import TopicPartition as KafkaTopicPartition
+        payload = {KafkaTopicPartition(t, p): OffsetAndMetadata(o, "", None) for (t, p), o in offsets.items()}
+        if not payload:
+            return
+        answer = self._admin_client().alter_group_offsets(self.options.group_id, payload)
+        failed = {f"{tp.topic}-{tp.partition}": error.__name__ for tp, error in answer.items()
+                  if getattr(error, "errno", 0) != 0}
+        if failed:
+            raise RuntimeError(f"OffsetCommit to group '{self.options.group_id}' failed: {failed}")
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def _admin_client(self):
+        if self._admin is None:
+            from kafka import KafkaAdminClient
+            kwargs = {k: v for k, v in self.options.client_kwargs.items() if k in _ADMIN_KWARGS}
+            kwargs.setdefault("client_id", "pylog-source-driver")
+            self._admin = KafkaAdminClient(bootstrap_servers=self.options.bootstrap_servers.split(","), **kwargs)
+        return self._admin
+
+    def _with_retries(self, body: Callable[[object], T]) -> T:
+        attempts = self.options.fetch_offset_num_retries
+        for attempt in range(1, attempts + 1):
+            try:
+                return body(self._admin_client())
+            except NoMatchingOffsetError:
+                raise
+            except Exception as exc:  # any client failure: retry with a fresh client, as Spark does
+                if attempt == attempts:
+                    raise
+                log.warning("Error in attempt %d getting Kafka offsets: %r", attempt, exc)
+                self.close()
+                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")

@@ -1,0 +1,220 @@
+"""Executor side: read one offset range of one partition into Arrow RecordBatches.
+
+Theory of operation: Spark pickles a ``RangeInputPartition`` (the range plus
+the frozen ``SourceOptions``: bootstrap servers, client settings, isolation
+level, failOnDataLoss, includeHeaders) and calls the reader's ``read`` with
+it in a Python worker, possibly on another machine. ``read_range`` finds the
+partition's leader with a Metadata request, then issues raw Fetch requests
+from ``from_offset`` until ``until_offset`` and yields one RecordBatch per
+Fetch response.
+
+A range may yield fewer rows than its size: compaction leaves gaps,
+transaction markers and aborted records are not rows. Missing data is data
+loss — the range starts before the log start (retention, DeleteRecords), the
+log ends before the range does, or the topic is gone. With failOnDataLoss
+(the default) that raises ``DataLossError`` naming topic, partition and
+offsets; otherwise it is logged and the missing offsets are skipped.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+from pyspark.sql.datasource import InputPartition
+
+from connector.offsets import OffsetRange
+from connector.options import SourceOptions
+
+log = logging.getLogger(__name__)
+
+INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE = (
+    "Some data may have been lost because they are not available in Kafka any more; either the data was aged out "
+    "by Kafka or the topic may have been deleted before all the data in the topic was processed. If you want your "
+    "streaming query to fail on such cases, set the source option \"failOnDataLoss\" to \"true\".")
+INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE = (
+    "Some data may have been lost because they are not available in Kafka any more; either the data was aged out "
+    "by Kafka or the topic may have been deleted before all the data in the topic was processed. If you don't want "
+    "your streaming query to fail on such cases, set the source option \"failOnDataLoss\" to \"false\".")
+
+_OFFSET_OUT_OF_RANGE = 1
+_GONE = {3, 100}  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID
+_RETRIABLE = {5, 6, 7, 13, 56, 74, 75}  # leader moves, timeouts, storage errors
+_BACKOFF_S = 0.1
+
+
+class DataLossError(RuntimeError):
+    """Offsets a query must read are no longer in Kafka (failOnDataLoss=true)."""
+
+
+class RangeInputPartition(InputPartition):
+    """One Spark task: offsets [from, until) of one Kafka partition, and everything needed to fetch them."""
+
+    def __init__(self, offset_range: OffsetRange, options: SourceOptions) -> None:
+        super().__init__(offset_range)
+        self.offset_range = offset_range
+        self.options = options
+
+    def __repr__(self) -> str:
+        r = self.offset_range
+        return f"RangeInputPartition({r.topic}-{r.partition} [{r.from_offset}, {r.until_offset}))"
+
+
+def report_data_loss(message: str, fail_on_data_loss: bool) -> None:
+    """Raise ``DataLossError`` or log a warning, by ``failOnDataLoss``."""
+    if fail_on_data_loss:
+        raise DataLossError(f"{message}. {INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE}")
+    log.warning("%s. %s", message, INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE)
+
+
+def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
+    """Yield Arrow RecordBatches (``arrow_schema``) for the partition's range; see the module docstring."""
+    from connector.arrow_records import decode, to_record_batch
+
+    r, options = partition.offset_range, partition.options
+    config = options.client_kwargs
+    read_committed = options.isolation_level == "read_committed"
+    isolation = 1 if read_committed else 0
+    max_bytes = int(config.get("fetch_max_bytes", 52_428_800))
+    partition_max_bytes = int(config.get("max_partition_fetch_bytes", 1_048_576))
+    where = f"{r.topic}-{r.partition}"
+    fetcher = _LeaderConnection(options, r.topic, r.partition)
+    deadline = time.monotonic() + options.poll_timeout_ms / 1000
+    position = r.from_offset
+    try:
+        while position < r.until_offset:
+            answer = fetcher.fetch(position, isolation=isolation, max_bytes=max_bytes,
+                                   partition_max_bytes=partition_max_bytes, deadline=deadline)
+            code = answer.error_code
+            if code == _OFFSET_OUT_OF_RANGE:
+                earliest = fetcher.list_offset(-2, isolation, deadline)
+                if position < earliest:
+                    report_data_loss(f"Cannot fetch offsets {position} until {min(earliest, r.until_offset)} of "
+                                     f"{where}: the earliest available offset is {earliest}", options.fail_on_data_loss)
+                    position = earliest
+                    continue
+                latest = fetcher.list_offset(-1, isolation, deadline)
+                report_data_loss(f"Cannot fetch offsets {position} until {r.until_offset} of {where}: the latest "
+                                 f"available offset is {latest}", options.fail_on_data_loss)
+                return
+            if code in _GONE:
+                report_data_loss(f"Cannot fetch offsets {position} until {r.until_offset} of {where}: the topic "
+                                 "partition is gone (topic deleted?)", options.fail_on_data_loss)
+                return
+            if code in _RETRIABLE:
+                fetcher.reset(deadline, f"Fetch of {where} at offset {position} failed with error code {code}")
+                continue
+            if code != 0:
+                import kafka.errors as errors
+                raise RuntimeError(f"Fetch of {where} at offset {position} failed: "
+                                   f"{errors.for_code(code).__name__} (error code {code})")
+            columns = decode(answer.records, position, r.until_offset, aborted_transactions=answer.aborted_transactions,
+                             read_committed=read_committed, include_headers=options.include_headers)
+            if len(columns):
+                yield to_record_batch(r.topic, r.partition, columns, arrow_schema)
+            if columns.next_offset > position:
+                position = columns.next_offset
+                continue
+            end = answer.last_stable_offset if read_committed and answer.last_stable_offset >= 0 \
+                else answer.high_watermark
+            if end <= position:
+                report_data_loss(f"Cannot fetch offsets {position} until {r.until_offset} of {where}: the log ends "
+                                 f"at offset {end}", options.fail_on_data_loss)
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Fetch of {where} at offset {position} returned no records for "
+                                   f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms} although the log ends at "
+                                   f"{end}")
+            time.sleep(_BACKOFF_S)
+    finally:
+        fetcher.close()
+
+
+class _LeaderConnection:
+    """A connection to the leader of one partition, found through the bootstrap servers."""
+
+    def __init__(self, options: SourceOptions, topic: str, partition: int) -> None:
+        from connector.wire import ssl_context_for
+
+        self._options = options
+        self._topic, self._partition = topic, partition
+        config = options.client_kwargs
+        self._timeout_s = int(config.get("request_timeout_ms", 30_000)) / 1000
+        self._client_id = str(config.get("client_id", "pylog-source-executor"))
+        self._ssl = ssl_context_for(config)
+        self._connection = None
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def reset(self, deadline: float, why: str) -> None:
+        """Drop the connection after a retriable failure; raise when ``deadline`` has passed."""
+        self.close()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{why}; gave up after kafkaConsumer.pollTimeoutMs={self._options.poll_timeout_ms}")
+        log.info("%s; retrying", why)
+        time.sleep(_BACKOFF_S)
+
+    def fetch(self, offset: int, *, isolation: int, max_bytes: int, partition_max_bytes: int, deadline: float):
+        from connector.wire import BrokerUnavailable
+        while True:
+            try:
+                return self._leader(deadline).fetch(
+                    self._topic, self._partition, offset, isolation_level=isolation, max_wait_ms=500,
+                    max_bytes=max_bytes, partition_max_bytes=partition_max_bytes)
+            except BrokerUnavailable as exc:
+                self.reset(deadline, str(exc))
+
+    def list_offset(self, timestamp: int, isolation: int, deadline: float) -> int:
+        from connector.wire import BrokerUnavailable
+        while True:
+            try:
+                code, offset = self._leader(deadline).list_offset(self._topic, self._partition, timestamp, isolation)
+            except BrokerUnavailable as exc:
+                self.reset(deadline, str(exc))
+                continue
+            if code == 0:
+                return offset
+            self.reset(deadline, f"ListOffsets of {self._topic}-{self._partition} failed with error code {code}")
+
+    def _leader(self, deadline: float):
+        if self._connection is not None:
+            return self._connection
+        from connector.wire import BrokerConnection, BrokerUnavailable
+        last_error = None
+        for server in self._options.bootstrap_servers.split(","):
+            host, _, port = server.strip().rpartition(":")
+            try:
+                bootstrap = BrokerConnection(host or "localhost", int(port or 9092), timeout_s=self._timeout_s,
+                                             client_id=self._client_id, ssl_context=self._ssl)
+            except BrokerUnavailable as exc:
+                last_error = exc
+                continue
+            try:
+                brokers, topic = bootstrap.metadata(self._topic)
+            except BrokerUnavailable as exc:
+                bootstrap.close()
+                last_error = exc
+                continue
+            leader = None
+            if topic is not None and topic.error_code == 0:
+                leader = next((p.leader_id for p in topic.partitions if p.partition_index == self._partition), None)
+            if topic is None or topic.error_code in _GONE or leader is None:
+                # Let the Fetch report the partition as gone, through the normal error path.
+                self._connection = bootstrap
+                return bootstrap
+            if leader < 0 or leader not in brokers:
+                bootstrap.close()
+                last_error = BrokerUnavailable(f"{self._topic}-{self._partition} has no leader")
+                continue
+            host, port = brokers[leader]
+            if bootstrap.address == f"{host}:{port}":
+                self._connection = bootstrap
+            else:
+                bootstrap.close()
+                self._connection = BrokerConnection(host, port, timeout_s=self._timeout_s, client_id=self._client_id,
+                                                    ssl_context=self._ssl)
+            return self._connection
+        raise last_error or BrokerUnavailable("no bootstrap server configured")

@@ -1,0 +1,279 @@
+"""The "pylog" Spark data source: Kafka-protocol topics as a streaming or batch DataFrame.
+
+Usage (no registration needed once pylog is installed; ``pyspark_pylog``
+exposes ``DefaultSource``)::
+
+    df = (spark.readStream.format("pylog")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "events")
+          .option("startingOffsets", "earliest")
+          .option("maxOffsetsPerTrigger", "10000")
+          .load())
+    df.selectExpr("CAST(value AS STRING)").writeStream.format("console").start()
+
+    batch = (spark.read.format("pylog")
+             .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+             .option("subscribe", "events")
+             .option("endingOffsets", '{"events":{"0":100}}')
+             .load())
+
+or register the class explicitly: ``spark.dataSource.register(PylogDataSource)``.
+
+Rows: key binary, value binary, topic string, partition int, offset long,
+timestamp timestamp, timestampType int, and with ``includeHeaders=true``
+headers array<struct<key string, value binary>> — Spark's Kafka source
+schema. Options: see ``connector.options`` and the README's "Spark source".
+
+Theory of operation: ``PylogDataSource`` parses the options once (at
+``load()``, so bad options fail before a query starts) and builds readers.
+The stream reader lives in one long-running driver-side Python process per
+query: it asks the brokers for partitions and offsets (``OffsetReader``),
+plans each micro-batch as offset ranges (``connector.offsets``) and, on
+``commit``, copies the batch's end offsets to a consumer group. Spark
+pickles the reader and each ``RangeInputPartition`` to executors, where
+``read`` fetches the range with raw Fetch requests and yields Arrow
+RecordBatches (``connector.partition_reader``).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows, \
+    SupportsTriggerAvailableNow
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from connector.offsets import from_json_dict, plan_ranges, rate_limit, split_ranges, to_json_dict
+from connector.options import SourceOptions, parse_source_options
+
+log = logging.getLogger(__name__)
+
+
+def source_schema(include_headers: bool = False) -> StructType:
+    """Spark's Kafka source schema (``headers`` only with includeHeaders=true)."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", ArrayType(StructType([
+            StructField("key", StringType()), StructField("value", BinaryType())]))))
+    return StructType(fields)
+
+
+class PylogDataSource(DataSource):
+    """Holds the parsed options and builds readers; see the module docstring for usage."""
+
+    def __init__(self, options) -> None:
+        super().__init__(options)
+        self.source_options = parse_source_options(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return "pylog"
+
+    def schema(self) -> StructType:
+        return source_schema(self.source_options.include_headers)
+
+    def reader(self, schema: StructType) -> "PylogBatchReader":
+        return PylogBatchReader(self.source_options.for_batch(), schema)
+
+    def streamReader(self, schema: StructType) -> "PylogStreamReader":
+        return PylogStreamReader(self.source_options.for_stream(), schema)
+
+
+def _read(partition: InputPartition, schema: StructType) -> Iterator:
+    from connector.partition_reader import RangeInputPartition, read_range
+    if not isinstance(partition, RangeInputPartition):  # Spark's placeholder when a batch has no ranges
+        return iter(())
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return read_range(partition, to_arrow_schema(schema, timezone="UTC"))
+
+
+def _input_partitions(options: SourceOptions, ranges) -> list:
+    from connector.partition_reader import RangeInputPartition
+    ranges = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    return [RangeInputPartition(r, options) for r in ranges]
+
+
+class _DriverState:
+    """Mixin: a lazily created ``OffsetReader`` that is never pickled to executors."""
+
+    options: SourceOptions
+    _offset_reader = None
+
+    @property
+    def offset_reader(self):
+        if self._offset_reader is None:
+            from connector.cluster import OffsetReader
+            self._offset_reader = OffsetReader(self.options)
+        return self._offset_reader
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_offset_reader"] = None
+        return state
+
+
+class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader: offsets are ``{"topic": {"partition": next offset}}`` (schemas/source-offsets.json)."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._latest = None                   # last latest offsets seen, for reportLatestOffset
+        self._available_now = False
+        self._available_now_target = None     # latest offsets snapshotted for Trigger.AvailableNow
+        self._last_trigger_ms = 0.0           # for minOffsetsPerTrigger / maxTriggerDelay
+        self._group_offsets = None            # offsets last committed to the consumer group
+
+    def initialOffset(self) -> dict:
+        reader = self.offset_reader
+        offsets = reader.resolve_bound(self.options.starting, reader.partitions(), starting=True,
+                                       option=_starting_option_name(self.options))
+        log.info("pylog source %s starts at %s", self.options.subscription(), offsets)
+        return to_json_dict(offsets)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = True
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        # Python has no composite read limit: with both options set, the minimum is applied from the
+        # options in latestOffset while the engine carries the maximum.
+        if self.options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        reader = self.offset_reader
+        start_offsets = from_json_dict(start)
+        # Spark plans the next batch from the end of the last completed one, and calls commit(end) only
+        # when that next batch starts: committing ``start`` here keeps the group current while idle.
+        self._commit_to_group(start_offsets)
+        if self._available_now:
+            if self._available_now_target is None:
+                self._available_now_target = reader.latest(reader.partitions())
+            latest = self._available_now_target
+        else:
+            latest = reader.latest(reader.partitions())
+        self._latest = latest
+        if isinstance(limit, ReadAllAvailable):
+            return to_json_dict(latest)
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.options.min_offsets_per_trigger
+        if min_rows is not None and not self._available_now and self._delay_batch(min_rows, start_offsets, latest):
+            return start
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_offsets_per_trigger
+        if max_rows is None:
+            return to_json_dict(latest)
+        new = [tp for tp in latest if tp not in start_offsets]
+        earliest_of_new = reader.earliest(new) if new else {}
+        return to_json_dict(rate_limit(max_rows, start_offsets, latest, earliest_of_new))
+
+    def _delay_batch(self, min_rows: int, start: dict, latest: dict) -> bool:
+        """Spark's delayBatch: wait for minOffsetsPerTrigger new offsets, at most maxTriggerDelay."""
+        now_ms = time.time() * 1000
+        if now_ms - self._last_trigger_ms >= self.options.max_trigger_delay_ms:
+            self._last_trigger_ms = now_ms
+            return False
+        available = sum(end - start.get(tp, 0) for tp, end in latest.items())
+        if available < min_rows:
+            return True
+        self._last_trigger_ms = now_ms
+        return False
+
+    def reportLatestOffset(self) -> dict | None:
+        return to_json_dict(self._latest) if self._latest else None
+
+    def partitions(self, start: dict, end: dict) -> list:
+        start_offsets, end_offsets = from_json_dict(start), from_json_dict(end)
+        if start_offsets == end_offsets:
+            return []
+        new = set(end_offsets) - set(start_offsets)
+        earliest_of_new = {}
+        if new:
+            reader = self.offset_reader
+            earliest_of_new = reader.earliest(sorted(new & set(reader.partitions())))
+        from connector.partition_reader import report_data_loss
+        ranges = plan_ranges(start_offsets, end_offsets, earliest_of_new,
+                             lambda message: report_data_loss(message, self.options.fail_on_data_loss))
+        return _input_partitions(self.options, ranges)
+
+    def read(self, partition: InputPartition) -> Iterator:
+        return _read(partition, self.schema)
+
+    def commit(self, end: dict) -> None:
+        """Copy the committed batch's end offsets to the consumer group (failures are logged, never raised)."""
+        self._commit_to_group(from_json_dict(end))
+
+    def _commit_to_group(self, offsets: dict) -> None:
+        if not self.options.commit_offsets_to_group or not offsets or offsets == self._group_offsets:
+            return
+        try:
+            self.offset_reader.commit_group_offsets(offsets)
+            self._group_offsets = dict(offsets)
+        except Exception as exc:  # a lag-reporting side channel must never fail the query
+            log.warning("pylog source: committing offsets %s to consumer group '%s' failed: %r",
+                        to_json_dict(offsets), self.options.group_id, exc)
+
+    def stop(self) -> None:
+        if self._offset_reader is not None:
+            self._offset_reader.close()
+
+
+class PylogBatchReader(_DriverState, DataSourceReader):
+    """Batch reader: from startingOffsets (default earliest) to endingOffsets (default latest)."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def partitions(self) -> list:
+        reader = self.offset_reader
+        try:
+            partitions = reader.partitions()
+            start = reader.resolve_bound(self.options.starting, partitions, starting=True,
+                                         option=_starting_option_name(self.options))
+            end = reader.resolve_bound(self.options.ending, partitions, starting=False,
+                                       option=_ending_option_name(self.options))
+        finally:
+            reader.close()
+        from connector.offsets import OffsetRange
+        ranges = []
+        for tp in sorted(end):
+            if start[tp] > end[tp]:
+                raise ValueError(f"Beginning offset {start[tp]} is after the ending offset {end[tp]} for topic "
+                                 f"{tp[0]} partition {tp[1]}. You either provided an invalid fromOffset, or the "
+                                 "Kafka topic has been damaged")
+            ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
+        return _input_partitions(self.options, ranges)
+
+    def read(self, partition: InputPartition) -> Iterator:
+        return _read(partition, self.schema)
+
+
+def _starting_option_name(options: SourceOptions) -> str:
+    return {"timestamp": "startingTimestamp", "timestamps": "startingOffsetsByTimestamp"}.get(
+        options.starting.kind, "startingOffsets")
+
+
+def _ending_option_name(options: SourceOptions) -> str:
+    return {"timestamp": "endingTimestamp", "timestamps": "endingOffsetsByTimestamp"}.get(
+        options.ending.kind, "endingOffsets")

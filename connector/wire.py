@@ -1,0 +1,163 @@
+"""A small blocking Kafka-protocol client for executors: Metadata, ListOffsets and raw Fetch.
+
+Theory of operation: kafka-python's generated classes encode requests and
+decode responses; ``BrokerConnection`` frames them over one blocking socket
+(TLS when ``security.protocol`` is SSL) and negotiates versions once with
+ApiVersions. Fetch responses keep their ``records`` field as bytes, which the
+caller hands straight to aiokafka's compiled record-batch reader: no
+consumer, no per-record Python objects in between, no background threads.
+
+``BrokerConnection.call`` returns the decoded response or raises
+``BrokerUnavailable`` (connect/IO failure, closed connection).
+"""
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+
+from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+
+_SIZE = struct.Struct(">i")
+_RESPONSES = {
+    FetchRequest.API_KEY: FetchResponse,
+    ListOffsetsRequest.API_KEY: ListOffsetsResponse,
+    MetadataRequest.API_KEY: MetadataResponse,
+    ApiVersionsRequest.API_KEY: ApiVersionsResponse,
+}
+# The highest versions this client builds. Fetch stops at 12: v13+ names topics by id.
+_HIGHEST = {FetchRequest.API_KEY: 12, ListOffsetsRequest.API_KEY: 7, MetadataRequest.API_KEY: 12}
+_LOWEST = {FetchRequest.API_KEY: 4, ListOffsetsRequest.API_KEY: 1, MetadataRequest.API_KEY: 1}
+
+
+class BrokerUnavailable(ConnectionError):
+    """The broker could not be reached or closed the connection mid-request."""
+
+
+class BrokerConnection:
+    """One TCP (or TLS) connection to one broker; requests are answered in order."""
+
+    def __init__(self, host: str, port: int, *, timeout_s: float, client_id: str,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self.address = f"{host}:{port}"
+        self._client_id = client_id
+        self._correlation_id = 0
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            self._sock = ssl_context.wrap_socket(sock, server_hostname=host) if ssl_context else sock
+        except OSError as exc:
+            raise BrokerUnavailable(f"cannot connect to {self.address}: {exc}") from exc
+        response = self.call(ApiVersionsRequest[0]())
+        self._versions = {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def version(self, request_class) -> int:
+        """The highest version both sides speak of ``request_class`` (raises when there is none)."""
+        key = request_class.API_KEY
+        low, high = self._versions.get(key, (0, -1))
+        chosen = min(high, _HIGHEST[key])
+        if chosen < max(low, _LOWEST[key]):
+            raise BrokerUnavailable(f"{self.address} does not support {request_class.__name__} "
+                                    f"v{_LOWEST[key]}-{_HIGHEST[key]} (it offers v{low}-{high})")
+        return chosen
+
+    def call(self, request):
+        """Send one versioned request and return its decoded response."""
+        self._correlation_id += 1
+        request.with_header(correlation_id=self._correlation_id, client_id=self._client_id)
+        try:
+            self._sock.sendall(request.encode(header=True, framed=True))
+            (size,) = _SIZE.unpack(self._recv_exact(4))
+            payload = self._recv_exact(size)
+        except OSError as exc:
+            raise BrokerUnavailable(f"request to {self.address} failed: {exc}") from exc
+        response = _RESPONSES[request.API_KEY].decode(payload, version=request.API_VERSION, header=True)
+        if response.header.correlation_id != self._correlation_id:
+            raise BrokerUnavailable(f"{self.address} answered correlation id {response.header.correlation_id}, "
+                                    f"expected {self._correlation_id}")
+        return response
+
+    def _recv_exact(self, n: int) -> bytes:
+        buffer = bytearray(n)
+        view, got = memoryview(buffer), 0
+        while got < n:
+            read = self._sock.recv_into(view[got:], n - got)
+            if not read:
+                raise BrokerUnavailable(f"{self.address} closed the connection after {got} of {n} bytes")
+            got += read
+        return bytes(buffer)
+
+    # -- requests ------------------------------------------------------------
+
+    def metadata(self, topic: str):
+        """(brokers {node id: (host, port)}, topic metadata or None when the broker does not know the topic)."""
+        version = self.version(MetadataRequest)
+        response = self.call(MetadataRequest[version](
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False))
+        brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        for entry in response.topics:
+            if entry.name == topic:
+                return brokers, entry
+        return brokers, None
+
+    def list_offset(self, topic: str, partition: int, timestamp: int, isolation_level: int) -> tuple[int, int]:
+        """(error code, offset) of one partition's ListOffsets for ``timestamp`` (-2 earliest, -1 latest)."""
+        version = self.version(ListOffsetsRequest)
+        response = self.call(ListOffsetsRequest[version](
+            replica_id=-1, isolation_level=isolation_level, topics=[ListOffsetsRequest.ListOffsetsTopic(
+                name=topic, partitions=[ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                    partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])]))
+        answer = response.topics[0].partitions[0]
+        return answer.error_code, answer.offset
+
+    def fetch(self, topic: str, partition: int, offset: int, *, isolation_level: int, max_wait_ms: int,
+              max_bytes: int, partition_max_bytes: int):
+        """The single partition entry of a Fetch response (records as bytes)."""
+        version = self.version(FetchRequest)
+        response = self.call(FetchRequest[version](
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+            isolation_level=isolation_level, session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchTopic.FetchPartition(
+                partition=partition, fetch_offset=offset, partition_max_bytes=partition_max_bytes,
+                current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1)])],
+            forgotten_topics_data=[], rack_id=""))
+        if response.error_code:
+            return _TopLevelError(response.error_code)
+        for entry in response.responses:
+            for answer in entry.partitions:
+                if answer.partition_index == partition:
+                    return answer
+        return _TopLevelError(3)  # UNKNOWN_TOPIC_OR_PARTITION: the broker left the partition out
+
+
+class _TopLevelError:
+    """Stands in for a partition entry when the whole Fetch failed."""
+
+    def __init__(self, error_code: int) -> None:
+        self.error_code = error_code
+        self.records = None
+        self.aborted_transactions = None
+        self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
+
+
+def ssl_context_for(config: dict) -> ssl.SSLContext | None:
+    """A TLS context from kafka-python's ssl_* settings when security_protocol is SSL, else None."""
+    protocol = str(config.get("security_protocol", "PLAINTEXT")).upper()
+    if protocol not in ("SSL", "SASL_SSL"):
+        return None
+    context = ssl.create_default_context(cafile=config.get("ssl_cafile"))
+    context.check_hostname = bool(config.get("ssl_check_hostname", True))
+    if not context.check_hostname:
+        context.verify_mode = ssl.CERT_REQUIRED if config.get("ssl_cafile") else ssl.CERT_NONE
+    if config.get("ssl_certfile"):
+        context.load_cert_chain(config["ssl_certfile"], config.get("ssl_keyfile"), config.get("ssl_password"))
+    if config.get("ssl_crlfile"):
+        context.load_verify_locations(config["ssl_crlfile"])
+        context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
+    return context

@@ -1,0 +1,72 @@
+"""Decoding Fetch records bytes into Arrow: offset window, control batches, aborted transactions."""
+from __future__ import annotations
+
+import struct
+from collections import namedtuple
+
+import pyarrow as pa
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from connector.arrow_records import decode, to_record_batch
+from connector.source import source_schema
+
+Aborted = namedtuple("Aborted", "producer_id first_offset")
+_ATTRIBUTES_AT = 21  # base offset 8, length 4, leader epoch 4, magic 1, crc 4
+_CONTROL = 0x20
+
+
+def _batch(base: int, values, *, producer_id=-1, transactional=False, control_type=None, headers=()):
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                        producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+                                        base_sequence=0 if producer_id >= 0 else -1, batch_size=1 << 20)
+    if control_type is not None:
+        builder.append(0, timestamp=1000, key=struct.pack(">hh", 0, control_type), value=b"\0\0\0\0\0\0", headers=[])
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=1000 + base + i, key=b"k", value=value, headers=list(headers))
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, base)
+    if control_type is not None:
+        (attributes,) = struct.unpack_from(">h", data, _ATTRIBUTES_AT)
+        struct.pack_into(">h", data, _ATTRIBUTES_AT, attributes | _CONTROL)
+    return bytes(data)
+
+
+def _transactions():
+    return b"".join([
+        _batch(0, [b"aborted-0", b"aborted-1"], producer_id=7, transactional=True),
+        _batch(2, [], producer_id=7, transactional=True, control_type=0),          # abort marker
+        _batch(3, [b"plain-3"]),
+        _batch(4, [b"committed-4", b"committed-5"], producer_id=8, transactional=True),
+        _batch(6, [], producer_id=8, transactional=True, control_type=1),          # commit marker
+    ])
+
+
+def test_read_committed_drops_aborted_transactions_and_markers():
+    columns = decode(_transactions(), 0, 100, aborted_transactions=[Aborted(7, 0)], read_committed=True)
+    assert columns.offsets == [3, 4, 5]
+    assert columns.values == [b"plain-3", b"committed-4", b"committed-5"]
+    assert columns.next_offset == 7
+
+
+def test_read_uncommitted_keeps_aborted_data_but_never_markers():
+    columns = decode(_transactions(), 0, 100, aborted_transactions=None, read_committed=False)
+    assert columns.offsets == [0, 1, 3, 4, 5]
+
+
+def test_only_offsets_in_the_window_become_rows():
+    data = _batch(0, [b"a", b"b", b"c"]) + _batch(3, [b"d", b"e"])
+    columns = decode(data, 1, 4)
+    assert columns.offsets == [1, 2, 3]
+    assert columns.next_offset == 5
+
+
+def test_record_batch_matches_the_spark_arrow_schema_exactly():
+    schema = to_arrow_schema(source_schema(include_headers=True), timezone="UTC")
+    columns = decode(_batch(0, [b"a", None], headers=[("h", b"1")]), 0, 10, include_headers=True)
+    batch = to_record_batch("t", 3, columns, schema)
+    assert batch.schema.equals(schema)
+    assert batch.column("partition").to_pylist() == [3, 3]
+    assert batch.column("value").to_pylist() == [b"a", None]
+    assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [1_000_000, 1_001_000]
+    assert batch.column("headers").to_pylist() == [[{"key": "h", "value": b"1"}]] * 2

@@ -1,0 +1,154 @@
+"""Every advertised version of every group API, over the wire, through one member's whole life.
+
+For each version v, each API is spoken at min(v, its highest advertised
+version), so the loop covers every version ApiVersions advertises: the
+request decodes on the broker and the response decodes in kafka-python.
+"""
+from __future__ import annotations
+
+import pytest
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import (
+    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, SyncGroupRequest,
+)
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from broker_sim.protocol.apis import APIS
+from client_helpers import create_topic
+from kafka_wire import WireClient
+
+GROUP_APIS = [ApiKey.FindCoordinator, ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat, ApiKey.LeaveGroup,
+              ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.DescribeGroups, ApiKey.ListGroups,
+              ApiKey.DeleteGroups, ApiKey.OffsetDelete]
+TOP = max(APIS[key].max_version for key in GROUP_APIS)
+SUBSCRIPTION = bytes(ConsumerProtocolSubscription(version=0, topics=["events"], user_data=None).encode())
+
+
+class GroupWire:
+    def __init__(self, client: WireClient, version: int) -> None:
+        self.client, self.v = client, version
+
+    def call(self, cls, **fields):
+        spec = APIS[cls.API_KEY]
+        version = min(self.v, spec.max_version)
+        correlation_id, data = self.client.encode(cls[version](**fields))
+        self.client.send_bytes(data)
+        response = spec.response.decode(self.client.recv_frame(), version=version, header=True)
+        assert response.header.correlation_id == correlation_id
+        return version, response
+
+
+def test_advertised_group_api_ranges():
+    advertised = {ApiKey(key).name: (spec.min_version, spec.max_version) for key, spec in APIS.items()
+                  if key in GROUP_APIS}
+    assert advertised == {
+        "FindCoordinator": (0, 4), "JoinGroup": (0, 7), "SyncGroup": (0, 5), "Heartbeat": (0, 4),
+        "LeaveGroup": (0, 5), "OffsetCommit": (0, 8), "OffsetFetch": (0, 8), "DescribeGroups": (0, 5),
+        "ListGroups": (0, 4), "DeleteGroups": (0, 2), "OffsetDelete": (0, 0)}
+
+
+@pytest.fixture
+def wire(pylog_broker):
+    create_topic(pylog_broker.bootstrap_servers, "events", 2)
+    with WireClient(pylog_broker.bootstrap_servers) as client:
+        yield client
+
+
+@pytest.mark.parametrize("v", range(TOP + 1))
+def test_a_members_life_at_every_version(wire, v):
+    w = GroupWire(wire, v)
+    group = f"wire-{v}"
+
+    version, found = w.call(FindCoordinatorRequest, key=group, key_type=0, coordinator_keys=[group, "other"])
+    coordinators = found.coordinators if version >= 4 else [found]
+    assert [c.error_code for c in coordinators] == [0] * (2 if version >= 4 else 1)
+    assert coordinators[0].node_id == 0
+
+    join = dict(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, group_instance_id=None,
+                protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
+                    name="range", metadata=SUBSCRIPTION)], reason=None)
+    version, joined = w.call(JoinGroupRequest, member_id="", **join)
+    if version >= 4:
+        assert joined.error_code == 79  # MEMBER_ID_REQUIRED
+        version, joined = w.call(JoinGroupRequest, member_id=joined.member_id, **join)
+    assert (joined.error_code, joined.generation_id, joined.protocol_name) == (0, 1, "range")
+    assert joined.leader == joined.member_id and [m.metadata for m in joined.members] == [SUBSCRIPTION]
+    member, generation = joined.member_id, joined.generation_id
+    who = dict(group_id=group, generation_id=generation, member_id=member, group_instance_id=None)
+
+    _, synced = w.call(SyncGroupRequest, protocol_type="consumer", protocol_name="range", **who, assignments=[
+        SyncGroupRequest.SyncGroupRequestAssignment(member_id=member, assignment=b"assigned")])
+    assert (synced.error_code, synced.assignment) == (0, b"assigned")
+    assert w.call(HeartbeatRequest, **who)[1].error_code == 0
+
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    commit = dict(group_id=group, generation_id_or_member_epoch=generation if v >= 1 else -1,
+                  member_id=member if v >= 1 else "", group_instance_id=None, retention_time_ms=-1,
+                  topics=[Topic(name="events", partitions=[Topic.OffsetCommitRequestPartition(
+                      partition_index=1, committed_offset=42, committed_leader_epoch=0, commit_timestamp=-1,
+                      committed_metadata="meta")])])
+    _, committed = w.call(OffsetCommitRequest, **commit)
+    # v0 has no member id: a commit from outside an active group is refused
+    assert committed.topics[0].partitions[0].error_code == (25 if v == 0 else 0)
+
+    _, described = w.call(DescribeGroupsRequest, groups=[group], include_authorized_operations=False)
+    d = described.groups[0]
+    assert (d.error_code, d.group_state, d.protocol_type, d.protocol_data) == (0, "Stable", "consumer", "range")
+    assert [(m.member_id, m.member_metadata, m.member_assignment) for m in d.members] == [
+        (member, SUBSCRIPTION, b"assigned")]
+
+    version, listed = w.call(ListGroupsRequest, states_filter=["stable"], types_filter=[])
+    assert (group, "consumer") in [(g.group_id, g.protocol_type) for g in listed.groups]
+    if version >= 4:
+        assert {g.group_state for g in listed.groups} == {"Stable"}
+
+    version, left = w.call(LeaveGroupRequest, group_id=group, member_id=member, members=[
+        LeaveGroupRequest.MemberIdentity(member_id=member, group_instance_id=None, reason=None)])
+    assert left.error_code == 0
+    if version >= 3:
+        assert [(m.member_id, m.error_code) for m in left.members] == [(member, 0)]
+    if v == 0:  # the group is Empty now: a simple commit is accepted
+        assert w.call(OffsetCommitRequest, **commit)[1].topics[0].partitions[0].error_code == 0
+
+    FetchTopic = OffsetFetchRequest.OffsetFetchRequestTopic
+    version, fetched = w.call(
+        OffsetFetchRequest, group_id=group, require_stable=True,
+        topics=[FetchTopic(name="events", partition_indexes=[0, 1])],
+        groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=[
+            OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(name="events",
+                                                                               partition_indexes=[0, 1])])])
+    topics = fetched.groups[0].topics if version >= 8 else fetched.topics
+    partitions = {p.partition_index: p for p in topics[0].partitions}
+    assert (partitions[0].committed_offset, partitions[0].error_code) == (-1, 0)
+    assert (partitions[1].committed_offset, partitions[1].metadata) == (42, "meta")
+    if version >= 5:  # the leader epoch is committed from OffsetCommit v6 on
+        assert partitions[1].committed_leader_epoch == (0 if v >= 6 else -1)
+
+    if v == 0:
+        _, deleted_offsets = w.call(OffsetDeleteRequest, group_id=group, topics=[
+            OffsetDeleteRequest.OffsetDeleteRequestTopic(name="events", partitions=[
+                OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=1)])])
+        assert deleted_offsets.error_code == 0 and deleted_offsets.topics[0].partitions[0].error_code == 0
+
+    _, deleted = w.call(DeleteGroupsRequest, groups_names=[group, "never-existed"])
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [(group, 0), ("never-existed", 69)]
+
+
+def test_find_coordinator_for_transactions_is_not_available_yet(wire):
+    version, found = GroupWire(wire, 4).call(FindCoordinatorRequest, key="tx", key_type=1, coordinator_keys=["tx"])
+    assert found.coordinators[0].error_code == 15
+
+
+def test_offset_fetch_of_all_topics_with_null(wire):
+    w = GroupWire(wire, 7)
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    w.call(OffsetCommitRequest, group_id="nulls", generation_id_or_member_epoch=-1, member_id="",
+           group_instance_id=None, topics=[Topic(name="events", partitions=[
+               Topic.OffsetCommitRequestPartition(partition_index=0, committed_offset=3, committed_leader_epoch=-1,
+                                                  committed_metadata=None)])])
+    _, fetched = w.call(OffsetFetchRequest, group_id="nulls", topics=None, require_stable=False)
+    assert [(t.name, [(p.partition_index, p.committed_offset, p.metadata) for p in t.partitions])
+            for t in fetched.topics] == [("events", [(0, 3, "")])]

@@ -1,0 +1,91 @@
+"""Feeding the broker and reading results back, for the Spark source tests."""
+from __future__ import annotations
+
+import itertools
+import json
+import tempfile
+
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+
+_query_names = itertools.count()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: dict | None = None) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=config or {})])
+    finally:
+        admin.close()
+
+
+def produce(bootstrap: str, topic: str, records) -> None:
+    """``records``: (partition, key, value[, timestamp_ms[, headers]]) tuples, sent in order and flushed."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    try:
+        for record in records:
+            partition, key, value, *rest = record
+            timestamp = rest[0] if rest else None
+            headers = rest[1] if len(rest) > 1 else None
+            producer.send(topic, value=value, key=key, partition=partition, timestamp_ms=timestamp, headers=headers)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+
+
+def numbered(partition: int, start: int, count: int, prefix: str = "v"):
+    return [(partition, f"k{i}".encode(), f"{prefix}{partition}-{i}".encode()) for i in range(start, start + count)]
+
+
+def stream(spark, bootstrap: str, **options):
+    reader = spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()
+
+
+def batch(spark, bootstrap: str, **options):
+    reader = spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()
+
+
+def to_memory(df, checkpoint: str | None = None, *, available_now: bool = False):
+    """Start ``df`` into a fresh memory table; returns (query, table name)."""
+    name = f"pylog_out_{next(_query_names)}"
+    writer = (df.writeStream.format("memory").queryName(name)
+              .option("checkpointLocation", checkpoint or tempfile.mkdtemp(prefix="pylog-ckpt-")))
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    return writer.start(), name
+
+
+def rows_of(spark, table: str):
+    return [(r.partition, r.offset, r.key, r.value) for r in
+            spark.sql(f"SELECT partition, offset, key, value FROM {table} ORDER BY partition, offset").collect()]
+
+
+def run_available_now(df, checkpoint: str | None = None, timeout_s: float = 120):
+    """Run ``df`` with Trigger.AvailableNow into foreachBatch (which, unlike memory, resumes from a checkpoint).
+
+    Returns (query, rows) with rows as sorted (partition, offset, key, value) tuples.
+    """
+    collected = []
+
+    def collect(batch_df, _batch_id):
+        collected.extend((r.partition, r.offset, r.key, r.value)
+                         for r in batch_df.select("partition", "offset", "key", "value").collect())
+
+    query = (df.writeStream.foreachBatch(collect).trigger(availableNow=True)
+             .option("checkpointLocation", checkpoint or tempfile.mkdtemp(prefix="pylog-ckpt-")).start())
+    assert query.awaitTermination(timeout_s), "AvailableNow query did not finish"
+    if query.exception() is not None:
+        raise query.exception()
+    return query, sorted(collected)
+
+
+def source_progress(query, field: str, index: int = -1):
+    """A source field of the query's progress (offsets are JSON text there), decoded."""
+    value = query.recentProgress[index]["sources"][0][field]
+    return json.loads(value) if isinstance(value, str) else value
