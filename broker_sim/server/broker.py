@@ -33,9 +33,12 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping
 
+import kafka.errors as Errors
+
 from broker_sim.config import TOPIC_CONFIGS, BrokerConfig
-from broker_sim.controller.metadata import MetadataStore, TopicInfo
+from broker_sim.controller.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
 from broker_sim.coordinator.group_broker import group_service_for
+from broker_sim.coordinator.group_records import OFFSETS_TOPIC
 from broker_sim.coordinator.group_service import GroupService
 from broker_sim.coordinator.producer_ids import ProducerIdManager
 from broker_sim.replication.replica_manager import ReplicaManager
@@ -77,6 +80,8 @@ class Broker:
         self.replicas: ReplicaManager | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupService | None = None
+        # internal topic name -> its coordinator's create-on-first-use (Metadata auto-creation goes there)
+        self.internal_topics: dict[str, Callable[[], None]] = {}
         self.dispatcher: Dispatcher | None = None
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -159,7 +164,18 @@ class Broker:
                  f" and configs {dict(configs)}" if configs else "")
         return info
 
+    def auto_create_topic(self, name: str) -> TopicInfo:
+        """Metadata's auto-creation: internal topics come from their coordinator, with its configs."""
+        validate_topic_name(name)
+        ensure = self.internal_topics.get(name)
+        if ensure is not None:
+            ensure()
+            return self.metadata.get(name)
+        return self.create_topic(name, self.config.get("num.partitions"), {})
+
     def delete_topic(self, name: str) -> None:
+        if self.metadata.get(name).internal:
+            raise MetadataError(Errors.InvalidRequestError, f"internal topic {name!r} cannot be deleted")
         info = self.metadata.delete_topic(name)
         self.replicas.delete_topic(info)
         log.info("deleted topic %s", name)
@@ -197,6 +213,7 @@ class Broker:
             self.replicas.open_topic(info)
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.groups = group_service_for(self)
+        self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.dispatcher = Dispatcher(build_handlers(self))
         max_frame = self.config.get("socket.request.max.bytes")
         self._server = await self._loop.create_server(

@@ -5,7 +5,7 @@ import kafka.errors as Errors
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import MetadataResponse
 
-from broker_sim.controller.metadata import MetadataError, validate_topic_name
+from broker_sim.controller.metadata import MetadataError
 from broker_sim.protocol.apis import api_versions_response
 
 Topic = MetadataResponse.MetadataResponseTopic
@@ -48,8 +48,7 @@ async def metadata(broker, ctx, request):
             info = store.topics.get(name)
             if info is None and allow_create and broker.config.get("auto.create.topics.enable"):
                 try:
-                    validate_topic_name(name)
-                    info = broker.create_topic(name, broker.config.get("num.partitions"), {})
+                    info = broker.auto_create_topic(name)
                 except MetadataError as exc:
                     topics.append(_error_topic(exc.error, name=name))
                     continue
