@@ -118,6 +118,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("offsets.retention.minutes", "10080", _parse_int(1),
               "Committed offsets of a group that has been Empty this long expire."),
     ConfigDef("offsets.retention.check.interval.ms", "600000", _parse_int(1), "How often offsets expire."),
+    ConfigDef("transaction.state.log.num.partitions", "50", _parse_int(1),
+              "Partitions of __transaction_state when created."),
+    ConfigDef("transaction.state.log.segment.bytes", "104857600", _parse_int(14),
+              "Segment size of __transaction_state."),
+    ConfigDef("transaction.max.timeout.ms", "900000", _parse_int(1),
+              "Largest transaction.timeout.ms a producer may ask for (else INVALID_TRANSACTION_TIMEOUT)."),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "10000", _parse_int(1),
+              "How often transactions past their timeout are aborted (and unwritten markers retried)."),
+    ConfigDef("transactional.id.expiration.ms", "604800000", _parse_int(1),
+              "Idle time after which a transactional id without an open transaction is removed."),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "3600000", _parse_int(1),
+              "How often expired transactional ids are removed."),
+    ConfigDef("transaction.partition.verification.enable", "true", _parse_bool,
+              "Refuse transactional produce to partitions not added to the transaction (INVALID_TXN_STATE)."),
 )
 
 # topic config name -> broker config supplying its default

@@ -18,6 +18,13 @@ calls ``load_partition``/``unload_partition`` as it gains and loses leadership,
 and requests for other groups get NOT_COORDINATOR.  Groups come back Empty with
 their offsets and generation; their members rejoin (as after a coordinator move).
 
+Transactional offset commits (TxnOffsetCommit) are written as part of the
+producer's transaction — a transactional batch with its producer id and
+epoch — and kept pending in the group until the transaction coordinator's
+marker reaches the partition: ``complete_txn_offsets`` applies them on
+COMMIT and drops them on ABORT (Kafka's ``GroupMetadata.completePendingTxnOffsetCommit``);
+a reload does the same with the markers it reads.
+
 Time comes from the injected ``clock``; the held requests (JoinGroup,
 SyncGroup) are tickets answered through the returned replies — the asyncio
 layer is ``group_service.GroupService``.  Runs on the broker's event loop thread.
@@ -36,8 +43,8 @@ from broker_sim.coordinator.group_metadata import (
     Outcome, Reply, SyncResult,
 )
 from broker_sim.coordinator.group_records import (
-    OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, StoredGroup, build_batch, decode_group, decode_key,
-    decode_offset, encode_group, encode_key, encode_offset, iter_records, partition_for,
+    OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, StoredGroup, build_batch, build_transactional_batch,
+    decode_group, decode_key, decode_offset, encode_group, encode_key, encode_offset, iter_batches, partition_for,
 )
 from broker_sim.coordinator.group_state import DEAD, EMPTY, STABLE, GroupState
 from broker_sim.storage.batch import parse_batches
@@ -104,17 +111,30 @@ class GroupDescription:
     members: tuple[MemberDescription, ...] = ()
 
 
-def read_partition(partition) -> Iterator[tuple[int, bytes, bytes | None]]:
-    """``(offset, key, value)`` of every committed record of ``partition``, in offset order."""
+def read_partition_batches(partition) -> Iterator[tuple[object, list]]:
+    """``(batch, records)`` of every committed batch of ``partition``, in offset order.
+
+    ``batch`` is kafka-python's ``DefaultRecordBatch`` (control and
+    transactional flags, producer id), ``records`` its records at or after
+    the log start offset.
+    """
     offset = partition.log_start_offset
     while offset < partition.high_watermark:
         data = partition.log.read_bytes(offset, READ_CHUNK_BYTES, max_offset=partition.high_watermark)
         if not data:
             return
-        for record_offset, key, value in iter_records(data):
-            if record_offset >= offset:  # the first batch may start before ``offset``
-                yield record_offset, key, value
+        for batch in iter_batches(data):
+            # the first batch may start before ``offset``
+            yield batch, [record for record in batch if record.offset >= offset]
         offset = parse_batches(data, verify_crc=False)[-1].next_offset
+
+
+def read_partition(partition) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """``(offset, key, value)`` of every committed data record of ``partition``, in offset order."""
+    for batch, records in read_partition_batches(partition):
+        if not batch.is_control_batch:
+            for record in records:
+                yield record.offset, record.key, record.value
 
 
 class GroupCoordinator:
@@ -160,20 +180,34 @@ class GroupCoordinator:
         """Rebuild the groups and offsets kept in one partition; returns the number of groups loaded."""
         stored: dict[str, StoredGroup | None] = {}
         offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-        for _, raw_key, raw_value in read_partition(partition):
+        in_txn: dict[int, list] = {}  # producer id -> records of its open transaction, in order
+
+        def apply(record) -> None:
             try:
-                key = decode_key(raw_key)
+                key = decode_key(record.key)
             except ValueError as exc:
                 log.warning("%s: skipping a record: %s", partition, exc)
-                continue
+                return
             if isinstance(key, OffsetKey):
                 group_offsets = offsets.setdefault(key.group, {})
-                if raw_value is None:
+                if record.value is None:
                     group_offsets.pop((key.topic, key.partition), None)
                 else:
-                    group_offsets[(key.topic, key.partition)] = decode_offset(raw_value)
+                    group_offsets[(key.topic, key.partition)] = decode_offset(record.value)
             else:
-                stored[key.group] = decode_group(raw_value) if raw_value is not None else None
+                stored[key.group] = decode_group(record.value) if record.value is not None else None
+
+        for batch, records in read_partition_batches(partition):
+            if batch.is_control_batch:
+                held = in_txn.pop(batch.producer_id, [])
+                if any(record.commit for record in records):
+                    for record in held:
+                        apply(record)
+            elif batch.is_transactional:
+                in_txn.setdefault(batch.producer_id, []).extend(records)
+            else:
+                for record in records:
+                    apply(record)
         now = self.clock()
         loaded = 0
         for group_id in set(stored) | set(offsets):
@@ -185,6 +219,15 @@ class GroupCoordinator:
             group.offsets = group_offsets
             self.groups[group_id] = group
             loaded += 1
+        for producer_id, records in in_txn.items():
+            for record in records:
+                key = decode_key(record.key)
+                if isinstance(key, OffsetKey) and record.value is not None:
+                    group = self.groups.get(key.group)
+                    if group is None:
+                        group = self.groups[key.group] = ClassicGroup(key.group, now, self.config)
+                    pending = group.pending_txn_offsets.setdefault(producer_id, {})
+                    pending[(key.topic, key.partition)] = decode_offset(record.value)
         self.loaded.add(partition.index)
         log.info("loaded %d groups from %s-%d", loaded, OFFSETS_TOPIC, partition.index)
         return loaded
@@ -322,6 +365,52 @@ class GroupCoordinator:
                 results[tp] = append_error
         return results
 
+    def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           group_instance_id: str | None, generation_id: int,
+                           commits: list[tuple[str, int, CommittedOffset]]) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: error code per (topic, partition); the commits are pending until the marker.
+
+        The records are durable, as part of the producer's transaction, before this returns.
+        """
+        now = self.clock()
+        error = self._group_error(group_id)
+        group = self.groups.get(group_id)
+        created = False
+        if not error and group is None:
+            group, created = ClassicGroup(group_id, now, self.config), True
+        if not error:
+            error = group.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
+        if error:
+            return {(t, p): error for t, p, _ in commits}
+        results: dict[tuple[str, int], int] = {}
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
+        for topic, partition, value in commits:
+            if not self.partition_exists(topic, partition):
+                results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
+            elif len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[(topic, partition)] = CommittedOffset(value.offset, value.leader_epoch, value.metadata,
+                                                               now, value.expire_timestamp)
+        if accepted:
+            records = [(encode_key(OffsetKey(group_id, t, p)), encode_offset(v)) for (t, p), v in accepted.items()]
+            append_error = self._append(group_id, records, producer=(producer_id, producer_epoch))
+            if not append_error:
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
+                if created:
+                    self.groups[group_id] = group
+            for tp in accepted:
+                results[tp] = append_error
+        return results
+
+    def complete_txn_offsets(self, partition_index: int, producer_id: int, commit: bool) -> None:
+        """A marker for ``producer_id`` reached ``__consumer_offsets-<partition_index>``: apply or drop its offsets."""
+        for group_id, group in self.groups.items():
+            if producer_id in group.pending_txn_offsets and self.partition_of(group_id) == partition_index:
+                pending = group.pending_txn_offsets.pop(producer_id)
+                if commit:
+                    group.offsets.update(pending)
+
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, list[int]]] | None
                       ) -> tuple[int, dict[str, dict[int, CommittedOffset | None]]]:
         """(group error, topic -> partition -> committed offset or None); ``partitions`` None means all."""
@@ -378,7 +467,7 @@ class GroupCoordinator:
                 continue
             expired = group.expired_offsets(now)
             records = [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in expired]
-            remove_group = (group.state is EMPTY and not group.pending_members
+            remove_group = (group.state is EMPTY and not group.pending_members and not group.pending_txn_offsets
                             and len(expired) == len(group.offsets))
             if remove_group:
                 records.append((encode_key(GroupKey(group_id)), None))
@@ -442,13 +531,21 @@ class GroupCoordinator:
             log.error("could not store the metadata of group %s (error %d); it is kept in memory only",
                       group.group_id, error)
 
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
-        """Append records to the group's partition; NONE or the error code an OffsetCommit would answer."""
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+                producer: tuple[int, int] | None = None) -> int:
+        """Append records to the group's partition; NONE or the error code an OffsetCommit would answer.
+
+        ``producer`` (id, epoch): the records are part of that producer's transaction.
+        """
         try:
             if not self.topic.exists():
                 self.ensure_topic()
             partition = self.topic.partition(self.partition_of(group_id))
-            partition.append_records(build_batch(records, self.clock()))
+            if producer is None:
+                partition.append_records(build_batch(records, self.clock()))
+            else:
+                partition.append_records(build_transactional_batch(records, self.clock(), *producer),
+                                         from_coordinator=True)
             return NONE
         except Errors.KafkaError as exc:
             code = getattr(exc, "errno", None)

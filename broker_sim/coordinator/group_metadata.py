@@ -166,6 +166,8 @@ class ClassicGroup:
         self.pending_members: dict[str, int] = {}  # member id handed out with MEMBER_ID_REQUIRED -> expiry
         self.static_members: dict[str, str] = {}  # group instance id -> member id
         self.offsets: dict[tuple[str, int], CommittedOffset] = {}
+        # producer id -> offsets committed in its open transaction (TxnOffsetCommit), applied by its COMMIT marker
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = {}
         self.subscribed_topics: frozenset[str] | None = None
         self.rebalance_deadline_ms: int | None = None
         self.initial_delay_deadline_ms: int | None = None
@@ -582,6 +584,23 @@ class ClassicGroup:
         member = self.members.get(member_id)
         if member is not None:
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        return NONE
+
+    def validate_txn_offset_commit(self, member_id: str, group_instance_id: str | None,
+                                   generation_id: int) -> int:
+        """Kafka's doTxnCommitOffsets checks: only a commit naming a member is checked against the group.
+
+        Unlike OffsetCommit, a producer committing with generation -1 and no member id (it names the
+        group only) is accepted whatever the group's state.
+        """
+        if self.state is DEAD:
+            return COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = self.validate_member(member_id, group_instance_id)
+            if error:
+                return error
+            if generation_id != self.generation_id:
+                return ILLEGAL_GENERATION
         return NONE
 
     def expired_offsets(self, now_ms: int) -> list[tuple[str, int]]:

@@ -251,11 +251,26 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) ->
     return bytes(builder.build())
 
 
-def iter_records(data: bytes):
-    """``(offset, key, value)`` of every data record in ``data`` (whole batches); control batches are skipped."""
+def build_transactional_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, producer_id: int,
+                              producer_epoch: int) -> bytes:
+    """``build_batch`` as part of a producer's transaction (TxnOffsetCommit): transactional, no sequence."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer_id,
+                                        producer_epoch=producer_epoch, base_sequence=-1, batch_size=2**31 - 1)
+    for offset, (key, value) in enumerate(records):
+        builder.append(offset, timestamp=timestamp_ms, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def iter_batches(data: bytes):
+    """The record batches in ``data`` (whole batches): kafka-python ``DefaultRecordBatch`` objects."""
     batches = MemoryRecords(data)
     while batches.has_next():
-        batch = batches.next_batch()
+        yield batches.next_batch()
+
+
+def iter_records(data: bytes):
+    """``(offset, key, value)`` of every data record in ``data`` (whole batches); control batches are skipped."""
+    for batch in iter_batches(data):
         if batch.is_control_batch:
             continue
         for record in batch:

@@ -16,7 +16,9 @@ from kafka.protocol.admin import (
     DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse,
     DescribeConfigsRequest, DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListGroupsRequest, ListGroupsResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import (
@@ -29,7 +31,11 @@ from kafka.protocol.metadata import (
     ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,14 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 4),
     ApiSpec(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     ApiSpec(ApiKey.OffsetDelete, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    # transactions at Kafka 3.x's level (transaction version 1: no KIP-890 part 2 epoch bump per transaction)
+    ApiSpec(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 4),
+    ApiSpec(ApiKey.AddOffsetsToTxn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
+    ApiSpec(ApiKey.EndTxn, EndTxnRequest, EndTxnResponse, 0, 3),
+    ApiSpec(ApiKey.TxnOffsetCommit, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+    ApiSpec(ApiKey.WriteTxnMarkers, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
+    ApiSpec(ApiKey.DescribeTransactions, DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
+    ApiSpec(ApiKey.ListTransactions, ListTransactionsRequest, ListTransactionsResponse, 0, 2),
 )
 
 

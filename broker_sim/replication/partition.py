@@ -14,6 +14,15 @@ idempotent producer is answered with the offsets it got the first time, as
 Kafka does.  Fetch long-polls wait on ``wait_for_append`` futures, completed
 on the next append (a purgatory keyed by partition).  All methods run on the
 broker's event loop thread; no locks.
+
+Transactions: ``write_txn_marker`` appends the COMMIT/ABORT control batch the
+transaction coordinator asks for (``WriteTxnMarkers``); the producer state
+tracks each producer's open transaction, and the *last stable offset* is the
+first offset of the oldest open transaction, or the high watermark when none
+is open.  ``read_committed`` reads stop there, and an aborted transaction gets
+an entry in the segment's ``.txnindex`` so fetches can list the aborted
+transactions they overlap (``aborted_transactions``).  At start the index is
+rebuilt from the producer-state replay (see ``ProducerStateManager.load``).
 """
 from __future__ import annotations
 
@@ -30,6 +39,7 @@ from broker_sim.storage.cleaner import CleanResult, clean_log_async
 from broker_sim.storage.leader_epoch import LeaderEpochCache
 from broker_sim.storage.log import LogConfig, PartitionLog
 from broker_sim.storage.producer_state import ProducerStateManager, in_sequence
+from broker_sim.storage.txn_index import COMMIT, AbortedTxn, build_control_batch, control_type
 
 
 @dataclass
@@ -50,7 +60,13 @@ class Partition:
         self.log = PartitionLog(directory, config, now_ms=now_ms)
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateManager(directory)
-        self.producers.load(self.log)
+        replayed_from, completed = self.producers.load(self.log, self._control_type_of)
+        self.log.truncate_txn_indexes(replayed_from)
+        for done, first_unstable in completed:
+            if done.aborted and done.first_offset is not None:
+                self.log.append_aborted_txn(AbortedTxn(
+                    done.producer_id, done.first_offset, done.last_offset,
+                    first_unstable if first_unstable is not None else done.last_offset + 1))
         self.leader_epoch = max(self.epochs.latest_epoch, 0)
         if self.epochs.latest_epoch < 0:
             self.epochs.assign(self.leader_epoch, self.log.log_end_offset)
@@ -73,8 +89,22 @@ class Partition:
         # single node: the ISR is {this broker}, so everything appended is committed
         self.high_watermark = self.log.log_end_offset
 
-    def append_records(self, records: bytes) -> AppendResult:
+    @property
+    def last_stable_offset(self) -> int:
+        """Offsets below this are decided: no open transaction starts below it (<= the high watermark)."""
+        first_unstable = self.producers.first_unstable_offset()
+        return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
+
+    def _control_type_of(self, header) -> int:
+        return control_type(self.log.read_bytes(header.base_offset, header.size, max_offset=header.next_offset))
+
+    def append_records(self, records: bytes, *, from_coordinator: bool = False) -> AppendResult:
         """Validate and append a produce request's records for this partition.
+
+        ``from_coordinator``: records a coordinator writes on a producer's
+        behalf (transactional offset commits carry the producer id and epoch
+        but no sequence numbers), so sequences are not checked (Kafka's
+        ``AppendOrigin.COORDINATOR``).
 
         Raises kafka.errors exceptions (CorruptRecordError, MessageSizeTooLargeError,
         InvalidRecordError, OutOfOrderSequenceNumberError, InvalidProducerEpochError, ...).
@@ -89,7 +119,12 @@ class Partition:
                 raise Errors.MessageSizeTooLargeError(
                     f"batch of {batch.size} bytes at byte {batch.position} is larger than "
                     f"max.message.bytes={limit} of {self.topic}")
-            if batch.has_producer_id and not batch.is_control:
+            if batch.is_control:
+                raise Errors.InvalidRecordError(f"control batches are written by the broker, not produced "
+                                                f"(batch at byte {batch.position})")
+            if batch.has_producer_id and from_coordinator:
+                self.producers.check_epoch(batch.producer_id, batch.producer_epoch)
+            elif batch.has_producer_id:
                 before = previous.get(batch.producer_id)
                 if before is None:
                     duplicate = self.producers.check(batch)
@@ -112,13 +147,42 @@ class Partition:
                 self.producers.update(batch, offset,
                                       info.log_append_time if info.log_append_time >= 0 else batch.max_timestamp)
             offset += batch.last_offset_delta + 1
+        self._appended()
+        return AppendResult(info.first_offset, info.log_append_time, self.log.log_start_offset)
+
+    def write_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                         commit: bool) -> int:
+        """Append a COMMIT or ABORT marker ending ``producer_id``'s transaction here; returns its offset.
+
+        Raises InvalidProducerEpochError (the producer has a newer epoch here)
+        and TransactionCoordinatorFencedError (a newer coordinator wrote markers).
+        """
+        self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        data = build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, self._now_ms())
+        (batch,) = parse_batches(data)
+        info = self.log.append(data, [batch], leader_epoch=self.leader_epoch)
+        done = self.producers.update(batch, info.first_offset,
+                                     info.log_append_time if info.log_append_time >= 0 else batch.max_timestamp,
+                                     control_type=COMMIT if commit else 0, coordinator_epoch=coordinator_epoch)
+        self.update_high_watermark()
+        if done.aborted and done.first_offset is not None:
+            self.log.append_aborted_txn(AbortedTxn(producer_id, done.first_offset, info.first_offset,
+                                                   self.last_stable_offset))
+        self._appended()
+        return info.first_offset
+
+    def _appended(self) -> None:
         if len(self.log.segments) != self._segments_at_last_snapshot:
             # Kafka snapshots producer state on every roll, bounding the replay on restart
             self.producers.take_snapshot(self.log.log_end_offset)
             self._segments_at_last_snapshot = len(self.log.segments)
         self.update_high_watermark()
         self._wake_waiters()
-        return AppendResult(info.first_offset, info.log_append_time, self.log.log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping ``[fetch_offset, upper_bound)``."""
+        return [(entry.producer_id, entry.first_offset)
+                for entry in self.log.collect_aborted_txns(fetch_offset, upper_bound)]
 
     def _check_keys(self, records, batches) -> None:
         """Kafka's LogValidator: a compacted topic rejects records without a key (decodes the batches)."""
@@ -131,9 +195,12 @@ class Partition:
                     f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.index}.")
 
     async def clean(self) -> CleanResult | None:
-        """One log-cleaner pass (compaction) when the policy and dirty ratio call for it; see storage/cleaner.py."""
+        """One log-cleaner pass (compaction) when the policy and dirty ratio call for it; see storage/cleaner.py.
+
+        Like Kafka's, the cleaner stops at the last stable offset: segments holding open transactions wait.
+        """
         last_offsets = {pid: entry.last_offset for pid, entry in self.producers.producers.items()}
-        return await clean_log_async(self.log, self._now_ms(), high_watermark=self.high_watermark,
+        return await clean_log_async(self.log, self._now_ms(), high_watermark=self.last_stable_offset,
                                      producer_last_offsets=last_offsets)
 
     def wait_for_append(self) -> asyncio.Future:
@@ -150,15 +217,19 @@ class Partition:
             if not future.done():
                 future.set_result(None)
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool):
-        """File regions of committed batches from ``offset`` (raises OffsetOutOfRangeError)."""
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool, read_committed: bool = False):
+        """File regions of committed batches from ``offset`` (raises OffsetOutOfRangeError).
+
+        ``read_committed`` stops at the last stable offset instead of the high watermark.
+        """
         if offset > self.high_watermark:
             if offset <= self.log.log_end_offset:
                 return []
             raise Errors.OffsetOutOfRangeError(
                 f"fetch offset {offset} of {self.topic}-{self.index} is past the log end offset "
                 f"{self.log.log_end_offset}")
-        return self.log.read(offset, max_bytes, max_offset=self.high_watermark, min_one_batch=min_one_batch)
+        limit = self.last_stable_offset if read_committed else self.high_watermark
+        return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
 
     def check_leader_epoch(self, current: int) -> None:
         """Raise when a client's leader epoch differs from ours (-1: the client does not say)."""

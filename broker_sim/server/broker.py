@@ -3,7 +3,9 @@
 Theory of operation: ``Broker`` wires the parts together — ``MetadataStore``
 (topics), ``ReplicaManager`` (partitions and their logs), ``ProducerIdManager``,
 the group coordinator (``groups``: replays ``__consumer_offsets`` at start,
-runs its own 100 ms timer), the request ``Dispatcher`` and the asyncio
+runs its own 100 ms timer), the transaction coordinator (``transactions``:
+replays ``__transaction_state`` at start, finishing interrupted commits and
+aborts, and aborts timed-out transactions on its timer), the request ``Dispatcher`` and the asyncio
 listener — and runs housekeeping (time-based segment rolls, ``flush.ms``,
 retention) and the log cleaner (compaction, every ``log.cleaner.backoff.ms``)
 in the background.  All state is touched only from the broker's event loop.
@@ -41,6 +43,8 @@ from broker_sim.coordinator.group_broker import group_service_for
 from broker_sim.coordinator.group_records import OFFSETS_TOPIC
 from broker_sim.coordinator.group_service import GroupService
 from broker_sim.coordinator.producer_ids import ProducerIdManager
+from broker_sim.coordinator.txn_broker import txn_service_for
+from broker_sim.coordinator.txn_service import TxnService
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
@@ -80,6 +84,7 @@ class Broker:
         self.replicas: ReplicaManager | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupService | None = None
+        self.transactions: TxnService | None = None
         # internal topic name -> its coordinator's create-on-first-use (Metadata auto-creation goes there)
         self.internal_topics: dict[str, Callable[[], None]] = {}
         self.dispatcher: Dispatcher | None = None
@@ -213,6 +218,7 @@ class Broker:
             self.replicas.open_topic(info)
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.groups = group_service_for(self)
+        self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.dispatcher = Dispatcher(build_handlers(self))
         max_frame = self.config.get("socket.request.max.bytes")
@@ -222,6 +228,7 @@ class Broker:
         self.port = self._server.sockets[0].getsockname()[1]
         self._housekeeping = self._loop.create_task(self._housekeep())
         self._group_timer = self._loop.create_task(self.groups.run_timer())
+        self._txn_timer = self._loop.create_task(self.transactions.run_timer())
         self._cleaning = (self._loop.create_task(self._clean_logs())
                           if self.config.get("log.cleaner.enable") else None)
 
@@ -230,6 +237,7 @@ class Broker:
         self._stop_future.set_result(None)
         self._housekeeping.cancel()
         self._group_timer.cancel()
+        self._txn_timer.cancel()
         self.groups.close()
         if self._cleaning is not None:
             self._cleaning.cancel()

@@ -58,14 +58,15 @@ from kafka.errors import CorruptRecordError, KafkaStorageError, MessageSizeTooLa
 from broker_sim.storage.batch import INT32_MAX, TIMESTAMP_TYPE_MASK, BatchHeader, stamp_batches
 from broker_sim.storage.checkpoint import fsync_directory, read_checkpoint, write_checkpoint
 from broker_sim.storage.segment import FileRegion, LogSegment
+from broker_sim.storage.txn_index import AbortedTxn
 
 __all__ = ["AppendInfo", "FileRegion", "LogConfig", "PartitionLog"]
 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset"
 _CHECKPOINT_VERSION = 0
 _SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
-_SEGMENT_INDEX = re.compile(r"^(\d{20})\.(index|timeindex)$")
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SEGMENT_INDEX = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 _SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -515,6 +516,32 @@ class PartitionLog:
                 return found[1], found[0]
         return best.max_timestamp, best.offset_of_max_timestamp
 
+    # -- aborted transactions --------------------------------------------------
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Record a transaction aborted by the marker at `entry.last_offset` in that segment's `.txnindex`."""
+        self._segments[self._segment_position(entry.last_offset)].txn_index.append(entry)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping `[fetch_offset, upper_bound)` (Kafka's `collectAbortedTransactions`).
+
+        An ABORT marker is never below the transaction it ends, so the search
+        starts at the segment holding `fetch_offset`.
+        """
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_position(fetch_offset) :]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete:
+                break
+        return found
+
+    def truncate_txn_indexes(self, offset: int) -> None:
+        """Drop aborted-transaction entries whose marker is at or after `offset` (before a replay re-adds them)."""
+        for segment in self._segments:
+            if segment.next_offset > offset or segment is self.active_segment:
+                segment.txn_index.truncate_to(offset)
+
     # -- deletion --------------------------------------------------------------
 
     def delete_records_before(self, offset: int) -> int:
@@ -643,6 +670,9 @@ class PartitionLog:
             or new.next_offset > old[-1].next_offset
         ):
             raise KafkaStorageError(f"cannot replace {old!r} of {self.directory.name} with {new!r}")
+        for segment in old:  # the cleaner keeps markers and transactional batches, so their entries stay true
+            for entry in segment.txn_index.entries:
+                new.txn_index.append(entry)
         new.rename_files(CLEANED_SUFFIX, SWAP_SUFFIX)
         fsync_directory(self.directory)
         self._set_segments([*self._segments[:start], new, *self._segments[end:]])

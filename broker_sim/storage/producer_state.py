@@ -20,10 +20,18 @@ producer id:
 
 After the append succeeded the broker calls `update` with the offsets it got.
 Control batches (transaction markers) only have their epoch checked, and end
-the producer's open transaction.
+the producer's open transaction: `update` then returns a `CompletedTxn`.
+
+Transactions: a producer's first transactional batch after a marker opens a
+transaction at that batch's offset (`current_txn_first_offset`); its marker
+closes it.  `first_unstable_offset` is the lowest offset of any open
+transaction: the partition's last stable offset (LSO) is that, or the high
+watermark when nothing is open.
 
 State is rebuilt on start by `load`: the newest valid snapshot at or below the
-log end offset, then the log's batches from that offset replayed.
+log end offset, then the log's batches from that offset replayed; `load`
+returns the replay's start and the transactions its markers completed, from
+which the partition rebuilds its aborted-transaction index.
 
 Snapshot file `<log end offset:020d>.snapshot` — UTF-8 JSON, described by
 `schemas/producer-snapshot.json`::
@@ -50,10 +58,10 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple
 
 from crc32c import crc32c
-from kafka.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kafka.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError, TransactionCoordinatorFencedError
 
 from broker_sim.storage.batch import INT32_MAX, BatchHeader
 from broker_sim.storage.checkpoint import fsync_directory
@@ -80,6 +88,15 @@ class DuplicateBatch(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by the marker at `last_offset`; `first_offset` None: it wrote nothing here."""
+
+    producer_id: int
+    first_offset: int | None
+    last_offset: int
+    aborted: bool
 
 
 @dataclass
@@ -117,10 +134,19 @@ class ProducerStateManager:
         self.directory = Path(directory)
         self.max_batches_per_producer = max_batches_per_producer
         self._producers: dict[int, ProducerEntry] = {}
+        self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
 
     @property
     def producers(self) -> Mapping[int, ProducerEntry]:
         return MappingProxyType(self._producers)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, None when none is open."""
+        return min(self._ongoing.values()) if self._ongoing else None
+
+    def ongoing_transactions(self) -> Mapping[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        return MappingProxyType(self._ongoing)
 
     # -- validation and update -------------------------------------------------
 
@@ -156,10 +182,38 @@ class ProducerStateManager:
             )
         return None
 
-    def update(self, batch: BatchHeader, first_offset: int, append_time_or_max_ts: int) -> None:
-        """Record a batch appended at `first_offset` (its LogAppendTime, or max timestamp with CreateTime)."""
+    def check_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        """Raise InvalidProducerEpochError when ``producer_epoch`` is older than the producer's current one.
+
+        The only check for what a coordinator writes on a producer's behalf (markers, transactional offsets).
+        """
+        entry = self._producers.get(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"producer {producer_id}: epoch {producer_epoch} is older than the current {entry.epoch}")
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Validate a transaction marker before it is written (Kafka's ``appendEndTxnMarker`` checks).
+
+        Raises InvalidProducerEpochError for an epoch older than the producer's
+        and TransactionCoordinatorFencedError for a marker from an older coordinator.
+        """
+        self.check_epoch(producer_id, producer_epoch)
+        entry = self._producers.get(producer_id)
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker for producer {producer_id}: coordinator epoch {coordinator_epoch} is older than "
+                f"{entry.coordinator_epoch}")
+
+    def update(self, batch: BatchHeader, first_offset: int, append_time_or_max_ts: int, *,
+               control_type: int | None = None, coordinator_epoch: int = -1) -> CompletedTxn | None:
+        """Record a batch appended at `first_offset` (its LogAppendTime, or max timestamp with CreateTime).
+
+        For a control batch `control_type` is its marker's type (0 ABORT, 1
+        COMMIT); the transaction it ends is returned.
+        """
         if batch.producer_id < 0:
-            return
+            return None
         entry = self._producers.get(batch.producer_id)
         if entry is None:
             entry = ProducerEntry(batch.producer_id, batch.producer_epoch, deque(maxlen=self.max_batches_per_producer))
@@ -169,8 +223,13 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.last_timestamp = append_time_or_max_ts
         if batch.is_control:
+            completed = CompletedTxn(batch.producer_id, entry.current_txn_first_offset, first_offset,
+                                     aborted=control_type == 0)
             entry.current_txn_first_offset = None
-            return
+            if coordinator_epoch >= 0:
+                entry.coordinator_epoch = coordinator_epoch
+            self._ongoing.pop(batch.producer_id, None)
+            return completed
         entry.batches.append(
             BatchMetadata(
                 batch.base_sequence,
@@ -182,12 +241,15 @@ class ProducerStateManager:
         )
         if batch.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
+            self._ongoing[batch.producer_id] = first_offset
+        return None
 
     def truncate_head(self, log_start_offset: int) -> None:
         """Forget producers whose last batch is below the log start (their records are gone), as Kafka does."""
         gone = [pid for pid, entry in self._producers.items() if entry.last_offset < log_start_offset]
         for pid in gone:
             del self._producers[pid]
+            self._ongoing.pop(pid, None)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
         """Forget producers idle for longer than `expiration_ms` (producer.id.expiration.ms) without an open txn."""
@@ -267,11 +329,16 @@ class ProducerStateManager:
         except (KeyError, TypeError, AttributeError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ValueError(f"{path.name}: malformed snapshot: {e!r}") from e
 
-    def load(self, log: PartitionLog) -> None:
+    def load(self, log: PartitionLog, read_control_type: Callable[[BatchHeader], int] | None = None
+             ) -> tuple[int, list[tuple[CompletedTxn, int | None]]]:
         """Rebuild the state: newest valid snapshot <= the log end offset, then replay the log after it.
 
         Snapshots beyond the log end (the log was truncated) and corrupt
         snapshots are deleted. Producers wholly below the log start are dropped.
+        Returns the offset the replay started from and the transactions its
+        markers completed, each with the first unstable offset right after
+        it (markers' types come from `read_control_type`; without it every
+        marker counts as a commit).
         """
         self._producers = {}
         log_end_offset = log.log_end_offset
@@ -288,10 +355,17 @@ class ProducerStateManager:
                 continue
             replay_from = offset
             break
+        self._ongoing = {pid: entry.current_txn_first_offset for pid, entry in self._producers.items()
+                         if entry.current_txn_first_offset is not None}
+        completed = []
         for batch in log.iter_batches(replay_from):
             if batch.producer_id >= 0 and (replay_from is None or batch.base_offset >= replay_from):
-                self.update(batch, batch.base_offset, batch.max_timestamp)
+                kind = read_control_type(batch) if batch.is_control and read_control_type is not None else None
+                done = self.update(batch, batch.base_offset, batch.max_timestamp, control_type=kind)
+                if done is not None:
+                    completed.append((done, self.first_unstable_offset()))
         self.truncate_head(log.log_start_offset)
+        return (replay_from if replay_from is not None else log.log_start_offset), completed
 
 
 def _canonical(data: object) -> bytes:

@@ -1,4 +1,4 @@
-"""One log segment: `<base offset:020d>.log` plus its `.index` and `.timeindex`.
+"""One log segment: `<base offset:020d>.log` plus its `.index`, `.timeindex` and `.txnindex`.
 
 Theory of operation: a segment holds the batches for a contiguous range of
 offsets starting at its base offset, stored exactly as they will be served.
@@ -27,6 +27,11 @@ may hold fewer records than offsets: the cleaner keeps a compacted batch's
 base offset and lastOffsetDelta, as Kafka does, so its last sequence number
 survives.
 
+The `.txnindex` (aborted transactions whose ABORT marker is in this segment,
+see `txn_index.py`) exists only once a transaction was aborted here; it is
+written by the partition, not by `append`, and rebuilt by the partition's
+producer-state replay rather than by `recover()`.
+
 The cleaner writes a segment under temporary names (`<base>.log.cleaned`,
 ...) by passing `suffix`, and `rename_files` moves it to `.swap` and finally
 to the plain names.
@@ -52,6 +57,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from broker_sim.storage.batch import HEADER_SIZE, INT32_MAX, BatchHeader, decode_header, verify_batch
 from broker_sim.storage.index import OffsetIndex, TimeIndex
+from broker_sim.storage.txn_index import TransactionIndex
 
 # Header scans read this much per pread: a few index intervals of small batches.
 _HEADER_SCAN_CHUNK = 64 * 1024
@@ -108,6 +114,7 @@ class LogSegment:
         self.size = os.fstat(self.file.fileno()).st_size
         self.offset_index = OffsetIndex(index_path, base_offset)
         self.time_index = TimeIndex(time_index_path, base_offset)
+        self.txn_index = TransactionIndex(directory / segment_file_name(base_offset, ".txnindex" + suffix))
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -377,6 +384,7 @@ class LogSegment:
         self.size = position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
         self.first_batch_timestamp = None
         self._adopt_tail(self.offset_index.last_entry()[1])
@@ -386,6 +394,7 @@ class LogSegment:
         os.fsync(self.file.fileno())
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close_indexes(self) -> None:
         self.offset_index.close()
@@ -403,10 +412,13 @@ class LogSegment:
         """
         for index in (self.offset_index, self.time_index):
             index.path = _renamed(index.path, old_suffix, new_suffix)
+        txn_path = self.txn_index.path
+        self.txn_index.rename(txn_path.with_name(txn_path.name[: len(txn_path.name) - len(old_suffix)] + new_suffix))
         self.log_path = _renamed(self.log_path, old_suffix, new_suffix)
 
     def unlink(self) -> None:
         """Remove the files; the `.log` descriptor stays open for readers until `file.close()`."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)

@@ -21,6 +21,8 @@ Usage::
                         (--to-earliest | --to-latest | --to-datetime ISO8601 | --to-offset N | --shift-by N)
                         [--dry-run | --execute] [--format text|json]
     pylog groups delete GROUP ...
+    pylog transactions list [--state STATE ...] [--format text|json]
+    pylog transactions describe TRANSACTIONAL-ID ... [--format text|json]
     pylog bench [--records N] [--record-size B] [--rounds R] [--brokers pylog,tansu]
                 [--skip-kafka-python] [--output FILE] [--progress]
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
@@ -33,7 +35,7 @@ reachable, broker refused the request; one line on stderr naming the problem),
 2 for bad usage (argparse's message names the option), 130 on Ctrl-C.
 
 See :mod:`broker_sim.tools.topics`, :mod:`broker_sim.tools.console`,
-:mod:`broker_sim.tools.groups`, :mod:`broker_sim.tools.bench` and
+:mod:`broker_sim.tools.groups`, :mod:`broker_sim.tools.transactions`, :mod:`broker_sim.tools.bench` and
 :mod:`broker_sim.tools.bench_groups` for each command's manual.
 """
 
@@ -45,7 +47,7 @@ from typing import Sequence
 
 from kafka.errors import KafkaError
 
-from broker_sim.tools import bench, bench_groups, console, groups, topics
+from broker_sim.tools import bench, bench_groups, console, groups, topics, transactions
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.tools.errors import ToolError
 from broker_sim.tools.progress import Progress, progress_wanted
@@ -195,6 +197,17 @@ def build_parser() -> argparse.ArgumentParser:
     group_delete = group_commands.add_parser("delete", parents=[common], help="delete inactive groups")
     group_delete.add_argument("groups", nargs="+", metavar="GROUP")
 
+    txn_parser = commands.add_parser("transactions", help="list and describe transactions")
+    txn_commands = txn_parser.add_subparsers(dest="transactions_command", required=True, metavar="ACTION")
+    txn_list = txn_commands.add_parser("list", parents=[common], help="transactional ids, producer ids, states")
+    txn_list.add_argument("--state", action="append", metavar="STATE",
+                          help="only transactions in this state (e.g. Ongoing), repeatable")
+    txn_list.add_argument("--format", choices=["text", "json"], default="text")
+    txn_describe = txn_commands.add_parser("describe", parents=[common],
+                                           help="state, producer epoch, timeout, start time and partitions")
+    txn_describe.add_argument("transactional_ids", nargs="+", metavar="TRANSACTIONAL-ID")
+    txn_describe.add_argument("--format", choices=["text", "json"], default="text")
+
     bench_parser = commands.add_parser("bench", parents=[progress],
                                        help="throughput, start-time and group benchmarks, pylog vs Tansu (JSON)")
     bench.add_arguments(bench_parser)
@@ -209,6 +222,12 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms)
     if args.command == "groups":
         _run_groups(args, conn, out, err)
+        return 0
+    if args.command == "transactions":
+        if args.transactions_command == "list":
+            transactions.list_transactions(conn, states=args.state, output_format=args.format, out=out)
+        else:
+            transactions.describe_transactions(conn, args.transactional_ids, output_format=args.format, out=out)
         return 0
     if args.command == "topics":
         if args.topics_command == "create":

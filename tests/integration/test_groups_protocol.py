@@ -137,9 +137,9 @@ def test_a_members_life_at_every_version(wire, v):
     assert [(r.group_id, r.error_code) for r in deleted.results] == [(group, 0), ("never-existed", 69)]
 
 
-def test_find_coordinator_for_transactions_is_not_available_yet(wire):
+def test_find_coordinator_for_a_transactional_id_names_this_broker(wire, pylog_broker):
     version, found = GroupWire(wire, 4).call(FindCoordinatorRequest, key="tx", key_type=1, coordinator_keys=["tx"])
-    assert found.coordinators[0].error_code == 15
+    assert (found.coordinators[0].error_code, found.coordinators[0].node_id) == (0, pylog_broker.broker_id)
 
 
 def test_offset_fetch_of_all_topics_with_null(wire):

@@ -9,7 +9,7 @@ from functools import partial
 
 from kafka.protocol.api_key import ApiKey
 
-from broker_sim.server.handlers import cluster, fetch, groups, offsets, produce, topics
+from broker_sim.server.handlers import cluster, fetch, groups, offsets, produce, topics, transactions
 
 
 def build_handlers(broker) -> dict:
@@ -18,7 +18,14 @@ def build_handlers(broker) -> dict:
         ApiKey.Metadata: cluster.metadata,
         ApiKey.DescribeCluster: cluster.describe_cluster,
         ApiKey.Produce: produce.produce,
-        ApiKey.InitProducerId: produce.init_producer_id,
+        ApiKey.InitProducerId: transactions.init_producer_id,
+        ApiKey.AddPartitionsToTxn: transactions.add_partitions_to_txn,
+        ApiKey.AddOffsetsToTxn: transactions.add_offsets_to_txn,
+        ApiKey.EndTxn: transactions.end_txn,
+        ApiKey.TxnOffsetCommit: transactions.txn_offset_commit,
+        ApiKey.WriteTxnMarkers: transactions.write_txn_markers,
+        ApiKey.ListTransactions: transactions.list_transactions,
+        ApiKey.DescribeTransactions: transactions.describe_transactions,
         ApiKey.Fetch: fetch.fetch,
         ApiKey.ListOffsets: offsets.list_offsets,
         ApiKey.OffsetForLeaderEpoch: offsets.offset_for_leader_epoch,

@@ -5,9 +5,10 @@ and ``partition_max_bytes`` per partition, except that the first partition
 with data returns at least one whole batch so a consumer always progresses
 (KIP-74); the broker answers once ``min_bytes`` are available or
 ``max_wait_ms`` has passed, waiting on appends rather than polling; consumers
-see only offsets below the high watermark; under read_committed the
-response carries the aborted-transaction list (empty until transactions
-exist) and the last stable offset.
+see only offsets below the high watermark; under read_committed only offsets
+below the last stable offset, with the list of aborted transactions
+(producer id, first offset) overlapping the returned range, which the client
+uses to drop aborted records.  Every answer carries the real last stable offset.
 """
 from __future__ import annotations
 
@@ -26,15 +27,17 @@ READ_COMMITTED = 1
 
 
 class _Read:
-    __slots__ = ("index", "error", "message", "partition", "regions", "size", "diverging")
+    __slots__ = ("index", "error", "message", "partition", "regions", "size", "diverging", "aborted")
 
-    def __init__(self, index, error=0, message=None, partition=None, regions=(), size=0, diverging=None):
+    def __init__(self, index, error=0, message=None, partition=None, regions=(), size=0, diverging=None,
+                 aborted=()):
         self.index, self.error, self.message, self.partition = index, error, message, partition
-        self.regions, self.size, self.diverging = regions, size, diverging
+        self.regions, self.size, self.diverging, self.aborted = regions, size, diverging, aborted
 
 
 def _read_all(broker, request, version):
     budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    committed = request.isolation_level == READ_COMMITTED
     min_one = True
     topics, total = [], 0
     for topic in request.topics:
@@ -49,7 +52,8 @@ def _read_all(broker, request, version):
                         reads.append(_Read(data.partition, partition=partition, diverging=(epoch, end)))
                         continue
                 limit = min(data.partition_max_bytes, budget)
-                regions = partition.read(data.fetch_offset, limit, min_one_batch=min_one) if limit > 0 or min_one else []
+                regions = (partition.read(data.fetch_offset, limit, min_one_batch=min_one, read_committed=committed)
+                           if limit > 0 or min_one else [])
             except Exception as exc:  # per-partition error code
                 code, message = error_of(exc)
                 reads.append(_Read(data.partition, code, message,
@@ -60,7 +64,9 @@ def _read_all(broker, request, version):
                 min_one = False
             budget -= size
             total += size
-            reads.append(_Read(data.partition, partition=partition, regions=regions, size=size))
+            aborted = (partition.aborted_transactions(data.fetch_offset, partition.last_stable_offset)
+                       if committed and size else ())
+            reads.append(_Read(data.partition, partition=partition, regions=regions, size=size, aborted=aborted))
         topics.append((topic.topic, reads))
     return topics, total
 
@@ -101,10 +107,15 @@ def _encode(ctx, request, topics) -> list:
             elif read.size:
                 records = b"".join(_pread(region) for region in read.regions)
             hw = partition.high_watermark if partition is not None else -1
+            aborted = None
+            if committed:
+                aborted = [PartitionData.AbortedTransaction(producer_id=pid, first_offset=first)
+                           for pid, first in read.aborted]
             fields = dict(
                 partition_index=read.index, error_code=read.error, high_watermark=hw,
-                last_stable_offset=hw, log_start_offset=partition.log_start_offset if partition else -1,
-                aborted_transactions=[] if committed else None, preferred_read_replica=-1, records=records)
+                last_stable_offset=partition.last_stable_offset if partition is not None else -1,
+                log_start_offset=partition.log_start_offset if partition else -1,
+                aborted_transactions=aborted, preferred_read_replica=-1, records=records)
             if read.diverging is not None:
                 fields["diverging_epoch"] = PartitionData.EpochEndOffset(epoch=read.diverging[0],
                                                                         end_offset=read.diverging[1])

@@ -39,7 +39,8 @@ async def find_coordinator(broker, ctx, request):
             error = broker.groups.find_coordinator(key)
             message = None if not error else f"this broker does not coordinate group {key!r}"
         elif key_type == TRANSACTION_KEY:
-            error, message = Errors.CoordinatorNotAvailableError.errno, "transactions are not supported yet"
+            error = broker.transactions.find_coordinator(key)
+            message = None if not error else f"this broker does not coordinate transactional id {key!r}"
         else:
             error, message = Errors.InvalidRequestError.errno, f"unknown coordinator key type {key_type}"
         if error:

@@ -8,29 +8,30 @@ from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochRes
 from broker_sim.server.handlers.errors import error_of
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+READ_COMMITTED = 1
 ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 ListPartition = ListTopic.ListOffsetsPartitionResponse
 
 
-def _lookup(partition, timestamp: int, version: int) -> tuple[int, int]:
+def _lookup(partition, timestamp: int, version: int, read_committed: bool) -> tuple[int, int]:
     """(timestamp, offset) answering a ListOffsets query, (-1, -1) when no record qualifies."""
     if timestamp == EARLIEST or timestamp == EARLIEST_LOCAL:
         return -1, partition.log_start_offset
     if timestamp == LATEST:
-        # last stable offset == high watermark until transactions exist
-        return -1, partition.high_watermark
+        return -1, partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == MAX_TIMESTAMP and version >= 7:
         found = partition.log.max_timestamp_and_offset()
         return found if found is not None else (-1, -1)
     if timestamp < 0:
         raise Errors.InvalidRequestError(f"timestamp {timestamp} is not a ListOffsets query this version knows")
     found = partition.log.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= partition.high_watermark:
+    if found is None or found[0] >= (partition.last_stable_offset if read_committed else partition.high_watermark):
         return -1, -1
     return found[1], found[0]
 
 
 async def list_offsets(broker, ctx, request):
+    read_committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
     topics = []
     for topic in request.topics:
         partitions = []
@@ -38,7 +39,7 @@ async def list_offsets(broker, ctx, request):
             try:
                 partition = broker.replicas.get(topic.name, data.partition_index)
                 partition.check_leader_epoch(data.current_leader_epoch)
-                timestamp, offset = _lookup(partition, data.timestamp, ctx.version)
+                timestamp, offset = _lookup(partition, data.timestamp, ctx.version, read_committed)
                 partitions.append(ListPartition(partition_index=data.partition_index, error_code=0,
                                                 timestamp=timestamp, offset=offset,
                                                 leader_epoch=partition.leader_epoch if offset >= 0 else -1))

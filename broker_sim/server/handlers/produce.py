@@ -1,13 +1,20 @@
-"""Produce and InitProducerId."""
+"""Produce.
+
+A transactional producer's batches are accepted only for partitions it added
+to its Ongoing transaction (AddPartitionsToTxn), as Kafka 3.6+ verifies
+(``transaction.partition.verification.enable``): otherwise INVALID_TXN_STATE,
+or INVALID_PRODUCER_EPOCH for an epoch the coordinator has fenced.
+"""
 from __future__ import annotations
 
 import logging
 
 import kafka.errors as Errors
-from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
+from kafka.protocol.producer import ProduceResponse
 
 from broker_sim.server.handlers.errors import error_of
 from broker_sim.server.network import CloseConnection
+from broker_sim.storage.batch import decode_header
 
 log = logging.getLogger(__name__)
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -49,12 +56,18 @@ def _append(broker, topic: str, data, acks: int, transactional_id):
     """(0, AppendResult) or (error code, message) for one partition's records."""
     if acks not in (-1, 0, 1):
         return Errors.InvalidRequiredAcksError.errno, f"acks={acks} is not one of -1, 0, 1"
-    if transactional_id is not None:
-        return Errors.TransactionalIdAuthorizationFailedError.errno, "transactions are not supported yet"
     try:
         partition = broker.replicas.get(topic, data.index)
         if data.records is None or not data.records:
             raise Errors.InvalidRecordError(f"produce to {topic}-{data.index} carries no records")
+        if transactional_id is not None:
+            first = decode_header(data.records, 0, 0, len(data.records))
+            if first.is_transactional:
+                error = broker.transactions.verify_partition(transactional_id, first.producer_id,
+                                                             first.producer_epoch, topic, data.index)
+                if error:
+                    return error, (f"{topic}-{data.index} is not part of the ongoing transaction of "
+                                   f"{transactional_id!r} (producer {first.producer_id} epoch {first.producer_epoch})")
         if acks == -1:
             min_isr = broker.topic_config(topic, "min.insync.replicas")
             if min_isr > 1:
@@ -66,12 +79,3 @@ def _append(broker, topic: str, data, acks: int, transactional_id):
         log.debug("produce to %s-%d failed: %s", topic, data.index, message)
         return code, message
     return 0, result
-
-
-async def init_producer_id(broker, ctx, request):
-    if request.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=Errors.CoordinatorNotAvailableError.errno,
-                                      producer_id=-1, producer_epoch=-1)
-    producer_id, epoch = broker.producer_ids.init_idempotent(
-        request.producer_id if ctx.version >= 3 else -1, request.producer_epoch if ctx.version >= 3 else -1)
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=epoch)

@@ -1,0 +1,51 @@
+"""The asyncio layer of the transaction coordinator: its timer task.
+
+Theory of operation: ``TxnService`` is a ``TxnCoordinator`` plus ``run_timer``,
+which every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``
+aborts Ongoing transactions past their timeout (fencing their producers) and
+retries markers that could not be written, and every
+``transaction.remove.expired.transaction.cleanup.interval.ms`` removes
+transactional ids idle for ``transactional.id.expiration.ms``.  Requests need
+no futures: the core answers every request at once (markers are written
+before EndTxn returns, or the transaction waits in its Prepare state and the
+client retries on CONCURRENT_TRANSACTIONS).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker_sim.coordinator.txn_coordinator import TxnCoordinator
+
+log = logging.getLogger(__name__)
+
+
+class TxnService(TxnCoordinator):
+    def __init__(self, *args, abort_interval_ms: int = 10_000, expiration_interval_ms: int = 3_600_000,
+                 **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.abort_interval_ms = abort_interval_ms
+        self.expiration_interval_ms = expiration_interval_ms
+
+    def tick(self, next_expiry: int) -> int:
+        """One timer pass; returns when the next id expiration pass is due."""
+        aborted = self.abort_timed_out()
+        if aborted:
+            log.info("aborted %d timed-out transactions: %s", len(aborted), ", ".join(aborted))
+        self.retry_markers()
+        if self.clock() >= next_expiry:
+            expired = self.expire_transactional_ids()
+            if expired:
+                log.info("removed %d expired transactional ids", len(expired))
+            next_expiry = self.clock() + self.expiration_interval_ms
+        return next_expiry
+
+    async def run_timer(self) -> None:
+        """Abort timed-out transactions and expire ids forever (cancel the task to stop)."""
+        next_expiry = self.clock() + self.expiration_interval_ms
+        while True:
+            await asyncio.sleep(self.abort_interval_ms / 1000.0)
+            try:
+                next_expiry = self.tick(next_expiry)
+            except Exception:  # the timer must keep running; the next pass retries
+                log.exception("transaction coordinator timer failed")

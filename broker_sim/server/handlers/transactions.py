@@ -1,0 +1,188 @@
+"""Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
+WriteTxnMarkers, ListTransactions and DescribeTransactions.
+
+Each handler reads its version's fields, calls the transaction coordinator
+(``broker.transactions``, a ``broker_sim.coordinator.txn_service.TxnService``),
+the group coordinator (TxnOffsetCommit) or the partitions (WriteTxnMarkers),
+and builds the response; the rules live in the coordinators.  The one rule
+kept here is Kafka's per-version error mapping: PRODUCER_FENCED (KIP-588)
+reaches clients only on the versions that know it, older ones get
+INVALID_PRODUCER_EPOCH.
+"""
+from __future__ import annotations
+
+import kafka.errors as Errors
+from kafka.protocol.admin import DescribeTransactionsResponse, ListTransactionsResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, EndTxnResponse, InitProducerIdResponse,
+    TxnOffsetCommitResponse, WriteTxnMarkersResponse,
+)
+
+from broker_sim.coordinator.group_records import OFFSETS_TOPIC, CommittedOffset
+from broker_sim.coordinator import txn_broker
+from broker_sim.coordinator.txn_state import parse_state
+
+PRODUCER_FENCED = Errors.ProducerFencedError.errno
+INVALID_PRODUCER_EPOCH = Errors.InvalidProducerEpochError.errno
+
+
+def _fenced_as(error: int, version: int, first_version: int) -> int:
+    """PRODUCER_FENCED on versions that have it (``first_version`` on), INVALID_PRODUCER_EPOCH before."""
+    return INVALID_PRODUCER_EPOCH if error == PRODUCER_FENCED and version < first_version else error
+
+
+# --- InitProducerId ---------------------------------------------------------------------
+
+async def init_producer_id(broker, ctx, request):
+    version = ctx.version
+    expected_id = request.producer_id if version >= 3 else -1
+    expected_epoch = request.producer_epoch if version >= 3 else -1
+    if request.transactional_id is None:
+        producer_id, epoch = broker.producer_ids.init_idempotent(expected_id, expected_epoch)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id,
+                                      producer_epoch=epoch)
+    result = broker.transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
+                                                  expected_id, expected_epoch)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=_fenced_as(result.error, version, 4),
+                                  producer_id=result.producer_id, producer_epoch=result.producer_epoch)
+
+
+# --- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------------
+
+TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
+TxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+
+
+def _topic_results(cls, results: dict[tuple[str, int], int], version: int) -> list:
+    by_topic: dict[str, list] = {}
+    for (topic, index), error in results.items():
+        by_topic.setdefault(topic, []).append(
+            cls.AddPartitionsToTxnPartitionResult(partition_index=index,
+                                                  partition_error_code=_fenced_as(error, version, 2)))
+    return [cls(name=topic, results_by_partition=partitions) for topic, partitions in by_topic.items()]
+
+
+async def add_partitions_to_txn(broker, ctx, request):
+    version = ctx.version
+    if version <= 3:
+        partitions = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+        results = broker.transactions.add_partitions(request.v3_and_below_transactional_id,
+                                                     request.v3_and_below_producer_id,
+                                                     request.v3_and_below_producer_epoch, partitions)
+        return AddPartitionsToTxnResponse(throttle_time_ms=0,
+                                          results_by_topic_v3_and_below=_topic_results(TopicResult, results, version))
+    answers = []
+    for txn in request.transactions:
+        partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
+        results = broker.transactions.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                     partitions, verify_only=txn.verify_only)
+        answers.append(TxnResult(transactional_id=txn.transactional_id,
+                                 topic_results=_topic_results(TxnResult.AddPartitionsToTxnTopicResult, results,
+                                                              version)))
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=answers)
+
+
+async def add_offsets_to_txn(broker, ctx, request):
+    broker.groups.ensure_topic()
+    error = broker.transactions.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
+                                            request.group_id, broker.groups.partition_of(request.group_id))
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
+
+
+# --- EndTxn ----------------------------------------------------------------------------------
+
+async def end_txn(broker, ctx, request):
+    error = broker.transactions.end_transaction(request.transactional_id, request.producer_id,
+                                                request.producer_epoch, request.committed)
+    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
+
+
+# --- TxnOffsetCommit ---------------------------------------------------------------------------
+
+CommitTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+CommitPartition = CommitTopic.TxnOffsetCommitResponsePartition
+
+
+async def txn_offset_commit(broker, ctx, request):
+    version = ctx.version
+    commits = [(topic.name, p.partition_index, CommittedOffset(
+                   offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+                   metadata=p.committed_metadata or ""))
+               for topic in request.topics for p in topic.partitions]
+    broker.groups.ensure_topic()
+    error = broker.transactions.verify_partition(request.transactional_id, request.producer_id,
+                                                 request.producer_epoch, OFFSETS_TOPIC,
+                                                 broker.groups.partition_of(request.group_id))
+    if error:
+        results = {(t, p): error for t, p, _ in commits}
+    else:
+        results = broker.groups.commit_txn_offsets(
+            request.group_id, request.producer_id, request.producer_epoch,
+            request.member_id if version >= 3 else "", request.group_instance_id if version >= 3 else None,
+            request.generation_id if version >= 3 else -1, commits)
+    topics = [CommitTopic(name=topic.name, partitions=[
+                  CommitPartition(partition_index=p.partition_index,
+                                  # no TxnOffsetCommit version knows PRODUCER_FENCED
+                                  error_code=_fenced_as(results[(topic.name, p.partition_index)], 0, 1))
+                  for p in topic.partitions])
+              for topic in request.topics]
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+
+# --- WriteTxnMarkers -----------------------------------------------------------------------------
+
+MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
+MarkerTopic = MarkerResult.WritableTxnMarkerTopicResult
+MarkerPartition = MarkerTopic.WritableTxnMarkerPartitionResult
+
+
+async def write_txn_markers(broker, ctx, request):
+    answers = []
+    for marker in request.markers:
+        partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        results = txn_broker.write_txn_markers(broker, marker.producer_id, marker.producer_epoch,
+                                               marker.coordinator_epoch, marker.transaction_result, partitions)
+        answers.append(MarkerResult(producer_id=marker.producer_id, topics=[
+            MarkerTopic(name=t.name, partitions=[MarkerPartition(partition_index=p, error_code=results[(t.name, p)])
+                                                 for p in t.partition_indexes])
+            for t in marker.topics]))
+    return WriteTxnMarkersResponse(markers=answers)
+
+
+# --- admin --------------------------------------------------------------------------------------
+
+async def list_transactions(broker, ctx, request):
+    version = ctx.version
+    states = [parse_state(name) for name in request.state_filters or []]
+    unknown = [name for name, state in zip(request.state_filters or [], states) if state is None]
+    if states and all(state is None for state in states):
+        listed = []  # only unknown states asked for: nothing matches
+    else:
+        listed = broker.transactions.list_transactions(
+            [s for s in states if s is not None], request.producer_id_filters or [],
+            request.duration_filter if version >= 1 else -1,
+            request.transactional_id_pattern if version >= 2 else None)
+    return ListTransactionsResponse(
+        throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
+        transaction_states=[ListTransactionsResponse.TransactionState(transactional_id=txn_id, producer_id=pid,
+                                                                      transaction_state=state)
+                            for txn_id, pid, state in listed])
+
+
+Described = DescribeTransactionsResponse.TransactionState
+
+
+async def describe_transactions(broker, ctx, request):
+    described = []
+    for txn_id in request.transactional_ids:
+        d = broker.transactions.describe(txn_id)
+        topics: dict[str, list[int]] = {}
+        for topic, index in d.partitions:
+            topics.setdefault(topic, []).append(index)
+        described.append(Described(
+            error_code=d.error, transactional_id=txn_id, transaction_state=d.state,
+            transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_ms, producer_id=d.producer_id,
+            producer_epoch=d.producer_epoch,
+            topics=[Described.TopicData(topic=t, partitions=ps) for t, ps in topics.items()]))
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=described)
