@@ -44,6 +44,7 @@ from broker_sim.coordinator.group_records import OFFSETS_TOPIC
 from broker_sim.coordinator.group_service import GroupService
 from broker_sim.coordinator.producer_ids import ProducerIdManager
 from broker_sim.coordinator.txn_broker import txn_service_for
+from broker_sim.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from broker_sim.coordinator.txn_service import TxnService
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
@@ -220,6 +221,7 @@ class Broker:
         self.groups = group_service_for(self)
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
+        self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
         self.dispatcher = Dispatcher(build_handlers(self))
         max_frame = self.config.get("socket.request.max.bytes")
         self._server = await self._loop.create_server(

@@ -11,12 +11,17 @@ def _auto_create(bootstrap: str, topic: str):
     return result
 
 
-def test_metadata_auto_creation_of_consumer_offsets_makes_the_internal_compacted_topic(pylog_broker_factory):
-    broker = pylog_broker_factory(config={"offsets.topic.num.partitions": 3, "num.partitions": 1})
-    result = _auto_create(broker.bootstrap_servers, "__consumer_offsets")
+@pytest.mark.parametrize("topic, partitions_config", [
+    ("__consumer_offsets", "offsets.topic.num.partitions"),
+    ("__transaction_state", "transaction.state.log.num.partitions"),
+])
+def test_metadata_auto_creation_of_an_internal_topic_makes_it_through_its_coordinator(
+        pylog_broker_factory, topic, partitions_config):
+    broker = pylog_broker_factory(config={partitions_config: 3, "num.partitions": 1})
+    result = _auto_create(broker.bootstrap_servers, topic)
     assert result.error_code == 0 and result.is_internal
     assert sorted(p.partition_index for p in result.partitions) == [0, 1, 2]
-    info = broker.metadata.get("__consumer_offsets")
+    info = broker.metadata.get(topic)
     assert info.internal and info.configs["cleanup.policy"] == "compact"
 
 
