@@ -2,10 +2,12 @@
 
 Theory of operation: ``decode`` walks the records bytes with aiokafka's
 compiled (Cython) ``MemoryRecords`` / ``DefaultRecordBatch`` reader, keeps
-the records in [low, high) and appends their fields to plain column lists;
-``to_record_batch`` turns the lists into Arrow arrays in one call per column
-(constant columns — topic, partition — are ``pa.repeat``\\ ed, timestamps are
-scaled from milliseconds to microseconds in one vectorised step).
+the records in [low, high) and appends their fields to plain column lists
+(offsets and timestamp types as per-batch runs); ``to_record_batch`` turns
+them into Arrow arrays in one call per column (constant columns — topic,
+partition — are ``pa.repeat``\\ ed, timestamps are scaled from milliseconds
+to microseconds in one vectorised step). Per record, the only Python work
+is three list appends; the rest is per batch or vectorised.
 
 Under read_committed, control batches never become rows and batches of
 aborted transactions are dropped using the Fetch response's
@@ -20,23 +22,44 @@ import struct
 from dataclasses import dataclass, field
 
 _CONTROL_KEY = struct.Struct(">hh")  # control record key: version, type (0 abort, 1 commit)
+# RecordBatch v2 header: base offset 8, batch length 4 (bytes after it), partition leader epoch 4, magic 1,
+# crc 4, attributes 2, last offset delta 4, base/max timestamp 8+8, producer id 8, epoch 2, base sequence 4,
+# record count 4. Legacy message sets (magic 0/1) have the length and the magic at the same places.
+_LOG_OVERHEAD = 12
+_BATCH_LENGTH = struct.Struct(">i")
+_MAGIC_AT = 16
+_RECORD_COUNT = struct.Struct(">i")
+_RECORD_COUNT_AT = 57
 _ABORT = 0
 
 
 @dataclass
 class Columns:
-    """Column lists of decoded records, plus where the next fetch should start."""
+    """Decoded records as column lists, plus where the next fetch should start.
 
-    offsets: list = field(default_factory=list)
+    Offsets and timestamp types are kept as runs, not one Python int per
+    record: a gapless batch contributes one ``range`` and one (type, count)
+    pair, which become NumPy arrays without a per-record step.
+    """
+
     timestamps: list = field(default_factory=list)
     keys: list = field(default_factory=list)
     values: list = field(default_factory=list)
-    timestamp_types: list = field(default_factory=list)
     headers: list | None = None
     next_offset: int = -1
+    offset_runs: list = field(default_factory=list)  # ``range``\ s (gapless batches) and lists of offsets
+    type_runs: list = field(default_factory=list)    # (timestamp type, number of records)
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.timestamps)
+
+    @property
+    def offsets(self) -> list[int]:
+        return [offset for run in self.offset_runs for offset in run]
+
+    @property
+    def timestamp_types(self) -> list[int]:
+        return [kind for kind, count in self.type_runs for _ in range(count)]
 
 
 def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=None, read_committed: bool = False,
@@ -47,18 +70,19 @@ def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=N
     columns = Columns(headers=[] if include_headers else None)
     if not records:
         return columns
-    offsets, timestamps, keys, values, types = (columns.offsets, columns.timestamps, columns.keys, columns.values,
-                                                columns.timestamp_types)
-    headers = columns.headers
+    timestamps, keys, values, headers = columns.timestamps, columns.keys, columns.values, columns.headers
     aborted_queue = [(a.first_offset, a.producer_id) for a in aborted_transactions or ()] if read_committed else []
     heapq.heapify(aborted_queue)
     aborted_producers: set[int] = set()
     memory = MemoryRecords(records)
     next_offset = -1
+    batch_start = 0  # where ``batch``'s header starts in ``records``
     while memory.has_next():
         batch = memory.next_batch()
         if batch is None:  # a partial batch at the end of the response (fetch size limit)
             break
+        header_at = batch_start
+        batch_start += _LOG_OVERHEAD + _BATCH_LENGTH.unpack_from(records, header_at + 8)[0]
         batch_next = batch.next_offset
         if batch_next <= low:
             next_offset = batch_next
@@ -77,26 +101,59 @@ def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=N
         elif batch.is_control_batch:
             next_offset = batch_next
             continue
-        timestamp_type = batch.timestamp_type
-        before = len(offsets)
-        for record in batch:
-            offset = record.offset
-            if offset < low:
-                continue
-            if offset >= high:
-                break
-            offsets.append(offset)
-            timestamps.append(record.timestamp)
-            keys.append(record.key)
-            values.append(record.value)
-            if headers is not None:
-                headers.append(record.headers)
-        types.extend([timestamp_type] * (len(offsets) - before))
+        before = len(timestamps)
+        whole = headers is None and low <= batch.base_offset and batch_next <= high
+        if whole and records[header_at + _MAGIC_AT] == 2:
+            count = _RECORD_COUNT.unpack_from(records, header_at + _RECORD_COUNT_AT)[0]
+            _append_whole_batch(batch, count == batch.last_offset_delta + 1, columns)
+        else:
+            offsets = []
+            for record in batch:
+                offset = record.offset
+                if offset < low:
+                    continue
+                if offset >= high:
+                    break
+                offsets.append(offset)
+                timestamps.append(record.timestamp)
+                keys.append(record.key)
+                values.append(record.value)
+                if headers is not None:
+                    headers.append(record.headers)
+            columns.offset_runs.append(offsets)
+        columns.type_runs.append((batch.timestamp_type, len(timestamps) - before))
         next_offset = batch_next
         if batch_next >= high:
             break
     columns.next_offset = next_offset
     return columns
+
+
+def _append_whole_batch(batch, gapless: bool, columns: Columns) -> None:
+    """The hot path: every record of ``batch`` becomes a row, no headers.
+
+    The per-record work is three appends through bound methods; when the batch
+    is ``gapless`` (as many records as its offset span: always, unless
+    compaction removed some) its offsets are one ``range`` instead of a list.
+    """
+    timestamps = columns.timestamps
+    append_timestamp, append_key, append_value = timestamps.append, columns.keys.append, columns.values.append
+    if gapless:
+        before = len(timestamps)
+        for record in batch:
+            append_timestamp(record.timestamp)
+            append_key(record.key)
+            append_value(record.value)
+        columns.offset_runs.append(range(batch.base_offset, batch.base_offset + len(timestamps) - before))
+        return
+    offsets = []
+    append_offset = offsets.append
+    for record in batch:
+        append_offset(record.offset)
+        append_timestamp(record.timestamp)
+        append_key(record.key)
+        append_value(record.value)
+    columns.offset_runs.append(offsets)
 
 
 def _is_abort(batch) -> bool:
@@ -118,13 +175,27 @@ def to_record_batch(topic: str, partition: int, columns: Columns, schema):
         "value": pa.array(columns.values, type=pa.binary()),
         "topic": pa.repeat(pa.scalar(topic, type=pa.string()), n),
         "partition": pa.repeat(pa.scalar(partition, type=pa.int32()), n),
-        "offset": pa.array(np.fromiter(columns.offsets, dtype=np.int64, count=n), type=pa.int64()),
+        "offset": pa.array(_offsets_array(columns.offset_runs), type=pa.int64()),
         "timestamp": pa.array(timestamps_us, type=schema.field("timestamp").type),
-        "timestampType": pa.array(np.asarray(columns.timestamp_types, dtype=np.int32), type=pa.int32()),
+        "timestampType": pa.array(_types_array(columns.type_runs), type=pa.int32()),
     }
     if columns.headers is not None:
         arrays["headers"] = _headers_array(columns.headers, schema.field("headers").type)
     return pa.RecordBatch.from_arrays([arrays[name] for name in schema.names], schema=schema)
+
+
+def _offsets_array(runs: list):
+    import numpy as np
+    if not runs:
+        return np.empty(0, dtype=np.int64)
+    return np.concatenate([np.arange(run.start, run.stop, dtype=np.int64) if isinstance(run, range)
+                           else np.asarray(run, dtype=np.int64) for run in runs])
+
+
+def _types_array(runs: list):
+    import numpy as np
+    kinds = np.fromiter((kind for kind, _ in runs), dtype=np.int32, count=len(runs))
+    return np.repeat(kinds, np.fromiter((count for _, count in runs), dtype=np.int64, count=len(runs)))
 
 
 def _headers_array(headers: list, list_type):

@@ -39,7 +39,7 @@ BOUND_TIMESTAMP = "timestamp"    # one timestamp for every partition
 
 
 class PylogOptionError(ValueError):
-    """A source option is missing, unknown in this context, or has a value outside its accepted set."""
+    """A source or sink option is missing, unknown in this context, or has a value outside its accepted set."""
 
 
 @dataclass(frozen=True)
@@ -261,6 +261,11 @@ def default_group_id(strategy: str, topics, pattern, assigned) -> str:
     hash covers what the query reads (strategy and its value). Two queries
     reading the same subscription share the default group: give each its own
     ``groupId`` when that matters.
+
+    (Checked against pyspark 4.3: ``PythonScan.toMicroBatchStream`` drops the
+    checkpoint location it receives, the streaming source runner gets only the
+    ``readStream`` options, and the data source is built at ``load()``, before
+    ``writeStream`` names a checkpoint; no conf carries the query's location.)
     """
     if strategy == "subscribe":
         spec = "subscribe=" + ",".join(sorted(topics))
@@ -501,3 +506,127 @@ def _duration_ms(params, key, name, default: str) -> int:
         raise PylogOptionError(f"Option '{name}' must be a duration such as 500ms, 30s, 15m, 1h or 1d "
                                f"(units: {', '.join(_TIME_UNITS)}), got '{params.get(key)}'")
     return int(int(match.group(1)) * _TIME_UNITS[match.group(2) or "ms"])
+
+
+# -- sink ---------------------------------------------------------------------------------------------------------
+
+EXACTLY_ONCE = "exactly_once"
+AT_LEAST_ONCE = "at_least_once"
+SINK_LOG_TOPIC = "__pylog_sink_log"
+_COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# Producer settings pylog decides itself: refusing them beats silently producing something else.
+_SINK_REFUSED = {
+    "key.serializer": "Kafka option 'key.serializer' is not supported as keys are serialized with "
+                      "ByteArraySerializer. Use DataFrame operations to explicitly serialize the keys into either "
+                      "strings or byte arrays.",
+    "value.serializer": "Kafka option 'value.serializer' is not supported as values are serialized with "
+                        "ByteArraySerializer. Use DataFrame operations to explicitly serialize the values into "
+                        "either strings or byte arrays.",
+    "transactional.id": "Kafka option 'transactional.id' is not supported: pylog gives every task its own "
+                        "transactional id derived from the option 'sinkId'.",
+    "enable.idempotence": "Kafka option 'enable.idempotence' is not supported: pylog's producers are always "
+                          "idempotent (deliveryGuarantee=at_least_once) or transactional (exactly_once).",
+    "interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
+}
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """Every sink option, typed. Frozen and picklable: the writer carries it to every task.
+
+    ``sink_id`` prefixes the transactional ids of exactly-once tasks and keys the sink's
+    records in the sink log (``connector.sink_log``); see ``default_sink_id``.
+    """
+
+    bootstrap_servers: str
+    topic: str | None = None                        # the 'topic' option; wins over a topic column
+    delivery_guarantee: str = EXACTLY_ONCE
+    sink_id: str = ""
+    transaction_timeout_ms: int = 900_000
+    sink_log_topic: str = SINK_LOG_TOPIC
+    compression: int = 0                            # record batch codec id (kafka.compression.type)
+    batch_bytes: int = 1_000_000                    # kafka.batch.size: largest record batch built
+    request_bytes: int = 4 << 20                    # kafka.max.request.size: largest Produce request sent
+    request_timeout_ms: int = 30_000                # kafka.request.timeout.ms
+    delivery_timeout_ms: int = 120_000              # kafka.delivery.timeout.ms: how long a write retries
+    client_config: tuple[tuple[str, object], ...] = ()  # kafka-python style keyword arguments, sorted
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
+
+    @property
+    def client_kwargs(self) -> dict[str, object]:
+        return dict(self.client_config)
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    """Parse Spark's option map (keys in any case) into ``SinkOptions``; raise ``PylogOptionError`` when invalid."""
+    params = {str(k).lower(): str(v) for k, v in options.items()}
+    bootstrap = params.get("kafka.bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise PylogOptionError(
+            "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer "
+            "(a comma-separated list of host:port)")
+    for name, message in _SINK_REFUSED.items():
+        if f"kafka.{name}" in params:
+            raise PylogOptionError(message)
+    acks = params.pop("kafka.acks", "all").strip().lower()
+    if acks not in ("all", "-1"):
+        raise PylogOptionError(f"Option 'kafka.acks' must be all (-1): pylog's producers are idempotent or "
+                               f"transactional, which Kafka allows only with acks=all; got '{acks}'")
+    compression = params.pop("kafka.compression.type", "none").strip().lower()
+    if compression not in _COMPRESSION:
+        raise PylogOptionError(f"Option 'kafka.compression.type' must be one of {', '.join(_COMPRESSION)}, "
+                               f"got '{compression}'")
+    sizes = {}
+    for key, name, default in (("kafka.batch.size", "kafka.batch.size", 1_000_000),
+                               ("kafka.max.request.size", "kafka.max.request.size", 4 << 20),
+                               ("kafka.delivery.timeout.ms", "kafka.delivery.timeout.ms", 120_000)):
+        sizes[key] = _positive_int(params, key, name) or default
+        params.pop(key, None)
+    for ignored in ("kafka.linger.ms", "kafka.buffer.memory", "kafka.max.in.flight.requests.per.connection",
+                    "kafka.retries", "kafka.key.serializer.encoding"):
+        if params.pop(ignored, None) is not None:
+            log.warning("Kafka option '%s' has no effect on the pylog sink and is ignored", ignored)
+
+    topic = params.get("topic", "").strip() or None
+    sink_id = params.get("sinkid", "").strip()
+    if "sinkid" in params and not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", sink_id):
+        raise PylogOptionError(f"Option 'sinkId' must be 1-100 characters of letters, digits, '.', '_' and '-', "
+                               f"got '{params['sinkid']}'")
+    log_topic = params.get("sinklogtopic", SINK_LOG_TOPIC).strip()
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", log_topic):
+        raise PylogOptionError(f"Option 'sinkLogTopic' must be a valid topic name, got '{params.get('sinklogtopic')}'")
+    # The sink shares the source's kafka.* mapping (TLS, client id, timeouts) but none of its consumer rules.
+    client_params = {k: v for k, v in params.items() if k.startswith("kafka.")
+                     and k not in ("kafka.group.id", "kafka.isolation.level")}
+    client_config, _ = _client_config(client_params)
+    request_timeout = int(client_config.get("request_timeout_ms", 30_000))
+    return SinkOptions(
+        bootstrap_servers=bootstrap,
+        topic=topic,
+        delivery_guarantee=_choice(params, "deliveryguarantee", "deliveryGuarantee", (EXACTLY_ONCE, AT_LEAST_ONCE),
+                                   EXACTLY_ONCE),
+        sink_id=sink_id or default_sink_id(topic),
+        transaction_timeout_ms=_positive_int(params, "transactiontimeoutms", "transactionTimeoutMs") or 900_000,
+        sink_log_topic=log_topic,
+        compression=_COMPRESSION[compression],
+        batch_bytes=sizes["kafka.batch.size"],
+        request_bytes=max(sizes["kafka.max.request.size"], sizes["kafka.batch.size"] + 1024),
+        request_timeout_ms=request_timeout,
+        delivery_timeout_ms=sizes["kafka.delivery.timeout.ms"],
+        client_config=tuple(sorted(client_config.items())),
+    )
+
+
+def default_sink_id(topic: str | None) -> str:
+    """``pylog-sink-<12 hex>``: stable for one target (the topic option, or "the topic column").
+
+    Stable across restarts, so a restarted query finds its batches in the sink
+    log. Sink log entries are also keyed by Spark's streaming query id (kept in
+    the checkpoint), so a new checkpoint never mistakes its batch 0 for an old
+    query's.
+    """
+    spec = f"topic={topic}" if topic else "topic-column"
+    return "pylog-sink-" + hashlib.sha256(spec.encode()).hexdigest()[:12]

@@ -1,4 +1,4 @@
-"""The "pylog" Spark data source: Kafka-protocol topics as a streaming or batch DataFrame.
+"""The "pylog" Spark data source: Kafka-protocol topics as a streaming or batch DataFrame, and as a sink.
 
 Usage (no registration needed once pylog is installed; ``pyspark_pylog``
 exposes ``DefaultSource``)::
@@ -18,6 +18,8 @@ exposes ``DefaultSource``)::
              .load())
 
 or register the class explicitly: ``spark.dataSource.register(PylogDataSource)``.
+Writing — ``df.writeStream.format("pylog")`` / ``df.write.format("pylog")``,
+exactly-once by default — is ``connector.sink``.
 
 Rows: key binary, value binary, topic string, partition int, offset long,
 timestamp timestamp, timestampType int, and with ``includeHeaders=true``
@@ -55,7 +57,7 @@ from pyspark.sql.types import (
 )
 
 from connector.offsets import from_json_dict, plan_ranges, rate_limit, split_ranges, to_json_dict
-from connector.options import SourceOptions, parse_source_options
+from connector.options import SinkOptions, SourceOptions, parse_sink_options, parse_source_options
 
 log = logging.getLogger(__name__)
 
@@ -78,15 +80,27 @@ def source_schema(include_headers: bool = False) -> StructType:
 
 
 class PylogDataSource(DataSource):
-    """Holds the parsed options and builds readers; see the module docstring for usage."""
+    """Holds the options and builds readers and writers; see the module docstring and ``connector.sink``.
+
+    Spark creates the data source before it knows whether it reads or writes,
+    so the options are parsed as source options when it asks for a schema or a
+    reader (``load()`` asks for the schema, so a bad read option still fails
+    there), and as sink options when it asks for a writer.
+    """
 
     def __init__(self, options) -> None:
         super().__init__(options)
-        self.source_options = parse_source_options(options)
+        self._source_options: SourceOptions | None = None
 
     @classmethod
     def name(cls) -> str:
         return "pylog"
+
+    @property
+    def source_options(self) -> SourceOptions:
+        if self._source_options is None:
+            self._source_options = parse_source_options(self.options)
+        return self._source_options
 
     def schema(self) -> StructType:
         return source_schema(self.source_options.include_headers)
@@ -96,6 +110,19 @@ class PylogDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> "PylogStreamReader":
         return PylogStreamReader(self.source_options.for_stream(), schema)
+
+    def sink_options(self) -> SinkOptions:
+        return parse_sink_options(self.options)
+
+    def writer(self, schema: StructType, overwrite: bool):
+        from connector.sink import PylogBatchWriter, prepare_sink
+        options = self.sink_options()
+        return PylogBatchWriter(options, prepare_sink(schema, options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from connector.sink import PylogStreamWriter, prepare_sink
+        options = self.sink_options()
+        return PylogStreamWriter(options, prepare_sink(schema, options))
 
 
 def _read(partition: InputPartition, schema: StructType) -> Iterator:

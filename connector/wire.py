@@ -1,4 +1,4 @@
-"""A small blocking Kafka-protocol client for executors: Metadata, ListOffsets and raw Fetch.
+"""A small blocking Kafka-protocol client for executors: Metadata, ListOffsets, raw Fetch, and the producer APIs.
 
 Theory of operation: kafka-python's generated classes encode requests and
 decode responses; ``BrokerConnection`` frames them over one blocking socket
@@ -6,6 +6,11 @@ decode responses; ``BrokerConnection`` frames them over one blocking socket
 ApiVersions. Fetch responses keep their ``records`` field as bytes, which the
 caller hands straight to aiokafka's compiled record-batch reader: no
 consumer, no per-record Python objects in between, no background threads.
+
+The sink's tasks and driver use the same connection for Produce (record
+batches built elsewhere, sent as bytes), InitProducerId, FindCoordinator and the
+transaction APIs AddPartitionsToTxn and EndTxn; the request helpers return
+error codes as values and leave retrying to the caller.
 
 ``BrokerConnection.call`` returns the decoded response or raises
 ``BrokerUnavailable`` (connect/IO failure, closed connection).
@@ -17,7 +22,24 @@ import ssl
 import struct
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 
 _SIZE = struct.Struct(">i")
 _RESPONSES = {
@@ -25,10 +47,21 @@ _RESPONSES = {
     ListOffsetsRequest.API_KEY: ListOffsetsResponse,
     MetadataRequest.API_KEY: MetadataResponse,
     ApiVersionsRequest.API_KEY: ApiVersionsResponse,
+    ProduceRequest.API_KEY: ProduceResponse,
+    InitProducerIdRequest.API_KEY: InitProducerIdResponse,
+    FindCoordinatorRequest.API_KEY: FindCoordinatorResponse,
+    AddPartitionsToTxnRequest.API_KEY: AddPartitionsToTxnResponse,
+    EndTxnRequest.API_KEY: EndTxnResponse,
 }
-# The highest versions this client builds. Fetch stops at 12: v13+ names topics by id.
-_HIGHEST = {FetchRequest.API_KEY: 12, ListOffsetsRequest.API_KEY: 7, MetadataRequest.API_KEY: 12}
-_LOWEST = {FetchRequest.API_KEY: 4, ListOffsetsRequest.API_KEY: 1, MetadataRequest.API_KEY: 1}
+# The highest versions this client builds. Fetch and Produce stop at 12 / 9: v13+ names topics by id.
+# AddPartitionsToTxn v4+ is the brokers' batched verification form; EndTxn v5 is KIP-890's epoch-bumping one.
+_HIGHEST = {FetchRequest.API_KEY: 12, ListOffsetsRequest.API_KEY: 7, MetadataRequest.API_KEY: 12,
+            ProduceRequest.API_KEY: 9, InitProducerIdRequest.API_KEY: 4, FindCoordinatorRequest.API_KEY: 4,
+            AddPartitionsToTxnRequest.API_KEY: 3, EndTxnRequest.API_KEY: 4}
+_LOWEST = {FetchRequest.API_KEY: 4, ListOffsetsRequest.API_KEY: 1, MetadataRequest.API_KEY: 1,
+           ProduceRequest.API_KEY: 3, InitProducerIdRequest.API_KEY: 0, FindCoordinatorRequest.API_KEY: 1,
+           AddPartitionsToTxnRequest.API_KEY: 0, EndTxnRequest.API_KEY: 0}
+COORDINATOR_GROUP, COORDINATOR_TRANSACTION = 0, 1
 
 
 class BrokerUnavailable(ConnectionError):
@@ -94,11 +127,12 @@ class BrokerConnection:
 
     # -- requests ------------------------------------------------------------
 
-    def metadata(self, topic: str):
+    def metadata(self, topic: str, *, allow_auto_topic_creation: bool = False):
         """(brokers {node id: (host, port)}, topic metadata or None when the broker does not know the topic)."""
         version = self.version(MetadataRequest)
         response = self.call(MetadataRequest[version](
-            topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False,
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+            allow_auto_topic_creation=allow_auto_topic_creation,
             include_topic_authorized_operations=False))
         brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         for entry in response.topics:
@@ -134,6 +168,68 @@ class BrokerConnection:
                 if answer.partition_index == partition:
                     return answer
         return _TopLevelError(3)  # UNKNOWN_TOPIC_OR_PARTITION: the broker left the partition out
+
+    def produce(self, records: dict[tuple[str, int], bytes], *, acks: int, timeout_ms: int,
+                transactional_id: str | None = None) -> dict[tuple[str, int], tuple[int, int, str | None]]:
+        """Send record batches ``{(topic, partition): bytes}``; ``{(topic, partition): (error code, base offset,
+        error message)}``."""
+        version = self.version(ProduceRequest)
+        by_topic: dict[str, list] = {}
+        for (topic, partition), data in records.items():
+            by_topic.setdefault(topic, []).append(
+                ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=data))
+        response = self.call(ProduceRequest[version](
+            transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
+            topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p) for t, p in by_topic.items()]))
+        answers = {}
+        for topic in response.responses:
+            for answer in topic.partition_responses:
+                answers[(topic.name, answer.index)] = (answer.error_code, answer.base_offset,
+                                                       getattr(answer, "error_message", None))
+        for key in records:
+            answers.setdefault(key, (3, -1, "the broker left the partition out of its Produce response"))
+        return answers
+
+    def find_coordinator(self, key: str, key_type: int) -> tuple[int, int, str, int]:
+        """(error code, node id, host, port) of the coordinator of a group (0) or transactional id (1)."""
+        version = self.version(FindCoordinatorRequest)
+        if version >= 4:
+            response = self.call(FindCoordinatorRequest[version](key_type=key_type, coordinator_keys=[key]))
+            answer = response.coordinators[0]
+            return answer.error_code, answer.node_id, answer.host, answer.port
+        response = self.call(FindCoordinatorRequest[version](key=key, key_type=key_type))
+        return response.error_code, response.node_id, response.host, response.port
+
+    def init_producer_id(self, transactional_id: str | None, transaction_timeout_ms: int) -> tuple[int, int, int]:
+        """(error code, producer id, epoch): an idempotent producer id (no transactional id), or the
+        transactional id's producer id with a bumped epoch (which fences and aborts its previous owner)."""
+        version = self.version(InitProducerIdRequest)
+        fields = dict(transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms)
+        if version >= 3:
+            fields.update(producer_id=-1, producer_epoch=-1)
+        response = self.call(InitProducerIdRequest[version](**fields))
+        return response.error_code, response.producer_id, response.producer_epoch
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, epoch: int,
+                              partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """``{(topic, partition): error code}`` of adding ``partitions`` to the open transaction."""
+        version = self.version(AddPartitionsToTxnRequest)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        topics = [AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=p) for t, p in by_topic.items()]
+        response = self.call(AddPartitionsToTxnRequest[version](
+            v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer_id,
+            v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics))
+        return {(topic.name, answer.partition_index): answer.partition_error_code
+                for topic in response.results_by_topic_v3_and_below for answer in topic.results_by_partition}
+
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> int:
+        """Error code of committing (``committed``) or aborting the transactional id's open transaction."""
+        version = self.version(EndTxnRequest)
+        response = self.call(EndTxnRequest[version](transactional_id=transactional_id, producer_id=producer_id,
+                                                    producer_epoch=epoch, committed=committed))
+        return response.error_code
 
 
 class _TopLevelError:

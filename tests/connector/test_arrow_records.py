@@ -70,3 +70,34 @@ def test_record_batch_matches_the_spark_arrow_schema_exactly():
     assert batch.column("value").to_pylist() == [b"a", None]
     assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [1_000_000, 1_001_000]
     assert batch.column("headers").to_pylist() == [[{"key": "h", "value": b"1"}]] * 2
+
+
+def test_gapless_and_compacted_batches_give_the_same_columns_as_record_by_record():
+    whole = _batch(10, [b"a", b"b", b"c"])
+    compacted = _compacted(_batch(20, [b"x", b"y", b"z"]), keep=(0, 2))
+    columns = decode(whole + compacted, 0, 100)
+    assert columns.offsets == [10, 11, 12, 20, 22]
+    assert columns.values == [b"a", b"b", b"c", b"x", b"z"]
+    assert columns.timestamp_types == [0] * 5
+    schema = to_arrow_schema(source_schema(), timezone="UTC")
+    assert to_record_batch("t", 0, columns, schema).column("offset").to_pylist() == [10, 11, 12, 20, 22]
+    assert decode(whole + compacted, 11, 21).offsets == [11, 12, 20]
+
+
+def _compacted(batch: bytes, keep) -> bytes:
+    """``batch`` rebuilt as the log cleaner leaves it: only the records at ``keep``, the offset span unchanged."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    source = DefaultRecordBatch(batch)
+    records = list(source)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i in keep:
+        builder.append(records[i].offset - source.base_offset, timestamp=records[i].timestamp, key=records[i].key,
+                       value=records[i].value, headers=[])
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, source.base_offset)
+    struct.pack_into(">i", data, 23, len(records) - 1)  # last offset delta keeps the original span
+    from kafka.record.util import calc_crc32c
+    struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))
+    return bytes(data)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import tempfile
+from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
@@ -89,3 +91,19 @@ def source_progress(query, field: str, index: int = -1):
     """A source field of the query's progress (offsets are JSON text there), decoded."""
     value = query.recentProgress[index]["sources"][0][field]
     return json.loads(value) if isinstance(value, str) else value
+
+
+_BATCH_FILE = re.compile(r"\d+")
+
+
+def checkpoint_source_offsets(checkpoint: str) -> list:
+    """The source offset JSON of every batch in the checkpoint's ``offsets/`` log, by batch id.
+
+    Only the batch files themselves (named by batch id) are read: Hadoop's
+    local file system writes a ``.<name>.crc`` checksum beside each file, and
+    Spark writes through ``.<name>.<uuid>.tmp`` files that may be renamed
+    away while the directory is listed.
+    """
+    files = [p for p in Path(checkpoint, "offsets").iterdir() if _BATCH_FILE.fullmatch(p.name)]
+    # A batch file is "v1", the batch metadata, then one line per source.
+    return [json.loads(p.read_text().splitlines()[2]) for p in sorted(files, key=lambda p: int(p.name))]

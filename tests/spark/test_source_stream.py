@@ -12,6 +12,7 @@ from kafka.admin import NewPartitions
 from kafka.structs import TopicPartition
 
 from spark_helpers import (
+    checkpoint_source_offsets,
     create_topic,
     numbered,
     produce,
@@ -73,8 +74,7 @@ def test_restart_from_checkpoint_loses_and_duplicates_nothing(spark, pylog_broke
 def _assert_checkpoint_offsets_match_the_schema(checkpoint: str, expected_last: dict) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).parents[2] / "schemas" / "source-offsets.json").read_text())
-    logs = sorted((p for p in Path(checkpoint, "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    offsets = [json.loads(log.read_text().splitlines()[2]) for log in logs]
+    offsets = checkpoint_source_offsets(checkpoint)
     for offset in offsets:
         jsonschema.validate(offset, schema)
     assert offsets[-1] == expected_last

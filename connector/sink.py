@@ -1,0 +1,229 @@
+"""The "pylog" sink: ``df.writeStream.format("pylog")`` and ``df.write.format("pylog")``, exactly-once by default.
+
+Usage::
+
+    (df.selectExpr("CAST(id AS STRING) AS key", "to_json(struct(*)) AS value")
+       .writeStream.format("pylog")
+       .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+       .option("topic", "clean")
+       .option("checkpointLocation", "/tmp/ckpt")
+       .start())
+
+Columns, as Spark's Kafka sink: ``value`` (required, string or binary), ``key``
+(string or binary), ``headers`` (array<struct<key string, value binary>>),
+``topic`` (string; the ``topic`` option wins over it) and ``partition`` (int;
+null or absent: Kafka's default partitioner, ``connector.partitioner``). Other
+columns are ignored. A bad schema fails the query before its first batch,
+naming the column. Options: ``connector.options.parse_sink_options`` and the
+README's "Spark sink".
+
+Theory of operation: ``PylogDataSource.writer`` / ``streamWriter`` (driver)
+validate the schema and build a ``PylogStreamWriter`` / ``PylogBatchWriter``
+(Arrow writers), which Spark pickles to every task. ``write_task`` runs in the
+task: it learns its batch id, query id, partition id and attempt number from
+Spark's ``TaskContext``, writes its rows with a ``TaskProducer`` and returns a
+``SinkCommitMessage``. With ``exactly_once`` (the default) each task writes
+inside its own Kafka transaction with the transactional id
+
+    <sinkId>-<batchId>-<partitionId>-<nonce>.<attempt>
+
+(the nonce is drawn when the driver plans the batch, so a re-run of a batch
+after a driver crash never fences the first run's transactions, which the
+sink log may still need to commit), records it in the sink log as *open*
+before its first record, and leaves it open: its commit message carries the
+transactional id, producer id, epoch and record counts. The driver's
+``commit(messages, batchId)`` finishes the batch (``connector.sink_commit``).
+With ``at_least_once`` a task writes with an idempotent producer and the
+data is visible as soon as it is acknowledged.
+
+Test hooks (environment variables, read in the task and the driver's commit):
+``PYLOG_SINK_CRASH_AT=<point>[:<min batch id>]`` SIGKILLs the driver's process
+group at a named point of a task or of the commit (``connector.sink_commit.CRASH_POINTS``);
+``PYLOG_SINK_FAIL_TASK=<partition id>[:<min batch id>]`` makes attempt 0 of that
+task raise after it has written and flushed its rows.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import uuid
+from dataclasses import dataclass
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+from connector.options import PylogOptionError, SinkOptions
+
+log = logging.getLogger(__name__)
+
+HEADERS_TYPE = ArrayType(StructType().add("key", StringType()).add("value", BinaryType()))
+
+
+class SinkSchemaError(PylogOptionError):
+    """The DataFrame written to the sink lacks a required column or has one of the wrong type."""
+
+
+def validate_schema(schema: StructType, options: SinkOptions) -> StructType:
+    """The sink columns of ``schema`` (raises ``SinkSchemaError`` naming the column); Spark's KafkaWriter rules."""
+    fields = {f.name.lower(): f for f in schema.fields}
+    value = fields.get("value")
+    if value is None:
+        raise SinkSchemaError("Required attribute 'value' not found")
+    if not isinstance(value.dataType, (StringType, BinaryType)):
+        raise SinkSchemaError(f"value attribute type must be a string or binary, got {value.dataType.simpleString()}")
+    key = fields.get("key")
+    if key is not None and not isinstance(key.dataType, (StringType, BinaryType)):
+        raise SinkSchemaError(f"key attribute type must be a string or binary, got {key.dataType.simpleString()}")
+    topic = fields.get("topic")
+    if options.topic is None:
+        if topic is None:
+            raise SinkSchemaError("topic option required when no 'topic' attribute is present. Use the topic "
+                                  "option for setting a topic.")
+        if not isinstance(topic.dataType, StringType):
+            raise SinkSchemaError(f"topic attribute type must be a string, got {topic.dataType.simpleString()}")
+    headers = fields.get("headers")
+    if headers is not None and not _is_headers_type(headers.dataType):
+        raise SinkSchemaError(f"headers attribute type must be a {HEADERS_TYPE.simpleString()}, got "
+                              f"{headers.dataType.simpleString()}")
+    partition = fields.get("partition")
+    if partition is not None and not isinstance(partition.dataType, IntegerType):
+        raise SinkSchemaError(f"partition attribute type must be an int, got {partition.dataType.simpleString()}")
+    return schema
+
+
+def prepare_sink(schema: StructType, options: SinkOptions) -> StructType:
+    """Driver side, before a job or micro-batch: validate ``schema``; exactly_once also needs the sink log topic."""
+    validate_schema(schema, options)
+    if options.exactly_once:
+        from connector.sink_log import ensure_log_topic
+        ensure_log_topic(options)
+    return schema
+
+
+def _is_headers_type(data_type) -> bool:
+    if not isinstance(data_type, ArrayType) or not isinstance(data_type.elementType, StructType):
+        return False
+    inner = data_type.elementType.fields
+    return (len(inner) == 2 and inner[0].name == "key" and isinstance(inner[0].dataType, StringType)
+            and inner[1].name == "value" and isinstance(inner[1].dataType, BinaryType))
+
+
+@dataclass
+class SinkCommitMessage(WriterCommitMessage):
+    """What one task tells the driver: its rows, and for exactly_once its still-open transaction."""
+
+    query_id: str
+    batch_id: int
+    partition_id: int
+    attempt: int
+    rows: int
+    transactional_id: str | None = None
+    producer_id: int = -1
+    epoch: int = -1
+    records: tuple[tuple[str, int, int], ...] = ()   # (topic, partition, records written)
+
+    def txn(self):
+        from connector.sink_log import Txn
+        return Txn(self.partition_id, self.attempt, self.transactional_id, self.producer_id, self.epoch,
+                   {f"{t}-{p}": n for t, p, n in self.records})
+
+
+class _PylogWriter:
+    """Shared by the stream and batch writers: options, the batch's nonce, the task write and the driver commit."""
+
+    def __init__(self, options: SinkOptions, schema: StructType, job_id: str | None = None) -> None:
+        self.options = options
+        self.schema = schema
+        self.nonce = secrets.token_hex(4)
+        self.job_id = job_id   # batch writes: stands in for the streaming query id
+
+    def write(self, iterator: Iterator) -> SinkCommitMessage:
+        return write_task(self.options, self.nonce, self.job_id, iterator)
+
+    def _commit(self, messages, batch_id: int) -> None:
+        if not self.options.exactly_once:
+            return
+        from connector.sink_commit import commit_batch
+        commit_batch(self.options, [m for m in messages if m is not None], batch_id, keep_entry=self.job_id is None)
+
+    def _abort(self, messages, batch_id: int) -> None:
+        if not self.options.exactly_once:
+            return
+        from connector.sink_commit import abort_batch
+        abort_batch(self.options, [m for m in messages if m is not None], batch_id)
+
+
+class PylogStreamWriter(_PylogWriter, DataSourceStreamArrowWriter):
+    """Micro-batch writer: tasks pre-commit, ``commit(messages, batchId)`` finishes the batch once."""
+
+    def commit(self, messages, batchId: int) -> None:
+        self._commit(messages, batchId)
+
+    def abort(self, messages, batchId: int) -> None:
+        self._abort(messages, batchId)
+
+
+class PylogBatchWriter(_PylogWriter, DataSourceArrowWriter):
+    """``df.write.format("pylog")``: one job, committed as batch 0 of its own job id."""
+
+    def __init__(self, options: SinkOptions, schema: StructType) -> None:
+        super().__init__(options, schema, job_id=f"job-{uuid.uuid4().hex[:12]}")
+
+    def commit(self, messages) -> None:
+        self._commit(messages, 0)
+
+    def abort(self, messages) -> None:
+        self._abort(messages, 0)
+
+
+def write_task(options: SinkOptions, nonce: str, job_id: str | None, iterator: Iterator) -> SinkCommitMessage:
+    """Write one task's Arrow batches; see the module docstring."""
+    from pyspark import TaskContext
+
+    from connector.sink_producer import TaskProducer
+
+    context = TaskContext.get()
+    batch_id = int(context.getLocalProperty("streaming.sql.batchId") or 0) if job_id is None else 0
+    query_id = job_id or context.getLocalProperty("sql.streaming.queryId") or "no-query-id"
+    partition_id, attempt = context.partitionId(), context.attemptNumber()
+    message = SinkCommitMessage(query_id, batch_id, partition_id, attempt, 0)
+    batches = (b for b in iterator if b.num_rows)
+    first = next(batches, None)
+    if first is None:
+        return message   # no rows, no producer, no transaction
+    transactional_id = None
+    if options.exactly_once:
+        transactional_id = f"{options.sink_id}-{batch_id}-{partition_id}-{nonce}.{attempt}"
+    producer = TaskProducer(options, transactional_id)
+    try:
+        producer.init()
+        if transactional_id is not None:
+            from connector.sink_log import SinkLog, Txn
+            SinkLog(producer.cluster, options, query_id).put_open(
+                batch_id, Txn(partition_id, attempt, transactional_id, producer.producer_id, producer.epoch))
+        rows = producer.write(first, options.topic)
+        for batch in batches:
+            rows += producer.write(batch, options.topic)
+        producer.flush()
+        from connector.sink_commit import crash_point
+        crash_point("task_written", batch_id)
+        _maybe_fail_task(partition_id, attempt, batch_id)
+    finally:
+        producer.close()
+    message.rows = rows
+    message.transactional_id = transactional_id
+    message.producer_id, message.epoch = producer.producer_id, producer.epoch
+    message.records = tuple(sorted((t, p, n) for (t, p), n in producer.counts.items()))
+    return message
+
+
+def _maybe_fail_task(partition_id: int, attempt: int, batch_id: int) -> None:
+    spec = os.environ.get("PYLOG_SINK_FAIL_TASK")
+    if not spec or attempt != 0:
+        return
+    target, _, min_batch = spec.partition(":")
+    if int(target) == partition_id and batch_id >= int(min_batch or 0):
+        raise RuntimeError(f"PYLOG_SINK_FAIL_TASK: injected failure of partition {partition_id} attempt {attempt} "
+                           f"of batch {batch_id} after writing")

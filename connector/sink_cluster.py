@@ -1,0 +1,149 @@
+"""The sink's view of the cluster: partition counts and leaders, connections by node, transaction coordinators.
+
+Theory of operation: one ``SinkCluster`` per task (and one in the driver's
+commit) owns blocking ``BrokerConnection``\\ s keyed by node id, opened on first
+use. ``topic`` answers a topic's partition leaders from a Metadata request
+(allowing auto-creation, as Kafka's producer does), cached until ``forget``
+drops it after a retriable error. ``coordinator`` finds the transaction
+coordinator of a transactional id with FindCoordinator (key type 1).
+Errors come back as exceptions only for what no retry can fix; the retry
+loops live with the callers, which know their deadlines.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from connector.options import SinkOptions
+from connector.wire import COORDINATOR_TRANSACTION, BrokerConnection, BrokerUnavailable, ssl_context_for
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF_S = 0.1
+# Kafka error codes the sink retries: leadership and coordinator moves, timeouts, transient storage errors,
+# CONCURRENT_TRANSACTIONS (a previous EndTxn still writing markers).
+RETRIABLE = {5, 6, 7, 13, 14, 15, 16, 19, 20, 51, 56, 74, 75}
+NOT_COORDINATOR = {14, 15, 16}
+
+
+class SinkError(RuntimeError):
+    """A write or commit failed in a way retrying cannot fix (the message names topic, partition and error)."""
+
+
+def error_name(code: int) -> str:
+    import kafka.errors as errors
+    return f"{errors.for_code(code).__name__} (error code {code})"
+
+
+class SinkCluster:
+    """Connections and metadata for one writer task or one driver commit; close() when done."""
+
+    def __init__(self, options: SinkOptions, client_id: str) -> None:
+        config = options.client_kwargs
+        self.options = options
+        self._timeout_s = options.request_timeout_ms / 1000
+        self._client_id = str(config.get("client_id", client_id))
+        self._ssl = ssl_context_for(config)
+        self._connections: dict[int, BrokerConnection] = {}
+        self._bootstrap: BrokerConnection | None = None
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._topics: dict[str, tuple[int, dict[int, int]]] = {}
+
+    def close(self) -> None:
+        for connection in {id(c): c for c in [*self._connections.values(), self._bootstrap] if c}.values():
+            connection.close()
+        self._connections.clear()
+        self._bootstrap = None
+
+    def any_connection(self) -> BrokerConnection:
+        """A connection to some broker (the bootstrap one)."""
+        if self._bootstrap is None:
+            last_error = None
+            for server in self.options.bootstrap_servers.split(","):
+                host, _, port = server.strip().rpartition(":")
+                try:
+                    self._bootstrap = self._connect(host or "localhost", int(port or 9092))
+                    break
+                except BrokerUnavailable as exc:
+                    last_error = exc
+            else:
+                raise last_error or BrokerUnavailable("no bootstrap server configured")
+        return self._bootstrap
+
+    def node(self, node_id: int) -> BrokerConnection:
+        connection = self._connections.get(node_id)
+        if connection is None:
+            host, port = self._brokers[node_id]
+            bootstrap = self._bootstrap
+            if bootstrap is not None and bootstrap.address == f"{host}:{port}":
+                connection = bootstrap
+            else:
+                connection = self._connect(host, port)
+            self._connections[node_id] = connection
+        return connection
+
+    def drop(self, node_id: int | None = None) -> None:
+        """Close connections after an I/O failure (one node's, or all) so the next call reconnects."""
+        if node_id is None:
+            self.close()
+            return
+        connection = self._connections.pop(node_id, None)
+        if connection is not None:
+            if connection is self._bootstrap:
+                self._bootstrap = None
+            connection.close()
+
+    def topic(self, topic: str, deadline: float) -> tuple[int, dict[int, int]]:
+        """(partition count, {partition: leader node id}); waits for a new topic's leaders until ``deadline``."""
+        cached = self._topics.get(topic)
+        if cached is not None:
+            return cached
+        while True:
+            why = None
+            try:
+                brokers, entry = self.any_connection().metadata(topic, allow_auto_topic_creation=True)
+            except BrokerUnavailable as exc:
+                self.drop()
+                brokers, entry, why = {}, None, str(exc)
+            if entry is not None and entry.error_code == 0 and entry.partitions:
+                self._brokers.update(brokers)
+                leaders = {p.partition_index: p.leader_id for p in entry.partitions}
+                if all(leader in brokers for leader in leaders.values()):
+                    self._topics[topic] = (len(leaders), leaders)
+                    return self._topics[topic]
+                why = f"topic {topic} has partitions without a leader"
+            elif entry is not None and entry.error_code not in RETRIABLE and entry.error_code != 3:
+                raise SinkError(f"Metadata for topic {topic} failed: {error_name(entry.error_code)}")
+            why = why or f"Topic {topic} not present in metadata"
+            if time.monotonic() > deadline:
+                raise SinkError(f"{why} after {self.options.delivery_timeout_ms} ms (kafka.delivery.timeout.ms); "
+                                "create the topic or enable auto.create.topics.enable on the brokers")
+            time.sleep(RETRY_BACKOFF_S)
+
+    def forget(self, topic: str) -> None:
+        self._topics.pop(topic, None)
+
+    def coordinator(self, transactional_id: str, deadline: float) -> BrokerConnection:
+        """The transaction coordinator of ``transactional_id`` (FindCoordinator key type 1), retried until
+        ``deadline``."""
+        while True:
+            try:
+                code, node_id, host, port = self.any_connection().find_coordinator(
+                    transactional_id, COORDINATOR_TRANSACTION)
+            except BrokerUnavailable as exc:
+                self.drop()
+                code, why = -1, str(exc)
+            else:
+                why = f"FindCoordinator for transactional id {transactional_id}: {error_name(code)}" if code else ""
+            if code == 0:
+                self._brokers[node_id] = (host, port)
+                return self.node(node_id)
+            if code != -1 and code not in RETRIABLE:
+                raise SinkError(why)
+            if time.monotonic() > deadline:
+                raise SinkError(f"{why}; gave up after {self.options.delivery_timeout_ms} ms")
+            time.sleep(RETRY_BACKOFF_S)
+
+    def _connect(self, host: str, port: int) -> BrokerConnection:
+        return BrokerConnection(host, port, timeout_s=self._timeout_s, client_id=self._client_id,
+                                ssl_context=self._ssl)

@@ -1,0 +1,226 @@
+"""Driver side of the exactly-once sink: finish a batch's task transactions once, whatever crashed before.
+
+Theory of operation: ``commit_batch(options, messages, batch_id)`` runs when
+every task of the batch has pre-committed (its transaction holds its records,
+open). It reads the sink log (``connector.sink_log``) for this sink and query,
+then:
+
+* the batch is COMPLETED — an earlier run committed it: abort this run's
+  transactions (their records would be duplicates);
+* the batch has an INTENT — a driver crashed in the middle of committing it:
+  roll the recorded transactions forward with EndTxn(commit). EndTxn(commit)
+  of a transaction that is already committed answers success, so the ones
+  committed before the crash are no-ops. A recorded transaction the broker
+  aborted meanwhile (``transaction.timeout.ms`` passed while the driver was
+  down, answered as PRODUCER_FENCED / INVALID_PRODUCER_EPOCH /
+  INVALID_TXN_STATE) is replaced by this run's transaction of the same Spark
+  partition — the re-run batch read the same input offsets — after an updated
+  INTENT naming the substitute is written, so a second crash cannot commit
+  both. Then this run's remaining transactions are aborted;
+* otherwise: write INTENT (transactional ids, producer ids, epochs), commit
+  every transaction, write COMPLETED.
+
+The partial-commit case: the substitution assumes a Spark partition's rows
+are the same in the re-run. That holds for narrow plans over a replayable
+source (each input partition is one offset range), not for a
+non-deterministic shuffle (``repartition()`` without columns): if a recorded
+transaction timed out after others of its batch were committed, such a plan
+can lose or duplicate rows. A ``transactionTimeoutMs`` longer than the driver
+can stay down avoids the case.
+
+Afterwards the driver aborts every transaction the log lists as open for
+batch ids up to this one that it did not commit — task attempts that failed,
+were retried or lost a speculative race, and the tasks of a run that crashed —
+by InitProducerId on their transactional ids (which bumps the epoch, so a
+zombie attempt still writing is fenced, and aborts the open transaction), and
+deletes the resolved entries. This happens at every commit and abort, so the
+first commit of a restarted query cleans up after the crashed run. Entries an
+INTENT still needs are never touched.
+
+``abort_batch`` (a task failed for good) aborts the reported transactions and
+cleans up the same way.
+
+Test hook: ``PYLOG_SINK_CRASH_AT=<point>[:<min batch id>]`` SIGKILLs the
+driver's process group at one of ``CRASH_POINTS``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+from connector.options import SinkOptions
+from connector.sink_cluster import (
+    NOT_COORDINATOR,
+    RETRIABLE,
+    RETRY_BACKOFF_S,
+    SinkCluster,
+    SinkError,
+    error_name,
+)
+from connector.sink_log import COMPLETED, INTENT, KEEP_BATCHES, SinkLog, SinkLogState, Txn
+from connector.sink_producer import init_producer_id
+from connector.wire import BrokerUnavailable
+
+log = logging.getLogger(__name__)
+
+CRASH_POINTS = ("task_written", "before_intent", "after_intent", "mid_commit", "before_completed", "after_completed")
+_DEAD = {47, 48, 90}   # INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED: the transaction was aborted
+_UNKNOWN_PRODUCER = {49}  # INVALID_PRODUCER_ID_MAPPING: the coordinator forgot the id (expired): not committable
+
+
+def commit_batch(options: SinkOptions, messages: list, batch_id: int, *, keep_entry: bool = True) -> None:
+    """Commit the batch's transactions exactly once (see the module docstring). ``keep_entry=False`` (a batch
+    write, never re-run) deletes the batch's entry once done."""
+    txns = [m.txn() for m in messages if m.transactional_id]
+    if not messages:
+        return
+    query_id = messages[0].query_id
+    crash_point("before_intent", batch_id)
+    cluster = SinkCluster(options, "pylog-sink-driver")
+    try:
+        sink_log = SinkLog(cluster, options, query_id)
+        state = sink_log.read()
+        entry = state.batches.get(batch_id)
+        if entry is not None and entry[0] == COMPLETED:
+            log.info("pylog sink %s: batch %d was committed before; aborting this run's %d transactions",
+                     options.sink_id, batch_id, len(txns))
+            for txn in txns:
+                _end_txn(cluster, options, txn, committed=False)
+            committed = entry[1]
+        elif entry is not None:
+            committed = _roll_forward(cluster, options, sink_log, batch_id, entry[1], txns)
+            sink_log.put_batch(batch_id, COMPLETED, committed)
+        else:
+            if txns:
+                sink_log.put_batch(batch_id, INTENT, txns)
+                crash_point("after_intent", batch_id)
+            for i, txn in enumerate(txns):
+                code = _end_txn(cluster, options, txn, committed=True)
+                if code:
+                    raise SinkError(f"Committing batch {batch_id}: EndTxn(commit) of {txn.id} failed: "
+                                    f"{error_name(code)}; the query's restart rolls the batch forward from the "
+                                    f"sink log")
+                if i == 0:
+                    crash_point("mid_commit", batch_id)
+            committed = txns
+            crash_point("before_completed", batch_id)
+            if txns:
+                sink_log.put_batch(batch_id, COMPLETED, committed)
+        crash_point("after_completed", batch_id)
+        rows = sum(m.rows for m in messages)
+        log.info("pylog sink %s: batch %d committed (%d transactions, %d rows)", options.sink_id, batch_id,
+                 len(committed), rows)
+        _clean_up(cluster, options, sink_log, sink_log.read(), batch_id, {t.id for t in [*committed, *txns]})
+        if not keep_entry:
+            sink_log.delete(batch_ids=[batch_id])
+    finally:
+        cluster.close()
+
+
+def abort_batch(options: SinkOptions, messages: list, batch_id: int) -> None:
+    """Abort the reported transactions of a failed batch and the orphans the sink log knows of."""
+    txns = [m.txn() for m in messages if m.transactional_id]
+    cluster = SinkCluster(options, "pylog-sink-driver")
+    try:
+        for txn in txns:
+            _end_txn(cluster, options, txn, committed=False)
+        if messages:
+            sink_log = SinkLog(cluster, options, messages[0].query_id)
+            _clean_up(cluster, options, sink_log, sink_log.read(), batch_id, {t.id for t in txns})
+    finally:
+        cluster.close()
+
+
+def _roll_forward(cluster, options, sink_log: SinkLog, batch_id: int, recorded: list[Txn],
+                  txns: list[Txn]) -> list[Txn]:
+    log.warning("pylog sink %s: batch %d has an INTENT without COMPLETED (the driver stopped mid-commit); "
+                "rolling its %d recorded transactions forward", options.sink_id, batch_id, len(recorded))
+    substitutes = {t.partition: t for t in txns}
+    final = list(recorded)
+    for i, txn in enumerate(recorded):
+        code = _end_txn(cluster, options, txn, committed=True)
+        if code == 0:
+            continue
+        if code not in _DEAD and code not in _UNKNOWN_PRODUCER:
+            raise SinkError(f"Rolling batch {batch_id} forward: EndTxn(commit) of {txn.id} failed: {error_name(code)}")
+        substitute = substitutes.get(txn.partition)
+        if substitute is None:
+            raise SinkError(f"Rolling batch {batch_id} forward: transaction {txn.id} (Spark partition "
+                            f"{txn.partition}) was aborted by the broker ({error_name(code)}) and this run has no "
+                            f"transaction for that partition to replace it")
+        log.warning("pylog sink %s: recorded transaction %s of batch %d was aborted by the broker (%s, probably "
+                    "transaction.timeout.ms); committing this run's %s for Spark partition %d instead",
+                    options.sink_id, txn.id, batch_id, error_name(code), substitute.id, txn.partition)
+        final[i] = substitute
+        sink_log.put_batch(batch_id, INTENT, final)   # durable before the substitute's commit
+        code = _end_txn(cluster, options, substitute, committed=True)
+        if code:
+            raise SinkError(f"Rolling batch {batch_id} forward: EndTxn(commit) of {substitute.id} failed: "
+                            f"{error_name(code)}")
+    used = {t.id for t in final}
+    for txn in txns:
+        if txn.id not in used:
+            _end_txn(cluster, options, txn, committed=False)
+    return final
+
+
+def _clean_up(cluster, options, sink_log: SinkLog, state: SinkLogState, batch_id: int, ended: set[str]) -> None:
+    """Abort open transactions of batches <= batch_id not ``ended`` by this call; delete resolved and old entries."""
+    protected = state.protected()
+    resolved = []
+    for transactional_id, (txn_batch, txn) in sorted(state.open.items()):
+        if txn_batch > batch_id or transactional_id in protected:
+            continue
+        if transactional_id not in ended:
+            _fence(cluster, options, txn)
+        resolved.append(transactional_id)
+    old = [b for b, (kind, _) in state.batches.items() if b <= batch_id - KEEP_BATCHES and kind == COMPLETED]
+    sink_log.delete(batch_ids=old, open_ids=resolved)
+
+
+def _fence(cluster, options: SinkOptions, txn: Txn) -> None:
+    """Abort ``txn`` whatever its owner is doing: InitProducerId on its id bumps the epoch and aborts."""
+    deadline = time.monotonic() + options.delivery_timeout_ms / 1000
+    init_producer_id(cluster, txn.id, options.transaction_timeout_ms, deadline)
+    log.info("pylog sink %s: aborted orphan transaction %s (Spark partition %d, attempt %d)", options.sink_id,
+             txn.id, txn.partition, txn.attempt)
+
+
+def _end_txn(cluster, options: SinkOptions, txn: Txn, *, committed: bool) -> int:
+    """EndTxn at the transaction's coordinator, retried while retriable; returns 0 or the final error code."""
+    deadline = time.monotonic() + options.delivery_timeout_ms / 1000
+    while True:
+        try:
+            code = cluster.coordinator(txn.id, deadline).end_txn(txn.id, txn.pid, txn.epoch, committed)
+        except BrokerUnavailable as exc:
+            cluster.drop()
+            code, why = -1, str(exc)
+        else:
+            why = error_name(code) if code else ""
+        if code == 0 or (code != -1 and code not in RETRIABLE):
+            if code and not committed:
+                log.info("pylog sink: EndTxn(abort) of %s: %s (already resolved)", txn.id, why)
+            return code
+        if code in NOT_COORDINATOR:
+            cluster.drop()
+        if time.monotonic() > deadline:
+            raise SinkError(f"EndTxn({'commit' if committed else 'abort'}) of {txn.id} gave up: {why}")
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def crash_point(point: str, batch_id: int) -> None:
+    """Test hook: SIGKILL the driver's process group at ``point`` when PYLOG_SINK_CRASH_AT names it.
+
+    Spark's Python workers run in process groups of their own, so the driver's group comes from
+    PYLOG_SINK_DRIVER_PGID (the fault job exports its own); in local mode tasks run on the driver, so
+    ``task_written`` (a task has written and flushed its rows, its transaction is open) kills the driver while
+    tasks write."""
+    spec = os.environ.get("PYLOG_SINK_CRASH_AT")
+    if not spec:
+        return
+    name, _, min_batch = spec.partition(":")
+    if name == point and batch_id >= int(min_batch or 0):
+        log.error("PYLOG_SINK_CRASH_AT=%s: killing the driver at batch %d", spec, batch_id)
+        os.killpg(int(os.environ.get("PYLOG_SINK_DRIVER_PGID", os.getpgid(0))), signal.SIGKILL)

@@ -1,0 +1,236 @@
+"""The exactly-once sink's durable log: a compacted topic in the target cluster, one JSON record per fact.
+
+Theory of operation: the driver's two-phase commit must be idempotent per
+batch id across driver crashes, and the transactions of crashed task
+attempts must be findable. Both facts live in Kafka itself, in the compacted
+topic ``__pylog_sink_log`` (option ``sinkLogTopic``; created by the driver
+with cleanup.policy=compact when missing), so the sink needs nothing but the
+cluster it writes to. Keys are prefixed ``<sinkId>/<queryId>/`` — the query id
+is Spark's streaming query id, kept in the checkpoint, so a restart finds its
+entries and a new checkpoint starts afresh:
+
+``.../batch/<batch id:020d>``   ``{"state": "intent"|"completed", "txns": [Txn...]}`` — INTENT lists the
+                                transactions the driver is about to commit; COMPLETED (same key, so
+                                compaction keeps only it) those it did commit.
+``.../open/<transactional id>`` ``{"batch": id, "txn": Txn}`` — written by a task after InitProducerId and
+                                before its first record, so the driver can abort transactions of task
+                                attempts that never reported back (crashed, retried, speculative).
+
+A ``Txn`` is ``{"partition", "attempt", "id", "pid", "epoch", "records": {"topic-partition": count}}``
+(``schemas/sink-log.json``). Resolved entries are deleted with tombstones;
+batch entries are kept for the last ``KEEP_BATCHES`` batches (Spark re-runs at
+most the last uncommitted one). All of one sink and query's records go to one
+partition of the log (murmur2 of the prefix), so they are read back in order;
+``read`` fetches that partition from its start to the high watermark, and a
+process-wide cursor makes later reads incremental.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+from connector.options import SinkOptions
+from connector.sink_cluster import RETRIABLE, RETRY_BACKOFF_S, SinkCluster, SinkError, error_name
+from connector.wire import BrokerUnavailable
+
+log = logging.getLogger(__name__)
+
+INTENT, COMPLETED = "intent", "completed"
+KEEP_BATCHES = 100  # as spark.sql.streaming.minBatchesToRetain
+_READ_CACHE: dict[tuple, tuple[int, dict]] = {}
+
+
+@dataclass(frozen=True)
+class Txn:
+    """One task's transaction, as recorded in the log and carried by commit messages."""
+
+    partition: int          # Spark partition id
+    attempt: int            # Spark task attempt number
+    id: str                 # transactional id
+    pid: int
+    epoch: int
+    records: dict = field(default_factory=dict, hash=False, compare=False)  # {"topic-partition": count}
+
+    def to_json(self) -> dict:
+        return {"partition": self.partition, "attempt": self.attempt, "id": self.id, "pid": self.pid,
+                "epoch": self.epoch, "records": self.records}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Txn":
+        return cls(int(data["partition"]), int(data["attempt"]), str(data["id"]), int(data["pid"]),
+                   int(data["epoch"]), dict(data.get("records", {})))
+
+
+@dataclass
+class SinkLogState:
+    """What the log says about one sink and query: batch entries and open transactions by transactional id."""
+
+    batches: dict[int, tuple[str, list[Txn]]] = field(default_factory=dict)
+    open: dict[str, tuple[int, Txn]] = field(default_factory=dict)
+
+    def protected(self) -> set[str]:
+        """Transactional ids an INTENT still needs: never abort these."""
+        return {t.id for state, txns in self.batches.values() if state == INTENT for t in txns}
+
+
+class SinkLog:
+    """Reads and appends one sink and query's records; see the module docstring."""
+
+    def __init__(self, cluster: SinkCluster, options: SinkOptions, query_id: str) -> None:
+        self.cluster = cluster
+        self.options = options
+        self.topic = options.sink_log_topic
+        self.prefix = f"{options.sink_id}/{query_id}/"
+
+    # -- writing ---------------------------------------------------------------------------------------------------
+
+    def put_batch(self, batch_id: int, state: str, txns: list[Txn]) -> None:
+        self._append([(self._batch_key(batch_id), {"state": state, "txns": [t.to_json() for t in txns]})])
+
+    def put_open(self, batch_id: int, txn: Txn) -> None:
+        self._append([(self._open_key(txn.id), {"batch": batch_id, "txn": txn.to_json()})])
+
+    def delete(self, batch_ids=(), open_ids=()) -> None:
+        keys = [self._batch_key(b) for b in batch_ids] + [self._open_key(t) for t in open_ids]
+        if keys:
+            self._append([(key, None) for key in keys])
+
+    def _batch_key(self, batch_id: int) -> str:
+        return f"{self.prefix}batch/{batch_id:020d}"
+
+    def _open_key(self, transactional_id: str) -> str:
+        return f"{self.prefix}open/{transactional_id}"
+
+    def _append(self, entries: list[tuple[str, dict | None]]) -> None:
+        from aiokafka.record._crecords import DefaultRecordBatchBuilder
+
+        builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
+        now = int(time.time() * 1000)
+        for delta, (key, value) in enumerate(entries):
+            payload = None if value is None else json.dumps(value, sort_keys=True).encode()
+            builder.append(delta, now, key.encode(), payload, [])
+        data = bytes(builder.build())
+        deadline = time.monotonic() + self.options.delivery_timeout_ms / 1000
+        # Not idempotent: a retried append may land twice, which the log's last-value-wins reading absorbs.
+        while True:
+            partition, leaders = self._partition(deadline)
+            try:
+                answers = self.cluster.node(leaders[partition]).produce(
+                    {(self.topic, partition): data}, acks=-1, timeout_ms=self.options.request_timeout_ms)
+                code, _, message = answers[(self.topic, partition)]
+            except BrokerUnavailable as exc:
+                self.cluster.drop()
+                code, message = -1, str(exc)
+            if code == 0:
+                return
+            if code != -1 and code not in RETRIABLE:
+                raise SinkError(f"Appending to the sink log {self.topic}-{partition} failed: {error_name(code)}"
+                                f"{': ' + message if message else ''}")
+            self.cluster.forget(self.topic)
+            if time.monotonic() > deadline:
+                raise SinkError(f"Appending to the sink log {self.topic} gave up: {message or error_name(code)}")
+            time.sleep(RETRY_BACKOFF_S)
+
+    def _partition(self, deadline: float) -> tuple[int, dict[int, int]]:
+        from connector.partitioner import murmur2
+        import pyarrow as pa
+
+        count, leaders = self.cluster.topic(self.topic, deadline)
+        hashed = int(murmur2(pa.array([self.prefix.encode()], pa.binary()))[0])
+        return (hashed & 0x7FFFFFFF) % count, leaders
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+
+    def read(self) -> SinkLogState:
+        """Every live entry of this sink and query, from the log's start (or the cached position) to its end."""
+        from aiokafka.record.memory_records import MemoryRecords
+
+        deadline = time.monotonic() + self.options.delivery_timeout_ms / 1000
+        partition, leaders = self._partition(deadline)
+        cache_key = (self.options.bootstrap_servers, self.topic, partition, self.prefix)
+        position, entries = _READ_CACHE.get(cache_key, (0, {}))
+        entries = dict(entries)
+        prefix = self.prefix.encode()
+        while True:
+            try:
+                answer = self.cluster.node(leaders[partition]).fetch(
+                    self.topic, partition, position, isolation_level=0, max_wait_ms=0, max_bytes=8 << 20,
+                    partition_max_bytes=8 << 20)
+            except BrokerUnavailable as exc:
+                self.cluster.drop()
+                answer, why = None, str(exc)
+            if answer is not None and answer.error_code == 1 and position < max(answer.log_start_offset, 0):
+                position = answer.log_start_offset   # compaction/retention moved the start: nothing lost for us
+                continue
+            if answer is None or answer.error_code:
+                why = why if answer is None else error_name(answer.error_code)
+                if answer is not None and answer.error_code not in RETRIABLE:
+                    raise SinkError(f"Reading the sink log {self.topic}-{partition} failed: {why}")
+                if time.monotonic() > deadline:
+                    raise SinkError(f"Reading the sink log {self.topic}-{partition} gave up: {why}")
+                self.cluster.forget(self.topic)
+                time.sleep(RETRY_BACKOFF_S)
+                partition, leaders = self._partition(deadline)
+                continue
+            if position >= answer.high_watermark:
+                break
+            memory = MemoryRecords(answer.records or b"")
+            advanced = position
+            while memory.has_next():
+                batch = memory.next_batch()
+                if batch is None:
+                    break
+                for record in batch:
+                    if record.offset >= position and record.key is not None and record.key.startswith(prefix):
+                        entries[record.key[len(prefix):].decode()] = record.value
+                advanced = batch.next_offset
+            if advanced <= position:
+                break
+            position = advanced
+        _READ_CACHE[cache_key] = (position, entries)
+        return _state_of(entries)
+
+
+def _state_of(entries: dict[str, bytes | None]) -> SinkLogState:
+    state = SinkLogState()
+    for key, value in entries.items():
+        if value is None:
+            continue
+        data = json.loads(value)
+        kind, _, name = key.partition("/")
+        if kind == "batch":
+            state.batches[int(name)] = (data["state"], [Txn.from_json(t) for t in data["txns"]])
+        elif kind == "open":
+            state.open[name] = (int(data["batch"]), Txn.from_json(data["txn"]))
+    return state
+
+
+def ensure_log_topic(options: SinkOptions) -> None:
+    """Create the compacted sink log topic when it does not exist (driver side, once per process)."""
+    key = (options.bootstrap_servers, options.sink_log_topic)
+    if key in _CREATED:
+        return
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    from connector.cluster import _ADMIN_KWARGS
+    kwargs = {k: v for k, v in options.client_kwargs.items() if k in _ADMIN_KWARGS}
+    kwargs.setdefault("client_id", "pylog-sink-driver")
+    admin = KafkaAdminClient(bootstrap_servers=options.bootstrap_servers.split(","), **kwargs)
+    try:
+        if options.sink_log_topic not in admin.list_topics():
+            try:
+                admin.create_topics([NewTopic(options.sink_log_topic, 1, -1, topic_configs={
+                    "cleanup.policy": "compact", "min.compaction.lag.ms": "60000"})])
+                log.info("created the sink log topic %s (cleanup.policy=compact)", options.sink_log_topic)
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()
+    _CREATED.add(key)
+
+
+_CREATED: set[tuple[str, str]] = set()

@@ -1,0 +1,287 @@
+"""Executor side: turn Arrow RecordBatches into Kafka record batches and produce them, idempotently or in a transaction.
+
+Theory of operation: a ``TaskProducer`` writes one Spark task's rows. It first
+gets a producer id with InitProducerId — without a transactional id for
+``at_least_once`` (an idempotent producer), with the task's transactional id
+for ``exactly_once`` (which also fences and aborts any earlier holder of the
+same id). ``write`` maps each Arrow batch's rows to (topic, partition) —
+explicit ``partition``, else ``connector.partitioner`` — and appends them to
+one aiokafka compiled ``DefaultRecordBatchBuilder`` per partition (RecordBatch
+v2 with the producer id, epoch and the partition's next sequence number; CRC32C
+in C). Full batches wait in a per-leader queue; when the queued bytes reach
+``kafka.max.request.size`` they go out as one Produce request (acks=all) per
+leader. In a transaction, partitions are added with AddPartitionsToTxn before
+their first batch is sent.
+
+A failed send is retried with the same bytes (same sequence numbers, so the
+broker's idempotence drops a duplicate) until ``kafka.delivery.timeout.ms``;
+the producer never commits: ``exactly_once`` leaves its transaction open for
+the driver (``connector.sink_commit``), ``at_least_once`` data is visible once
+acknowledged.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+
+from connector.options import SinkOptions
+from connector.partitioner import DefaultPartitioner
+from connector.sink_cluster import (
+    NOT_COORDINATOR,
+    RETRIABLE,
+    RETRY_BACKOFF_S,
+    SinkCluster,
+    SinkError,
+    error_name,
+)
+from connector.wire import BrokerUnavailable
+
+log = logging.getLogger(__name__)
+
+_DUPLICATE_SEQUENCE = 46  # the broker already has this batch: an earlier send succeeded after all
+_FENCED = {47, 90}        # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
+
+
+class TaskProducer:
+    """Writes one task's rows; ``counts`` holds records written per (topic, partition)."""
+
+    def __init__(self, options: SinkOptions, transactional_id: str | None = None,
+                 cluster: SinkCluster | None = None) -> None:
+        self.options = options
+        self.transactional_id = transactional_id
+        self.cluster = cluster or SinkCluster(options, "pylog-sink-task")
+        self.producer_id = -1
+        self.epoch = -1
+        self.counts: dict[tuple[str, int], int] = defaultdict(int)
+        self._partitioner = DefaultPartitioner()
+        self._sequences: dict[tuple[str, int], int] = defaultdict(int)
+        self._builders: dict[tuple[str, int], object] = {}
+        self._builder_counts: dict[tuple[str, int], int] = {}
+        self._ready: list[tuple[tuple[str, int], bytes]] = []
+        self._ready_bytes = 0
+        self._in_txn: set[tuple[str, int]] = set()
+
+    def deadline(self) -> float:
+        return time.monotonic() + self.options.delivery_timeout_ms / 1000
+
+    # -- producer id -----------------------------------------------------------------------------------------------
+
+    def init(self) -> None:
+        """InitProducerId: an idempotent producer id, or the transactional id's (fencing its previous owner)."""
+        self.producer_id, self.epoch = init_producer_id(self.cluster, self.transactional_id,
+                                                        self.options.transaction_timeout_ms, self.deadline())
+
+    # -- rows ------------------------------------------------------------------------------------------------------
+
+    def write(self, batch, topic_option: str | None) -> int:
+        """Append one Arrow RecordBatch's rows (sink schema: value, optional key/headers/topic/partition)."""
+        import pyarrow.compute as pc
+
+        n = batch.num_rows
+        if n == 0:
+            return 0
+        names = batch.schema.names
+        values = _as_binary_list(batch.column(names.index("value")))
+        keys_array = batch.column(names.index("key")) if "key" in names else None
+        keys = _as_binary_list(keys_array) if keys_array is not None else [None] * n
+        headers = _headers_list(batch.column(names.index("headers"))) if "headers" in names else None
+        explicit = batch.column(names.index("partition")) if "partition" in names else None
+        if topic_option is not None:
+            groups = {topic_option: None}
+        else:
+            topics = batch.column(names.index("topic"))
+            if topics.null_count:
+                raise SinkError("Null topic present in the data. Use the topic option for setting a topic.")
+            bounds = pc.min_max(topics)
+            if bounds["min"] == bounds["max"]:
+                groups = {topics[0].as_py(): None}
+            else:
+                import numpy as np
+                as_list = topics.to_pylist()
+                groups = {t: np.nonzero(np.array([x == t for x in as_list]))[0] for t in dict.fromkeys(as_list)}
+        timestamp = int(time.time() * 1000)
+        for topic, rows in groups.items():
+            count, _ = self.cluster.topic(topic, self.deadline())
+            sub_keys = keys_array if rows is None else (keys_array.take(rows) if keys_array is not None else None)
+            sub_explicit = explicit if rows is None or explicit is None else explicit.take(rows)
+            partitions = self._partitioner.partitions(topic, count, n if rows is None else len(rows), sub_keys,
+                                                     sub_explicit)
+            if explicit is not None:
+                bad = (partitions < 0) | (partitions >= count)
+                if bad.any():
+                    raise SinkError(f"Invalid partition {int(partitions[bad][0])} for topic {topic}: it has "
+                                    f"{count} partitions (0 to {count - 1})")
+            indices = range(n) if rows is None else rows.tolist()
+            self._append_rows(topic, partitions.tolist(), indices, keys, values, headers, timestamp)
+        return n
+
+    def _append_rows(self, topic, partitions, indices, keys, values, headers, timestamp) -> None:
+        builders = self._builders
+        empty: list = []
+        for partition, i in zip(partitions, indices):
+            tp = (topic, partition)
+            builder = builders.get(tp)
+            if builder is None:
+                builder = self._new_builder(tp)
+            record_headers = headers[i] if headers is not None else empty
+            # A builder takes its first record whatever its size; later ones only while under kafka.batch.size.
+            if builder.append(self._builder_counts[tp], timestamp, keys[i], values[i], record_headers) is None:
+                self._close_builder(tp)
+                if self._ready_bytes >= self.options.request_bytes:
+                    self.flush_ready()
+                builder = self._new_builder(tp)
+                builder.append(0, timestamp, keys[i], values[i], record_headers)
+            self._builder_counts[tp] += 1
+
+    def _new_builder(self, tp):
+        from aiokafka.record._crecords import DefaultRecordBatchBuilder
+        builder = DefaultRecordBatchBuilder(2, self.options.compression, int(self.transactional_id is not None),
+                                            self.producer_id, self.epoch, self._sequences[tp],
+                                            self.options.batch_bytes)
+        self._builders[tp] = builder
+        self._builder_counts[tp] = 0
+        return builder
+
+    def _close_builder(self, tp) -> None:
+        builder = self._builders.pop(tp)
+        count = self._builder_counts.pop(tp)
+        if not count:
+            return
+        data = bytes(builder.build())
+        self._sequences[tp] = (self._sequences[tp] + count) & 0x7FFFFFFF
+        self.counts[tp] += count
+        self._ready.append((tp, data))
+        self._ready_bytes += len(data)
+
+    # -- sending ---------------------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send everything appended so far and wait for the acknowledgements."""
+        for tp in list(self._builders):
+            self._close_builder(tp)
+        self.flush_ready()
+
+    def flush_ready(self) -> None:
+        ready, self._ready, self._ready_bytes = self._ready, [], 0
+        if not ready:
+            return
+        deadline = self.deadline()
+        if self.transactional_id is not None:
+            new = sorted({tp for tp, _ in ready} - self._in_txn)
+            if new:
+                self._add_partitions(new, deadline)
+        # One partition's batches stay in order: each request carries at most one batch per partition.
+        while ready:
+            request, rest, size = {}, [], 0
+            for tp, data in ready:
+                if tp in request or (request and size + len(data) > self.options.request_bytes):
+                    rest.append((tp, data))
+                else:
+                    request[tp] = data
+                    size += len(data)
+            self._send(request, deadline)
+            ready = rest
+
+    def _send(self, batches: dict[tuple[str, int], bytes], deadline: float) -> None:
+        pending = dict(batches)
+        while pending:
+            by_leader: dict[int, dict] = defaultdict(dict)
+            for tp, data in pending.items():
+                _, leaders = self.cluster.topic(tp[0], deadline)
+                by_leader[leaders[tp[1]]][tp] = data
+            failures = []
+            for node_id, records in by_leader.items():
+                try:
+                    answers = self.cluster.node(node_id).produce(
+                        records, acks=-1, timeout_ms=self.options.request_timeout_ms,
+                        transactional_id=self.transactional_id)
+                except BrokerUnavailable as exc:
+                    self.cluster.drop(node_id)
+                    failures.append(str(exc))
+                    for tp in records:
+                        self.cluster.forget(tp[0])
+                    continue
+                for tp, (code, _, message) in answers.items():
+                    if code in (0, _DUPLICATE_SEQUENCE):
+                        pending.pop(tp, None)
+                    elif code in RETRIABLE:
+                        self.cluster.forget(tp[0])
+                        failures.append(f"{tp[0]}-{tp[1]}: {error_name(code)}")
+                    else:
+                        hint = " (fenced: a newer attempt took over this transactional id)" if code in _FENCED else ""
+                        raise SinkError(f"Produce to {tp[0]}-{tp[1]} failed: {error_name(code)}{hint}"
+                                        f"{': ' + message if message else ''}")
+            if pending:
+                if time.monotonic() > deadline:
+                    raise SinkError(f"Produce gave up after kafka.delivery.timeout.ms="
+                                    f"{self.options.delivery_timeout_ms}: {failures[-1] if failures else ''}")
+                time.sleep(RETRY_BACKOFF_S)
+
+    def _add_partitions(self, partitions: list[tuple[str, int]], deadline: float) -> None:
+        pending = list(partitions)
+        while pending:
+            try:
+                answers = self.cluster.coordinator(self.transactional_id, deadline).add_partitions_to_txn(
+                    self.transactional_id, self.producer_id, self.epoch, pending)
+                codes = {tp: answers.get(tp, 3) for tp in pending}
+            except BrokerUnavailable as exc:
+                self.cluster.drop()
+                codes, why = {tp: -1 for tp in pending}, str(exc)
+            else:
+                why = ""
+            failed = {tp: code for tp, code in codes.items() if code}
+            fatal = {tp: code for tp, code in failed.items() if code != -1 and code not in RETRIABLE}
+            if fatal:
+                tp, code = next(iter(fatal.items()))
+                raise SinkError(f"AddPartitionsToTxn({self.transactional_id}, {tp[0]}-{tp[1]}) failed: "
+                                f"{error_name(code)}")
+            self._in_txn.update(tp for tp in pending if tp not in failed)
+            pending = sorted(failed)
+            if pending:
+                if any(code in NOT_COORDINATOR for code in failed.values()):
+                    self.cluster.drop()
+                if time.monotonic() > deadline:
+                    raise SinkError(f"AddPartitionsToTxn({self.transactional_id}) gave up: "
+                                    f"{why or error_name(next(iter(failed.values())))}")
+                time.sleep(RETRY_BACKOFF_S)
+
+    def close(self) -> None:
+        self.cluster.close()
+
+
+def init_producer_id(cluster: SinkCluster, transactional_id: str | None, timeout_ms: int,
+                     deadline: float) -> tuple[int, int]:
+    """(producer id, epoch) from InitProducerId, retried until ``deadline``; with a transactional id this fences
+    and aborts the id's open transaction, if any."""
+    while True:
+        try:
+            connection = (cluster.coordinator(transactional_id, deadline) if transactional_id is not None
+                          else cluster.any_connection())
+            code, producer_id, epoch = connection.init_producer_id(transactional_id, timeout_ms)
+        except BrokerUnavailable as exc:
+            cluster.drop()
+            code, why = -1, str(exc)
+        else:
+            why = error_name(code) if code else ""
+        if code == 0:
+            return producer_id, epoch
+        if code != -1 and code not in RETRIABLE:
+            raise SinkError(f"InitProducerId(transactional id {transactional_id}) failed: {why}")
+        if code in NOT_COORDINATOR:
+            cluster.drop()
+        if time.monotonic() > deadline:
+            raise SinkError(f"InitProducerId(transactional id {transactional_id}) gave up: {why}")
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def _as_binary_list(column) -> list:
+    """An Arrow string/binary column as a list of bytes (None for nulls)."""
+    import pyarrow as pa
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())
+    return column.to_pylist()
+
+
+def _headers_list(column) -> list:
+    return [[(h["key"], h["value"]) for h in row] if row else [] for row in column.to_pylist()]

@@ -1,0 +1,152 @@
+"""Exactly-once under driver crashes and task failures: SIGKILLed drivers restart from their checkpoint.
+
+Each round runs ``faults/sink_job.py`` (pylog topic -> pylog topic, its own SparkSession and driver process)
+four times on one checkpoint:
+
+1. SIGKILL by pid while tasks write (the output has open transactions: its last stable offset is behind its
+   high watermark);
+2. killed between the tasks' pre-commit and the driver's commit (PYLOG_SINK_CRASH_AT=before_intent);
+3. killed in the middle of the driver's commit (after INTENT, after the first EndTxn, before or after
+   COMPLETED — one point per round, rotating);
+4. to the end on local[2,4] with attempt 0 of Spark partition 1 failing after writing, in every batch.
+
+Then the read_committed output must equal the transform of the input exactly — no loss, no duplicates — and
+no transaction may be left open. ``PYLOG_SINK_FAULT_ROUNDS`` (default 5) sets the rounds; ci/stress_sink.sh
+runs more.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer
+from kafka.structs import TopicPartition
+
+from sink_helpers import read_topic
+from spark_helpers import create_topic, produce
+
+pytestmark = pytest.mark.spark
+
+JOB = Path(__file__).parent / "faults" / "sink_job.py"
+ROUNDS = int(os.environ.get("PYLOG_SINK_FAULT_ROUNDS", "5"))
+COMMIT_POINTS = ("after_intent", "mid_commit", "before_completed", "after_completed")
+RECORDS = 600
+
+
+def start_job(bootstrap, checkpoint, *, env=None, master="local[2]", topics=("in", "out")):
+    return subprocess.Popen(
+        [sys.executable, str(JOB), bootstrap, *topics, checkpoint, "--master", master, "--max-offsets", "300"],
+        env={**os.environ, **(env or {})}, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+
+
+def finish(job, timeout=90) -> tuple[int, str]:
+    try:
+        _, err = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        _, err = job.communicate()
+    return job.returncode, err
+
+
+class OpenTransactions:
+    """Whether a topic has open transactions: its last stable offset lags its high watermark somewhere."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.partitions = [TopicPartition(topic, p) for p in range(partitions)]
+        self.committed = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+        self.uncommitted = KafkaConsumer(bootstrap_servers=bootstrap)
+
+    def __call__(self) -> bool:
+        lso = self.committed.end_offsets(self.partitions)
+        hw = self.uncommitted.end_offsets(self.partitions)
+        return any(lso[tp] < hw[tp] for tp in self.partitions)
+
+    def close(self):
+        self.committed.close()
+        self.uncommitted.close()
+
+
+def kill_while_tasks_write(bootstrap, checkpoint, topics) -> bool:
+    """Run the job and SIGKILL its process group as soon as the output has an open transaction."""
+    job = start_job(bootstrap, checkpoint, topics=topics)
+    probe = OpenTransactions(bootstrap, topics[1], 3)
+    try:
+        while job.poll() is None:
+            if probe():
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+                return True
+            time.sleep(0.02)
+        return False
+    finally:
+        probe.close()
+        finish(job)
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_driver_crashes_and_task_failures_write_exactly_once(pylog_broker, round_):
+    bootstrap = pylog_broker.bootstrap_servers
+    topics = (f"in{round_}", f"out{round_}")
+    create_topic(bootstrap, topics[0], partitions=3)
+    create_topic(bootstrap, topics[1], partitions=3)
+    produce(bootstrap, topics[0], [(i % 3, f"k{i}".encode(), f"v{i}".encode()) for i in range(RECORDS)])
+    checkpoint = tempfile.mkdtemp(prefix="pylog-fault-ckpt-")
+
+    killed_while_writing = kill_while_tasks_write(bootstrap, checkpoint, topics)
+    for point in ("before_intent", COMMIT_POINTS[round_ % len(COMMIT_POINTS)]):
+        code, err = finish(start_job(bootstrap, checkpoint, env={"PYLOG_SINK_CRASH_AT": point}, topics=topics))
+        assert code in (-signal.SIGKILL, 0), err[-3000:]
+    code, err = finish(start_job(bootstrap, checkpoint, env={"PYLOG_SINK_FAIL_TASK": "1"}, master="local[2,4]",
+                                 topics=topics))
+    assert code == 0, err[-3000:]
+
+    output = Counter(r[2] for r in read_topic(bootstrap, topics[1]))
+    expected = Counter(f"out:v{i}".encode() for i in range(RECORDS))
+    assert output == expected, (f"missing {sum((expected - output).values())}, "
+                                f"duplicated {sum((output - expected).values())}")
+    probe = OpenTransactions(bootstrap, topics[1], 3)
+    try:
+        assert not probe(), "a transaction was left open"
+    finally:
+        probe.close()
+    assert killed_while_writing, "the job finished before a transaction was seen open"
+
+
+def test_recorded_transactions_aborted_by_timeout_are_replaced_by_the_rerun(pylog_broker_factory):
+    """The driver dies after INTENT and stays down past transaction.timeout.ms: the broker aborts the recorded
+    transactions, and the restarted query commits its own re-run of the batch in their place."""
+    broker = pylog_broker_factory(config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"})
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, "in", partitions=3)
+    create_topic(bootstrap, "out", partitions=3)
+    produce(bootstrap, "in", [(i % 3, f"k{i}".encode(), f"v{i}".encode()) for i in range(RECORDS)])
+    checkpoint = tempfile.mkdtemp(prefix="pylog-fault-ckpt-")
+
+    def job(env=None):
+        return subprocess.Popen(
+            [sys.executable, str(JOB), bootstrap, "in", "out", checkpoint, "--max-offsets", "300",
+             "--txn-timeout-ms", "10000"], env={**os.environ, **(env or {})}, start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    code, err = finish(job({"PYLOG_SINK_CRASH_AT": "after_intent"}))
+    assert code == -signal.SIGKILL, err[-3000:]
+    probe = OpenTransactions(bootstrap, "out", 3)
+    try:
+        deadline = time.monotonic() + 30
+        while probe():   # the broker's timeout aborts the recorded transactions
+            assert time.monotonic() < deadline, "the broker did not abort the timed-out transactions"
+            time.sleep(0.2)
+    finally:
+        probe.close()
+    code, err = finish(job())
+    assert code == 0, err[-3000:]
+    expected = Counter(f"out:v{i}".encode() for i in range(RECORDS))
+    assert Counter(r[2] for r in read_topic(bootstrap, "out")) == expected
