@@ -44,9 +44,10 @@ from broker_sim.coordinator.group_metadata import (
 )
 from broker_sim.coordinator.group_records import (
     OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, StoredGroup, build_batch, build_transactional_batch,
-    decode_group, decode_key, decode_offset, encode_group, encode_key, encode_offset, iter_batches, partition_for,
+    decode_group, decode_key, decode_offset, encode_group, encode_key, encode_offset, iter_batches,
 )
 from broker_sim.coordinator.group_state import DEAD, EMPTY, STABLE, GroupState
+from broker_sim.coordinator.internal_topic import InternalTopicOwner
 from broker_sim.storage.batch import parse_batches
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ def read_partition(partition) -> Iterator[tuple[int, bytes, bytes | None]]:
                 yield record.offset, record.key, record.value
 
 
-class GroupCoordinator:
+class GroupCoordinator(InternalTopicOwner):
     def __init__(self, config: GroupConfig, topic: OffsetsTopic, *, clock: Callable[[], int],
                  partition_exists: Callable[[str, int], bool]) -> None:
         self.config = config
@@ -148,33 +149,9 @@ class GroupCoordinator:
         self.loaded: set[int] = set()
         self._tickets = itertools.count(1)
 
-    # --- ownership ------------------------------------------------------------------
-    def partition_of(self, group_id: str) -> int:
-        count = self.topic.partition_count() if self.topic.exists() else self.config.offsets_partitions
-        return partition_for(group_id, count)
-
-    def is_coordinator(self, group_id: str) -> bool:
-        return not self.topic.exists() or self.partition_of(group_id) in self.loaded
-
-    def startup(self) -> None:
-        """Load the partitions of an existing ``__consumer_offsets`` that this broker leads."""
-        if self.topic.exists():
-            self._load_led_partitions()
-
-    def ensure_topic(self) -> None:
-        """Create ``__consumer_offsets`` on first use; load led partitions not loaded yet.
-
-        The second part covers a topic that appeared without the coordinator (an auto-created topic).
-        """
-        if not self.topic.exists():
-            self.topic.create()
-            self.loaded.update(self.topic.led_partitions())  # new partitions are empty
-        self._load_led_partitions()
-
-    def _load_led_partitions(self) -> None:
-        for index in self.topic.led_partitions():
-            if index not in self.loaded:
-                self.load_partition(self.topic.partition(index))
+    @property
+    def default_partitions(self) -> int:
+        return self.config.offsets_partitions
 
     def load_partition(self, partition) -> int:
         """Rebuild the groups and offsets kept in one partition; returns the number of groups loaded."""

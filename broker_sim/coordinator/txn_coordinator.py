@@ -42,9 +42,9 @@ import kafka.errors as Errors
 
 from broker_sim.coordinator.group_coordinator import read_partition
 from broker_sim.coordinator.group_records import OFFSETS_TOPIC
+from broker_sim.coordinator.internal_topic import InternalTopicOwner
 from broker_sim.coordinator.txn_records import (
     TRANSACTION_STATE_TOPIC, StoredTxn, build_batch, decode_key, decode_value, encode_key, encode_value,
-    partition_for,
 )
 from broker_sim.coordinator.txn_state import (
     COMPLETE, COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
@@ -164,7 +164,7 @@ class MarkerWriter(Protocol):
         """Error code per partition; NONE or UNKNOWN_TOPIC_OR_PARTITION (gone for good) count as done."""
 
 
-class TxnCoordinator:
+class TxnCoordinator(InternalTopicOwner):
     def __init__(self, config: TxnConfig, topic: TxnStateTopic, markers: MarkerWriter, *,
                  clock: Callable[[], int], next_producer_id: Callable[[], int],
                  partition_exists: Callable[[str, int], bool]) -> None:
@@ -177,30 +177,9 @@ class TxnCoordinator:
         self.transactions: dict[str, TxnMetadata] = {}
         self.loaded: set[int] = set()
 
-    # --- ownership -------------------------------------------------------------------
-    def partition_of(self, transactional_id: str) -> int:
-        count = self.topic.partition_count() if self.topic.exists() else self.config.state_partitions
-        return partition_for(transactional_id, count)
-
-    def is_coordinator(self, transactional_id: str) -> bool:
-        return not self.topic.exists() or self.partition_of(transactional_id) in self.loaded
-
-    def startup(self) -> None:
-        """Load the partitions of an existing ``__transaction_state`` that this broker leads."""
-        if self.topic.exists():
-            self._load_led_partitions()
-
-    def ensure_topic(self) -> None:
-        """Create ``__transaction_state`` on first use; load led partitions not loaded yet."""
-        if not self.topic.exists():
-            self.topic.create()
-            self.loaded.update(self.topic.led_partitions())
-        self._load_led_partitions()
-
-    def _load_led_partitions(self) -> None:
-        for index in self.topic.led_partitions():
-            if index not in self.loaded:
-                self.load_partition(self.topic.partition(index))
+    @property
+    def default_partitions(self) -> int:
+        return self.config.state_partitions
 
     def load_partition(self, partition) -> int:
         """Rebuild the transactional ids kept in one partition and finish their interrupted commits and aborts.
