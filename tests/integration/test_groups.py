@@ -129,8 +129,10 @@ def test_committed_offsets_match_the_admin_view_and_survive_a_broker_restart(pyl
     broker = pylog_broker_factory(data_dir=data_dir)
     create_topic(broker.bootstrap_servers, "events", PARTITIONS)
     produce_round_robin(broker.bootstrap_servers, "events", 5)
-    consumer = KafkaConsumer("events", bootstrap_servers=broker.bootstrap_servers, group_id="durable",
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="durable",
                              auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100)
+    consumer.partitions_for_topic("events")  # see group_members.KafkaPythonMember: a kafka-python join race
+    consumer.subscribe(["events"])
     seen = 0
     deadline = time.monotonic() + 20
     while seen < 18 and time.monotonic() < deadline:
@@ -155,8 +157,10 @@ def test_committed_offsets_match_the_admin_view_and_survive_a_broker_restart(pyl
     assert relisted == listed
     assert described["group_state"] == "Empty" and described["protocol_type"] == "consumer"
 
-    resumed = KafkaConsumer("events", bootstrap_servers=restarted.bootstrap_servers, group_id="durable",
+    resumed = KafkaConsumer(bootstrap_servers=restarted.bootstrap_servers, group_id="durable",
                             auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100)
+    resumed.partitions_for_topic("events")
+    resumed.subscribe(["events"])
     rest = []
     deadline = time.monotonic() + 20
     while len(rest) < 12 and time.monotonic() < deadline:

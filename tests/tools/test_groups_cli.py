@@ -51,6 +51,9 @@ def member(broker, auto_offset_reset: str) -> KafkaConsumer:
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=GROUP, client_id=CLIENT_ID,
                              enable_auto_commit=False, auto_offset_reset=auto_offset_reset,
                              session_timeout_ms=6000, heartbeat_interval_ms=1000)
+    # kafka-python 3.0.12 can lose a join in flight when a leader that assigned before it knew the
+    # topic's partitions rejoins ("No partition metadata for topic"): know them before subscribing
+    consumer.partitions_for_topic(TOPIC)
     consumer.subscribe([TOPIC])
     return consumer
 
