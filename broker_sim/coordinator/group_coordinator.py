@@ -319,18 +319,7 @@ class GroupCoordinator(InternalTopicOwner):
             error = group.validate_offset_commit(member_id, group_instance_id, generation_id, now)
         if error:
             return {(t, p): error for t, p, _ in commits}
-        results: dict[tuple[str, int], int] = {}
-        accepted: dict[tuple[str, int], CommittedOffset] = {}
-        for topic, partition, value in commits:
-            if not self.partition_exists(topic, partition):
-                results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
-            elif len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
-            else:
-                if value.commit_timestamp < 0:
-                    value = CommittedOffset(value.offset, value.leader_epoch, value.metadata, now,
-                                            value.expire_timestamp)
-                accepted[(topic, partition)] = value
+        results, accepted = self._screen_commits(commits, now, keep_given_timestamp=True)
         if accepted:
             records = [(encode_key(OffsetKey(group_id, t, p)), encode_offset(v)) for (t, p), v in accepted.items()]
             append_error = self._append(group_id, records)
@@ -341,6 +330,23 @@ class GroupCoordinator(InternalTopicOwner):
             for tp in accepted:
                 results[tp] = append_error
         return results
+
+    def _screen_commits(self, commits: list[tuple[str, int, CommittedOffset]], now: int, *,
+                        keep_given_timestamp: bool):
+        """(error code per refused partition, offsets to write stamped with ``now``) for a commit request."""
+        results: dict[tuple[str, int], int] = {}
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
+        for topic, partition, value in commits:
+            if not self.partition_exists(topic, partition):
+                results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
+            elif len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
+            elif keep_given_timestamp and value.commit_timestamp >= 0:
+                accepted[(topic, partition)] = value
+            else:
+                accepted[(topic, partition)] = CommittedOffset(value.offset, value.leader_epoch, value.metadata,
+                                                               now, value.expire_timestamp)
+        return results, accepted
 
     def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                            group_instance_id: str | None, generation_id: int,
@@ -359,16 +365,7 @@ class GroupCoordinator(InternalTopicOwner):
             error = group.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
         if error:
             return {(t, p): error for t, p, _ in commits}
-        results: dict[tuple[str, int], int] = {}
-        accepted: dict[tuple[str, int], CommittedOffset] = {}
-        for topic, partition, value in commits:
-            if not self.partition_exists(topic, partition):
-                results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
-            elif len(value.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[(topic, partition)] = CommittedOffset(value.offset, value.leader_epoch, value.metadata,
-                                                               now, value.expire_timestamp)
+        results, accepted = self._screen_commits(commits, now, keep_given_timestamp=False)
         if accepted:
             records = [(encode_key(OffsetKey(group_id, t, p)), encode_offset(v)) for (t, p), v in accepted.items()]
             append_error = self._append(group_id, records, producer=(producer_id, producer_epoch))
