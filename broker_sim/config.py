@@ -132,6 +132,35 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "How often expired transactional ids are removed."),
     ConfigDef("transaction.partition.verification.enable", "true", _parse_bool,
               "Refuse transactional produce to partitions not added to the transaction (INVALID_TXN_STATE)."),
+    # --- clusters (ZooKeeper mode; ignored by a single node) ---
+    ConfigDef("zookeeper.connect", "", str, "ZooKeeper HOST:PORT[,HOST:PORT][/chroot]; empty: single node."),
+    ConfigDef("zookeeper.session.timeout.ms", "18000", _parse_int(1),
+              "ZooKeeper session timeout: how long a dead broker keeps its registration (and leaderships)."),
+    ConfigDef("zookeeper.connection.timeout.ms", "18000", _parse_int(1),
+              "How long a broker waits to connect to ZooKeeper at start."),
+    ConfigDef("offsets.topic.replication.factor", "3", _parse_int(1),
+              "Replication factor of __consumer_offsets (capped at the live brokers when it is created)."),
+    ConfigDef("transaction.state.log.replication.factor", "3", _parse_int(1),
+              "Replication factor of __transaction_state (capped at the live brokers when it is created)."),
+    ConfigDef("transaction.state.log.min.isr", "2", _parse_int(1), "min.insync.replicas of __transaction_state."),
+    ConfigDef("replica.lag.time.max.ms", "30000", _parse_int(1),
+              "A follower that has not caught up for this long leaves the ISR."),
+    ConfigDef("replica.fetch.wait.max.ms", "500", _parse_int(0), "Long-poll time of a follower's Fetch."),
+    ConfigDef("replica.fetch.min.bytes", "1", _parse_int(1), "min_bytes of a follower's Fetch."),
+    ConfigDef("replica.fetch.max.bytes", "1048576", _parse_int(0), "Per-partition max bytes of a follower's Fetch."),
+    ConfigDef("replica.fetch.response.max.bytes", "10485760", _parse_int(0), "max_bytes of a follower's Fetch."),
+    ConfigDef("replica.fetch.backoff.ms", "1000", _parse_int(0), "Pause after a follower's Fetch failed."),
+    ConfigDef("replica.socket.timeout.ms", "30000", _parse_int(1), "Timeout of inter-broker requests."),
+    ConfigDef("unclean.leader.election.enable", "false", _parse_bool,
+              "Elect a leader outside the ISR when no ISR member is alive (may lose committed data)."),
+    ConfigDef("auto.leader.rebalance.enable", "true", _parse_bool,
+              "Move leadership back to preferred replicas once they are in sync again."),
+    ConfigDef("leader.imbalance.check.interval.seconds", "300", _parse_int(1),
+              "How often the controller runs preferred-leader election."),
+    ConfigDef("controlled.shutdown.enable", "true", _parse_bool,
+              "On a clean stop, ask the controller to move this broker's leaderships away first."),
+    ConfigDef("controlled.shutdown.timeout.ms", "30000", _parse_int(0),
+              "How long a stopping broker waits for the controller to move its leaderships."),
 )
 
 # topic config name -> broker config supplying its default
@@ -156,6 +185,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
               _parse_choice("CreateTime", "LogAppendTime"), "Timestamp kept in the log."),
     ConfigDef("max.message.bytes", "message.max.bytes", _parse_int(0), "Largest record batch accepted."),
     ConfigDef("min.insync.replicas", "min.insync.replicas", _parse_int(1), "Replicas needed for acks=all."),
+    ConfigDef("unclean.leader.election.enable", "unclean.leader.election.enable", _parse_bool,
+              "Elect a leader outside the ISR when no ISR member is alive."),
 )
 
 

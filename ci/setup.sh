@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install everything pylog needs on a fresh Debian machine: Debian packages (kcat),
+# Install everything pylog needs on a fresh Debian machine: Debian packages (kcat, zookeeper),
 # then pylog itself with its test and bench extras into the current interpreter
 # (or into $PYLOG_VENV when set).  Safe to run again: it skips what is there.
 set -euo pipefail
@@ -14,6 +14,8 @@ fi
 
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+# a real ZooKeeper for multi-broker clusters (pylog-broker cluster, tests/cluster)
+[ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"
@@ -23,14 +25,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-check='import importlib.metadata as m, kafka, aiokafka, confluent_kafka, pyspark, hypothesis, pytest_timeout, crc32c, jsonschema, numpy; m.version("pylog")'
+check='import importlib.metadata as m, kazoo, kafka, aiokafka, confluent_kafka, pyspark, hypothesis, pytest_timeout, crc32c, jsonschema, numpy; m.version("pylog")'
 if ! (cd / && "$PYTHON" -c "$check") 2>/dev/null || [ "${PYLOG_REINSTALL:-0}" = 1 ]; then
   echo "ci/setup.sh: installing pylog and its Python dependencies with $PYTHON" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test,bench]"
 fi
 # an install from another checkout (an editable one elsewhere) would test that code, not this
 here="$(pwd -P)"
-where="$(cd / && "$PYTHON" -c 'import broker_sim, os; print(os.path.dirname(os.path.dirname(os.path.realpath(broker_sim.__file__))))')"
+where="$(cd / && "$PYTHON" -c 'import broker_sim, os; print(os.path.dirname(os.path.dirname(os.path.realpath(broker_sim.__file__))))' 2>/dev/null || echo "a checkout that is gone")"
 if [ "$where" != "$here" ]; then
   echo "ci/setup.sh: pointing the pylog install at $here (was $where)" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .

@@ -50,6 +50,12 @@ class TopicInfo:
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    # replica assignment: broker ids per partition, preferred leader first; empty on a single node
+    # (every partition lives on this broker alone).  In a cluster it comes from /brokers/topics/<t>.
+    replicas: list[list[int]] = field(default_factory=list)
+
+    def replicas_of(self, index: int, local_broker: int) -> list[int]:
+        return list(self.replicas[index]) if index < len(self.replicas) else [local_broker]
 
     def to_json(self) -> dict:
         return {"name": self.name, "topic_id": str(self.topic_id), "partitions": self.partitions,
