@@ -5,6 +5,8 @@ Examples::
     pylog-broker --data-dir /tmp/pylog --port 9092
     pylog-broker --data-dir /tmp/pylog --port 9092 --config num.partitions=3 \\
         --config log.retention.ms=3600000
+    # one broker of a ZooKeeper cluster (each broker: its own id, port and data dir)
+    pylog-broker --zookeeper 127.0.0.1:2181/pylog --broker-id 1 --data-dir /tmp/pylog-1 --port 9093
 
 SIGTERM or Ctrl-C stop it cleanly.  Settings use Kafka's broker config names
 (``server.properties``); ``--config`` may repeat.
@@ -38,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind; default 127.0.0.1")
     parser.add_argument("--advertised-host", default=None, help="host clients are told to connect to")
     parser.add_argument("--broker-id", type=int, default=None, help="broker.id; default 0")
+    parser.add_argument("--zookeeper", default=None, metavar="HOST:PORT[/chroot]",
+                        help="join the cluster kept in this ZooKeeper (zookeeper.connect); "
+                             "without it the broker is a single node")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="a Kafka broker config, e.g. num.partitions=3 (repeatable)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -51,8 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     from broker_sim.server.broker import Broker
 
     try:
+        configs = _parse_config(args.config)
+        if args.zookeeper:
+            configs["zookeeper.connect"] = args.zookeeper
         broker = Broker(args.data_dir, host=args.host, port=args.port, broker_id=args.broker_id,
-                        config=_parse_config(args.config), advertised_host=args.advertised_host)
+                        config=configs, advertised_host=args.advertised_host)
         asyncio.run(broker.serve(handle_signals=True))
     except ConfigError as exc:
         print(f"pylog-broker: {exc}", file=sys.stderr)
