@@ -1,0 +1,37 @@
+"""The ZooKeeper server wrapper: starts a real server, answers kazoo, stops by pid."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from kazoo.client import KazooClient
+
+from broker_sim.controller.zookeeper_server import ZooKeeperServer, four_letter_word, zookeeper_available
+
+
+def test_server_answers_ruok_and_kazoo(zookeeper):
+    assert four_letter_word(zookeeper.host, zookeeper.port, "ruok") == "imok"
+    client = KazooClient(hosts=zookeeper.connect_string, timeout=10)
+    client.start(timeout=10)
+    try:
+        client.ensure_path("/probe")
+        client.set("/probe", b"x")
+        assert client.get("/probe")[0] == b"x"
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_stop_ends_the_process_and_is_idempotent(tmp_path):
+    reason = zookeeper_available()
+    if reason:
+        pytest.skip(reason)
+    with ZooKeeperServer(tmp_path / "zk") as server:
+        pid = server.process.pid
+        assert server.port != 0
+        assert (tmp_path / "zk" / "zoo.cfg").read_text().count(f"clientPort={server.port}") == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    server.stop()
+    with pytest.raises(OSError):
+        four_letter_word(server.host, server.port, "ruok", 0.5)
