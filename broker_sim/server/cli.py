@@ -7,6 +7,8 @@ Examples::
         --config log.retention.ms=3600000
     # one broker of a ZooKeeper cluster (each broker: its own id, port and data dir)
     pylog-broker --zookeeper 127.0.0.1:2181/pylog --broker-id 1 --data-dir /tmp/pylog-1 --port 9093
+    # a local ZooKeeper plus 3 brokers in the foreground (broker_sim.tools.cluster)
+    pylog-broker cluster --brokers 3 --data-dir /tmp/pylog-cluster
 
 SIGTERM or Ctrl-C stop it cleanly.  Settings use Kafka's broker config names
 (``server.properties``); ``--config`` may repeat.
@@ -50,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["cluster"]:  # `pylog-broker cluster --brokers 3 --data-dir DIR`: ZooKeeper + N brokers
+        from broker_sim.tools.cluster import main as cluster_main
+        return cluster_main(argv[1:], prog="pylog-broker cluster")
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

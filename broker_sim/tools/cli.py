@@ -26,6 +26,7 @@ Usage::
     pylog bench [--records N] [--record-size B] [--rounds R] [--brokers pylog,tansu]
                 [--skip-kafka-python] [--output FILE] [--progress]
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
+    pylog cluster up --brokers N --data-dir DIR [--base-port P] [--config k=v ...]
 
 ``--bootstrap-server`` may be given before or after the command; its default is
 ``$PYLOG_BOOTSTRAP_SERVERS``, else ``127.0.0.1:9092``.
@@ -36,7 +37,7 @@ reachable, broker refused the request; one line on stderr naming the problem),
 
 See :mod:`broker_sim.tools.topics`, :mod:`broker_sim.tools.console`,
 :mod:`broker_sim.tools.groups`, :mod:`broker_sim.tools.transactions`, :mod:`broker_sim.tools.bench` and
-:mod:`broker_sim.tools.bench_groups` for each command's manual.
+:mod:`broker_sim.tools.bench_groups` and :mod:`broker_sim.tools.cluster` for each command's manual.
 """
 
 import argparse
@@ -48,6 +49,7 @@ from typing import Sequence
 from kafka.errors import KafkaError
 
 from broker_sim.tools import bench, bench_groups, console, groups, topics, transactions
+from broker_sim.tools import cluster as cluster_tool
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.tools.errors import ToolError
 from broker_sim.tools.progress import Progress, progress_wanted
@@ -212,10 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
                                        help="throughput, start-time and group benchmarks, pylog vs Tansu (JSON)")
     bench.add_arguments(bench_parser)
     bench_groups.add_arguments(bench_parser)
+
+    cluster_parser = commands.add_parser("cluster", help="run a local ZooKeeper and N brokers (development, tests)")
+    cluster_commands = cluster_parser.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    cluster_up = cluster_commands.add_parser(
+        "up", help="start ZooKeeper and N brokers on 127.0.0.1 in the foreground; Ctrl-C stops them")
+    cluster_tool.add_arguments(cluster_up)
     return parser
 
 
 def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
+    if args.command == "cluster":
+        return cluster_tool.run_from_args(args, out=out, err=err)
     if args.command == "bench":
         runner = bench_groups if args.workload == "groups" else bench
         return runner.run_from_args(args, out=out, err=err)

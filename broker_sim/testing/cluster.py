@@ -1,0 +1,736 @@
+"""A Jepsen-style fault workload and checker for a pylog cluster (Jepsen's Kafka workload is the model).
+
+Example (what ``tests/cluster/test_nemesis.py`` and ``ci/stress_cluster.sh`` do)::
+
+    with LocalCluster(tmp, brokers=3, configs=FAST_FAILOVER_CONFIGS) as cluster:
+        history = run_workload(cluster, WorkloadOptions(duration_s=30, seed=7))
+        result = check(history)            # JSON-able dict; result["valid"] is the verdict
+        print(json.dumps(result, indent=2))
+
+Theory of operation
+-------------------
+The workload runs real clients against real broker processes while a nemesis
+breaks the brokers, and records a *history*; :func:`check` is a pure function
+of that history. The workload never decides validity, the checker never
+touches the cluster.
+
+Clients (confluent-kafka, i.e. librdkafka):
+
+* *producers*: idempotent, ``acks=all``; each sends unique values
+  ``"<producer>/<seq>"`` round-robin over the partitions at a fixed rate. The
+  send of every value is recorded before ``produce()``; a delivery report
+  without error records the acknowledged ``(partition, offset)``; a delivery
+  error (or a value still unacknowledged when the run ends) makes the value
+  *indeterminate*: it may or may not be in the log (Jepsen's ``:info``). A
+  producer that hits a fatal error (e.g. an idempotence failure librdkafka
+  cannot recover from) is replaced by a new incarnation with a new name, so
+  every value stays unique and the order checks stay per producer.
+* *consumers*: one per partition, ``assign`` from the beginning,
+  ``read_committed``, no group; they poll throughout the run and record every
+  ``(partition, offset, value)`` in the order read. ``auto.offset.reset`` is
+  ``error``: an out-of-range position is recorded and the consumer re-seeks to
+  where it was (a new *run* of observations), it is never silently rewound.
+* *nemesis*: every ``nemesis_interval_s`` it picks the current leader of a
+  random workload partition (or, with ``controller_probability``, the
+  controller), and either SIGKILLs it (restarting it after ``fault_s``) or
+  SIGSTOPs it (SIGCONT after ``fault_s``). One fault at a time, so with RF=3 and
+  ``min.insync.replicas=2`` the cluster should stay writable.
+* *end*: the nemesis stops, every broker is healed, the run waits until every
+  partition is back to a full ISR, producers flush, a *final read* consumes
+  every partition from the beginning up to its high watermark, and each
+  replica's segment files are read from the brokers' data dirs.
+
+Checks (:func:`check`), each counted and with a few examples:
+
+* ``lost``: acknowledged, but not in the final read;
+* ``duplicated``: a value that occurs more than once in the final read;
+* ``wrong_offset``: acknowledged at one (partition, offset), found at another;
+* ``nonmonotonic``: final-read offsets of a partition not strictly increasing;
+* ``reordered``: a producer's values in a partition out of send order;
+* ``unexpected``: a value in the log that no producer sent;
+* ``lost_reads``: a consumer observed (partition, offset, value) that the final
+  read does not hold at that offset -- it saw data that was later lost;
+* ``nonmonotonic_polls`` / ``skipped_reads``: within one run of a consumer,
+  offsets went backwards or jumped over records the final read holds;
+* ``divergent``: partitions whose replicas' logs differ after healing.
+  Replicas are compared batch by batch from the ``.log`` segment files in each
+  broker's partition directory: (base offset, last offset, partition leader
+  epoch, CRC32C, size) of every batch, the CRC32C computed here over the bytes
+  the batch CRC covers (attributes to the end: every record byte). The other
+  fields are the ones the broker stamps, so equal digests mean equal logs;
+  segment boundaries (which may differ between brokers) do not matter.
+
+``valid`` is true when every anomaly count is zero, something was
+acknowledged, the final read reached every partition's high watermark and the
+cluster healed. Indeterminate values are reported, never held against the
+cluster.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import struct
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from crc32c import crc32c
+
+# Broker settings for fast failover in tests (zookeeper.session.timeout.ms etc. as the brief asks).
+FAST_FAILOVER_CONFIGS = {
+    "zookeeper.session.timeout.ms": "3000",
+    "replica.lag.time.max.ms": "3000",
+    "leader.imbalance.check.interval.seconds": "5",
+}
+EXAMPLES = 10
+ANOMALIES = ("lost", "duplicated", "wrong_offset", "nonmonotonic", "reordered", "unexpected",
+             "lost_reads", "nonmonotonic_polls", "skipped_reads", "divergent")
+
+# RecordBatch v2 header: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
+# lastOffsetDelta (see broker_sim/storage/batch.py for the whole 61-byte header).
+_BATCH_PREFIX = struct.Struct(">qiibIhi")
+_LOG_OVERHEAD = 12
+_CRC_COVERS_FROM = 21  # the batch CRC32C covers attributes .. end of the batch
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+
+
+# --------------------------------------------------------------------------- the history
+
+@dataclass
+class History:
+    """Everything a run observed; the checker's only input. JSON-able via :meth:`to_json`.
+
+    * ``sends``: value -> [producer, seq, partition] for every value handed to a producer;
+    * ``acks``: value -> [partition, offset] from successful delivery reports;
+    * ``send_errors``: value -> error text of failed deliveries (indeterminate);
+    * ``polls``: consumer observations, a list of *runs*; a run is the
+      [partition, offset, value] records one consumer read without re-seeking;
+    * ``final``: partition -> [[offset, value], ...] of the final read, in order;
+    * ``final_complete``: the final read reached each partition's high watermark;
+    * ``replica_logs``: partition -> broker -> batch digests (see the module docstring);
+    * ``healed``: the cluster was back to full ISRs before the final read;
+    * ``events``: nemesis and workload events (dicts with a ``t`` in seconds).
+    """
+    sends: dict[str, list] = field(default_factory=dict)
+    acks: dict[str, list] = field(default_factory=dict)
+    send_errors: dict[str, str] = field(default_factory=dict)
+    polls: list[list[list]] = field(default_factory=list)
+    final: dict[int, list[list]] = field(default_factory=dict)
+    final_complete: bool = True
+    replica_logs: dict[int, dict[int, list[list]]] = field(default_factory=dict)
+    healed: bool = True
+    events: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "History":
+        data = json.loads(text)
+        data["final"] = {int(p): v for p, v in data.get("final", {}).items()}
+        data["replica_logs"] = {int(p): {int(b): d for b, d in brokers.items()}
+                                for p, brokers in data.get("replica_logs", {}).items()}
+        return cls(**data)
+
+
+def value_of(producer: str, seq: int) -> str:
+    return f"{producer}/{seq}"
+
+
+def parse_value(value: str) -> tuple[str, int] | None:
+    """(producer, seq) of a workload value, None if it is not one."""
+    producer, sep, seq = value.rpartition("/")
+    if not sep or not seq.isdigit():
+        return None
+    return producer, int(seq)
+
+
+# --------------------------------------------------------------------------- the checker
+
+def check(history: History) -> dict:
+    """Check *history*; return a JSON-able result (see the module docstring for each count)."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    at: dict[int, dict[int, str]] = {}
+    examples: dict[str, list] = {name: [] for name in ANOMALIES}
+    counts = {name: 0 for name in ANOMALIES}
+
+    def anomaly(name: str, example) -> None:
+        counts[name] += 1
+        if len(examples[name]) < EXAMPLES:
+            examples[name].append(example)
+
+    for partition, records in sorted(history.final.items()):
+        by_offset = at.setdefault(partition, {})
+        previous = None
+        for offset, value in records:
+            if previous is not None and offset <= previous:
+                anomaly("nonmonotonic", {"partition": partition, "offset": offset, "after": previous})
+            previous = offset
+            by_offset.setdefault(offset, value)
+            found.setdefault(value, []).append((partition, offset))
+
+    for value, places in found.items():
+        if len(places) > 1:
+            anomaly("duplicated", {"value": value, "at": [list(p) for p in places]})
+        if value not in history.sends:
+            anomaly("unexpected", {"value": value, "at": list(places[0])})
+
+    for value, (partition, offset) in history.acks.items():
+        places = found.get(value)
+        if not places:
+            anomaly("lost", {"value": value, "acked_at": [partition, offset]})
+        elif (partition, offset) not in places:
+            anomaly("wrong_offset", {"value": value, "acked_at": [partition, offset],
+                                     "found_at": [list(p) for p in places]})
+
+    _check_order(history, examples, counts)
+    _check_polls(history, at, anomaly)
+
+    for partition, replicas in sorted(history.replica_logs.items()):
+        difference = replica_difference(replicas)
+        if difference is not None:
+            anomaly("divergent", {"partition": partition, **difference})
+
+    read = sum(len(records) for records in history.final.values())
+    indeterminate = [v for v in history.sends if v not in history.acks]
+    problems = [f"{counts[name]} {name}" for name in ANOMALIES if counts[name]]
+    if not history.acks:
+        problems.append("no write was acknowledged")
+    if not history.final_complete:
+        problems.append("the final read did not reach every partition's high watermark")
+    if not history.healed:
+        problems.append("the cluster did not heal (full ISRs) before the final read")
+    observed = sum(len(run) for run in history.polls)
+    return {
+        "valid": not problems,
+        "problems": problems,
+        "sent": len(history.sends),
+        "acked": len(history.acks),
+        "indeterminate": len(indeterminate),
+        "indeterminate_read": sum(1 for v in indeterminate if v in found),
+        "send_errors": len(history.send_errors),
+        "read": read,
+        "consumer_observations": observed,
+        "consumer_runs": len(history.polls),
+        **counts,
+        "partitions": {str(p): len(records) for p, records in sorted(history.final.items())},
+        "replicas_compared": {str(p): sorted(r) for p, r in sorted(history.replica_logs.items())},
+        "faults": sum(1 for e in history.events if e.get("fault")),
+        "examples": {name: ex for name, ex in examples.items() if ex},
+        "send_error_examples": sorted(set(history.send_errors.values()))[:EXAMPLES],
+    }
+
+
+def _check_order(history: History, examples: dict, counts: dict) -> None:
+    """Each producer's values in each partition must appear in send (seq) order."""
+    for partition, records in sorted(history.final.items()):
+        last: dict[str, tuple[int, int, str]] = {}
+        seen: set[str] = set()
+        for offset, value in sorted(records, key=lambda r: r[0]):
+            parsed = parse_value(value)
+            if parsed is None or value in seen:  # a second copy is counted as duplicated, not reordered
+                continue
+            seen.add(value)
+            producer, seq = parsed
+            previous = last.get(producer)
+            if previous is not None and seq <= previous[0]:
+                counts["reordered"] += 1
+                if len(examples["reordered"]) < EXAMPLES:
+                    examples["reordered"].append({"partition": partition, "value": value, "offset": offset,
+                                                  "after": previous[2], "after_offset": previous[1]})
+            if previous is None or seq > previous[0]:
+                last[producer] = (seq, offset, value)
+
+
+def _check_polls(history: History, at: dict[int, dict[int, str]], anomaly: Callable) -> None:
+    """Consumer observations against the final read: no lost reads, no going back, no skips."""
+    for run_index, run in enumerate(history.polls):
+        previous: dict[int, int] = {}
+        for partition, offset, value in run:
+            final_value = at.get(partition, {}).get(offset)
+            if final_value != value:
+                anomaly("lost_reads", {"run": run_index, "partition": partition, "offset": offset,
+                                       "read": value, "final": final_value})
+            before = previous.get(partition)
+            if before is not None:
+                if offset <= before:
+                    anomaly("nonmonotonic_polls", {"run": run_index, "partition": partition,
+                                                   "offset": offset, "after": before})
+                else:
+                    skipped = [o for o in range(before + 1, offset) if o in at.get(partition, {})]
+                    if skipped:
+                        anomaly("skipped_reads", {"run": run_index, "partition": partition, "from": before,
+                                                  "to": offset, "skipped_offsets": skipped[:5]})
+            previous[partition] = offset
+
+
+def replica_difference(replicas: dict[int, list]) -> dict | None:
+    """None when every replica's batch digests are equal, else where the first differs."""
+    if len(replicas) < 2:
+        return None
+    items = sorted(replicas.items())
+    reference_id, reference = items[0]
+    for broker_id, digests in items[1:]:
+        if [list(d) for d in digests] == [list(d) for d in reference]:
+            continue
+        index = next((i for i, (a, b) in enumerate(zip(reference, digests)) if list(a) != list(b)),
+                     min(len(reference), len(digests)))
+        return {"brokers": [reference_id, broker_id], "batches": [len(reference), len(digests)],
+                "first_difference": index,
+                "batch": [list(reference[index]) if index < len(reference) else None,
+                          list(digests[index]) if index < len(digests) else None],
+                "end_offsets": [_end_offset(reference), _end_offset(digests)]}
+    return None
+
+
+def _end_offset(digests: list) -> int:
+    return digests[-1][1] + 1 if digests else 0
+
+
+# --------------------------------------------------------------------------- reading replica logs
+
+def batch_digests(partition_dir: str | os.PathLike) -> list[list[int]]:
+    """[base offset, last offset, partition leader epoch, CRC32C, size] of each batch in the partition's
+    ``.log`` segments, in offset order. A torn batch at the end of the last segment (a write in
+    progress) ends the list."""
+    directory = Path(partition_dir)
+    segments = sorted((int(m.group(1)), p) for p in directory.iterdir() if (m := _SEGMENT_NAME.match(p.name)))
+    digests: list[list[int]] = []
+    for _, path in segments:
+        data = path.read_bytes()
+        position = 0
+        while position + _BATCH_PREFIX.size <= len(data):
+            base, length, epoch, _magic, _crc, _attributes, last_delta = _BATCH_PREFIX.unpack_from(data, position)
+            size = length + _LOG_OVERHEAD
+            if length <= 0 or position + size > len(data):
+                break
+            crc = crc32c(memoryview(data)[position + _CRC_COVERS_FROM:position + size])
+            digests.append([base, base + last_delta, epoch, crc, size])
+            position += size
+    return digests
+
+
+def replica_logs(partition_dirs: dict[int, Path]) -> dict[int, list[list[int]]]:
+    """{broker id: batch digests} for the given partition directories."""
+    return {broker_id: batch_digests(path) for broker_id, path in partition_dirs.items()}
+
+
+# --------------------------------------------------------------------------- the workload
+
+@dataclass
+class WorkloadOptions:
+    """Knobs of :func:`run_workload`; the defaults are the CI run's."""
+    topic: str = "jepsen"
+    partitions: int = 3
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    producers: int = 3
+    duration_s: float = 30.0
+    rate_per_producer: float = 100.0          # sends per second per producer
+    nemesis_interval_s: float = 5.0           # from one fault's heal to the next fault
+    fault_s: tuple[float, float] = (2.0, 5.0)  # a fault lasts a uniform time in this range
+    faults: tuple[str, ...] = ("kill", "pause")
+    controller_probability: float = 0.25
+    seed: int | None = None
+    message_timeout_ms: int = 30_000
+    heal_timeout_s: float = 90.0
+    final_read_timeout_s: float = 60.0
+    replica_sync_timeout_s: float = 60.0
+    log: Callable[[str], None] | None = None
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def __call__(self) -> float:
+        return round(time.monotonic() - self.start, 3)
+
+
+def _producer_config(bootstrap: str, options: WorkloadOptions) -> dict:
+    return {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 2,
+        "message.timeout.ms": options.message_timeout_ms,
+        "request.timeout.ms": 5000,
+        "retry.backoff.ms": 100,
+        "reconnect.backoff.max.ms": 1000,
+        "topic.metadata.refresh.interval.ms": 2000,
+        "log_level": 3,
+    }
+
+
+def _consumer_config(bootstrap: str, name: str) -> dict:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"jepsen-{name}",   # required by librdkafka; no group protocol is used with assign()
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        "isolation.level": "read_committed",
+        "enable.partition.eof": False,
+        "fetch.wait.max.ms": 100,
+        "reconnect.backoff.max.ms": 1000,
+        "topic.metadata.refresh.interval.ms": 2000,
+        "log_level": 3,
+    }
+
+
+class _ProducerWorker(threading.Thread):
+    """One logical producer: sends at a fixed rate; a fatal error starts a new incarnation."""
+
+    def __init__(self, index: int, bootstrap: str, options: WorkloadOptions, stop: threading.Event,
+                 clock: _Clock, events: list) -> None:
+        super().__init__(name=f"jepsen-producer-{index}", daemon=True)
+        self.index, self.bootstrap, self.options, self.stop_event = index, bootstrap, options, stop
+        self.clock, self.events = clock, events
+        self.sends: dict[str, list] = {}
+        self.acks: dict[str, list] = {}
+        self.errors: dict[str, str] = {}
+        self.incarnation = 0
+        self._fatal = threading.Event()
+        self.failure: BaseException | None = None
+
+    def _delivered(self, err, msg) -> None:
+        value = msg.value().decode()
+        if err is None:
+            self.acks[value] = [msg.partition(), msg.offset()]
+        else:
+            self.errors[value] = f"{err.name()}: {err.str()}"
+
+    def _error(self, err) -> None:
+        if err.fatal():
+            self._fatal.set()
+
+    def _new_producer(self):
+        from confluent_kafka import Producer
+
+        self._fatal.clear()
+        return Producer({**_producer_config(self.bootstrap, self.options), "error_cb": self._error,
+                         "client.id": f"jepsen-p{self.index}.{self.incarnation}"})
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # noqa: BLE001 - reported by the workload
+            self.failure = exc
+
+    def _run(self) -> None:
+        from confluent_kafka import KafkaException
+
+        producer = self._new_producer()
+        name = f"p{self.index}.{self.incarnation}"
+        seq = 0
+        interval = 1.0 / self.options.rate_per_producer
+        next_send = time.monotonic()
+        while not self.stop_event.is_set():
+            if self._fatal.is_set():
+                self.events.append({"t": self.clock(), "producer": name, "fatal": True})
+                producer.flush(5)
+                self.incarnation += 1
+                producer = self._new_producer()
+                name, seq = f"p{self.index}.{self.incarnation}", 0
+            value = value_of(name, seq)
+            partition = (seq + self.index) % self.options.partitions
+            self.sends[value] = [name, seq, partition]
+            try:
+                producer.produce(self.options.topic, value.encode(), partition=partition,
+                                 on_delivery=self._delivered)
+            except BufferError:
+                del self.sends[value]
+                producer.poll(0.05)
+                continue
+            except KafkaException as exc:
+                self.errors[value] = f"produce() raised: {exc}"
+            seq += 1
+            next_send += interval
+            delay = next_send - time.monotonic()
+            producer.poll(max(0.0, delay))
+            if delay < -1.0:  # fell behind (e.g. the queue was full): do not burst to catch up
+                next_send = time.monotonic()
+        remaining = producer.flush(self.options.message_timeout_ms / 1000 + 5)
+        if remaining:
+            self.events.append({"t": self.clock(), "producer": name, "unflushed": remaining})
+
+
+class _ConsumerWorker(threading.Thread):
+    """Reads one partition from the beginning until told to stop; records runs of observations."""
+
+    def __init__(self, partition: int, bootstrap: str, topic: str, stop: threading.Event,
+                 clock: _Clock, events: list, name: str = "reader") -> None:
+        super().__init__(name=f"jepsen-consumer-{partition}", daemon=True)
+        self.partition, self.bootstrap, self.topic, self.stop_event = partition, bootstrap, topic, stop
+        self.clock, self.events, self.label = clock, events, name
+        self.runs: list[list[list]] = [[]]
+        self.next_offset = 0
+        self.out_of_range = 0
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # noqa: BLE001 - reported by the workload
+            self.failure = exc
+
+    def _run(self) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        consumer = Consumer(_consumer_config(self.bootstrap, f"{self.label}-{self.partition}"))
+        try:
+            consumer.assign([TopicPartition(self.topic, self.partition, OFFSET_BEGINNING)])
+            while not self.stop_event.is_set():
+                for message in consumer.consume(500, 0.2):
+                    error = message.error()
+                    if error is not None:
+                        if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                            self.out_of_range += 1
+                            if self.out_of_range <= 20:
+                                self.events.append({"t": self.clock(), "consumer": self.partition,
+                                                    "offset_out_of_range": self.next_offset,
+                                                    "error": error.str()})
+                            self.runs.append([])
+                            consumer.assign([TopicPartition(self.topic, self.partition, self.next_offset)])
+                            time.sleep(0.2)
+                            break
+                        continue  # transient (broker down, leader moving): librdkafka retries
+                    self.runs[-1].append([message.partition(), message.offset(), message.value().decode()])
+                    self.next_offset = message.offset() + 1
+        finally:
+            consumer.close()
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int, *, timeout_s: float) -> dict[int, int]:
+    """Each partition's high watermark, asked of its leader (retried until *timeout_s*)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(_consumer_config(bootstrap, "watermarks"))
+    deadline = time.monotonic() + timeout_s
+    marks: dict[int, int] = {}
+    try:
+        for partition in range(partitions):
+            while True:
+                try:
+                    marks[partition] = consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=5.0, cached=False)[1]
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+    finally:
+        consumer.close()
+    return marks
+
+
+def final_read(bootstrap: str, topic: str, ends: dict[int, int], *, timeout_s: float) -> tuple[dict, bool]:
+    """Read every partition from the beginning up to its end offset in *ends*.
+
+    Returns ({partition: [[offset, value], ...]}, complete?).
+    """
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(_consumer_config(bootstrap, "final"))
+    records: dict[int, list[list]] = {p: [] for p in ends}
+    position = {p: 0 for p in ends}
+    deadline = time.monotonic() + timeout_s
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        while any(position[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                if message.error() is not None:
+                    continue
+                p = message.partition()
+                if message.offset() < ends[p]:
+                    records[p].append([message.offset(), message.value().decode()])
+                position[p] = max(position[p], message.offset() + 1)
+    finally:
+        consumer.close()
+    return records, all(position[p] >= ends[p] for p in ends)
+
+
+class Nemesis(threading.Thread):
+    """Faults the current leader of a random partition (or the controller) one at a time."""
+
+    def __init__(self, cluster, options: WorkloadOptions, stop: threading.Event, clock: _Clock,
+                 events: list, rng: random.Random) -> None:
+        super().__init__(name="jepsen-nemesis", daemon=True)
+        self.cluster, self.options, self.stop_event = cluster, options, stop
+        self.clock, self.events, self.rng = clock, events, rng
+        self.failure: BaseException | None = None
+
+    def _log(self, event: dict) -> None:
+        event = {"t": self.clock(), **event}
+        self.events.append(event)
+        if self.options.log:
+            self.options.log("nemesis " + json.dumps(event))
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.wait(self.options.nemesis_interval_s):
+                self._one_fault()
+        except BaseException as exc:  # noqa: BLE001 - reported by the workload
+            self.failure = exc
+            self._log({"error": f"{type(exc).__name__}: {exc}"})
+
+    def _target(self) -> tuple[int, str] | None:
+        from broker_sim.tools.cluster import ClusterError
+
+        try:
+            if self.rng.random() < self.options.controller_probability:
+                return self.cluster.controller_id(timeout_s=5.0), "controller"
+            partition = self.rng.randrange(self.options.partitions)
+            return (self.cluster.leader_of(self.options.topic, partition, timeout_s=5.0),
+                    f"leader of {self.options.topic}-{partition}")
+        except ClusterError as exc:
+            self._log({"skipped": f"cluster query failed: {exc}"})
+            return None
+
+    def _one_fault(self) -> None:
+        target = self._target()
+        if target is None:
+            return
+        broker_id, role = target
+        if broker_id not in self.cluster.available_brokers():
+            self._log({"skipped": f"{role} is {broker_id}, not an available broker"})
+            return
+        fault = self.rng.choice(self.options.faults)
+        duration = round(self.rng.uniform(*self.options.fault_s), 2)
+        self._log({"fault": fault, "broker": broker_id, "role": role, "for_s": duration})
+        if fault == "kill":
+            self.cluster.kill(broker_id)
+        else:
+            self.cluster.pause(broker_id)
+        self.stop_event.wait(duration)
+        self._heal(broker_id, fault)
+
+    def _heal(self, broker_id: int, fault: str) -> None:
+        from broker_sim.tools.cluster import ClusterError
+
+        if fault == "kill":
+            try:
+                self.cluster.restart(broker_id, wait=True, timeout_s=60.0)
+            except ClusterError as exc:
+                self._log({"heal_failed": broker_id, "error": str(exc)[:2000]})
+                return
+        else:
+            self.cluster.resume(broker_id)
+        self._log({"healed": broker_id, "fault": fault})
+
+
+def create_topic(bootstrap: str, options: WorkloadOptions, *, timeout_s: float = 30.0) -> None:
+    """Create the workload topic (RF, min.insync.replicas) with confluent-kafka's admin client."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(options.topic, num_partitions=options.partitions, replication_factor=options.replication_factor,
+                  config={"min.insync.replicas": str(options.min_insync_replicas)})],
+        operation_timeout=timeout_s, request_timeout=timeout_s)
+    futures[options.topic].result(timeout_s)
+
+
+def run_workload(cluster, options: WorkloadOptions | None = None) -> History:
+    """Run producers, consumers and the nemesis against *cluster* (a started LocalCluster).
+
+    Creates ``options.topic`` (it must not exist), runs for ``options.duration_s``,
+    heals, reads everything and returns the :class:`History`. Client or nemesis
+    thread crashes are raised as RuntimeError after cleanup.
+    """
+    from broker_sim.tools.cluster import ClusterError
+
+    options = options or WorkloadOptions()
+    rng = random.Random(options.seed)
+    clock = _Clock()
+    history = History()
+    events = history.events
+
+    def log(message: str) -> None:
+        if options.log:
+            options.log(message)
+
+    bootstrap = cluster.bootstrap_servers
+    create_topic(bootstrap, options)
+    cluster.wait_for_full_isr(options.topic, options.partitions, timeout_s=60.0)
+    events.append({"t": clock(), "topic_ready": options.topic})
+
+    stop_clients, stop_consumers, stop_nemesis = threading.Event(), threading.Event(), threading.Event()
+    consumers = [_ConsumerWorker(p, bootstrap, options.topic, stop_consumers, clock, events)
+                 for p in range(options.partitions)]
+    producers = [_ProducerWorker(i, bootstrap, options, stop_clients, clock, events)
+                 for i in range(options.producers)]
+    nemesis = Nemesis(cluster, options, stop_nemesis, clock, events, rng)
+    threads = [*consumers, *producers, nemesis]
+    try:
+        for thread in threads:
+            thread.start()
+        log(f"workload running for {options.duration_s:g} s")
+        stop_clients.wait(options.duration_s)
+
+        stop_nemesis.set()
+        nemesis.join(120)
+        events.append({"t": clock(), "nemesis_stopped": True})
+        try:
+            cluster.heal(wait=True, timeout_s=options.heal_timeout_s)
+            cluster.wait_for_full_isr(options.topic, options.partitions, timeout_s=options.heal_timeout_s)
+            events.append({"t": clock(), "healed": "all"})
+        except ClusterError as exc:
+            history.healed = False
+            events.append({"t": clock(), "heal_failed": str(exc)[:2000]})
+        log("healed; stopping producers")
+
+        stop_clients.set()
+        for producer in producers:
+            producer.join(options.message_timeout_ms / 1000 + 30)
+        ends = high_watermarks(bootstrap, options.topic, options.partitions, timeout_s=options.final_read_timeout_s)
+        events.append({"t": clock(), "high_watermarks": {str(p): o for p, o in ends.items()}})
+        history.final, history.final_complete = final_read(bootstrap, options.topic, ends,
+                                                           timeout_s=options.final_read_timeout_s)
+        catch_up = time.monotonic() + 10.0
+        while time.monotonic() < catch_up and any(c.next_offset < ends[c.partition] for c in consumers):
+            time.sleep(0.1)
+        log("final read done; comparing replicas")
+        history.replica_logs = _settled_replica_logs(cluster, options, ends)
+    finally:
+        stop_nemesis.set()
+        stop_clients.set()
+        stop_consumers.set()
+        for thread in threads:
+            thread.join(60)
+    for producer in producers:
+        history.sends.update(producer.sends)
+        history.acks.update(producer.acks)
+        history.send_errors.update(producer.errors)
+    for consumer in consumers:
+        history.polls.extend(run for run in consumer.runs if run)
+    failures = [f"{t.name}: {type(t.failure).__name__}: {t.failure}" for t in threads if t.failure is not None]
+    if failures:
+        raise RuntimeError("workload thread failed: " + "; ".join(failures))
+    return history
+
+
+def _settled_replica_logs(cluster, options: WorkloadOptions, ends: dict[int, int]) -> dict[int, dict[int, list]]:
+    """Replica digests per partition, re-read until every replica reached the end offset and they agree
+    (followers may still be fetching the last batches) or the timeout passes."""
+    deadline = time.monotonic() + options.replica_sync_timeout_s
+    while True:
+        metadata = cluster.metadata([options.topic])
+        logs: dict[int, dict[int, list]] = {}
+        for partition in range(options.partitions):
+            state = metadata.partitions.get((options.topic, partition))
+            replicas = set(state.replicas) if state is not None else set()
+            dirs = {b: d for b, d in cluster.partition_dirs(options.topic, partition).items()
+                    if not replicas or b in replicas}
+            logs[partition] = replica_logs(dirs)
+        settled = all(replica_difference(replicas) is None
+                      and all(_end_offset(d) >= ends.get(p, 0) for d in replicas.values())
+                      for p, replicas in logs.items())
+        if settled or time.monotonic() > deadline:
+            return logs
+        time.sleep(0.5)
+

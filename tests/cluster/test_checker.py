@@ -1,0 +1,220 @@
+"""The Jepsen-style checker on synthetic histories: a clean history is valid, and every kind of
+anomaly is detected and counted (no cluster, no sockets)."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from broker_sim.testing.cluster import ANOMALIES, History, batch_digests, check, parse_value, value_of
+
+
+def clean_history(partitions: int = 3, producers: int = 2, per_producer: int = 30) -> History:
+    """Producers interleave round-robin over partitions; everything acked, read, replicated."""
+    history = History()
+    next_offset = {p: 0 for p in range(partitions)}
+    final = {p: [] for p in range(partitions)}
+    for seq in range(per_producer):
+        for index in range(producers):
+            name = f"p{index}.0"
+            value = value_of(name, seq)
+            partition = (seq + index) % partitions
+            offset = next_offset[partition]
+            next_offset[partition] += 1
+            history.sends[value] = [name, seq, partition]
+            history.acks[value] = [partition, offset]
+            final[partition].append([offset, value])
+    history.final = final
+    history.polls = [[[p, o, v] for o, v in records] for p, records in final.items()]
+    history.replica_logs = {p: {b: [[o, o, 0, 1000 + o, 80] for o, _ in final[p]] for b in (0, 1, 2)}
+                            for p in final}
+    return history
+
+
+def assert_only(result: dict, anomaly: str, count: int = 1) -> None:
+    assert result["valid"] is False
+    assert result[anomaly] == count, result
+    others = {name: result[name] for name in ANOMALIES if name != anomaly and result[name]}
+    assert not others, others
+    assert f"{count} {anomaly}" in result["problems"]
+    assert result["examples"][anomaly]
+
+
+def test_clean_history_is_valid():
+    result = check(clean_history())
+    assert result["valid"] is True, result
+    assert result["problems"] == []
+    assert result["acked"] == result["sent"] == result["read"] == 60
+    assert all(result[name] == 0 for name in ANOMALIES)
+    json.dumps(result)  # JSON-able
+
+
+def test_indeterminate_values_may_or_may_not_appear():
+    history = clean_history()
+    in_log, missing = value_of("p0.0", 3), value_of("p1.0", 29)
+    del history.acks[in_log]                       # delivery error, but the write happened
+    history.send_errors[in_log] = "_MSG_TIMED_OUT: timed out"
+    partition, offset = history.acks.pop(missing)  # never acknowledged, never written
+    history.final[partition] = [r for r in history.final[partition] if r[1] != missing]
+    history.polls = [[r for r in run if r[2] != missing] for run in history.polls]
+    history.replica_logs[partition] = {b: d[:-1] for b, d in history.replica_logs[partition].items()}
+    result = check(history)
+    assert result["valid"] is True, result
+    assert result["indeterminate"] == 2 and result["indeterminate_read"] == 1
+
+
+def test_lost_acknowledged_write():
+    history = clean_history()
+    lost = value_of("p1.0", 29)
+    partition, _ = history.acks[lost]
+    history.final[partition] = [r for r in history.final[partition] if r[1] != lost]
+    history.polls = [[r for r in run if r[2] != lost] for run in history.polls]
+    result = check(history)
+    assert_only(result, "lost")
+    assert result["examples"]["lost"][0]["value"] == lost
+
+
+def test_duplicate_in_the_log():
+    history = clean_history()
+    partition, records = 0, history.final[0]
+    records.append([records[-1][0] + 1, records[3][1]])
+    assert_only(check(history), "duplicated")
+
+
+def test_acknowledged_at_another_offset():
+    history = clean_history()
+    value = history.final[1][5][1]
+    history.acks[value] = [1, 6]
+    assert_only(check(history), "wrong_offset")
+
+
+def test_reordered_producer_values():
+    history = clean_history(producers=1)
+    records = history.final[0]
+    (o1, v1), (o2, v2) = records[2], records[3]
+    records[2], records[3] = [o1, v2], [o2, v1]
+    history.acks[v1], history.acks[v2] = [0, o2], [0, o1]
+    history.polls = [[[p, o, v] for o, v in rs] for p, rs in history.final.items()]
+    assert_only(check(history), "reordered")
+
+
+def test_final_read_offsets_going_backwards():
+    history = clean_history()
+    records = history.final[2]
+    records[4], records[5] = records[5], records[4]
+    assert_only(check(history), "nonmonotonic")
+
+
+def test_value_nobody_sent():
+    history = clean_history()
+    records = history.final[0]
+    records.append([records[-1][0] + 1, "ghost/1"])
+    assert_only(check(history), "unexpected")
+
+
+def test_consumer_saw_data_that_was_later_lost():
+    history = clean_history()
+    last_offset = history.final[0][-1][0]
+    history.polls[0].append([0, last_offset + 1, value_of("p0.1", 0)])  # read, then truncated away
+    history.sends[value_of("p0.1", 0)] = ["p0.1", 0, 0]
+    result = check(history)
+    assert_only(result, "lost_reads")
+    assert result["examples"]["lost_reads"][0]["final"] is None
+
+
+def test_consumer_saw_a_different_value_at_an_offset():
+    history = clean_history()
+    partition, offset, value = history.polls[1][2]
+    history.polls[1][2] = [partition, offset, history.polls[1][3][2]]
+    history.polls[1][3] = [partition, history.polls[1][3][1], value]
+    result = check(history)
+    assert result["valid"] is False and result["lost_reads"] == 2
+
+
+def test_consumer_offsets_going_backwards_in_one_run():
+    history = clean_history()
+    history.polls[0].append(list(history.polls[0][1]))
+    assert_only(check(history), "nonmonotonic_polls")
+
+
+def test_a_new_run_after_a_reseek_may_reread():
+    history = clean_history()
+    history.polls.append([list(r) for r in history.polls[0][5:]])
+    assert check(history)["valid"] is True
+
+
+def test_consumer_skipped_committed_records():
+    history = clean_history()
+    del history.polls[2][4:6]
+    assert_only(check(history), "skipped_reads")
+
+
+def test_divergent_replicas():
+    history = clean_history()
+    digests = history.replica_logs[1][2]
+    digests[7] = [digests[7][0], digests[7][1], 1, 4242, 80]
+    result = check(history)
+    assert_only(result, "divergent")
+    example = result["examples"]["divergent"][0]
+    assert example["partition"] == 1 and example["brokers"] == [0, 2] and example["first_difference"] == 7
+
+
+def test_replica_missing_the_tail_is_divergent():
+    history = clean_history()
+    history.replica_logs[0][1] = history.replica_logs[0][1][:-2]
+    result = check(history)
+    assert_only(result, "divergent")
+    assert result["examples"]["divergent"][0]["batches"] == [20, 18]
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda h: (h.acks.clear(), setattr(h, "final", {}), setattr(h, "polls", []), h.replica_logs.clear()),
+     "no write was acknowledged"),
+    (lambda h: setattr(h, "final_complete", False), "the final read did not reach every partition's high watermark"),
+    (lambda h: setattr(h, "healed", False), "the cluster did not heal (full ISRs) before the final read"),
+])
+def test_inconclusive_runs_are_not_valid(change, problem):
+    history = clean_history()
+    change(history)
+    result = check(history)
+    assert result["valid"] is False and problem in result["problems"]
+
+
+def test_history_json_round_trip():
+    history = clean_history()
+    history.events.append({"t": 1.5, "fault": "kill", "broker": 1})
+    again = History.from_json(history.to_json())
+    assert again == history
+    assert check(again) == check(copy.deepcopy(history))
+
+
+def test_value_format():
+    assert parse_value(value_of("p2.1", 17)) == ("p2.1", 17)
+    assert parse_value("not-a-workload-value") is None
+
+
+def test_batch_digests_read_segment_files(pylog_broker_factory, tmp_path):
+    """Digests of a real partition directory: one per produced batch, a torn tail ignored,
+    a flipped record byte changes the CRC."""
+    from kafka import KafkaProducer
+
+    broker = pylog_broker_factory(data_dir=tmp_path / "data")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=50)
+    for batch in range(3):
+        for i in range(5):
+            producer.send("digests", f"v{batch}-{i}".encode(), partition=0)
+        producer.flush()
+    producer.close()
+    broker.stop()
+    directory = tmp_path / "data" / "digests-0"
+    digests = batch_digests(directory)
+    assert [(d[0], d[1]) for d in digests] == [(0, 4), (5, 9), (10, 14)]
+    segment = next(directory.glob("*.log"))
+    data = bytearray(segment.read_bytes())
+    segment.write_bytes(bytes(data) + bytes(data[:30]))           # a torn batch at the tail
+    assert batch_digests(directory) == digests
+    data[-3] ^= 0xFF                                               # a record byte of the last batch
+    segment.write_bytes(bytes(data))
+    changed = batch_digests(directory)
+    assert changed[:2] == digests[:2] and changed[2][3] != digests[2][3]
