@@ -47,3 +47,48 @@ def _wait_until(condition, timeout_s: float = 20.0, interval_s: float = 0.02, me
 def wait_until():
     """The bounded poll helper (tests take it as a fixture: conftest modules are not importable by name)."""
     return _wait_until
+
+
+def _expire_session(client, connect: str, timeout_s: float = 20.0) -> None:
+    """Make ZooKeeper expire ``client``'s session for real: a second client joins the session with its
+    id and password and closes it; wait until ``client`` has seen LOST and is connected again."""
+    from kazoo.client import KazooClient, KazooState
+    lost = []
+    listener = lambda state: lost.append(state) if state == KazooState.LOST else None  # noqa: E731
+    client.add_listener(listener)
+    session_id, password = client.client_id
+    other = KazooClient(hosts=connect, client_id=(session_id, password), timeout=5)
+    other.start(timeout=10)
+    other.stop()
+    other.close()
+    try:
+        _wait_until(lambda: lost and client.connected and client.client_id[0] != session_id, timeout_s,
+                    message="session expired and client reconnected")
+    finally:
+        client.remove_listener(listener)
+
+
+@pytest.fixture
+def expire_session():
+    return _expire_session
+
+
+@pytest.fixture
+def make_store(zk_connect, tmp_path):
+    """Factory of started ZkMetadataStore "brokers" (registered with a fake endpoint), closed at teardown."""
+    from broker_sim.controller.cluster_state import BrokerEndpoint
+    from broker_sim.controller.zk_store import ZkMetadataStore
+    stores = []
+
+    def make(broker_id: int, register: bool = True, session_timeout_ms: int = 4000):
+        store = ZkMetadataStore(zk_connect, broker_id, tmp_path / f"broker-{broker_id}-{len(stores)}",
+                                session_timeout_ms=session_timeout_ms, connection_timeout_ms=10000)
+        stores.append(store)
+        store.start()
+        if register:
+            store.register_broker(BrokerEndpoint(broker_id, "127.0.0.1", 19000 + broker_id))
+        return store
+
+    yield make
+    for store in stores:
+        store.close()
