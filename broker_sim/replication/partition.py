@@ -23,23 +23,65 @@ is open.  ``read_committed`` reads stop there, and an aborted transaction gets
 an entry in the segment's ``.txnindex`` so fetches can list the aborted
 transactions they overlap (``aborted_transactions``).  At start the index is
 rebuilt from the producer-state replay (see ``ProducerStateManager.load``).
+
+Replication (Kafka's ZooKeeper-era ``Partition``): a partition is either the
+*leader* (takes produce, serves consumers and followers) or a *follower*
+(copies the leader's log through the replica fetcher).  A new ``Partition``
+is the leader of a one-replica ISR, so a single node behaves as before.
+
+* ``make_leader(state, replicas)`` adopts the controller's leader epoch (the
+  epochs cache records where it starts), the ISR and its ZooKeeper version;
+  the other replicas' log end offsets are unknown until they fetch.
+* The leader learns each follower's log end offset from its fetch offset
+  (``update_follower_fetch``).  The high watermark is the minimum log end
+  offset over the ISR (the leader included) and never moves back while this
+  broker leads.  A follower is *caught up* when it fetched from the leader's
+  log end offset (Kafka's ``lastCaughtUpTimeMs`` rule, which also credits a
+  fetch that reached the log end offset of the previous fetch).
+* ISR changes are requests: ``maybe_shrink_isr`` (a follower not caught up
+  for ``replica.lag.time.max.ms``) and expansion (a non-ISR follower reached
+  the high watermark and the start of the current leader epoch) call the
+  injected async ``isr_writer(partition, new_isr)`` -- a conditional
+  ZooKeeper write -- and only its answer changes the in-memory ISR (Kafka's
+  ZooKeeper-era order).  ``None`` means refused: the state moved on and the
+  controller's next decision will arrive through ``make_leader`` or
+  ``make_follower``.  One write is in flight at a time.
+* ``wait_for_high_watermark`` is the acks=all purgatory: futures completed
+  when the high watermark moves, the ISR changes or leadership is lost.
+  Fetch long polls wait on ``wait_for_append`` futures, completed on appends
+  *and* high watermark moves (a consumer sees new data only when it commits).
+* ``make_follower(state, replicas)`` stops produce (``NotLeaderOrFollowerError``
+  naming the leader) and fails acks=all waiters.  The fetcher then truncates
+  (``truncate_to``: log, epochs cache, producer state reloaded from a snapshot
+  <= the new end plus a replay, transaction index, high watermark) and appends
+  the leader's batches unchanged (``append_as_follower``: same offsets and
+  batch leader epochs; the epochs cache, producer state and aborted-transaction
+  index are updated from the batches exactly as on the leader), taking the
+  leader's high watermark (``set_follower_high_watermark``) and log start offset
+  (``follow_log_start_offset``).
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Awaitable, Callable, Optional
 
 import kafka.errors as Errors
 from aiokafka.record.default_records import DefaultRecordBatch
 
+from broker_sim.controller.cluster_state import NO_LEADER, PartitionState
 from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.cleaner import CleanResult, clean_log_async
 from broker_sim.storage.leader_epoch import LeaderEpochCache
 from broker_sim.storage.log import LogConfig, PartitionLog
 from broker_sim.storage.producer_state import ProducerStateManager, in_sequence
-from broker_sim.storage.txn_index import COMMIT, AbortedTxn, build_control_batch, control_type
+from broker_sim.storage.txn_index import COMMIT, CONTROL_VALUE, AbortedTxn, build_control_batch, control_type
+
+log = logging.getLogger(__name__)
+IsrWriter = Callable[["Partition", tuple], Awaitable[Optional[PartitionState]]]
+UNKNOWN_OFFSET = -1
 
 
 @dataclass
@@ -48,18 +90,52 @@ class AppendResult:
     log_append_time: int
     log_start_offset: int
     duplicate: bool = False
+    last_offset: int = -1  # offset of the last record appended (or of the original, for a duplicate)
+
+
+@dataclass
+class ReplicaState:
+    """What the leader knows of one follower (Kafka's ``Replica``)."""
+    log_end_offset: int = UNKNOWN_OFFSET  # its fetch offset; unknown until it fetches
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = UNKNOWN_OFFSET  # our log end offset at its previous fetch
 
 
 class Partition:
     def __init__(self, topic: str, index: int, directory: Path, config: LogConfig, *,
-                 broker_id: int, now_ms: Callable[[], int]) -> None:
+                 broker_id: int, now_ms: Callable[[], int], isr_writer: IsrWriter | None = None) -> None:
         self.topic = topic
         self.index = index
         self.broker_id = broker_id
         self._now_ms = now_ms
+        self.isr_writer = isr_writer
         self.log = PartitionLog(directory, config, now_ms=now_ms)
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateManager(directory)
+        self._load_producer_state()
+        self.leader_epoch = max(self.epochs.latest_epoch, 0)
+        if self.epochs.latest_epoch < 0:
+            self.epochs.assign(self.leader_epoch, self.log.log_end_offset)
+        self.high_watermark = self.log.log_end_offset
+        # replica state: a new partition leads a one-replica ISR (the single-node broker)
+        self.is_leader = True
+        self.leader_id = broker_id
+        self.replicas: list[int] = [broker_id]
+        self.isr: tuple[int, ...] = (broker_id,)
+        self.zk_version = -1
+        self.leader_epoch_start_offset = self.epochs.entries[-1].start_offset if self.epochs.entries else 0
+        self._remote: dict[int, ReplicaState] = {}
+        self._pending_isr: tuple[int, ...] | None = None
+        self.isr_update_task: asyncio.Task | None = None
+        self._append_waiters: list[asyncio.Future] = []
+        self._hw_waiters: list[asyncio.Future] = []
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.index})"
+
+    def _load_producer_state(self) -> None:
+        """Producer state from the newest snapshot plus a replay; the aborted-transaction index rebuilt with it."""
         replayed_from, completed = self.producers.load(self.log, self._control_type_of)
         self.log.truncate_txn_indexes(replayed_from)
         for done, first_unstable in completed:
@@ -67,15 +143,7 @@ class Partition:
                 self.log.append_aborted_txn(AbortedTxn(
                     done.producer_id, done.first_offset, done.last_offset,
                     first_unstable if first_unstable is not None else done.last_offset + 1))
-        self.leader_epoch = max(self.epochs.latest_epoch, 0)
-        if self.epochs.latest_epoch < 0:
-            self.epochs.assign(self.leader_epoch, self.log.log_end_offset)
-        self.high_watermark = self.log.log_end_offset
-        self._append_waiters: list[asyncio.Future] = []
         self._segments_at_last_snapshot = len(self.log.segments)
-
-    def __repr__(self) -> str:
-        return f"Partition({self.topic}-{self.index})"
 
     @property
     def log_start_offset(self) -> int:
@@ -85,9 +153,28 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
+    # -- high watermark ----------------------------------------------------------------
+
     def update_high_watermark(self) -> None:
-        # single node: the ISR is {this broker}, so everything appended is committed
-        self.high_watermark = self.log.log_end_offset
+        """Leader: HW = max(HW, min log end offset over the ISR); a single-node ISR makes it the LEO."""
+        if not self.is_leader:
+            return
+        low = self.log.log_end_offset
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            state = self._remote.get(replica)
+            if state is None or state.log_end_offset < 0:
+                return  # an ISR member that has not fetched yet holds the HW where it is
+            low = min(low, state.log_end_offset)
+        if low > self.high_watermark:
+            self._set_high_watermark(low)
+
+    def _set_high_watermark(self, value: int) -> None:
+        if value != self.high_watermark:
+            self.high_watermark = value
+            self._wake_waiters()
+            self._wake_hw_waiters()
 
     @property
     def last_stable_offset(self) -> int:
@@ -98,6 +185,202 @@ class Partition:
     def _control_type_of(self, header) -> int:
         return control_type(self.log.read_bytes(header.base_offset, header.size, max_offset=header.next_offset))
 
+    # -- leadership --------------------------------------------------------------------
+
+    def _check_leader(self) -> None:
+        if not self.is_leader:
+            leader = f"broker {self.leader_id}" if self.leader_id != NO_LEADER else "no broker (leader election pending)"
+            raise Errors.NotLeaderForPartitionError(
+                f"broker {self.broker_id} is not the leader of {self.topic}-{self.index} "
+                f"(leader epoch {self.leader_epoch}: the leader is {leader})")
+
+    def make_leader(self, state: PartitionState, replicas: list[int]) -> bool:
+        """Lead at ``state.leader_epoch`` with ISR ``state.isr``; False when already leading at that epoch.
+
+        Already leading at that epoch: only the ISR, its ZooKeeper version and
+        the replica list are adopted (the controller changed the ISR).
+        """
+        now = self._now_ms()
+        self.replicas = list(replicas) or [self.broker_id]
+        self.zk_version = state.zk_version
+        if self.is_leader and self.leader_epoch == state.leader_epoch:
+            self.isr = tuple(state.isr)
+            for replica in self.replicas:
+                if replica != self.broker_id and replica not in self._remote:
+                    self._remote[replica] = ReplicaState(last_caught_up_ms=now if replica in self.isr else 0)
+            self.update_high_watermark()
+            self._wake_hw_waiters()
+            return False
+        self.is_leader = True
+        self.leader_id = self.broker_id
+        self.leader_epoch = state.leader_epoch
+        self.epochs.assign(state.leader_epoch, self.log.log_end_offset)
+        self.leader_epoch_start_offset = self.log.log_end_offset
+        self.isr = tuple(state.isr)
+        # Kafka resets followers' state; ISR members count as caught up at the election
+        self._remote = {replica: ReplicaState(last_caught_up_ms=now if replica in self.isr else 0)
+                        for replica in self.replicas if replica != self.broker_id}
+        self._pending_isr = None
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self.update_high_watermark()
+        self._wake_waiters()
+        return True
+
+    def make_follower(self, state: PartitionState, replicas: list[int]) -> bool:
+        """Follow ``state.leader``; True when the leader or epoch changed (the caller (re)starts fetching).
+
+        Produce is refused from now on and acks=all waiters fail with
+        NOT_LEADER_OR_FOLLOWER.
+        """
+        changed = self.is_leader or self.leader_id != state.leader or self.leader_epoch != state.leader_epoch
+        self.is_leader = False
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.isr = tuple(state.isr)
+        self.replicas = list(replicas)
+        self.zk_version = state.zk_version
+        self._remote = {}
+        self._pending_isr = None
+        if self.isr_update_task is not None and not self.isr_update_task.done():
+            self.isr_update_task.cancel()
+        self._wake_hw_waiters()  # they see is_leader False and fail
+        self._wake_waiters()  # long polls re-read and get NOT_LEADER_OR_FOLLOWER
+        return changed
+
+    # -- leader side: followers, ISR ---------------------------------------------------
+
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched from ``fetch_offset``: that is its log end offset (leader only).
+
+        Advances the high watermark and requests an ISR expansion for a
+        non-ISR follower that caught up. Raises NotLeaderOrFollowerError when
+        this broker does not lead or ``replica_id`` is not a replica.
+        """
+        self._check_leader()
+        state = self._remote.get(replica_id)
+        if state is None:
+            raise Errors.NotLeaderForPartitionError(
+                f"broker {replica_id} is not a replica of {self.topic}-{self.index} (replicas {self.replicas})")
+        leader_leo = self.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
+        elif state.last_fetch_leader_leo >= 0 and fetch_offset >= state.last_fetch_leader_leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_leader_leo = leader_leo
+        state.last_fetch_ms = now_ms
+        self.update_high_watermark()
+        if (replica_id not in self.isr and self._pending_isr is None
+                and fetch_offset >= self.high_watermark and fetch_offset >= self.leader_epoch_start_offset):
+            self._request_isr(tuple(sorted(set(self.isr) | {replica_id})))
+
+    def follower_log_end_offset(self, replica_id: int) -> int:
+        """What the leader knows of a follower's log end offset (-1: not fetched since the election)."""
+        state = self._remote.get(replica_id)
+        return state.log_end_offset if state is not None else UNKNOWN_OFFSET
+
+    def out_of_sync_replicas(self, now_ms: int, lag_ms: int) -> list[int]:
+        """ISR followers neither at our log end offset nor caught up within ``lag_ms`` (Kafka's rule)."""
+        leader_leo = self.log.log_end_offset
+        out = []
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            state = self._remote.get(replica)
+            if state is None:
+                out.append(replica)
+            elif state.log_end_offset != leader_leo and now_ms - state.last_caught_up_ms > lag_ms:
+                out.append(replica)
+        return out
+
+    def maybe_shrink_isr(self, now_ms: int, lag_ms: int) -> bool:
+        """Request that lagging followers leave the ISR; returns whether a change was requested."""
+        if not self.is_leader or self._pending_isr is not None:
+            return False
+        lagging = self.out_of_sync_replicas(now_ms, lag_ms)
+        if not lagging:
+            return False
+        log.info("%s: shrinking ISR %s: %s not caught up for %d ms (leader LEO %d, HW %d)", self, self.isr,
+                 lagging, lag_ms, self.log.log_end_offset, self.high_watermark)
+        self._request_isr(tuple(r for r in self.isr if r not in lagging))
+        return True
+
+    def _request_isr(self, new_isr: tuple[int, ...]) -> None:
+        self._pending_isr = new_isr
+        self.isr_update_task = asyncio.get_running_loop().create_task(self._write_isr(new_isr, self.leader_epoch))
+
+    async def _write_isr(self, new_isr: tuple[int, ...], epoch: int) -> None:
+        try:
+            if self.isr_writer is None:
+                state: PartitionState | None = PartitionState(self.broker_id, epoch, new_isr, -1, self.zk_version + 1)
+            else:
+                state = await self.isr_writer(self, new_isr)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a failed write leaves the ISR as it is; the next check asks again
+            log.exception("%s: writing ISR %s failed", self, new_isr)
+            state = None
+        finally:
+            if self._pending_isr == new_isr:
+                self._pending_isr = None
+        if state is None:
+            log.info("%s: ISR change to %s refused (zk version %d moved on); waiting for the controller",
+                     self, new_isr, self.zk_version)
+            return
+        if not self.is_leader or self.leader_epoch != epoch or state.leader_epoch != epoch:
+            return
+        log.info("%s: ISR %s -> %s (zk version %d)", self, self.isr, tuple(state.isr), state.zk_version)
+        self.isr = tuple(state.isr)
+        self.zk_version = state.zk_version
+        for replica in self.isr:
+            if replica != self.broker_id and replica not in self._remote:
+                self._remote[replica] = ReplicaState()
+        self.update_high_watermark()
+        self._wake_hw_waiters()
+
+    async def wait_for_high_watermark(self, offset: int, timeout_s: float, *, min_isr: int = 1) -> None:
+        """acks=all: return once the high watermark reaches ``offset`` with at least ``min_isr`` in sync.
+
+        Raises RequestTimedOutError after ``timeout_s``, NotLeaderOrFollowerError
+        when leadership is lost, NotEnoughReplicasAfterAppendError when the HW
+        got there with the ISR below ``min_isr``.
+        """
+        epoch = self.leader_epoch
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_s, 0.0)
+        while True:
+            if not self.is_leader or self.leader_epoch != epoch:
+                raise Errors.NotLeaderForPartitionError(
+                    f"broker {self.broker_id} lost the leadership of {self.topic}-{self.index} (epoch {epoch}) "
+                    f"before offset {offset - 1} was replicated")
+            if self.high_watermark >= offset:
+                if len(self.isr) < min_isr:
+                    raise Errors.NotEnoughReplicasAfterAppendError(
+                        f"{self.topic}-{self.index}: records up to offset {offset - 1} are in the log, but the ISR "
+                        f"{list(self.isr)} is smaller than min.insync.replicas={min_isr}")
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise Errors.RequestTimedOutError(
+                    f"{self.topic}-{self.index}: high watermark {self.high_watermark} did not reach {offset} within "
+                    f"{timeout_s * 1000:.0f} ms (ISR {list(self.isr)}, waiting for "
+                    f"{[r for r in self.isr if r != self.broker_id and self.follower_log_end_offset(r) < offset]})")
+            future = loop.create_future()
+            self._hw_waiters.append(future)
+            try:
+                await asyncio.wait([future], timeout=remaining)
+            finally:
+                if not future.done():
+                    future.cancel()
+
+    def _wake_hw_waiters(self) -> None:
+        waiters, self._hw_waiters = self._hw_waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    # -- leader side: appends ----------------------------------------------------------
+
     def append_records(self, records: bytes, *, from_coordinator: bool = False) -> AppendResult:
         """Validate and append a produce request's records for this partition.
 
@@ -106,9 +389,11 @@ class Partition:
         but no sequence numbers), so sequences are not checked (Kafka's
         ``AppendOrigin.COORDINATOR``).
 
-        Raises kafka.errors exceptions (CorruptRecordError, MessageSizeTooLargeError,
-        InvalidRecordError, OutOfOrderSequenceNumberError, InvalidProducerEpochError, ...).
+        Raises kafka.errors exceptions (NotLeaderOrFollowerError, CorruptRecordError,
+        MessageSizeTooLargeError, InvalidRecordError, OutOfOrderSequenceNumberError,
+        InvalidProducerEpochError, ...).
         """
+        self._check_leader()
         batches = parse_batches(records)
         if self.log.config.compact:
             self._check_keys(records, batches)
@@ -133,7 +418,7 @@ class Partition:
                         append_time = (duplicate.max_timestamp
                                        if self.log.config.message_timestamp_type == "LogAppendTime" else -1)
                         return AppendResult(duplicate.first_offset, append_time, self.log.log_start_offset,
-                                            duplicate=True)
+                                            duplicate=True, last_offset=duplicate.last_offset)
                 elif (batch.producer_epoch != before.producer_epoch
                       or not in_sequence(before.last_sequence, batch.base_sequence)):
                     raise Errors.OutOfOrderSequenceNumberError(
@@ -148,15 +433,18 @@ class Partition:
                                       info.log_append_time if info.log_append_time >= 0 else batch.max_timestamp)
             offset += batch.last_offset_delta + 1
         self._appended()
-        return AppendResult(info.first_offset, info.log_append_time, self.log.log_start_offset)
+        return AppendResult(info.first_offset, info.log_append_time, self.log.log_start_offset,
+                            last_offset=info.last_offset)
 
     def write_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                          commit: bool) -> int:
         """Append a COMMIT or ABORT marker ending ``producer_id``'s transaction here; returns its offset.
 
-        Raises InvalidProducerEpochError (the producer has a newer epoch here)
-        and TransactionCoordinatorFencedError (a newer coordinator wrote markers).
+        Raises NotLeaderOrFollowerError, InvalidProducerEpochError (the producer
+        has a newer epoch here) and TransactionCoordinatorFencedError (a newer
+        coordinator wrote markers).
         """
+        self._check_leader()
         self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
         data = build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, self._now_ms())
         (batch,) = parse_batches(data)
@@ -164,10 +452,11 @@ class Partition:
         done = self.producers.update(batch, info.first_offset,
                                      info.log_append_time if info.log_append_time >= 0 else batch.max_timestamp,
                                      control_type=COMMIT if commit else 0, coordinator_epoch=coordinator_epoch)
-        self.update_high_watermark()
         if done.aborted and done.first_offset is not None:
-            self.log.append_aborted_txn(AbortedTxn(producer_id, done.first_offset, info.first_offset,
-                                                   self.last_stable_offset))
+            first_unstable = self.producers.first_unstable_offset()
+            self.log.append_aborted_txn(AbortedTxn(
+                producer_id, done.first_offset, info.first_offset,
+                first_unstable if first_unstable is not None else info.first_offset + 1))
         self._appended()
         return info.first_offset
 
@@ -178,6 +467,87 @@ class Partition:
             self._segments_at_last_snapshot = len(self.log.segments)
         self.update_high_watermark()
         self._wake_waiters()
+
+    # -- follower side -----------------------------------------------------------------
+
+    def append_as_follower(self, records: bytes) -> int:
+        """Append the leader's batches unchanged (offsets, leader epochs, timestamps); returns the new LEO.
+
+        Updates the epochs cache from the batches' leader epochs, the producer
+        state, and the aborted-transaction index from control batches, as the
+        leader did. Raises NotLeaderOrFollowerError on the leader and
+        CorruptRecordError for bad or out-of-order batches.
+        """
+        if self.is_leader:
+            raise Errors.NotLeaderForPartitionError(
+                f"{self.topic}-{self.index}: broker {self.broker_id} leads it and takes no replicated records")
+        batches = parse_batches(records)
+        self.log.append_as_follower(records, batches)
+        view = memoryview(records)
+        for batch in batches:
+            if batch.partition_leader_epoch > self.epochs.latest_epoch:
+                self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+            if not batch.has_producer_id:
+                continue
+            kind, coordinator_epoch = None, -1
+            if batch.is_control:
+                data = bytes(view[batch.position:batch.position + batch.size])
+                kind, coordinator_epoch = _control_marker(data)
+            done = self.producers.update(batch, batch.base_offset, batch.max_timestamp,
+                                         control_type=kind, coordinator_epoch=coordinator_epoch)
+            if done is not None and done.aborted and done.first_offset is not None:
+                first_unstable = self.producers.first_unstable_offset()
+                self.log.append_aborted_txn(AbortedTxn(
+                    done.producer_id, done.first_offset, done.last_offset,
+                    first_unstable if first_unstable is not None else done.last_offset + 1))
+        if len(self.log.segments) != self._segments_at_last_snapshot:
+            self.producers.take_snapshot(self.log.log_end_offset)
+            self._segments_at_last_snapshot = len(self.log.segments)
+        self._wake_waiters()
+        return self.log.log_end_offset
+
+    def set_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """Follower: HW = min(the leader's HW, our LEO)."""
+        if self.is_leader:
+            return
+        self._set_high_watermark(max(min(leader_high_watermark, self.log.log_end_offset), 0))
+
+    def follow_log_start_offset(self, leader_log_start_offset: int) -> None:
+        """Follower: move our log start up to the leader's when it moved forward (retention, DeleteRecords)."""
+        if leader_log_start_offset <= self.log.log_start_offset:
+            return
+        if leader_log_start_offset > self.log.log_end_offset:
+            return  # the fetcher handles a log entirely below the leader's start (truncate_fully_and_start_at)
+        start = self.log.delete_records_before(leader_log_start_offset)
+        self.epochs.truncate_from_start(start)
+        self.producers.truncate_head(start)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything from ``offset`` on: log, epochs, producer state (snapshot + replay), txn index, HW.
+
+        No-op when ``offset`` >= the log end offset.
+        """
+        if offset >= self.log.log_end_offset:
+            return
+        log.info("%s: truncating from log end offset %d to %d", self, self.log.log_end_offset, offset)
+        self.log.truncate_to(offset)
+        self.epochs.truncate_from_end(self.log.log_end_offset)
+        self._load_producer_state()
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self._wake_waiters()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at ``offset`` (our log ends below the leader's log start)."""
+        log.info("%s: log end offset %d is below the leader's log start offset %d: restarting the log there",
+                 self, self.log.log_end_offset, offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self.epochs.clear()
+        self.producers.delete_snapshots()
+        self._load_producer_state()
+        self.high_watermark = offset
+        self._wake_waiters()
+
+    # -- reads ---------------------------------------------------------------------------
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of aborted transactions overlapping ``[fetch_offset, upper_bound)``."""
@@ -204,6 +574,7 @@ class Partition:
                                      producer_last_offsets=last_offsets)
 
     def wait_for_append(self) -> asyncio.Future:
+        """A future completed by the next append or high watermark move (fetch long polls)."""
         future = asyncio.get_running_loop().create_future()
         if len(self._append_waiters) >= 32:
             # long polls that timed out leave cancelled futures behind on idle partitions
@@ -231,6 +602,10 @@ class Partition:
         limit = self.last_stable_offset if read_committed else self.high_watermark
         return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
 
+    def read_for_replica(self, offset: int, max_bytes: int, *, min_one_batch: bool):
+        """File regions from ``offset`` up to the log end offset, for a follower (raises OffsetOutOfRangeError)."""
+        return self.log.read(offset, max_bytes, min_one_batch=min_one_batch)
+
     def check_leader_epoch(self, current: int) -> None:
         """Raise when a client's leader epoch differs from ours (-1: the client does not say)."""
         if current >= 0 and current != self.leader_epoch:
@@ -242,6 +617,7 @@ class Partition:
         return self.epochs.end_offset_for(epoch, self.log.log_end_offset)
 
     def delete_records_before(self, offset: int) -> int:
+        self._check_leader()
         if offset == -1:
             offset = self.high_watermark
         if offset > self.high_watermark or offset < 0:
@@ -254,7 +630,13 @@ class Partition:
         return start
 
     def enforce_retention(self, producer_expiration_ms: int) -> int:
-        """Delete segments past retention (never beyond the high watermark); returns segments deleted."""
+        """Delete segments past retention (never beyond the high watermark); returns segments deleted.
+
+        Followers do not apply retention themselves: they follow the leader's log start offset.
+        """
+        if not self.is_leader:
+            self.producers.remove_expired(self._now_ms(), producer_expiration_ms)
+            return 0
         deleted = self.log.enforce_retention(high_watermark=self.high_watermark)
         if deleted:
             self.epochs.truncate_from_start(self.log.log_start_offset)
@@ -263,6 +645,19 @@ class Partition:
         return deleted
 
     def close(self) -> None:
+        if self.isr_update_task is not None and not self.isr_update_task.done():
+            self.isr_update_task.cancel()
+        self.is_leader = False  # acks=all waiters fail with NOT_LEADER_OR_FOLLOWER; the client retries elsewhere
+        self._wake_hw_waiters()
         self._wake_waiters()
         self.producers.take_snapshot(self.log.log_end_offset)
         self.log.close()
+
+
+def _control_marker(batch: bytes) -> tuple[int, int]:
+    """(type, coordinator epoch) of a whole, uncompressed control batch's marker record."""
+    kind = control_type(batch)
+    for record in DefaultRecordBatch(bytes(batch)):
+        value = record.value
+        return kind, (CONTROL_VALUE.unpack_from(value)[1] if value and len(value) >= CONTROL_VALUE.size else -1)
+    raise Errors.CorruptRecordError("control batch without a record")

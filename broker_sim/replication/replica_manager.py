@@ -10,6 +10,20 @@ removes instead of a half-deleted partition.  ``enforce_retention`` and
 ``maybe_roll`` are called periodically by the broker.  Runs on the broker's
 event loop thread; no locks.  ``clean_logs`` (compaction) is awaited by the
 broker's cleaner task and does its heavy part in a worker thread.
+
+Replication: every hosted partition starts as the leader of a one-replica
+ISR (the single-node broker).  In a cluster the lead's glue applies the
+controller's decisions: ``ensure_partition`` opens a replica assigned here,
+``become_leader`` stops fetching it and makes it lead at the controller's
+epoch, ``become_follower`` makes it follow and (re)starts fetching it from the
+new leader through ``fetcher`` (a ``ReplicaFetcherManager``, truncation
+first), ``remove_partition`` stops hosting it (deleting the directory when
+asked).  ``check_isr`` (periodic, the broker's timer) shrinks the ISR of led
+partitions whose followers lag more than ``replica.lag.time.max.ms``; ISR
+writes go through the injected ``isr_writer`` (a ZooKeeper conditional
+write).  ``get`` answers NOT_LEADER_OR_FOLLOWER rather than
+UNKNOWN_TOPIC_OR_PARTITION for a topic that exists (``topic_exists``) but has
+no replica here; ``get_leader`` also refuses a follower replica.
 """
 from __future__ import annotations
 
@@ -17,12 +31,14 @@ import logging
 import shutil
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Awaitable, Callable, Iterator, Optional
 
 import kafka.errors as Errors
 
 from broker_sim.config import BrokerConfig
+from broker_sim.controller.cluster_state import NO_LEADER, BrokerEndpoint, PartitionState
 from broker_sim.controller.metadata import TopicInfo
+from broker_sim.replication.fetcher import ReplicaFetcherManager
 from broker_sim.replication.partition import Partition
 from broker_sim.storage.log import LogConfig
 
@@ -32,12 +48,19 @@ DELETE_SUFFIX = "-delete"
 
 class ReplicaManager:
     def __init__(self, data_dir: Path, config: BrokerConfig, *, broker_id: int,
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int],
+                 isr_writer: Callable[[Partition, tuple], Awaitable[Optional[PartitionState]]] | None = None,
+                 resolve_broker: Callable[[int], Optional[BrokerEndpoint]] | None = None,
+                 topic_exists: Callable[[str], bool] | None = None) -> None:
         self.data_dir = data_dir
         self.config = config
         self.broker_id = broker_id
         self.now_ms = now_ms
+        self.isr_writer = isr_writer
+        self.topic_exists = topic_exists
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetcher = ReplicaFetcherManager(self, broker_id=broker_id, config=config,
+                                             resolve_broker=resolve_broker)
         for stale in data_dir.glob("*" + DELETE_SUFFIX):
             log.info("removing %s left by an interrupted topic deletion", stale.name)
             shutil.rmtree(stale, ignore_errors=True)
@@ -45,44 +68,139 @@ class ReplicaManager:
     def log_config(self, topic: TopicInfo) -> LogConfig:
         return LogConfig.from_topic_configs(self.config.effective_topic_configs(topic.configs))
 
+    @property
+    def resolve_broker(self) -> Callable[[int], Optional[BrokerEndpoint]] | None:
+        return self.fetcher.resolve_broker
+
+    @resolve_broker.setter
+    def resolve_broker(self, resolve: Callable[[int], Optional[BrokerEndpoint]] | None) -> None:
+        self.fetcher.resolve_broker = resolve
+
+    async def _write_isr(self, partition: Partition, new_isr: tuple) -> PartitionState | None:
+        """The partitions' ISR writer: whatever ``isr_writer`` is now (tests and the glue may set it late)."""
+        if self.isr_writer is None:
+            return PartitionState(self.broker_id, partition.leader_epoch, tuple(new_isr), -1,
+                                  partition.zk_version + 1)
+        return await self.isr_writer(partition, tuple(new_isr))
+
+    def _open(self, topic: TopicInfo, index: int, config) -> Partition:
+        directory = self.data_dir / f"{topic.name}-{index}"
+        partition = Partition(topic.name, index, directory, config, broker_id=self.broker_id,
+                              now_ms=self.now_ms, isr_writer=self._write_isr)
+        if partition.log.recovered_bytes_truncated:
+            log.warning("%s: recovery truncated %d bytes of a torn or corrupt tail",
+                        partition, partition.log.recovered_bytes_truncated)
+        self.partitions[(topic.name, index)] = partition
+        return partition
+
     def open_topic(self, topic: TopicInfo, first_partition: int = 0) -> None:
         config = self.log_config(topic)
         for index in range(first_partition, topic.partitions):
-            directory = self.data_dir / f"{topic.name}-{index}"
-            partition = Partition(topic.name, index, directory, config,
-                                  broker_id=self.broker_id, now_ms=self.now_ms)
-            if partition.log.recovered_bytes_truncated:
-                log.warning("%s: recovery truncated %d bytes of a torn or corrupt tail",
-                            partition, partition.log.recovered_bytes_truncated)
-            self.partitions[(topic.name, index)] = partition
+            self._open(topic, index, config)
+
+    def ensure_partition(self, topic: TopicInfo, index: int) -> Partition:
+        """The replica of ``topic-index`` here, opened (directory created, log recovered) if it is not yet."""
+        partition = self.partitions.get((topic.name, index))
+        if partition is None:
+            partition = self._open(topic, index, self.log_config(topic))
+        return partition
 
     def reconfigure(self, topic: TopicInfo) -> None:
         config = self.log_config(topic)
         for index in range(topic.partitions):
-            self.partitions[(topic.name, index)].log.config = config
+            partition = self.partitions.get((topic.name, index))
+            if partition is not None:
+                partition.log.config = config
 
     def get(self, topic: str, index: int) -> Partition:
+        """The replica of ``topic-index`` here, leader or follower.
+
+        Raises NotLeaderOrFollowerError when the topic exists (``topic_exists``)
+        but this broker hosts no replica of the partition, else
+        UnknownTopicOrPartitionError.
+        """
         partition = self.partitions.get((topic, index))
         if partition is None:
+            if self.topic_exists is not None and self.topic_exists(topic):
+                raise Errors.NotLeaderForPartitionError(
+                    f"broker {self.broker_id} hosts no replica of {topic}-{index}")
             raise Errors.UnknownTopicOrPartitionError(f"this broker hosts no partition {topic}-{index}")
         return partition
 
+    def get_leader(self, topic: str, index: int) -> Partition:
+        """``get``, refusing a follower replica with NotLeaderOrFollowerError naming the leader."""
+        partition = self.get(topic, index)
+        partition._check_leader()
+        return partition
+
     def topic_partitions(self, topic: str) -> Iterator[Partition]:
-        index = 0
-        while (topic, index) in self.partitions:
-            yield self.partitions[(topic, index)]
-            index += 1
+        """The replicas of ``topic`` hosted here, by index (all of them on a single node)."""
+        for key in sorted(key for key in self.partitions if key[0] == topic):
+            yield self.partitions[key]
+
+    # -- leadership (the controller's decisions, applied by the broker's glue) -----------
+
+    def become_leader(self, topic: str, index: int, state: PartitionState, replicas: list[int]) -> bool:
+        """Lead ``topic-index`` at ``state.leader_epoch`` (stops fetching it); see ``Partition.make_leader``."""
+        partition = self.get(topic, index)
+        self.fetcher.remove_partitions([(topic, index)])
+        changed = partition.make_leader(state, replicas)
+        if changed:
+            log.info("%s: leader at epoch %d, ISR %s, replicas %s", partition, state.leader_epoch,
+                     list(state.isr), list(replicas))
+        return changed
+
+    def become_follower(self, topic: str, index: int, state: PartitionState, replicas: list[int]) -> bool:
+        """Follow ``state.leader``; (re)start fetching from it, truncating first, when leader or epoch changed.
+
+        With no leader (NO_LEADER) the replica stops fetching and waits.
+        Must run on the event loop (it starts fetch tasks).
+        """
+        partition = self.get(topic, index)
+        changed = partition.make_follower(state, replicas)
+        key = (topic, index)
+        if state.leader == NO_LEADER or state.leader == self.broker_id:
+            self.fetcher.remove_partitions([key])
+        elif changed or self.fetcher.leader_of(key) != state.leader:
+            log.info("%s: following broker %d at epoch %d (LEO %d, HW %d)", partition, state.leader,
+                     state.leader_epoch, partition.log_end_offset, partition.high_watermark)
+            self.fetcher.add_partition(topic, index, state.leader, state.leader_epoch)
+        return changed
+
+    def remove_partition(self, topic: str, index: int, delete: bool) -> None:
+        """Stop hosting ``topic-index``: stop fetching it, close it, and delete its directory when ``delete``."""
+        key = (topic, index)
+        self.fetcher.remove_partitions([key])
+        partition = self.partitions.pop(key, None)
+        if partition is not None:
+            partition.close()
+        if delete:
+            self._delete_directory(self.data_dir / f"{topic}-{index}")
+
+    def check_isr(self, now_ms: int | None = None) -> int:
+        """Shrink the ISR of led partitions whose followers lag (replica.lag.time.max.ms); returns requests made.
+
+        Call periodically on the event loop (Kafka checks every half lag time).
+        """
+        now = self.now_ms() if now_ms is None else now_ms
+        lag_ms = self.config.get("replica.lag.time.max.ms")
+        return sum(1 for partition in list(self.partitions.values())
+                   if partition.is_leader and len(partition.isr) > 1 and partition.maybe_shrink_isr(now, lag_ms))
 
     def delete_topic(self, topic: TopicInfo) -> None:
         for index in range(topic.partitions):
             partition = self.partitions.pop((topic.name, index), None)
             if partition is not None:
                 partition.close()
-            directory = self.data_dir / f"{topic.name}-{index}"
-            if directory.exists():
-                marked = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-                directory.rename(marked)
-                shutil.rmtree(marked, ignore_errors=True)
+            self.fetcher.remove_partitions([(topic.name, index)])
+            self._delete_directory(self.data_dir / f"{topic.name}-{index}")
+
+    @staticmethod
+    def _delete_directory(directory: Path) -> None:
+        if directory.exists():
+            marked = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+            directory.rename(marked)
+            shutil.rmtree(marked, ignore_errors=True)
 
     def enforce_retention(self) -> int:
         expiration_ms = self.config.get("producer.id.expiration.ms")
@@ -111,7 +229,13 @@ class ReplicaManager:
         for partition in list(self.partitions.values()):
             partition.log.flush()
 
+    async def stop_fetchers(self) -> None:
+        """Stop the replica fetchers and wait until their tasks ended (before ``close``)."""
+        await self.fetcher.shutdown_and_wait()
+
     def close(self) -> None:
+        """Stop the fetchers (their tasks are cancelled) and close every partition."""
+        self.fetcher.shutdown()
         for partition in self.partitions.values():
             try:
                 partition.close()

@@ -107,5 +107,11 @@ class LeaderEpochCache:
         self._entries = [EpochEntry(older[-1].epoch, start_offset), *self._entries[len(older) :]]
         self._persist()
 
+    def clear(self) -> None:
+        """Forget every epoch (the log was emptied and restarted at the leader's log start)."""
+        if self._entries:
+            self._entries = []
+            self._persist()
+
     def _persist(self) -> None:
         write_checkpoint(self.path, _VERSION, [f"{entry.epoch} {entry.start_offset}" for entry in self._entries])

@@ -372,6 +372,50 @@ class PartitionLog:
             offset_of_max_timestamp,
         )
 
+    def append_as_follower(self, records, batches: list[BatchHeader]) -> AppendInfo:
+        """Store a leader's batches as they are: offsets, leader epochs and timestamps already stamped.
+
+        The follower's side of replication (Kafka's ``appendAsFollower``): no
+        offset assignment and no stamping, so the follower's log is
+        byte-identical to the leader's. Offsets must be increasing and start
+        at or after the log end offset (a compacted leader may leave gaps).
+        Raises CorruptRecordError otherwise and KafkaStorageError when the
+        write fails.
+        """
+        if not batches:
+            raise CorruptRecordError("append of a record set without batches")
+        expected = self.log_end_offset
+        for batch in batches:
+            if batch.base_offset < expected:
+                raise CorruptRecordError(
+                    f"follower append to {self.directory.name}: batch at offset {batch.base_offset} is below "
+                    f"the next expected offset {expected} (log end offset {self.log_end_offset})"
+                )
+            expected = batch.next_offset
+        now = self._now_ms()
+        self._close_expired(now)
+        last_offset = batches[-1].last_offset
+        incoming_timestamp = max(b.max_timestamp for b in batches)
+        if self._should_roll(len(records), last_offset, incoming_timestamp, now):
+            self._roll()
+        active = self.active_segment
+        file_start = active.size
+        stamped = [b._replace(position=file_start + b.position) for b in batches]
+        max_timestamp = -1
+        offset_of_max_timestamp = batches[0].base_offset
+        for header in stamped:
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+                offset_of_max_timestamp = header.last_offset
+        active.append(records, stamped)
+        self._unflushed_messages += sum(b.record_count for b in batches)
+        if (
+            self._unflushed_messages >= self.config.flush_interval_messages
+            or now - self._last_flush_ms >= self.config.flush_interval_ms
+        ):
+            self._flush(now)
+        return AppendInfo(batches[0].base_offset, last_offset, -1, max_timestamp, offset_of_max_timestamp)
+
     def _should_roll(self, incoming_bytes: int, last_offset: int, incoming_timestamp: int, now: int) -> bool:
         """Kafka's shouldRoll: full, too old, or relative offsets would overflow int32.
 
@@ -702,6 +746,10 @@ class PartitionLog:
         if offset < self._log_start_offset:
             self._log_start_offset = offset
             self._write_log_start_offset()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log empty at `offset` (a follower behind the leader's log start)."""
+        self._truncate_fully_and_start_at(offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         doomed = self._segments

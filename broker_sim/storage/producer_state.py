@@ -302,6 +302,12 @@ class ProducerStateManager:
             self._snapshot_path(offset).unlink(missing_ok=True)
         fsync_directory(self.directory)
 
+    def delete_snapshots(self) -> None:
+        """Remove every snapshot file (the log was emptied; nothing in them describes it any more)."""
+        for offset in self.snapshot_offsets():
+            self._snapshot_path(offset).unlink(missing_ok=True)
+        fsync_directory(self.directory)
+
     def _read_snapshot(self, path: Path) -> dict[int, ProducerEntry]:
         """Producers of a snapshot file; raises ValueError when it is corrupt."""
         try:

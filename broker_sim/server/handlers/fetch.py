@@ -9,6 +9,14 @@ see only offsets below the high watermark; under read_committed only offsets
 below the last stable offset, with the list of aborted transactions
 (producer id, first offset) overlapping the returned range, which the client
 uses to drop aborted records.  Every answer carries the real last stable offset.
+
+Replication: only a partition's leader answers Fetch (NOT_LEADER_OR_FOLLOWER
+otherwise).  A fetch with ``replica_id`` >= 0 comes from a follower: it reads
+up to the log end offset (not the high watermark), and its fetch offset is
+the follower's log end offset, reported to the partition
+(``update_follower_fetch``), which may move the high watermark and the ISR.
+Long polls wake on appends and on high watermark moves, so a consumer waiting
+at the high watermark answers as soon as followers commit new records.
 """
 from __future__ import annotations
 
@@ -38,13 +46,16 @@ class _Read:
 def _read_all(broker, request, version):
     budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     committed = request.isolation_level == READ_COMMITTED
+    replica_id = request.replica_id
+    from_follower = replica_id is not None and replica_id >= 0
+    now_ms = broker.now_ms() if from_follower else 0
     min_one = True
     topics, total = [], 0
     for topic in request.topics:
         reads = []
         for data in topic.partitions:
             try:
-                partition = broker.replicas.get(topic.topic, data.partition)
+                partition = broker.replicas.get_leader(topic.topic, data.partition)
                 partition.check_leader_epoch(data.current_leader_epoch)
                 if version >= 12 and data.last_fetched_epoch >= 0:
                     epoch, end = partition.end_offset_for_epoch(data.last_fetched_epoch)
@@ -52,8 +63,14 @@ def _read_all(broker, request, version):
                         reads.append(_Read(data.partition, partition=partition, diverging=(epoch, end)))
                         continue
                 limit = min(data.partition_max_bytes, budget)
-                regions = (partition.read(data.fetch_offset, limit, min_one_batch=min_one, read_committed=committed)
-                           if limit > 0 or min_one else [])
+                if from_follower:
+                    regions = (partition.read_for_replica(data.fetch_offset, limit, min_one_batch=min_one)
+                               if limit > 0 or min_one else [])
+                    partition.update_follower_fetch(replica_id, data.fetch_offset, now_ms)
+                else:
+                    regions = (partition.read(data.fetch_offset, limit, min_one_batch=min_one,
+                                              read_committed=committed)
+                               if limit > 0 or min_one else [])
             except Exception as exc:  # per-partition error code
                 code, message = error_of(exc)
                 reads.append(_Read(data.partition, code, message,

@@ -1,4 +1,10 @@
-"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords."""
+"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords: answered by the partition's leader only.
+
+A follower replica answers NOT_LEADER_OR_FOLLOWER (clients refresh metadata
+and ask the leader).  OffsetForLeaderEpoch serves consumers and followers
+(``replica_id`` >= 0, truncating after a leader change) alike: the end of
+the requested epoch in the leader's log, the log end offset for its latest.
+"""
 from __future__ import annotations
 
 import kafka.errors as Errors
@@ -37,7 +43,7 @@ async def list_offsets(broker, ctx, request):
         partitions = []
         for data in topic.partitions:
             try:
-                partition = broker.replicas.get(topic.name, data.partition_index)
+                partition = broker.replicas.get_leader(topic.name, data.partition_index)
                 partition.check_leader_epoch(data.current_leader_epoch)
                 timestamp, offset = _lookup(partition, data.timestamp, ctx.version, read_committed)
                 partitions.append(ListPartition(partition_index=data.partition_index, error_code=0,
@@ -61,7 +67,7 @@ async def offset_for_leader_epoch(broker, ctx, request):
         partitions = []
         for data in topic.partitions:
             try:
-                partition = broker.replicas.get(topic.topic, data.partition)
+                partition = broker.replicas.get_leader(topic.topic, data.partition)
                 partition.check_leader_epoch(data.current_leader_epoch)
                 epoch, end = partition.end_offset_for_epoch(data.leader_epoch)
                 partitions.append(EpochEnd(error_code=0, partition=data.partition, leader_epoch=epoch, end_offset=end))
@@ -82,7 +88,7 @@ async def delete_records(broker, ctx, request):
         partitions = []
         for data in topic.partitions:
             try:
-                partition = broker.replicas.get(topic.name, data.partition_index)
+                partition = broker.replicas.get_leader(topic.name, data.partition_index)
                 low = partition.delete_records_before(data.offset)
                 partitions.append(DeletePartition(partition_index=data.partition_index, low_watermark=low,
                                                   error_code=0))

@@ -4,9 +4,21 @@ A transactional producer's batches are accepted only for partitions it added
 to its Ongoing transaction (AddPartitionsToTxn), as Kafka 3.6+ verifies
 (``transaction.partition.verification.enable``): otherwise INVALID_TXN_STATE,
 or INVALID_PRODUCER_EPOCH for an epoch the coordinator has fenced.
+
+Replication: only the partition's leader appends (NOT_LEADER_OR_FOLLOWER
+otherwise).  acks=-1 is refused before the append with NOT_ENOUGH_REPLICAS
+when the ISR is smaller than the topic's min.insync.replicas; after the
+append the request waits (Kafka's delayed produce) until the high watermark
+covers the appended records, for every partition of the request at once, at
+most the request's timeout_ms: REQUEST_TIMED_OUT past it,
+NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile,
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum.  On a
+single node the high watermark is already there and nothing waits.  acks=1
+answers after the local append.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import kafka.errors as Errors
@@ -30,6 +42,7 @@ async def produce(broker, ctx, request):
     acks = request.acks
     responses = []
     failed = None
+    waits = []  # (partition responses list, position, partition, offset to reach, min ISR) for acks=-1
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
@@ -38,12 +51,16 @@ async def produce(broker, ctx, request):
                 failed = failed or f"{topic.name}-{data.index}: {message}"
                 partitions.append(_partition_error(data.index, code, message))
             else:
-                result = message
+                result, partition, min_isr = message
                 partitions.append(PartitionResponse(
                     index=data.index, error_code=0, base_offset=result.base_offset,
                     log_append_time_ms=result.log_append_time, log_start_offset=result.log_start_offset,
                     record_errors=[], error_message=None))
+                if acks == -1:
+                    waits.append((partitions, len(partitions) - 1, partition, result.last_offset + 1, min_isr))
         responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
+    if waits:
+        await _await_replication(waits, request.timeout_ms)
     if acks == 0:
         if failed:
             # acks=0 has no response to carry the error; Kafka closes the connection so the client notices
@@ -52,12 +69,33 @@ async def produce(broker, ctx, request):
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
+async def _await_replication(waits, timeout_ms: int) -> None:
+    """acks=-1: wait for the high watermarks of all appended partitions at once; errors replace the answers."""
+    timeout_s = max(timeout_ms, 0) / 1000.0
+    pending = {}
+    for partitions, position, partition, offset, min_isr in waits:
+        if partition.high_watermark >= offset and partition.is_leader and len(partition.isr) >= min_isr:
+            continue  # already committed (always so on a single node): no task, no wait
+        task = asyncio.ensure_future(partition.wait_for_high_watermark(offset, timeout_s, min_isr=min_isr))
+        pending[task] = (partitions, position, partition)
+    if not pending:
+        return
+    await asyncio.wait(list(pending))
+    for task, (partitions, position, partition) in pending.items():
+        exc = task.exception()
+        if exc is not None:
+            code, message = error_of(exc)
+            log.debug("acks=all produce to %s failed: %s", partition, message)
+            partitions[position] = _partition_error(partitions[position].index, code, message)
+
+
 def _append(broker, topic: str, data, acks: int, transactional_id):
-    """(0, AppendResult) or (error code, message) for one partition's records."""
+    """(0, (AppendResult, partition, min ISR)) or (error code, message) for one partition's records."""
     if acks not in (-1, 0, 1):
         return Errors.InvalidRequiredAcksError.errno, f"acks={acks} is not one of -1, 0, 1"
+    min_isr = 1
     try:
-        partition = broker.replicas.get(topic, data.index)
+        partition = broker.replicas.get_leader(topic, data.index)
         if data.records is None or not data.records:
             raise Errors.InvalidRecordError(f"produce to {topic}-{data.index} carries no records")
         if transactional_id is not None:
@@ -70,12 +108,14 @@ def _append(broker, topic: str, data, acks: int, transactional_id):
                                    f"{transactional_id!r} (producer {first.producer_id} epoch {first.producer_epoch})")
         if acks == -1:
             min_isr = broker.topic_config(topic, "min.insync.replicas")
-            if min_isr > 1:
+            if len(partition.isr) < min_isr:
                 raise Errors.NotEnoughReplicasError(
-                    f"{topic}-{data.index} has 1 in-sync replica, fewer than min.insync.replicas={min_isr}")
+                    f"{topic}-{data.index} has {len(partition.isr)} in-sync replica"
+                    f"{'s' if len(partition.isr) != 1 else ''} {list(partition.isr)}, fewer than "
+                    f"min.insync.replicas={min_isr}")
         result = partition.append_records(data.records)
     except Exception as exc:  # every failure becomes this partition's error code
         code, message = error_of(exc)
         log.debug("produce to %s-%d failed: %s", topic, data.index, message)
         return code, message
-    return 0, result
+    return 0, (result, partition, min_isr)

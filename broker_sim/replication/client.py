@@ -1,0 +1,156 @@
+"""BrokerClient: the broker's own asyncio Kafka client for inter-broker requests.
+
+Theory of operation: one TCP connection to one broker, opened lazily by the
+first ``request`` and again after it broke.  kafka-python's generated classes
+encode the request (``Cls[version](...)``, header included) and decode the
+response: the response class comes from the request header's API key and
+version.  Requests are pipelined: each gets the next correlation id and a
+future in ``_pending``; one reader task reads frames and completes the future
+whose correlation id the response header carries (responses come in order,
+but matching by id also catches a confused peer).  A request that is not
+answered within ``timeout_s`` closes the connection (its stream position is
+unknown after that), failing every request in flight with ConnectionError, as
+Kafka's NetworkClient does on a request timeout.  Requests without a response
+(Produce acks=0) return None once written.
+
+Used by the replica fetcher (Fetch, OffsetForLeaderEpoch) and by the lead's
+glue for WriteTxnMarkers.  Single event loop; not thread-safe.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+_CORRELATION_ID = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+class BrokerClient:
+    """Pipelined requests to one broker; see the module docstring.
+
+    >>> client = BrokerClient("127.0.0.1", 9092, client_id="broker-1-fetcher", timeout_s=30)  # doctest: +SKIP
+    >>> response = await client.request(FetchRequest[12](...))                               # doctest: +SKIP
+    """
+
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._correlation_ids = itertools.count(1)
+        self._pending: dict[int, tuple[asyncio.Future, type]] = {}
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task | None = None
+        self._connecting: asyncio.Lock | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"BrokerClient({self.host}:{self.port}, {self.client_id!r})"
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    async def _connect(self) -> None:
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self.connected:
+                return
+            if self._closed:
+                raise ConnectionError(f"{self!r} is closed")
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
+                                                        self.timeout_s)
+            except asyncio.TimeoutError:
+                raise ConnectionError(f"connecting to {self.host}:{self.port} timed out after {self.timeout_s} s") \
+                    from None
+            self._reader, self._writer = reader, writer
+            self._read_task = asyncio.get_running_loop().create_task(self._read_responses(reader))
+
+    async def request(self, request):
+        """Send ``request`` (a versioned kafka-python request object); return its decoded response.
+
+        Raises ConnectionError when the connection fails, breaks or the
+        request times out (every request in flight then fails).
+        """
+        if not self.connected:
+            await self._connect()
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
+        data = bytes(request.encode(header=True, framed=True))
+        writer = self._writer
+        if not request.expect_response():
+            writer.write(data)
+            await writer.drain()
+            return None
+        future = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = (future, request.header.get_response_class())
+        try:
+            writer.write(data)
+            await writer.drain()
+            return await asyncio.wait_for(asyncio.shield(future), self.timeout_s)
+        except asyncio.TimeoutError:
+            self._disconnect(ConnectionError(
+                f"{type(request).__name__} to {self.host}:{self.port} got no response in {self.timeout_s} s"))
+            raise ConnectionError(f"{type(request).__name__} to {self.host}:{self.port} timed out "
+                                  f"after {self.timeout_s} s") from None
+        except OSError as exc:
+            self._disconnect(ConnectionError(f"connection to {self.host}:{self.port} failed: {exc}"))
+            raise ConnectionError(f"connection to {self.host}:{self.port} failed: {exc}") from exc
+        finally:
+            self._pending.pop(correlation_id, None)
+            if not future.done():
+                future.cancel()
+
+    async def _read_responses(self, reader: asyncio.StreamReader) -> None:
+        error: Exception = ConnectionError(f"{self.host}:{self.port} closed the connection")
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    raise ConnectionError(f"{self.host}:{self.port} sent a frame of {size} bytes")
+                payload = await reader.readexactly(size)
+                (correlation_id,) = _CORRELATION_ID.unpack_from(payload)
+                entry = self._pending.pop(correlation_id, None)
+                if entry is None:
+                    log.debug("%r: response for unknown correlation id %d dropped", self, correlation_id)
+                    continue
+                future, response_class = entry
+                try:
+                    response = response_class.decode(payload, header=True)
+                except Exception as exc:  # a frame we cannot decode: the stream is no longer trustworthy
+                    raise ConnectionError(f"{self.host}:{self.port}: undecodable {response_class.__name__}: "
+                                          f"{exc!r}") from exc
+                if not future.done():
+                    future.set_result(response)
+        except asyncio.CancelledError:
+            raise
+        except (asyncio.IncompleteReadError, OSError) as exc:
+            if isinstance(exc, ConnectionError):
+                error = exc
+        finally:
+            if self._reader is reader:
+                self._disconnect(error)
+
+    def _disconnect(self, error: Exception) -> None:
+        writer, self._writer, self._reader = self._writer, None, None
+        task, self._read_task = self._read_task, None
+        if writer is not None:
+            writer.close()
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        pending, self._pending = self._pending, {}
+        for future, _ in pending.values():
+            if not future.done():
+                future.set_exception(error)
+
+    def close(self) -> None:
+        """Close the connection and fail requests in flight; later requests raise ConnectionError."""
+        self._closed = True
+        self._disconnect(ConnectionError(f"{self!r} closed"))

@@ -1,0 +1,370 @@
+"""ReplicaFetcherManager: followers copying their leaders' logs over the Kafka protocol.
+
+Theory of operation (Kafka's ``ReplicaFetcherManager`` / ``ReplicaFetcherThread``):
+one asyncio task per source (leader) broker fetches every partition this
+broker follows from that leader in one ``FetchRequest`` v12 with
+``replica_id`` = our broker id, ``fetch_offset`` = our log end offset,
+``current_leader_epoch`` = the epoch we follow, ``last_fetched_epoch`` = the
+latest epoch in our log, ``max_wait_ms`` = replica.fetch.wait.max.ms and
+``min_bytes`` = replica.fetch.min.bytes.  The leader treats the fetch offset as
+our log end offset (that moves its high watermark and ISR), so fetching *is*
+acknowledging.
+
+A partition added after a leader change first *truncates* (KIP-101/279):
+``OffsetForLeaderEpoch`` (replica_id set) for our latest epoch; the leader
+answers where that epoch ends in its log; we truncate to the smaller of that
+and our own end of the epoch, and ask again when the leader's answer is for an
+older epoch than ours (we had an epoch it never saw).  A fetch answer with a
+``diverging_epoch`` truncates the same way.  An OFFSET_OUT_OF_RANGE answer
+below the leader's log start restarts our log there.
+
+Errors -- connection refused or broken, NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION -- back
+the partition (or, for the connection, the whole source) off for
+replica.fetch.backoff.ms and retry; the controller's next decision arrives as
+``add_partition`` (new leader or epoch) or ``remove_partitions`` (we lead it
+now, or no longer host it).  Each answer is applied only if the partition is
+still followed at the same leader epoch (state may change while a fetch is in
+flight).  Everything runs on the broker's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import kafka.errors as Errors
+from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
+
+from broker_sim.controller.cluster_state import BrokerEndpoint
+from broker_sim.replication.client import BrokerClient
+from broker_sim.storage.batch import LOG_OVERHEAD, decode_header
+
+if TYPE_CHECKING:
+    from broker_sim.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+MAX_TRUNCATION_ROUNDS = 16
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+_RETRIABLE = (Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno,
+              Errors.UnknownLeaderEpochError.errno, Errors.UnknownTopicOrPartitionError.errno,
+              Errors.KafkaStorageError.errno, Errors.ReplicaNotAvailableError.errno,
+              Errors.NotEnoughReplicasError.errno)
+Key = tuple[str, int]
+
+
+@dataclass
+class FetchState:
+    """One followed partition: the leader epoch we follow it at, whether it must truncate first, backoff."""
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+
+
+def whole_batches(records) -> bytes:
+    """The leading whole batches of a Fetch answer's records (a leader may cut the last one short)."""
+    data = bytes(records or b"")
+    position = 0
+    while len(data) - position >= LOG_OVERHEAD:
+        size = int.from_bytes(data[position + 8:position + 12], "big", signed=True) + LOG_OVERHEAD
+        if size < LOG_OVERHEAD or position + size > len(data):
+            break
+        position += size
+    return data[:position]
+
+
+class SourceFetcher:
+    """The fetch loop for every partition followed from one leader broker."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[Key, FetchState] = {}
+        self.client: BrokerClient | None = None
+        self._endpoint: BrokerEndpoint | None = None
+        self.task: asyncio.Task | None = None
+        self._wakeup = asyncio.Event()
+        self.fetches = 0
+
+    def __repr__(self) -> str:
+        return f"SourceFetcher(broker {self.manager.broker_id} <- broker {self.leader_id})"
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self.run(), name=repr(self))
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def close(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        backoff_s = self.manager.config.get("replica.fetch.backoff.ms") / 1000.0
+        while self.partitions:
+            try:
+                client = self._client()
+                if client is None:
+                    await self._sleep(backoff_s)
+                    continue
+                for key, state in list(self.partitions.items()):
+                    if state.truncating and self._ready(state):
+                        await self._truncate(client, key, state)
+                if not await self._fetch_once(client):
+                    await self._sleep(self._next_ready_in(backoff_s))
+            except asyncio.CancelledError:
+                raise
+            except (ConnectionError, OSError) as exc:
+                log.info("%r: %s; retrying in %.0f ms", self, exc, backoff_s * 1000)
+                self._drop_client()
+                await self._sleep(backoff_s)
+            except Exception:  # a bug must not kill replication for good; log it and retry after the backoff
+                log.exception("%r: fetch round failed", self)
+                await self._sleep(backoff_s)
+
+    async def _sleep(self, seconds: float) -> None:
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), max(seconds, 0.001))
+        except asyncio.TimeoutError:
+            pass
+
+    def _ready(self, state: FetchState) -> bool:
+        return state.delayed_until <= asyncio.get_running_loop().time()
+
+    def _next_ready_in(self, backoff_s: float) -> float:
+        now = asyncio.get_running_loop().time()
+        waits = [state.delayed_until - now for state in self.partitions.values()]
+        return min([w for w in waits if w > 0] or [backoff_s])
+
+    def _delay(self, state: FetchState) -> None:
+        state.delayed_until = (asyncio.get_running_loop().time()
+                               + self.manager.config.get("replica.fetch.backoff.ms") / 1000.0)
+
+    def _client(self) -> BrokerClient | None:
+        endpoint = self.manager.resolve_broker(self.leader_id) if self.manager.resolve_broker else None
+        if endpoint is None:
+            log.info("%r: no endpoint known for broker %d", self, self.leader_id)
+            self._drop_client()
+            return None
+        if self.client is None or endpoint != self._endpoint:
+            self._drop_client()
+            self._endpoint = endpoint
+            self.client = BrokerClient(endpoint.host, endpoint.port,
+                                       client_id=f"broker-{self.manager.broker_id}-fetcher-{self.leader_id}",
+                                       timeout_s=self.manager.config.get("replica.socket.timeout.ms") / 1000.0)
+        return self.client
+
+    def _drop_client(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def _current(self, key: Key, epoch: int):
+        """The partition if we still follow it at ``epoch`` from this leader, else None."""
+        state = self.partitions.get(key)
+        if state is None or state.leader_epoch != epoch:
+            return None
+        partition = self.manager.replicas.partitions.get(key)
+        if partition is None or partition.is_leader or partition.leader_id != self.leader_id:
+            return None
+        return partition
+
+    # -- truncation ----------------------------------------------------------------------
+
+    async def _truncate(self, client: BrokerClient, key: Key, state: FetchState) -> None:
+        """OffsetForLeaderEpoch rounds until our log is a prefix of the leader's (KIP-279)."""
+        epoch = state.leader_epoch
+        for _ in range(MAX_TRUNCATION_ROUNDS):
+            partition = self._current(key, epoch)
+            if partition is None:
+                return
+            our_epoch = partition.epochs.latest_epoch
+            if our_epoch < 0:
+                state.truncating = False
+                return
+            request = OffsetForLeaderEpochRequest[4](replica_id=self.manager.broker_id, topics=[
+                OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=key[0], partitions=[
+                    OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                        partition=key[1], current_leader_epoch=epoch, leader_epoch=our_epoch)])])
+            response = await client.request(request)
+            answer = response.topics[0].partitions[0]
+            partition = self._current(key, epoch)
+            if partition is None:
+                return
+            if answer.error_code:
+                log.info("%r: OffsetForLeaderEpoch of %s-%d: %s; backing off", self, key[0], key[1],
+                         Errors.for_code(answer.error_code).__name__)
+                self._delay(state)
+                return
+            if self._apply_epoch_end(partition, answer.leader_epoch, answer.end_offset):
+                state.truncating = False
+                return
+        log.warning("%r: %s-%d still diverging after %d truncation rounds; retrying later", self, key[0], key[1],
+                    MAX_TRUNCATION_ROUNDS)
+        self._delay(state)
+
+    def _apply_epoch_end(self, partition, leader_epoch: int, leader_end: int) -> bool:
+        """Truncate for the leader's (epoch, end offset); True when the logs now agree (Kafka's rules)."""
+        leo = partition.log_end_offset
+        if leader_end == UNDEFINED_OFFSET:
+            partition.truncate_to(min(partition.high_watermark, leo))
+            return True
+        if leader_epoch == UNDEFINED_EPOCH:
+            partition.truncate_to(min(leader_end, leo))
+            return True
+        our_epoch, our_end = partition.end_offset_for_epoch(leader_epoch)
+        if our_epoch == UNDEFINED_EPOCH:
+            partition.truncate_to(min(leader_end, leo))
+            return True
+        if our_epoch != leader_epoch:
+            # we never had the leader's epoch: cut back to the end of our older one and ask again
+            partition.truncate_to(min(our_end, leo))
+            return False
+        partition.truncate_to(min(leader_end, our_end, leo))
+        return True
+
+    # -- fetching ------------------------------------------------------------------------
+
+    async def _fetch_once(self, client: BrokerClient) -> bool:
+        """One Fetch for every ready partition; False when none was ready."""
+        config = self.manager.config
+        wanted: dict[Key, tuple[int, int]] = {}  # key -> (leader epoch, fetch offset)
+        by_topic: dict[str, list] = {}
+        for key, state in self.partitions.items():
+            if state.truncating or not self._ready(state):
+                continue
+            partition = self._current(key, state.leader_epoch)
+            if partition is None:
+                continue
+            wanted[key] = (state.leader_epoch, partition.log_end_offset)
+            by_topic.setdefault(key[0], []).append(FetchRequest.FetchTopic.FetchPartition(
+                partition=key[1], current_leader_epoch=state.leader_epoch,
+                fetch_offset=partition.log_end_offset, last_fetched_epoch=partition.epochs.latest_epoch,
+                log_start_offset=partition.log_start_offset,
+                partition_max_bytes=config.get("replica.fetch.max.bytes")))
+        if not wanted:
+            return False
+        request = FetchRequest[12](
+            replica_id=self.manager.broker_id, max_wait_ms=config.get("replica.fetch.wait.max.ms"),
+            min_bytes=config.get("replica.fetch.min.bytes"),
+            max_bytes=config.get("replica.fetch.response.max.bytes"), isolation_level=0, session_id=0,
+            session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=topic, partitions=parts) for topic, parts in by_topic.items()],
+            forgotten_topics_data=[], rack_id="")
+        response = await client.request(request)
+        self.fetches += 1
+        if response.error_code:
+            log.info("%r: Fetch failed: %s", self, Errors.for_code(response.error_code).__name__)
+            for key in wanted:
+                self._delay(self.partitions[key]) if key in self.partitions else None
+            return True
+        for topic in response.responses:
+            for answer in topic.partitions:
+                key = (topic.topic, answer.partition_index)
+                if key not in wanted:
+                    continue
+                epoch, fetch_offset = wanted[key]
+                partition = self._current(key, epoch)
+                if partition is None or partition.log_end_offset != fetch_offset:
+                    continue  # followed anew or truncated while the fetch was in flight
+                try:
+                    self._apply(key, self.partitions[key], partition, answer)
+                except Exception:  # e.g. a corrupt answer: back this partition off, keep the others going
+                    log.exception("%r: applying the fetch answer for %s-%d failed", self, key[0], key[1])
+                    self._delay(self.partitions[key])
+        return True
+
+    def _apply(self, key: Key, state: FetchState, partition, answer) -> None:
+        error = answer.error_code
+        if error == Errors.OffsetOutOfRangeError.errno:
+            if answer.log_start_offset >= 0 and partition.log_end_offset < answer.log_start_offset:
+                partition.truncate_fully_and_start_at(answer.log_start_offset)
+            else:
+                state.truncating = True  # above the leader's end: find where we diverged
+            return
+        if error:
+            if error not in _RETRIABLE:
+                log.warning("%r: fetch of %s-%d failed: %s", self, key[0], key[1], Errors.for_code(error).__name__)
+            self._delay(state)
+            return
+        diverging = getattr(answer, "diverging_epoch", None)
+        if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+            log.info("%s: leader %d reports a diverging epoch %d ending at %d (our LEO %d)", partition,
+                     self.leader_id, diverging.epoch, diverging.end_offset, partition.log_end_offset)
+            if not self._apply_epoch_end(partition, diverging.epoch, diverging.end_offset):
+                state.truncating = False  # the next fetch's last_fetched_epoch asks about the older epoch
+            return
+        records = whole_batches(answer.records)
+        if records:
+            first = decode_header(records, 0, 0, len(records))
+            if first.base_offset < partition.log_end_offset:
+                # a batch straddling our log end (only after a truncation inside a batch): restart it whole
+                partition.truncate_to(first.base_offset)
+            partition.append_as_follower(records)
+        partition.set_follower_high_watermark(answer.high_watermark)
+        if answer.log_start_offset >= 0:
+            partition.follow_log_start_offset(answer.log_start_offset)
+
+
+class ReplicaFetcherManager:
+    """Followed partitions grouped by leader, one ``SourceFetcher`` task per leader."""
+
+    def __init__(self, replicas: ReplicaManager, *, broker_id: int, config,
+                 resolve_broker: Callable[[int], BrokerEndpoint | None] | None) -> None:
+        self.replicas = replicas
+        self.broker_id = broker_id
+        self.config = config
+        self.resolve_broker = resolve_broker
+        self.sources: dict[int, SourceFetcher] = {}
+
+    def leader_of(self, key: Key) -> int | None:
+        for leader_id, source in self.sources.items():
+            if key in source.partitions:
+                return leader_id
+        return None
+
+    @property
+    def partitions(self) -> dict[Key, int]:
+        """Followed partition -> the leader it is fetched from."""
+        return {key: leader_id for leader_id, source in self.sources.items() for key in source.partitions}
+
+    def add_partition(self, topic: str, index: int, leader_id: int, leader_epoch: int) -> None:
+        """Fetch ``topic-index`` from ``leader_id`` at ``leader_epoch``, truncating first (needs the loop)."""
+        key = (topic, index)
+        self.remove_partitions([key])
+        source = self.sources.get(leader_id)
+        if source is None or source.task is None or source.task.done():
+            source = SourceFetcher(self, leader_id)
+            self.sources[leader_id] = source
+            source.partitions[key] = FetchState(leader_epoch)
+            source.start()
+        else:
+            source.partitions[key] = FetchState(leader_epoch)
+            source.wake()
+
+    def remove_partitions(self, keys) -> None:
+        for key in keys:
+            for leader_id, source in list(self.sources.items()):
+                if source.partitions.pop(key, None) is not None and not source.partitions:
+                    source.close()
+                    del self.sources[leader_id]
+
+    def shutdown(self) -> None:
+        """Stop every fetch task (cancelled at their next await; they touch no partition after that)."""
+        for source in self.sources.values():
+            source.close()
+        self.sources.clear()
+
+    async def shutdown_and_wait(self) -> None:
+        tasks = [source.task for source in self.sources.values() if source.task is not None]
+        self.shutdown()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,455 @@
+"""The partition's replica state machine: high watermark and ISR rules, follower appends, truncation.
+
+Real ``Partition`` objects over real logs in tmp_path; time is the injected
+clock, ISR writes go through an injected async writer that records what it was
+asked and answers like ZooKeeper would (accept with a new version, or refuse).
+A "follower" here is a second Partition fed with the leader's log bytes, as the
+fetcher feeds it.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kafka.errors import (
+    NotEnoughReplicasAfterAppendError, NotLeaderForPartitionError, OutOfOrderSequenceNumberError,
+    RequestTimedOutError,
+)
+from kafka.record.default_records import DefaultRecordBatch
+
+from broker_sim.controller.cluster_state import PartitionState
+from broker_sim.storage.batch import parse_batches
+from conftest import build_batch
+
+LAG_MS = 10_000
+
+
+class IsrWriter:
+    """ZooKeeper's side of the leader's ISR writes: conditional on the version, recorded."""
+
+    def __init__(self, accept: bool = True) -> None:
+        self.accept = accept
+        self.calls: list[tuple[int, ...]] = []
+
+    async def __call__(self, partition, new_isr):
+        self.calls.append(tuple(new_isr))
+        await asyncio.sleep(0)
+        if not self.accept:
+            return None
+        return PartitionState(partition.broker_id, partition.leader_epoch, tuple(new_isr), 0,
+                              partition.zk_version + 1)
+
+
+def state(leader: int, epoch: int, isr, zk_version: int = 0) -> PartitionState:
+    return PartitionState(leader, epoch, tuple(isr), 0, zk_version)
+
+
+def produce(partition, *values: bytes, **kwargs):
+    return partition.append_records(build_batch(list(values), **kwargs))
+
+
+def replicate(leader, follower) -> None:
+    """One fetch round: the follower copies what it lacks, then the leader learns its new log end offset."""
+    data = leader.log.read_bytes(follower.log_end_offset, 1 << 30)
+    if data:
+        follower.append_as_follower(data)
+    follower.set_follower_high_watermark(leader.high_watermark)
+    leader.update_follower_fetch(follower.broker_id, follower.log_end_offset, leader._now_ms())
+
+
+def values(partition, start: int = 0) -> list[bytes]:
+    data = partition.log.read_bytes(start, 1 << 30)
+    out = []
+    for batch in parse_batches(data):
+        raw = data[batch.position:batch.position + batch.size]
+        out.extend(record.value for record in DefaultRecordBatch(raw) if not batch.is_control)
+    return out
+
+
+def segment_bytes(partition) -> bytes:
+    return b"".join(segment.log_path.read_bytes() for segment in partition.log.segments)
+
+
+# -- single node -------------------------------------------------------------------------------
+
+def test_a_new_partition_leads_a_one_replica_isr_and_commits_every_append(open_partition):
+    partition = open_partition(0)
+    assert (partition.is_leader, partition.leader_id, partition.isr, partition.replicas) == (True, 0, (0,), [0])
+    produce(partition, b"a", b"b")
+    assert partition.high_watermark == partition.log_end_offset == 2
+
+
+# -- leader: high watermark ----------------------------------------------------------------------
+
+def test_the_high_watermark_is_the_minimum_log_end_offset_of_the_isr(open_partition, clock):
+    leader = open_partition(0)
+    leader.make_leader(state(0, 1, [0, 1, 2]), [0, 1, 2])
+    for i in range(5):
+        produce(leader, b"v%d" % i)
+    assert leader.high_watermark == 0, "followers have not fetched: nothing is committed"
+    leader.update_follower_fetch(1, 5, clock.now)
+    assert leader.high_watermark == 0, "follower 2 of the ISR is unknown yet"
+    leader.update_follower_fetch(2, 3, clock.now)
+    assert leader.high_watermark == 3
+    leader.update_follower_fetch(2, 5, clock.now)
+    assert leader.high_watermark == 5
+
+
+def test_the_high_watermark_never_moves_back_while_leading(open_partition, clock):
+    leader = open_partition(0)
+    leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+    produce(leader, b"a", b"b", b"c")
+    leader.update_follower_fetch(1, 3, clock.now)
+    assert leader.high_watermark == 3
+    leader.update_follower_fetch(1, 1, clock.now)  # e.g. a follower that truncated reports a lower offset
+    assert leader.high_watermark == 3
+
+
+def test_making_a_leader_at_the_same_epoch_only_adopts_the_isr(open_partition):
+    leader = open_partition(0)
+    assert leader.make_leader(state(0, 3, [0, 1]), [0, 1]) is True
+    assert leader.epochs.latest_epoch == 3
+    assert leader.make_leader(state(0, 3, [0], zk_version=4), [0, 1]) is False
+    assert (leader.isr, leader.zk_version, leader.leader_epoch) == ((0,), 4, 3)
+
+
+def test_leader_epochs_stamp_appended_batches_and_the_epochs_cache(open_partition):
+    leader = open_partition(0)
+    produce(leader, b"a")
+    leader.make_leader(state(0, 2, [0]), [0])
+    produce(leader, b"b")
+    headers = list(leader.log.iter_batches())
+    assert [h.partition_leader_epoch for h in headers] == [0, 2]
+    assert leader.epochs.entries == [(0, 0), (2, 1)]
+    assert leader.end_offset_for_epoch(0) == (0, 1)
+
+
+def test_a_fetch_waiter_wakes_when_the_high_watermark_moves(open_partition, clock):
+    async def scenario():
+        leader = open_partition(0)
+        leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+        produce(leader, b"a")
+        waiter = leader.wait_for_append()
+        assert not waiter.done()
+        leader.update_follower_fetch(1, 1, clock.now)
+        assert waiter.done(), "a consumer long poll must wake when records become committed"
+
+    asyncio.run(scenario())
+
+
+# -- leader: ISR -----------------------------------------------------------------------------------
+
+def test_a_follower_that_stops_fetching_leaves_the_isr_after_the_lag_time(open_partition, clock):
+    async def scenario():
+        writer = IsrWriter()
+        leader = open_partition(0, isr_writer=writer)
+        leader.make_leader(state(0, 1, [0, 1, 2]), [0, 1, 2])
+        produce(leader, b"a")
+        leader.update_follower_fetch(1, 1, clock.now)
+        leader.update_follower_fetch(2, 0, clock.now)  # follower 2 stops after this fetch
+        assert leader.high_watermark == 0
+        clock.now += LAG_MS
+        assert leader.maybe_shrink_isr(clock.now, LAG_MS) is False, "exactly the lag time is still in sync"
+        clock.now += 1
+        leader.update_follower_fetch(1, 1, clock.now)
+        assert leader.maybe_shrink_isr(clock.now, LAG_MS) is True
+        assert leader.isr == (0, 1, 2), "the ISR changes only once ZooKeeper accepted the write"
+        await leader.isr_update_task
+        assert writer.calls == [(0, 1)]
+        assert leader.isr == (0, 1) and leader.zk_version == 1
+        assert leader.high_watermark == 1, "without the lagging follower the HW advances"
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_at_the_log_end_stays_in_sync_however_long_ago_it_fetched(open_partition, clock):
+    async def scenario():
+        leader = open_partition(0, isr_writer=IsrWriter())
+        leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+        produce(leader, b"a")
+        leader.update_follower_fetch(1, 1, clock.now)
+        clock.now += 10 * LAG_MS
+        assert leader.maybe_shrink_isr(clock.now, LAG_MS) is False
+
+    asyncio.run(scenario())
+
+
+def test_a_refused_isr_write_leaves_the_isr_alone(open_partition, clock):
+    async def scenario():
+        writer = IsrWriter(accept=False)
+        leader = open_partition(0, isr_writer=writer)
+        leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+        produce(leader, b"a")
+        clock.now += LAG_MS + 1
+        assert leader.maybe_shrink_isr(clock.now, LAG_MS)
+        await leader.isr_update_task
+        assert writer.calls == [(0,)] and leader.isr == (0, 1) and leader.high_watermark == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_that_caught_up_rejoins_the_isr(open_partition, clock):
+    async def scenario():
+        writer = IsrWriter()
+        leader = open_partition(0, isr_writer=writer)
+        leader.make_leader(state(0, 1, [0]), [0, 1])
+        produce(leader, b"a", b"b")
+        assert leader.high_watermark == 2
+        leader.update_follower_fetch(1, 1, clock.now)
+        assert leader.isr_update_task is None, "below the high watermark: not caught up"
+        leader.update_follower_fetch(1, 2, clock.now)
+        await leader.isr_update_task
+        assert writer.calls == [(0, 1)] and leader.isr == (0, 1)
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_must_reach_the_start_of_the_leaders_epoch_to_rejoin(open_partition, clock):
+    async def scenario():
+        writer = IsrWriter()
+        leader = open_partition(0, isr_writer=writer)
+        produce(leader, b"a", b"b", b"c")  # HW 3 under the single-node ISR
+        leader.make_leader(state(0, 1, [0]), [0, 1])
+        leader.high_watermark = 1  # as if the HW the new leader knew were behind its log end
+        leader.update_follower_fetch(1, 2, clock.now)
+        assert writer.calls == [] and leader.isr_update_task is None
+        leader.update_follower_fetch(1, 3, clock.now)
+        await leader.isr_update_task
+        assert writer.calls == [(0, 1)]
+
+    asyncio.run(scenario())
+
+
+# -- acks=all purgatory ----------------------------------------------------------------------------
+
+def test_acks_all_waits_for_the_isr(open_partition, clock):
+    async def scenario():
+        leader = open_partition(0)
+        leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+        result = produce(leader, b"a", b"b")
+        waiting = asyncio.ensure_future(leader.wait_for_high_watermark(result.last_offset + 1, 5.0, min_isr=2))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        leader.update_follower_fetch(1, 2, clock.now)
+        await asyncio.wait_for(waiting, 1.0)
+
+    asyncio.run(scenario())
+
+
+def test_acks_all_times_out(open_partition):
+    async def scenario():
+        leader = open_partition(0)
+        leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+        produce(leader, b"a")
+        with pytest.raises(RequestTimedOutError, match="waiting for \\[1\\]"):
+            await leader.wait_for_high_watermark(1, 0.05)
+
+    asyncio.run(scenario())
+
+
+def test_acks_all_fails_when_leadership_is_lost(open_partition):
+    async def scenario():
+        leader = open_partition(0)
+        leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+        produce(leader, b"a")
+        waiting = asyncio.ensure_future(leader.wait_for_high_watermark(1, 5.0))
+        await asyncio.sleep(0.01)
+        assert leader.make_follower(state(1, 2, [1]), [0, 1]) is True
+        with pytest.raises(NotLeaderForPartitionError):
+            await asyncio.wait_for(waiting, 1.0)
+
+    asyncio.run(scenario())
+
+
+def test_acks_all_after_the_isr_shrank_below_the_minimum(open_partition, clock):
+    async def scenario():
+        leader = open_partition(0, isr_writer=IsrWriter())
+        leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+        produce(leader, b"a")
+        waiting = asyncio.ensure_future(leader.wait_for_high_watermark(1, 5.0, min_isr=2))
+        clock.now += LAG_MS + 1
+        leader.maybe_shrink_isr(clock.now, LAG_MS)
+        with pytest.raises(NotEnoughReplicasAfterAppendError):
+            await asyncio.wait_for(waiting, 1.0)
+
+    asyncio.run(scenario())
+
+
+# -- follower ------------------------------------------------------------------------------------
+
+def test_a_follower_refuses_produce_naming_the_leader(open_partition):
+    follower = open_partition(1)
+    follower.make_follower(state(0, 1, [0, 1]), [0, 1])
+    with pytest.raises(NotLeaderForPartitionError, match="the leader is broker 0"):
+        produce(follower, b"a")
+
+
+def test_a_follower_log_is_byte_identical_with_offsets_epochs_and_timestamps(open_partition, clock):
+    leader = open_partition(0, message_timestamp_type="LogAppendTime")
+    follower = open_partition(1, message_timestamp_type="LogAppendTime")
+    leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+    follower.make_follower(state(0, 1, [0, 1]), [0, 1])
+    produce(leader, b"a", b"b")
+    clock.now += 5
+    replicate(leader, follower)
+    leader.make_leader(state(0, 4, [0, 1]), [0, 1])
+    follower.make_follower(state(0, 4, [0, 1]), [0, 1])
+    produce(leader, b"c")
+    replicate(leader, follower)
+    replicate(leader, follower)  # the second round carries the new high watermark
+    assert segment_bytes(follower) == segment_bytes(leader)
+    assert follower.log_end_offset == leader.log_end_offset == 3
+    assert follower.high_watermark == leader.high_watermark == 3
+    assert follower.epochs.entries == leader.epochs.entries == [(1, 0), (4, 2)]
+
+
+def test_the_follower_high_watermark_is_bounded_by_its_log_end(open_partition):
+    follower = open_partition(1)
+    follower.make_follower(state(0, 1, [0, 1]), [0, 1])
+    leader = open_partition(0)
+    produce(leader, b"a", b"b")
+    follower.append_as_follower(leader.log.read_bytes(0, 1 << 30))
+    follower.set_follower_high_watermark(10)
+    assert follower.high_watermark == 2
+
+
+def test_producer_state_replicates_so_a_retry_is_deduplicated_after_failover(open_partition, clock):
+    leader = open_partition(0)
+    follower = open_partition(1)
+    leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+    follower.make_follower(state(0, 1, [0, 1]), [0, 1])
+    first = build_batch([b"a", b"b"], producer_id=7, producer_epoch=0, base_sequence=0)
+    second = build_batch([b"c"], producer_id=7, producer_epoch=0, base_sequence=2)
+    leader.append_records(first)
+    leader.append_records(second)
+    replicate(leader, follower)
+    # the old leader dies after appending; the follower takes over and the producer retries the last batch
+    follower.make_leader(state(1, 2, [1]), [0, 1])
+    retry = follower.append_records(second)
+    assert retry.duplicate and retry.base_offset == 2
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        follower.append_records(build_batch([b"d"], producer_id=7, producer_epoch=0, base_sequence=5))
+    follower.append_records(build_batch([b"d"], producer_id=7, producer_epoch=0, base_sequence=3))
+    assert values(follower) == [b"a", b"b", b"c", b"d"]
+
+
+def test_transactions_replicate_with_their_aborted_index_and_last_stable_offset(open_partition):
+    leader = open_partition(0)
+    follower = open_partition(1)
+    leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+    follower.make_follower(state(0, 1, [0, 1]), [0, 1])
+    leader.append_records(build_batch([b"x1", b"x2"], producer_id=5, producer_epoch=0, base_sequence=0,
+                                      transactional=True))
+    leader.append_records(build_batch([b"y1"], producer_id=6, producer_epoch=0, base_sequence=0,
+                                      transactional=True))
+    leader.write_txn_marker(5, 0, 3, commit=False)
+    replicate(leader, follower)
+    replicate(leader, follower)  # the leader's HW moved with the first round's fetch offset
+    assert follower.producers.ongoing_transactions() == leader.producers.ongoing_transactions() == {6: 2}
+    assert follower.aborted_transactions(0, 10) == leader.aborted_transactions(0, 10) == [(5, 0)]
+    assert follower.producers.producers[5].coordinator_epoch == 3
+    assert follower.last_stable_offset == leader.last_stable_offset == 2
+    leader.write_txn_marker(6, 0, 3, commit=True)
+    replicate(leader, follower)
+    replicate(leader, follower)
+    assert follower.producers.ongoing_transactions() == {}
+    assert follower.last_stable_offset == follower.high_watermark == 5
+    assert segment_bytes(follower) == segment_bytes(leader)
+
+
+def test_the_follower_state_survives_a_restart(open_partition, tmp_path, clock):
+    leader = open_partition(0)
+    follower = open_partition(1)
+    leader.make_leader(state(0, 3, [0, 1]), [0, 1])
+    follower.make_follower(state(0, 3, [0, 1]), [0, 1])
+    leader.append_records(build_batch([b"a"], producer_id=5, producer_epoch=0, base_sequence=0,
+                                      transactional=True))
+    leader.write_txn_marker(5, 0, 0, commit=False)
+    replicate(leader, follower)
+    follower.close()
+    reopened = open_partition(1)
+    assert reopened.log_end_offset == 2
+    assert reopened.epochs.latest_epoch == 3
+    assert reopened.aborted_transactions(0, 10) == [(5, 0)]
+
+
+# -- truncation ----------------------------------------------------------------------------------
+
+def test_truncation_drops_records_epochs_producer_state_and_txn_index(open_partition):
+    partition = open_partition(1)
+    partition.append_records(build_batch([b"a", b"b"], producer_id=7, producer_epoch=0, base_sequence=0))
+    partition.make_leader(state(1, 1, [1]), [1])
+    partition.append_records(build_batch([b"c"], producer_id=7, producer_epoch=0, base_sequence=2))
+    partition.append_records(build_batch([b"t"], producer_id=8, producer_epoch=0, base_sequence=0,
+                                         transactional=True))
+    partition.write_txn_marker(8, 0, 0, commit=False)
+    partition.append_records(build_batch([b"u"], producer_id=9, producer_epoch=0, base_sequence=0,
+                                         transactional=True))
+    assert partition.aborted_transactions(0, 10) == [(8, 3)]
+    assert partition.producers.ongoing_transactions() == {9: 5}
+    partition.make_follower(state(0, 2, [0, 1]), [0, 1])
+    partition.truncate_to(2)
+    assert partition.log_end_offset == 2 and partition.high_watermark == 2
+    assert values(partition) == [b"a", b"b"]
+    assert partition.epochs.entries == [(0, 0)]
+    assert set(partition.producers.producers) == {7}
+    assert partition.producers.producers[7].last_seq == 1, "sequence 2 was truncated: it may be written again"
+    assert partition.producers.ongoing_transactions() == {}
+    assert partition.aborted_transactions(0, 10) == []
+    assert partition.last_stable_offset == 2
+
+
+def test_truncation_beyond_a_snapshot_reloads_from_it(open_partition):
+    partition = open_partition(1, segment_bytes=200)
+    for sequence in range(6):
+        partition.append_records(build_batch([b"x" * 60], producer_id=7, producer_epoch=0, base_sequence=sequence))
+    assert len(partition.log.segments) > 2 and partition.producers.snapshot_offsets()
+    partition.make_follower(state(0, 1, [0, 1]), [0, 1])
+    partition.truncate_to(4)
+    assert partition.log_end_offset == 4
+    assert all(offset <= 4 for offset in partition.producers.snapshot_offsets())
+    assert partition.producers.producers[7].last_seq == 3
+
+
+def test_truncating_at_or_past_the_log_end_is_a_no_op(open_partition):
+    partition = open_partition(1)
+    produce(partition, b"a")
+    partition.make_follower(state(0, 1, [0, 1]), [0, 1])
+    partition.truncate_to(5)
+    assert partition.log_end_offset == 1
+
+
+def test_a_follower_behind_the_leaders_log_start_restarts_its_log_there(open_partition):
+    follower = open_partition(1)
+    produce(follower, b"old")
+    follower.make_follower(state(0, 1, [0, 1]), [0, 1])
+    follower.truncate_fully_and_start_at(50)
+    assert (follower.log_start_offset, follower.log_end_offset, follower.high_watermark) == (50, 50, 50)
+    assert follower.epochs.entries == []
+
+
+def test_a_follower_follows_the_leaders_log_start_offset(open_partition):
+    leader = open_partition(0)
+    follower = open_partition(1)
+    leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+    follower.make_follower(state(0, 1, [0, 1]), [0, 1])
+    for i in range(4):
+        produce(leader, b"v%d" % i)
+    replicate(leader, follower)
+    replicate(leader, follower)
+    assert leader.delete_records_before(2) == 2
+    follower.follow_log_start_offset(leader.log_start_offset)
+    assert follower.log_start_offset == 2
+    follower.follow_log_start_offset(1)
+    assert follower.log_start_offset == 2, "the log start never moves back"
+
+
+def test_records_below_the_log_end_are_refused(open_partition):
+    leader = open_partition(0)
+    follower = open_partition(1)
+    follower.make_follower(state(0, 1, [0, 1]), [0, 1])
+    produce(leader, b"a", b"b")
+    data = leader.log.read_bytes(0, 1 << 30)
+    follower.append_as_follower(data)
+    with pytest.raises(Exception, match="below the next expected offset"):
+        follower.append_as_follower(data)
