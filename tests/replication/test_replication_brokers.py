@@ -1,0 +1,383 @@
+"""Replication between real in-process brokers over the Kafka protocol.
+
+Two or three ``Broker(port=0)`` instances in this process, each on its own
+event loop thread.  The tests play the controller: they create the topic on
+every broker and hand out leadership with ``replicas.become_leader`` /
+``become_follower`` on each broker's loop, with ``resolve_broker`` pointing at
+the other brokers' ports and an ISR writer that accepts every change (and
+records it), as ZooKeeper would when nobody else wrote.  Followers really
+fetch (FetchRequest v12 with replica_id) from the leader's listener; producers
+and consumers are kafka-python, confluent-kafka, or ``BrokerClient`` for exact
+wire-level requests.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from confluent_kafka import Producer as ConfluentProducer
+from kafka import KafkaProducer
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.producer import ProduceRequest
+
+from broker_sim.controller.cluster_state import BrokerEndpoint, PartitionState
+from broker_sim.replication.client import BrokerClient
+from broker_sim.server.broker import Broker
+from conftest import build_batch
+
+TOPIC = "replicated"
+KEY = (TOPIC, 0)
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+NOT_ENOUGH_REPLICAS = 19
+BROKER_CONFIG = {
+    "replica.fetch.wait.max.ms": 100,
+    "replica.fetch.backoff.ms": 100,
+    "replica.lag.time.max.ms": 1500,
+    "replica.socket.timeout.ms": 5000,
+}
+
+
+def wait_until(condition, timeout: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"{what} not reached within {timeout} s")
+
+
+class TestCluster:
+    """Brokers 0..n-1 with hand-made leadership; see the module docstring."""
+
+    __test__ = False
+
+    def __init__(self, size: int, tmp_path, config=None) -> None:
+        self.brokers = [Broker(tmp_path / f"broker-{i}", broker_id=i, config={**BROKER_CONFIG, **(config or {})})
+                        for i in range(size)]
+        self.isr_writes: list[tuple[int, tuple]] = []
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self._lock = threading.Lock()
+        self._isr_checks = []
+        for broker in self.brokers:
+            broker.start()
+        for broker in self.brokers:
+            self.call(broker, self._install, broker)
+
+    def _install(self, broker) -> None:
+        broker.replicas.resolve_broker = self.endpoint
+        broker.replicas.isr_writer = self._isr_writer
+        self._isr_checks.append(asyncio.get_running_loop().create_task(self._check_isr(broker)))
+
+    async def _check_isr(self, broker) -> None:
+        every = broker.config.get("replica.lag.time.max.ms") / 2000.0
+        while True:
+            await asyncio.sleep(every)
+            broker.replicas.check_isr()
+
+    def endpoint(self, broker_id: int) -> BrokerEndpoint | None:
+        if 0 <= broker_id < len(self.brokers) and self.brokers[broker_id]._thread is not None:
+            return BrokerEndpoint(broker_id, "127.0.0.1", self.brokers[broker_id].port)
+        return None
+
+    async def _isr_writer(self, partition, new_isr):
+        key = (partition.topic, partition.index)
+        with self._lock:
+            current = self.states[key]
+            if partition.zk_version != current.zk_version or partition.leader_epoch != current.leader_epoch:
+                return None  # what ZooKeeper's conditional write does for a stale leader
+            new = PartitionState(current.leader, current.leader_epoch, tuple(new_isr), current.controller_epoch,
+                                 current.zk_version + 1)
+            self.states[key] = new
+            self.isr_writes.append((partition.broker_id, tuple(new_isr)))
+        return new
+
+    @staticmethod
+    def call(broker, fn, *args, timeout: float = 10.0):
+        """Run ``fn(*args)`` on the broker's event loop thread and return its result."""
+        async def run():
+            return fn(*args)
+        return asyncio.run_coroutine_threadsafe(run(), broker._loop).result(timeout)
+
+    def create_topic(self, configs=None) -> None:
+        for broker in self.brokers:
+            self.call(broker, broker.create_topic, TOPIC, 1, dict(configs or {}))
+
+    def elect(self, leader: int, epoch: int, isr, replicas=None, *, followers=None) -> None:
+        """The controller's decision for partition 0 of TOPIC, applied on every (running) replica."""
+        replicas = list(range(len(self.brokers))) if replicas is None else list(replicas)
+        state = PartitionState(leader, epoch, tuple(isr), 1, self.states.get(KEY, PartitionState(0, 0, (), 0, 0))
+                               .zk_version + 1)
+        with self._lock:
+            self.states[KEY] = state
+        for broker_id in replicas if followers is None else [leader, *followers]:
+            broker = self.brokers[broker_id]
+            if broker._thread is None:
+                continue
+            if broker_id == leader:
+                self.call(broker, broker.replicas.become_leader, TOPIC, 0, state, replicas)
+            else:
+                self.call(broker, broker.replicas.become_follower, TOPIC, 0, state, replicas)
+
+    def partition_info(self, broker_id: int) -> dict:
+        broker = self.brokers[broker_id]
+
+        def read():
+            p = broker.replicas.partitions[KEY]
+            return {"leo": p.log_end_offset, "hw": p.high_watermark, "isr": p.isr, "leader": p.is_leader,
+                    "epochs": p.epochs.entries, "bytes": p.log.read_bytes(p.log_start_offset, 1 << 30)}
+        return self.call(broker, read)
+
+    def stop_fetching(self, broker_id: int) -> None:
+        broker = self.brokers[broker_id]
+        self.call(broker, broker.replicas.fetcher.remove_partitions, [KEY])
+
+    def bootstrap(self, broker_id: int) -> str:
+        return self.brokers[broker_id].bootstrap_servers
+
+    def close(self) -> None:
+        for broker, task in zip(self.brokers, self._isr_checks):
+            if broker._thread is not None:
+                broker._loop.call_soon_threadsafe(task.cancel)
+        for broker in self.brokers:
+            broker.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    made = []
+
+    def make(size: int, **config) -> TestCluster:
+        made.append(TestCluster(size, tmp_path, config))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def wire(bootstrap: str, *requests):
+    """Send requests over one BrokerClient connection (pipelined); the decoded responses in order."""
+    host, port = bootstrap.rsplit(":", 1)
+
+    async def run():
+        client = BrokerClient(host, int(port), client_id="replication-test", timeout_s=15)
+        try:
+            return await asyncio.gather(*(client.request(r) for r in requests))
+        finally:
+            client.close()
+    return asyncio.run(run())
+
+
+def produce_request(values, *, acks: int, timeout_ms: int = 5000):
+    return ProduceRequest[9](transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
+        ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=build_batch(values))])])
+
+
+def produce_error(response) -> tuple[int, int]:
+    answer = response.responses[0].partition_responses[0]
+    return answer.error_code, answer.base_offset
+
+
+def fetch_request(offset: int, *, max_wait_ms: int = 0):
+    return FetchRequest[12](
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[
+            FetchRequest.FetchTopic.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20,
+                                                   current_leader_epoch=-1, last_fetched_epoch=-1,
+                                                   log_start_offset=-1)])],
+        forgotten_topics_data=[], rack_id="")
+
+
+def list_latest_request():
+    return ListOffsetsRequest[7](replica_id=-1, isolation_level=0, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name=TOPIC, partitions=[
+            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
+
+
+def fetched_offsets(response) -> tuple[int, int, list[int]]:
+    """(error code, high watermark, offsets of the records returned)."""
+    from kafka.record.memory_records import MemoryRecords
+    answer = response.responses[0].partitions[0]
+    offsets = []
+    memory = MemoryRecords(bytes(answer.records or b""))
+    while memory.has_next():
+        batch = memory.next_batch()
+        if batch is None:
+            break
+        offsets.extend(record.offset for record in batch)
+    return answer.error_code, answer.high_watermark, offsets
+
+
+# -- the tests ---------------------------------------------------------------------------------
+
+def test_followers_replicate_byte_identical_logs(cluster):
+    c = cluster(3)
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0, 1, 2])
+    producer = KafkaProducer(bootstrap_servers=c.bootstrap(0), acks=1, linger_ms=5)
+    for i in range(200):
+        producer.send(TOPIC, key=b"k%d" % i, value=b"value-%d" % i, partition=0)
+    producer.flush()
+    producer.close()
+    leader = wait_until(lambda: (info := c.partition_info(0))["hw"] == 200 and info, what="leader HW 200")
+    for follower in (1, 2):
+        info = wait_until(lambda: (i := c.partition_info(follower))["leo"] == 200 and i["hw"] == 200 and i,
+                          what=f"follower {follower} caught up")
+        assert info["bytes"] == leader["bytes"], f"follower {follower}'s log differs from the leader's"
+        assert info["epochs"] == leader["epochs"] == [(1, 0)]
+        assert info["leader"] is False
+
+
+def test_acks_all_waits_for_the_followers_kafka_python(cluster):
+    c = cluster(3)
+    c.create_topic({"min.insync.replicas": "2"})
+    c.elect(leader=0, epoch=1, isr=[0, 1, 2])
+    producer = KafkaProducer(bootstrap_servers=c.bootstrap(0), acks="all", request_timeout_ms=10000)
+    for i in range(5):
+        metadata = producer.send(TOPIC, value=b"v%d" % i, partition=0).get(timeout=15)
+        # acknowledged means in every ISR member's log already
+        for follower in (1, 2):
+            assert c.partition_info(follower)["leo"] >= metadata.offset + 1
+    producer.close()
+    assert c.partition_info(0)["hw"] == 5
+
+
+def test_acks_all_with_confluent_kafka(cluster):
+    c = cluster(2)
+    c.create_topic({"min.insync.replicas": "2"})
+    c.elect(leader=0, epoch=1, isr=[0, 1])
+    results = []
+    producer = ConfluentProducer({"bootstrap.servers": c.bootstrap(0), "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 5})
+    for i in range(50):
+        producer.produce(TOPIC, value=b"c%d" % i, partition=0,
+                         on_delivery=lambda err, msg: results.append((err, msg.offset())))
+    assert producer.flush(20) == 0
+    assert [err for err, _ in results] == [None] * 50
+    assert sorted(offset for _, offset in results) == list(range(50))
+    assert c.partition_info(1)["leo"] == 50
+    assert c.partition_info(1)["bytes"] == c.partition_info(0)["bytes"]
+
+
+def test_not_enough_replicas_when_the_isr_is_below_min_insync(cluster):
+    c = cluster(2)
+    c.create_topic({"min.insync.replicas": "2"})
+    c.elect(leader=0, epoch=1, isr=[0], followers=[])  # the follower is out of the ISR and does not fetch
+    (all_acks, one_ack) = wire(c.bootstrap(0), produce_request([b"a"], acks=-1), produce_request([b"b"], acks=1))
+    assert produce_error(all_acks)[0] == NOT_ENOUGH_REPLICAS
+    assert produce_error(one_ack) == (0, 0), "acks=1 does not need the ISR; nothing was appended before it"
+
+
+def test_acks_all_times_out_when_an_isr_follower_does_not_fetch(cluster):
+    c = cluster(2, **{"replica.lag.time.max.ms": 60000})
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0, 1])
+    c.stop_fetching(1)
+    started = time.monotonic()
+    (response,) = wire(c.bootstrap(0), produce_request([b"a"], acks=-1, timeout_ms=400))
+    assert produce_error(response)[0] == REQUEST_TIMED_OUT
+    assert 0.3 < time.monotonic() - started < 5
+
+
+def test_a_follower_that_stops_fetching_leaves_the_isr_and_the_hw_moves_on(cluster):
+    c = cluster(3)
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0, 1, 2])
+    wire(c.bootstrap(0), produce_request([b"a", b"b"], acks=-1))
+    c.brokers[2].stop()  # follower 2 dies
+    started = time.monotonic()
+    (response,) = wire(c.bootstrap(0), produce_request([b"c"], acks=1))
+    assert produce_error(response) == (0, 2)
+    info = wait_until(lambda: (i := c.partition_info(0))["isr"] == (0, 1) and i, timeout=10, what="ISR shrink")
+    elapsed = time.monotonic() - started
+    assert elapsed >= 1.0, f"the follower left the ISR after {elapsed:.2f} s, before replica.lag.time.max.ms"
+    assert (0, (0, 1)) in c.isr_writes
+    wait_until(lambda: c.partition_info(0)["hw"] == 3, what="HW advancing without the dead follower")
+    (response,) = wire(c.bootstrap(0), produce_request([b"d"], acks=-1, timeout_ms=5000))
+    assert produce_error(response) == (0, 3)
+    assert info["leader"] is True
+
+
+def test_a_follower_that_catches_up_rejoins_the_isr(cluster):
+    c = cluster(2)
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0])
+    wire(c.bootstrap(0), produce_request([b"a", b"b", b"c"], acks=1))
+    wait_until(lambda: c.partition_info(0)["isr"] == (0, 1), what="ISR expansion")
+    assert (0, (0, 1)) in c.isr_writes
+    assert c.partition_info(1)["leo"] == 3
+
+
+def test_a_divergent_follower_is_truncated_to_the_new_leaders_log(cluster):
+    c = cluster(2, **{"replica.lag.time.max.ms": 60000})
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0, 1])
+    wire(c.bootstrap(0), produce_request([b"a", b"b"], acks=-1))
+    wait_until(lambda: c.partition_info(1)["leo"] == 2, what="replication of the first records")
+    c.stop_fetching(1)
+    # broker 0 appends at epoch 1 what broker 1 never gets (acks=1), then loses leadership
+    (response,) = wire(c.bootstrap(0), produce_request([b"lost-1", b"lost-2", b"lost-3"], acks=1))
+    assert produce_error(response) == (0, 2)
+    assert c.partition_info(0)["leo"] == 5
+    c.elect(leader=1, epoch=2, isr=[1], followers=[])
+    (response,) = wire(c.bootstrap(1), produce_request([b"new-1"], acks=1))
+    assert produce_error(response) == (0, 2)
+    c.elect(leader=1, epoch=2, isr=[1], followers=[0])  # broker 0 learns of the change and follows
+    old = wait_until(lambda: (i := c.partition_info(0))["leo"] == 3 and i, what="truncation and catch-up")
+    new = c.partition_info(1)
+    assert old["bytes"] == new["bytes"], "the divergent tail was not replaced by the new leader's records"
+    assert old["epochs"] == new["epochs"] == [(1, 0), (2, 2)]
+    wait_until(lambda: c.partition_info(1)["isr"] == (0, 1), what="old leader rejoining the ISR")
+    assert wire(c.bootstrap(1), fetch_request(0))[0].responses[0].partitions[0].error_code == 0
+
+
+def test_consumers_never_see_offsets_above_the_high_watermark(cluster):
+    c = cluster(2, **{"replica.lag.time.max.ms": 60000})
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0, 1])
+    wire(c.bootstrap(0), produce_request([b"a", b"b"], acks=-1))
+    c.stop_fetching(1)
+    wire(c.bootstrap(0), produce_request([b"c", b"d", b"e"], acks=1))
+    assert c.partition_info(0)["leo"] == 5
+    fetched, latest, waited = wire(c.bootstrap(0), fetch_request(0), list_latest_request(),
+                                   fetch_request(2, max_wait_ms=300))
+    assert fetched_offsets(fetched) == (0, 2, [0, 1])
+    assert latest.topics[0].partitions[0].offset == 2
+    assert fetched_offsets(waited) == (0, 2, []), "uncommitted records must not be served"
+    # the follower comes back; a consumer long-polling at the HW wakes when the HW moves
+    c.elect(leader=0, epoch=1, isr=[0, 1], followers=[1])
+    (fetched,) = wire(c.bootstrap(0), fetch_request(2, max_wait_ms=5000))
+    error, hw, offsets = fetched_offsets(fetched)
+    assert error == 0 and offsets and offsets[0] == 2 and max(offsets) < hw <= 5
+
+
+def test_followers_refuse_client_requests_and_replica_fetches(cluster):
+    c = cluster(2)
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0, 1])
+    replica_fetch = fetch_request(0)
+    replica_fetch.replica_id = 0
+    produced, fetched, latest, from_replica = wire(
+        c.bootstrap(1), produce_request([b"x"], acks=1), fetch_request(0), list_latest_request(), replica_fetch)
+    assert produce_error(produced)[0] == NOT_LEADER_OR_FOLLOWER
+    assert fetched.responses[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
+    assert latest.topics[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
+    assert from_replica.responses[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
+
+
+def test_stopping_a_broker_stops_its_fetchers(cluster):
+    c = cluster(2)
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0, 1])
+    wait_until(lambda: c.call(c.brokers[1], lambda: c.brokers[1].replicas.fetcher.sources[0].fetches) > 2,
+               what="fetching")
+    threads_before = threading.active_count()
+    c.brokers[1].stop(timeout=10)
+    assert c.brokers[1]._thread is None
+    assert threading.active_count() <= threads_before
