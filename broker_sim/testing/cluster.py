@@ -331,8 +331,8 @@ class WorkloadOptions:
     producers: int = 3
     duration_s: float = 30.0
     rate_per_producer: float = 100.0          # sends per second per producer
-    nemesis_interval_s: float = 5.0           # from one fault's heal to the next fault
-    fault_s: tuple[float, float] = (2.0, 5.0)  # a fault lasts a uniform time in this range
+    nemesis_interval_s: float = 3.0           # from one fault's heal to the next fault
+    fault_s: tuple[float, float] = (1.5, 4.0)  # a fault lasts a uniform time in this range
     faults: tuple[str, ...] = ("kill", "pause")
     controller_probability: float = 0.25
     seed: int | None = None
@@ -734,3 +734,65 @@ def _settled_replica_logs(cluster, options: WorkloadOptions, ends: dict[int, int
             return logs
         time.sleep(0.5)
 
+
+
+# --------------------------------------------------------------------------- stress rounds
+
+def run_rounds(rounds: int, seconds: float, *, work_dir: str | None = None, seed: int | None = None,
+               out=None, err=None) -> list[dict]:
+    """*rounds* runs, each on a fresh 3-broker LocalCluster: workload, heal, check. Prints each
+    result as one JSON line on *out*; returns the results. Histories and broker logs stay in
+    *work_dir* (a temp dir by default) for post-mortems."""
+    import sys
+    import tempfile
+
+    from broker_sim.tools.cluster import LocalCluster
+
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    base = Path(work_dir or tempfile.mkdtemp(prefix="pylog-stress-cluster-"))
+    results = []
+    for round_number in range(1, rounds + 1):
+        round_seed = (seed if seed is not None else int(time.time())) + round_number
+        directory = base / f"round-{round_number}"
+        print(f"stress_cluster: round {round_number}/{rounds}, seed {round_seed}, {seconds:g} s, in {directory}",
+              file=err, flush=True)
+        started = time.monotonic()
+        options = WorkloadOptions(duration_s=seconds, seed=round_seed,
+                                  log=lambda line: print(f"  {line}", file=err, flush=True))
+        try:
+            with LocalCluster(directory / "cluster", brokers=3, configs=FAST_FAILOVER_CONFIGS) as cluster:
+                history = run_workload(cluster, options)
+            (directory / "history.json").write_text(history.to_json())
+            result = check(history)
+        except Exception as exc:  # noqa: BLE001 - a crashed round is an invalid round, reported as such
+            result = {"valid": False, "problems": [f"the round crashed: {type(exc).__name__}: {exc}"]}
+        result.update(round=round_number, seed=round_seed, seconds=round(time.monotonic() - started, 1),
+                      work_dir=str(directory))
+        results.append(result)
+        print(json.dumps(result), file=out, flush=True)
+    return results
+
+
+def main(argv=None) -> int:
+    """``python -m broker_sim.testing.cluster [--rounds N] [--seconds S]``: exit 1 if any round is invalid."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m broker_sim.testing.cluster",
+                                     description="Run the Jepsen-style nemesis workload on fresh local clusters.")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=60.0, help="faulty phase per round (default: 60)")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--work-dir", default=None, help="keep clusters and histories here (default: a temp dir)")
+    args = parser.parse_args(argv)
+    results = run_rounds(args.rounds, args.seconds, work_dir=args.work_dir, seed=args.seed)
+    invalid = [r["round"] for r in results if not r.get("valid")]
+    summary = {"rounds": len(results), "invalid_rounds": invalid,
+               "acked": sum(r.get("acked", 0) for r in results),
+               "faults": sum(r.get("faults", 0) for r in results)}
+    print(json.dumps({"summary": summary}), flush=True)
+    return 1 if invalid else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,6 +7,7 @@ Examples::
     $ pylog bench --output bench.json --progress   # JSON also written to a file
     $ ci/bench.sh                                  # the same, from the repository root
     $ pylog bench --workload groups                # rebalance times, OffsetCommit rate (bench_groups)
+    $ pylog bench --workload cluster               # replication cost and failover time (bench_cluster)
 
 What one round does for one broker, on a fresh broker process:
 
@@ -73,9 +74,11 @@ NOTES = [
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`bench_groups`)."""
-    parser.add_argument("--workload", choices=["throughput", "groups"], default="throughput",
+    parser.add_argument("--workload", choices=["throughput", "groups", "cluster"], default="throughput",
                         help="throughput: produce/consume and start time (this module); groups: rebalance "
-                             "times and OffsetCommit rate, see --members etc. (default: throughput)")
+                             "times and OffsetCommit rate, see --members etc.; cluster: RF=3 acks=all vs "
+                             "RF=1 acks=1 and leader failover time on a 3-broker cluster, see "
+                             "--cluster-records etc. (default: throughput)")
     parser.add_argument("--records", type=_positive, default=1_000_000,
                         help="records per confluent-kafka workload (default: 1000000)")
     parser.add_argument("--record-size", type=_positive, default=100, help="value bytes (default: 100)")

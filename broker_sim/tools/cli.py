@@ -26,6 +26,7 @@ Usage::
     pylog bench [--records N] [--record-size B] [--rounds R] [--brokers pylog,tansu]
                 [--skip-kafka-python] [--output FILE] [--progress]
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
+    pylog bench --workload cluster [--cluster-records N] [--rounds R] [--failover-rounds F] ...
     pylog cluster up --brokers N --data-dir DIR [--base-port P] [--config k=v ...]
 
 ``--bootstrap-server`` may be given before or after the command; its default is
@@ -48,7 +49,7 @@ from typing import Sequence
 
 from kafka.errors import KafkaError
 
-from broker_sim.tools import bench, bench_groups, console, groups, topics, transactions
+from broker_sim.tools import bench, bench_cluster, bench_groups, console, groups, topics, transactions
 from broker_sim.tools import cluster as cluster_tool
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.tools.errors import ToolError
@@ -214,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        help="throughput, start-time and group benchmarks, pylog vs Tansu (JSON)")
     bench.add_arguments(bench_parser)
     bench_groups.add_arguments(bench_parser)
+    bench_cluster.add_arguments(bench_parser)
 
     cluster_parser = commands.add_parser("cluster", help="run a local ZooKeeper and N brokers (development, tests)")
     cluster_commands = cluster_parser.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
@@ -227,7 +229,7 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     if args.command == "cluster":
         return cluster_tool.run_from_args(args, out=out, err=err)
     if args.command == "bench":
-        runner = bench_groups if args.workload == "groups" else bench
+        runner = {"groups": bench_groups, "cluster": bench_cluster}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms)
     if args.command == "groups":
