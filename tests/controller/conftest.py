@@ -92,3 +92,24 @@ def make_store(zk_connect, tmp_path):
     yield make
     for store in stores:
         store.close()
+
+
+@pytest.fixture
+def make_broker(make_store):
+    """Factory of (store, controller) "brokers": a registered ZkMetadataStore plus a started Controller
+    sharing its client; controllers are closed before their stores at teardown."""
+    from broker_sim.config import BrokerConfig
+    from broker_sim.controller.zk_controller import Controller
+    controllers = []
+
+    def make(broker_id: int, **overrides):
+        store = make_store(broker_id)
+        settings = {"leader.imbalance.check.interval.seconds": 1, "auto.leader.rebalance.enable": False}
+        settings.update(overrides)
+        controller = Controller(store.zk, broker_id, BrokerConfig(settings)).start()
+        controllers.append(controller)
+        return store, controller
+
+    yield make
+    for controller in controllers:
+        controller.close()
