@@ -362,7 +362,7 @@ def _producer_config(bootstrap: str, options: WorkloadOptions) -> dict:
         "retry.backoff.ms": 100,
         "reconnect.backoff.max.ms": 1000,
         "topic.metadata.refresh.interval.ms": 2000,
-        "log_level": 3,
+        "log_level": 0,  # client errors are observed through delivery reports and consumer errors
     }
 
 
@@ -378,7 +378,7 @@ def _consumer_config(bootstrap: str, name: str) -> dict:
         "fetch.wait.max.ms": 100,
         "reconnect.backoff.max.ms": 1000,
         "topic.metadata.refresh.interval.ms": 2000,
-        "log_level": 3,
+        "log_level": 0,  # client errors are observed through delivery reports and consumer errors
     }
 
 
@@ -578,7 +578,7 @@ class Nemesis(threading.Thread):
             self.failure = exc
             self._log({"error": f"{type(exc).__name__}: {exc}"})
 
-    def _target(self) -> tuple[int, str] | None:
+    def _pick_target(self) -> tuple[int, str] | None:
         from broker_sim.tools.cluster import ClusterError
 
         try:
@@ -592,7 +592,7 @@ class Nemesis(threading.Thread):
             return None
 
     def _one_fault(self) -> None:
-        target = self._target()
+        target = self._pick_target()
         if target is None:
             return
         broker_id, role = target
@@ -620,7 +620,7 @@ class Nemesis(threading.Thread):
                 return
         else:
             self.cluster.resume(broker_id)
-        self._log({"healed": broker_id, "fault": fault})
+        self._log({"healed": broker_id, "after": fault})
 
 
 def create_topic(bootstrap: str, options: WorkloadOptions, *, timeout_s: float = 30.0) -> None:

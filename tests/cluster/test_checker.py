@@ -77,7 +77,7 @@ def test_lost_acknowledged_write():
 
 def test_duplicate_in_the_log():
     history = clean_history()
-    partition, records = 0, history.final[0]
+    records = history.final[0]
     records.append([records[-1][0] + 1, records[3][1]])
     assert_only(check(history), "duplicated")
 

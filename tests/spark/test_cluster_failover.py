@@ -1,0 +1,112 @@
+"""The Spark source and the exactly-once sink across leader failovers on a 3-broker cluster.
+
+A streaming query reads ``events`` (RF=3) and writes ``clean`` (RF=3) through the transactional
+sink while the nemesis SIGKILLs the leader of a sink partition and then of a source partition
+(each restarted after a few seconds). Internal topics are replicated too
+(``offsets.topic.replication.factor=3``, ``transaction.state.log.replication.factor=3``), so the
+group and transaction coordinators move with their partitions' leaders. The output, read
+read_committed, must hold every input record exactly once.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+
+import pytest
+
+from sink_helpers import read_topic, values_of
+from spark_helpers import stream
+
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+
+CLUSTER_CONFIGS = {
+    "zookeeper.session.timeout.ms": "3000",
+    "replica.lag.time.max.ms": "3000",
+    "leader.imbalance.check.interval.seconds": "5",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "min.insync.replicas": "2",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from broker_sim.controller.zookeeper_server import zookeeper_available
+    from broker_sim.tools.cluster import LocalCluster
+
+    reason = zookeeper_available()
+    if reason:
+        pytest.skip(f"no ZooKeeper for cluster tests: {reason}")
+    running = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, configs=CLUSTER_CONFIGS).start()
+    try:
+        yield running
+    finally:
+        running.stop_all()
+
+
+def create_topics(cluster, partitions: dict[str, int]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    futures = admin.create_topics([NewTopic(t, num_partitions=n, replication_factor=3) for t, n in partitions.items()],
+                                  operation_timeout=30, request_timeout=30)
+    for topic, future in futures.items():
+        future.result(30)
+        cluster.wait_for_full_isr(topic, partitions[topic], timeout_s=60)
+
+
+def produce_acks_all(bootstrap: str, topic: str, numbers: range, partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    failures = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": 60000})
+    for i in numbers:
+        producer.produce(topic, str(i).encode(), key=f"k{i}".encode(), partition=i % partitions,
+                         on_delivery=lambda err, _msg: err is not None and failures.append(err))
+        producer.poll(0)
+    assert producer.flush(90) == 0 and not failures, failures
+
+
+def kill_and_restart(cluster, topic: str, partition: int, down_s: float) -> int:
+    leader = cluster.leader_of(topic, partition)
+    cluster.kill(leader)
+    time.sleep(down_s)
+    cluster.restart(leader)
+    return leader
+
+
+def committed_count(bootstrap: str, topic: str) -> int:
+    try:
+        return len(read_topic(bootstrap, topic, timeout_s=20))
+    except Exception:  # noqa: BLE001 - a failover in progress: ask again
+        return -1
+
+
+def test_stream_exactly_once_across_leader_failovers(spark, cluster):
+    bootstrap = cluster.bootstrap_servers
+    create_topics(cluster, {"events": 2, "clean": 3})
+    produce_acks_all(bootstrap, "events", range(400), 2)
+    checkpoint = tempfile.mkdtemp(prefix="pylog-ckpt-")
+
+    source = stream(spark, bootstrap, subscribe="events", startingOffsets="earliest", maxOffsetsPerTrigger=40)
+    query = (source.selectExpr("key", "concat('seen-', CAST(value AS STRING)) AS value")
+             .writeStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", "clean").option("checkpointLocation", checkpoint)
+             .trigger(processingTime="500 milliseconds").start())
+    try:
+        killed = [kill_and_restart(cluster, "clean", 0, down_s=5)]          # the sink's leader
+        produce_acks_all(bootstrap, "events", range(400, 600), 2)
+        killed.append(kill_and_restart(cluster, "events", 1, down_s=5))    # the source's leader
+        produce_acks_all(bootstrap, "events", range(600, 700), 2)
+        deadline = time.monotonic() + 240
+        while committed_count(bootstrap, "clean") < 700:
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, f"the query did not catch up: {query.lastProgress}"
+            time.sleep(2)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert values_of(read_topic(bootstrap, "clean")) == sorted(f"seen-{i}".encode() for i in range(700)), (
+        f"killed leaders {killed}")
