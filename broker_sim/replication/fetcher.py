@@ -75,6 +75,33 @@ def whole_batches(records) -> bytes:
     return data[:position]
 
 
+def truncate_for_epoch_end(partition, leader_epoch: int, leader_end: int) -> bool:
+    """Truncate a follower for the leader's (epoch, end offset) answer; True when the logs now agree.
+
+    Kafka's rules (``AbstractFetcherThread.getOffsetTruncationState``): no
+    answer (end -1) -> truncate to our high watermark; the leader's epoch
+    unknown to us -> keep what is below both ends; an epoch we never had (the
+    leader answered for an older one) -> cut back to the end of our own older
+    epoch and ask again (False); the same epoch -> the smaller end offset.
+    """
+    leo = partition.log_end_offset
+    if leader_end == UNDEFINED_OFFSET:
+        partition.truncate_to(min(partition.high_watermark, leo))
+        return True
+    if leader_epoch == UNDEFINED_EPOCH:
+        partition.truncate_to(min(leader_end, leo))
+        return True
+    our_epoch, our_end = partition.end_offset_for_epoch(leader_epoch)
+    if our_epoch == UNDEFINED_EPOCH:
+        partition.truncate_to(min(leader_end, leo))
+        return True
+    if our_epoch != leader_epoch:
+        partition.truncate_to(min(our_end, leo))
+        return False
+    partition.truncate_to(min(leader_end, our_end, leo))
+    return True
+
+
 class SourceFetcher:
     """The fetch loop for every partition followed from one leader broker."""
 
@@ -204,32 +231,12 @@ class SourceFetcher:
                          Errors.for_code(answer.error_code).__name__)
                 self._delay(state)
                 return
-            if self._apply_epoch_end(partition, answer.leader_epoch, answer.end_offset):
+            if truncate_for_epoch_end(partition, answer.leader_epoch, answer.end_offset):
                 state.truncating = False
                 return
         log.warning("%r: %s-%d still diverging after %d truncation rounds; retrying later", self, key[0], key[1],
                     MAX_TRUNCATION_ROUNDS)
         self._delay(state)
-
-    def _apply_epoch_end(self, partition, leader_epoch: int, leader_end: int) -> bool:
-        """Truncate for the leader's (epoch, end offset); True when the logs now agree (Kafka's rules)."""
-        leo = partition.log_end_offset
-        if leader_end == UNDEFINED_OFFSET:
-            partition.truncate_to(min(partition.high_watermark, leo))
-            return True
-        if leader_epoch == UNDEFINED_EPOCH:
-            partition.truncate_to(min(leader_end, leo))
-            return True
-        our_epoch, our_end = partition.end_offset_for_epoch(leader_epoch)
-        if our_epoch == UNDEFINED_EPOCH:
-            partition.truncate_to(min(leader_end, leo))
-            return True
-        if our_epoch != leader_epoch:
-            # we never had the leader's epoch: cut back to the end of our older one and ask again
-            partition.truncate_to(min(our_end, leo))
-            return False
-        partition.truncate_to(min(leader_end, our_end, leo))
-        return True
 
     # -- fetching ------------------------------------------------------------------------
 
@@ -299,7 +306,7 @@ class SourceFetcher:
         if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
             log.info("%s: leader %d reports a diverging epoch %d ending at %d (our LEO %d)", partition,
                      self.leader_id, diverging.epoch, diverging.end_offset, partition.log_end_offset)
-            if not self._apply_epoch_end(partition, diverging.epoch, diverging.end_offset):
+            if not truncate_for_epoch_end(partition, diverging.epoch, diverging.end_offset):
                 state.truncating = False  # the next fetch's last_fetched_epoch asks about the older epoch
             return
         records = whole_batches(answer.records)

@@ -25,7 +25,7 @@ from kafka.protocol.producer import ProduceRequest
 from broker_sim.controller.cluster_state import BrokerEndpoint, PartitionState
 from broker_sim.replication.client import BrokerClient
 from broker_sim.server.broker import Broker
-from conftest import build_batch
+from replication_helpers import build_batch
 
 TOPIC = "replicated"
 KEY = (TOPIC, 0)
@@ -381,3 +381,50 @@ def test_stopping_a_broker_stops_its_fetchers(cluster):
     c.brokers[1].stop(timeout=10)
     assert c.brokers[1]._thread is None
     assert threading.active_count() <= threads_before
+
+
+def test_a_follower_behind_the_leaders_log_start_restarts_there_and_follows_it(cluster):
+    c = cluster(2)
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0], followers=[])
+    wire(c.bootstrap(0), produce_request([b"a", b"b", b"c", b"d"], acks=1))
+    c.call(c.brokers[0], c.brokers[0].replicas.partitions[KEY].delete_records_before, 3)
+    c.elect(leader=0, epoch=1, isr=[0], followers=[1])
+    follower = wait_until(lambda: (i := c.partition_info(1))["leo"] == 4 and i, what="follower catch-up")
+    leader = c.partition_info(0)
+    assert follower["bytes"] == leader["bytes"]
+    assert c.call(c.brokers[1], lambda: c.brokers[1].replicas.partitions[KEY].log_start_offset) == 3
+    wire(c.bootstrap(0), produce_request([b"e"], acks=-1))
+    c.call(c.brokers[0], c.brokers[0].replicas.partitions[KEY].delete_records_before, 5)
+    wait_until(lambda: c.call(c.brokers[1], lambda: c.brokers[1].replicas.partitions[KEY].log_start_offset) == 5,
+               what="the follower following the leader's log start offset")
+
+
+def test_transactions_replicate_with_markers_and_aborted_index(cluster):
+    c = cluster(2)
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0, 1])
+    producer = KafkaProducer(bootstrap_servers=c.bootstrap(0), transactional_id="replicated-txn", acks="all")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(TOPIC, value=b"aborted", partition=0)
+    producer.flush()  # unsent records would just be dropped by the abort
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send(TOPIC, value=b"committed", partition=0)
+    producer.commit_transaction()
+    producer.close()
+
+    def txn_view(broker_id):
+        broker = c.brokers[broker_id]
+
+        def view():
+            p = broker.replicas.partitions[KEY]
+            return (p.log_end_offset, p.aborted_transactions(0, p.log_end_offset),
+                    dict(p.producers.ongoing_transactions()), p.log.read_bytes(0, 1 << 30))
+        return c.call(broker, view)
+
+    leader = wait_until(lambda: (v := txn_view(0))[0] == 4 and v, what="both markers on the leader")
+    follower = wait_until(lambda: (v := txn_view(1))[0] == 4 and v, what="both markers on the follower")
+    assert follower == leader
+    assert leader[1] == [(leader[1][0][0], 0)] and leader[2] == {}

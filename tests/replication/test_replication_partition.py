@@ -19,7 +19,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from broker_sim.controller.cluster_state import PartitionState
 from broker_sim.storage.batch import parse_batches
-from conftest import build_batch
+from replication_helpers import build_batch
 
 LAG_MS = 10_000
 
@@ -453,3 +453,57 @@ def test_records_below_the_log_end_are_refused(open_partition):
     follower.append_as_follower(data)
     with pytest.raises(Exception, match="below the next expected offset"):
         follower.append_as_follower(data)
+
+
+# -- the follower's truncation rules (KIP-101/279), as the fetcher applies them --------------------
+
+def _follower_with_epochs(open_partition, epochs_and_counts):
+    """A follower whose log holds ``count`` records written at each ``epoch``, in order."""
+    leader = open_partition(9)
+    for epoch, count in epochs_and_counts:
+        leader.make_leader(state(9, epoch, [9]), [9])
+        for i in range(count):
+            produce(leader, b"e%d-%d" % (epoch, i))
+    follower = open_partition(1)
+    follower.make_follower(state(0, 9, [0, 1]), [0, 1])
+    follower.append_as_follower(leader.log.read_bytes(0, 1 << 30))
+    return follower
+
+
+def test_truncation_to_the_end_of_the_same_epoch_on_the_leader(open_partition):
+    from broker_sim.replication.fetcher import truncate_for_epoch_end
+    follower = _follower_with_epochs(open_partition, [(1, 3), (2, 4)])  # epochs (1, 0), (2, 3); LEO 7
+    assert truncate_for_epoch_end(follower, 2, 5) is True
+    assert follower.log_end_offset == 5 and follower.epochs.entries == [(1, 0), (2, 3)]
+
+
+def test_truncation_for_an_epoch_the_leader_never_had_takes_two_rounds(open_partition):
+    from broker_sim.replication.fetcher import truncate_for_epoch_end
+    follower = _follower_with_epochs(open_partition, [(1, 3), (3, 4)])  # epoch 3 never reached the leader
+    # we asked for epoch 3; the leader knows epochs 1 and 2, and answers for 1: it ended at offset 2 there
+    assert truncate_for_epoch_end(follower, 1, 2) is True
+    assert follower.log_end_offset == 2 and follower.epochs.entries == [(1, 0)]
+
+
+def test_truncation_when_the_leader_answers_with_an_epoch_we_lack(open_partition):
+    from broker_sim.replication.fetcher import truncate_for_epoch_end
+    follower = _follower_with_epochs(open_partition, [(1, 3), (3, 4)])
+    # the leader answers epoch 2 (its largest <= our 3), ending at 6: we never had 2, so cut to the end of 1
+    assert truncate_for_epoch_end(follower, 2, 6) is False
+    assert follower.log_end_offset == 3 and follower.epochs.latest_epoch == 1
+
+
+def test_truncation_without_an_answer_falls_back_to_the_high_watermark(open_partition):
+    from broker_sim.replication.fetcher import truncate_for_epoch_end
+    follower = _follower_with_epochs(open_partition, [(1, 5)])
+    follower.set_follower_high_watermark(2)
+    assert truncate_for_epoch_end(follower, -1, -1) is True
+    assert follower.log_end_offset == 2
+
+
+def test_whole_batches_drops_a_cut_off_last_batch():
+    from broker_sim.replication.fetcher import whole_batches
+    one, two = build_batch([b"a"]), build_batch([b"b", b"c"])
+    assert whole_batches(one + two[:-3]) == one
+    assert whole_batches(one + two) == one + two
+    assert whole_batches(None) == b""
