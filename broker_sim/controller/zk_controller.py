@@ -359,8 +359,8 @@ class Controller:
                     self.zk.delete(layout.CONTROLLER, version=stat.version)
             except (NoNodeError, BadVersionError):
                 pass
-            except KazooException:
-                log.exception("controller %d could not delete /controller", self.broker_id)
+            except KazooException as exc:
+                log.warning("controller %d could not delete /controller: %r", self.broker_id, exc)
 
     # --- reading the cluster ---
 

@@ -459,24 +459,27 @@ class ZkMetadataStore(MetadataStore):
         request znode), False on timeout (the request is withdrawn)."""
         path = layout.controlled_shutdown_path(self.broker_id)
         done = threading.Event()
-
-        def on_request(data, stat):
-            if stat is None and created.is_set():
-                done.set()
-                return False
-            return None
-
-        created = threading.Event()
+        outcome = []
         try:
             self.zk.create(path, layout.encode_controlled_shutdown(self.broker_id), ephemeral=True, makepath=True)
         except NodeExistsError:
             pass
-        created.set()
+        session = self.zk.client_id[0]
+
+        def on_request(data, stat):
+            if stat is None:
+                # deleted by the controller, unless our session ended (which also removes an ephemeral)
+                outcome.append(self.zk.client_id is not None and self.zk.client_id[0] == session)
+                done.set()
+                return False
+            return None
+
         DataWatch(self.zk, path, on_request)
-        finished = done.wait(timeout_s)
-        if not finished:
-            try:
-                self.zk.delete(path)
-            except NoNodeError:
-                finished = True
-        return finished
+        if done.wait(timeout_s):
+            return outcome[0]
+        try:
+            self.zk.delete(path)
+        except NoNodeError:
+            done.wait(1.0)  # deleted just now: by the controller if our session is the same
+            return bool(outcome and outcome[0])
+        return False

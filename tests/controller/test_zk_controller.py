@@ -266,3 +266,22 @@ def test_create_topic_errors_have_kafka_classes(make_broker, wait_until):
     with pytest.raises(MetadataError) as exc:
         store.create_topic("t", 1, replication_factor=2)
     assert exc.value.error is Errors.InvalidReplicationFactorError
+
+
+def test_controller_session_expiry_hands_over_and_the_broker_comes_back(make_broker, wait_until,
+                                                                       expire_session, zk_connect):
+    brokers = {i: make_broker(i) for i in (1, 2)}
+    store = brokers[1][0]
+    wait_until(lambda: len(store.brokers) == 2 and len(active(brokers.values())) == 1)
+    first = active(brokers.values())[0]
+    epoch = first.epoch
+    store.create_topic("t", 1, assignment=[[first.broker_id, 3 - first.broker_id]])
+    wait_until(lambda: state(store, "t", 0) is not None)
+    expire_session(brokers[first.broker_id][0].zk, zk_connect)
+    # the expired broker lost its leadership (epoch + 1) and its controllership; both come back clean
+    wait_until(lambda: any(c.is_active and c.epoch > epoch for _, c in brokers.values()), message="new controller")
+    wait_until(lambda: len(active(brokers.values())) == 1)
+    wait_until(lambda: set(store.brokers) == {1, 2}, message="re-registered")
+    other = 3 - first.broker_id
+    wait_until(lambda: state(store, "t", 0).leader == other and state(store, "t", 0).leader_epoch == 1,
+               message="leadership moved off the expired broker")
