@@ -159,7 +159,8 @@ class ZooKeeperServer:
             process.wait(grace_s)
 
     def __enter__(self) -> "ZooKeeperServer":
-        return self.start()
+        """Start unless already started (``with ZooKeeperServer(...).start(timeout=60) as zk:`` works too)."""
+        return self if self.process is not None else self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()

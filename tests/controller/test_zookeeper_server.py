@@ -35,3 +35,12 @@ def test_stop_ends_the_process_and_is_idempotent(tmp_path):
     server.stop()
     with pytest.raises(OSError):
         four_letter_word(server.host, server.port, "ruok", 0.5)
+
+
+def test_context_manager_accepts_an_already_started_server(tmp_path):
+    reason = zookeeper_available()
+    if reason:
+        pytest.skip(reason)
+    with ZooKeeperServer(tmp_path / "zk").start(timeout=60) as server:
+        assert four_letter_word(server.host, server.port, "ruok") == "imok"
+    assert server.process is None
