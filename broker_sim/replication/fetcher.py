@@ -271,7 +271,8 @@ class SourceFetcher:
         if response.error_code:
             log.info("%r: Fetch failed: %s", self, Errors.for_code(response.error_code).__name__)
             for key in wanted:
-                self._delay(self.partitions[key]) if key in self.partitions else None
+                if key in self.partitions:
+                    self._delay(self.partitions[key])
             return True
         for topic in response.responses:
             for answer in topic.partitions:
@@ -306,8 +307,8 @@ class SourceFetcher:
         if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
             log.info("%s: leader %d reports a diverging epoch %d ending at %d (our LEO %d)", partition,
                      self.leader_id, diverging.epoch, diverging.end_offset, partition.log_end_offset)
-            if not truncate_for_epoch_end(partition, diverging.epoch, diverging.end_offset):
-                state.truncating = False  # the next fetch's last_fetched_epoch asks about the older epoch
+            # when this only cut back to an older epoch, the next fetch's last_fetched_epoch asks about that one
+            truncate_for_epoch_end(partition, diverging.epoch, diverging.end_offset)
             return
         records = whole_batches(answer.records)
         if records:
