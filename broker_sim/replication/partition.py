@@ -215,7 +215,10 @@ class Partition:
         self.leader_id = self.broker_id
         self.leader_epoch = state.leader_epoch
         self.epochs.assign(state.leader_epoch, self.log.log_end_offset)
-        self.leader_epoch_start_offset = self.log.log_end_offset
+        # where this epoch starts in our log: now, or earlier when we led it before a restart
+        entries = self.epochs.entries
+        self.leader_epoch_start_offset = (entries[-1].start_offset if entries and entries[-1].epoch == state.leader_epoch
+                                          else self.log.log_end_offset)
         self.isr = tuple(state.isr)
         # Kafka resets followers' state; ISR members count as caught up at the election
         self._remote = {replica: ReplicaState(last_caught_up_ms=now if replica in self.isr else 0)

@@ -99,10 +99,16 @@ class ReplicaManager:
             self._open(topic, index, config)
 
     def ensure_partition(self, topic: TopicInfo, index: int) -> Partition:
-        """The replica of ``topic-index`` here, opened (directory created, log recovered) if it is not yet."""
+        """The replica of ``topic-index`` here, opened (directory created, log recovered) if it is not yet.
+
+        A replica opened here (cluster mode) leads nothing until ``become_leader``
+        or ``become_follower`` applies the controller's decision: it starts as a
+        follower of no leader, so nothing is produced to it in between.
+        """
         partition = self.partitions.get((topic.name, index))
         if partition is None:
             partition = self._open(topic, index, self.log_config(topic))
+            partition.make_follower(PartitionState(NO_LEADER, partition.leader_epoch, (), -1), [])
         return partition
 
     def reconfigure(self, topic: TopicInfo) -> None:

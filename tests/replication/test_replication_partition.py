@@ -507,3 +507,48 @@ def test_whole_batches_drops_a_cut_off_last_batch():
     assert whole_batches(one + two[:-3]) == one
     assert whole_batches(one + two) == one + two
     assert whole_batches(None) == b""
+
+
+def test_leading_again_at_the_epoch_led_before_a_restart_keeps_the_epochs_start(open_partition, clock):
+    async def scenario():
+        writer = IsrWriter()
+        partition = open_partition(0, isr_writer=writer)
+        partition.make_leader(state(0, 2, [0]), [0, 1])
+        produce(partition, b"a", b"b", b"c")
+        partition.close()
+        reopened = open_partition(0, isr_writer=writer)
+        reopened.make_follower(state(-1, reopened.leader_epoch, []), [])  # what ensure_partition does
+        assert reopened.make_leader(state(0, 2, [0]), [0, 1]) is True
+        assert reopened.leader_epoch_start_offset == 0 and reopened.epochs.entries == [(2, 0)]
+        reopened.update_follower_fetch(1, 3, clock.now)
+        await reopened.isr_update_task
+        assert writer.calls == [(0, 1)]
+
+    asyncio.run(scenario())
+
+
+def test_ensure_partition_opens_a_replica_that_leads_nothing_yet(tmp_path, clock):
+    from broker_sim.config import BrokerConfig
+    from broker_sim.controller.metadata import TopicInfo
+    from broker_sim.replication.replica_manager import ReplicaManager
+    import uuid
+
+    manager = ReplicaManager(tmp_path, BrokerConfig({}), broker_id=3, now_ms=clock,
+                             topic_exists=lambda name: name == "t")
+    try:
+        info = TopicInfo("t", uuid.uuid4(), 2, {}, False, [[3, 4], [4, 5]])
+        partition = manager.ensure_partition(info, 0)
+        assert manager.ensure_partition(info, 0) is partition
+        assert not partition.is_leader
+        with pytest.raises(NotLeaderForPartitionError):
+            produce(partition, b"x")
+        with pytest.raises(NotLeaderForPartitionError, match="hosts no replica of t-1"):
+            manager.get("t", 1)
+        with pytest.raises(Exception, match="hosts no partition other-0"):
+            manager.get("other", 0)
+        assert manager.become_leader("t", 0, state(3, 1, [3]), [3, 4]) is True
+        assert manager.get_leader("t", 0).append_records(build_batch([b"x"])).base_offset == 0
+        manager.remove_partition("t", 0, delete=True)
+        assert ("t", 0) not in manager.partitions and not (tmp_path / "t-0").exists()
+    finally:
+        manager.close()
