@@ -24,6 +24,14 @@ writes go through the injected ``isr_writer`` (a ZooKeeper conditional
 write).  ``get`` answers NOT_LEADER_OR_FOLLOWER rather than
 UNKNOWN_TOPIC_OR_PARTITION for a topic that exists (``topic_exists``) but has
 no replica here; ``get_leader`` also refuses a follower replica.
+
+High watermarks are checkpointed in ``replication-offset-checkpoint`` (Kafka's
+file: version 0, a count, then ``topic partition offset`` lines) by
+``checkpoint_high_watermarks`` (periodically, and at ``close``).  A replica
+opened by ``ensure_partition`` (cluster mode) starts from its checkpointed high
+watermark (bounded by its log), not from its log end offset, so records that
+were never committed are not served after a restart before the ISR has them.
+A single node neither reads nor writes the file: everything appended is committed.
 """
 from __future__ import annotations
 
@@ -40,10 +48,12 @@ from broker_sim.controller.cluster_state import NO_LEADER, BrokerEndpoint, Parti
 from broker_sim.controller.metadata import TopicInfo
 from broker_sim.replication.fetcher import ReplicaFetcherManager
 from broker_sim.replication.partition import Partition
+from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
 from broker_sim.storage.log import LogConfig
 
 log = logging.getLogger(__name__)
 DELETE_SUFFIX = "-delete"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 
 
 class ReplicaManager:
@@ -61,6 +71,8 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetcher = ReplicaFetcherManager(self, broker_id=broker_id, config=config,
                                              resolve_broker=resolve_broker)
+        self._checkpointed_hw = self._read_high_watermarks()
+        self._replicated = False  # set by ensure_partition: cluster mode, where high watermarks are checkpointed
         for stale in data_dir.glob("*" + DELETE_SUFFIX):
             log.info("removing %s left by an interrupted topic deletion", stale.name)
             shutil.rmtree(stale, ignore_errors=True)
@@ -109,7 +121,29 @@ class ReplicaManager:
         if partition is None:
             partition = self._open(topic, index, self.log_config(topic))
             partition.make_follower(PartitionState(NO_LEADER, partition.leader_epoch, (), -1), [])
+            self._replicated = True
+            checkpointed = self._checkpointed_hw.get((topic.name, index), 0)
+            partition.high_watermark = max(min(checkpointed, partition.log_end_offset), partition.log_start_offset)
         return partition
+
+    def _read_high_watermarks(self) -> dict[tuple[str, int], int]:
+        path = self.data_dir / HIGH_WATERMARK_CHECKPOINT
+        try:
+            entries = read_checkpoint(path, 0) or []
+            found = {}
+            for line in entries:
+                topic, index, offset = line.split()
+                found[(topic, int(index))] = int(offset)
+            return found
+        except (ValueError, OSError) as exc:  # derived data: a bad file costs only re-replication of the HW
+            log.warning("%s: unreadable high watermark checkpoint (%s); starting from log start offsets", path, exc)
+            return {}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every hosted partition's high watermark to ``replication-offset-checkpoint`` (atomically)."""
+        entries = [f"{topic} {index} {partition.high_watermark}"
+                   for (topic, index), partition in sorted(self.partitions.items()) if not partition.log.closed]
+        write_checkpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT, 0, entries)
 
     def reconfigure(self, topic: TopicInfo) -> None:
         config = self.log_config(topic)
@@ -240,8 +274,13 @@ class ReplicaManager:
         await self.fetcher.shutdown_and_wait()
 
     def close(self) -> None:
-        """Stop the fetchers (their tasks are cancelled) and close every partition."""
+        """Stop the fetchers (their tasks are cancelled), checkpoint high watermarks, close every partition."""
         self.fetcher.shutdown()
+        try:
+            if self._replicated:
+                self.checkpoint_high_watermarks()
+        except OSError:
+            log.exception("writing the high watermark checkpoint failed")
         for partition in self.partitions.values():
             try:
                 partition.close()

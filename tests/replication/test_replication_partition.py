@@ -552,3 +552,29 @@ def test_ensure_partition_opens_a_replica_that_leads_nothing_yet(tmp_path, clock
         assert ("t", 0) not in manager.partitions and not (tmp_path / "t-0").exists()
     finally:
         manager.close()
+
+
+def test_a_replica_reopened_in_cluster_mode_starts_from_its_checkpointed_high_watermark(tmp_path, clock):
+    from broker_sim.config import BrokerConfig
+    from broker_sim.controller.metadata import TopicInfo
+    from broker_sim.replication.replica_manager import ReplicaManager
+    import uuid
+
+    info = TopicInfo("t", uuid.uuid4(), 1, {}, False, [[0, 1]])
+    manager = ReplicaManager(tmp_path, BrokerConfig({}), broker_id=0, now_ms=clock)
+    partition = manager.ensure_partition(info, 0)
+    manager.become_leader("t", 0, state(0, 1, [0, 1]), [0, 1])
+    produce(partition, b"a", b"b", b"c")
+    partition.update_follower_fetch(1, 2, clock.now)
+    assert partition.high_watermark == 2
+    manager.close()
+    assert (tmp_path / "replication-offset-checkpoint").read_text().split("\n")[:3] == ["0", "1", "t 0 2"]
+
+    reopened = ReplicaManager(tmp_path, BrokerConfig({}), broker_id=0, now_ms=clock)
+    try:
+        partition = reopened.ensure_partition(info, 0)
+        assert (partition.log_end_offset, partition.high_watermark) == (3, 2)
+        reopened.become_leader("t", 0, state(0, 2, [0, 1]), [0, 1])
+        assert partition.read(2, 1 << 20, min_one_batch=True) == [], "offset 2 was never committed"
+    finally:
+        reopened.close()
