@@ -35,6 +35,9 @@ order: a watcher that sees the topic can read its config); the controller
 in ``/admin/delete_topics``; the controller completes it.  ``update_isr`` is
 the partition leader's conditional write (ZooKeeper version check), so a leader
 that missed a controller decision is refused and has to wait for the new state.
+Mutators block on ZooKeeper; only ``update_isr`` retries over connection losses
+(its conditional write is recognisable when a retried attempt finds it applied);
+the others raise kazoo's ConnectionLoss/SessionExpired to the caller.
 
 Watches on deleted topics and partitions stay armed (as exists-watches, cheap)
 until the store closes, so a re-created topic is picked up by the same watches.
@@ -422,10 +425,12 @@ class ZkMetadataStore(MetadataStore):
 
     def update_isr(self, topic: str, index: int, new_isr: Iterable[int], zk_version: int) -> PartitionState | None:
         """The leader's ISR change: same leader and leader epoch, new ISR, only if the state znode is
-        still at ``zk_version``.  Returns the new state, or None when the state moved on (BadVersion)."""
+        still at ``zk_version``.  Returns the new state, or None when the state moved on (BadVersion).
+        Connection losses are retried (command retry, bounded by the session timeout); a set whose first
+        attempt was applied is recognised by its content."""
         path = layout.partition_state_path(topic, index)
         try:
-            data, stat = self.zk.get(path)
+            data, stat = self.zk.retry(self.zk.get, path)
         except NoNodeError:
             return None
         if stat.version != zk_version:
@@ -434,10 +439,10 @@ class ZkMetadataStore(MetadataStore):
         wanted = PartitionState(current.leader, current.leader_epoch, tuple(new_isr), current.controller_epoch)
         encoded = layout.encode_partition_state(wanted)
         try:
-            new_stat = self.zk.set(path, encoded, version=zk_version)
+            new_stat = self.zk.retry(self.zk.set, path, encoded, version=zk_version)
         except BadVersionError:
             # a retried set after a connection loss may have been applied by the first attempt
-            data, stat = self.zk.get(path)
+            data, stat = self.zk.retry(self.zk.get, path)
             if data != encoded or stat.version != zk_version + 1:
                 return None
             new_stat = stat
@@ -445,8 +450,8 @@ class ZkMetadataStore(MetadataStore):
             return None
         state = PartitionState(wanted.leader, wanted.leader_epoch, wanted.isr, wanted.controller_epoch,
                                new_stat.version)
-        self.zk.create(layout.isr_change_prefix_path(), layout.encode_isr_change([(topic, index)]),
-                       sequence=True, makepath=True)
+        self.zk.retry(self.zk.create, layout.isr_change_prefix_path(), layout.encode_isr_change([(topic, index)]),
+                      sequence=True, makepath=True)
         with self._lock:
             current_cached = self.partition_states.get((topic, index))
             if current_cached is None or current_cached.zk_version < state.zk_version:
