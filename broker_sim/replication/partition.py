@@ -189,7 +189,8 @@ class Partition:
 
     def _check_leader(self) -> None:
         if not self.is_leader:
-            leader = f"broker {self.leader_id}" if self.leader_id != NO_LEADER else "no broker (leader election pending)"
+            leader = (f"broker {self.leader_id}" if self.leader_id != NO_LEADER
+                      else "no broker (leader election pending)")
             raise Errors.NotLeaderForPartitionError(
                 f"broker {self.broker_id} is not the leader of {self.topic}-{self.index} "
                 f"(leader epoch {self.leader_epoch}: the leader is {leader})")
@@ -217,8 +218,8 @@ class Partition:
         self.epochs.assign(state.leader_epoch, self.log.log_end_offset)
         # where this epoch starts in our log: now, or earlier when we led it before a restart
         entries = self.epochs.entries
-        self.leader_epoch_start_offset = (entries[-1].start_offset if entries and entries[-1].epoch == state.leader_epoch
-                                          else self.log.log_end_offset)
+        led_before = entries and entries[-1].epoch == state.leader_epoch
+        self.leader_epoch_start_offset = entries[-1].start_offset if led_before else self.log.log_end_offset
         self.isr = tuple(state.isr)
         # Kafka resets followers' state; ISR members count as caught up at the election
         self._remote = {replica: ReplicaState(last_caught_up_ms=now if replica in self.isr else 0)
