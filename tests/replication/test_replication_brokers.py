@@ -61,7 +61,7 @@ class TestCluster:
         self.isr_writes: list[tuple[int, tuple]] = []
         self.states: dict[tuple[str, int], PartitionState] = {}
         self._lock = threading.Lock()
-        self._isr_checks = []
+        self._isr_checks: dict[int, asyncio.Task] = {}
         for broker in self.brokers:
             broker.start()
         for broker in self.brokers:
@@ -70,7 +70,7 @@ class TestCluster:
     def _install(self, broker) -> None:
         broker.replicas.resolve_broker = self.endpoint
         broker.replicas.isr_writer = self._isr_writer
-        self._isr_checks.append(asyncio.get_running_loop().create_task(self._check_isr(broker)))
+        self._isr_checks[broker.broker_id] = asyncio.get_running_loop().create_task(self._check_isr(broker))
 
     async def _check_isr(self, broker) -> None:
         every = broker.config.get("replica.lag.time.max.ms") / 2000.0
@@ -139,8 +139,9 @@ class TestCluster:
         return self.brokers[broker_id].bootstrap_servers
 
     def close(self) -> None:
-        for broker, task in zip(self.brokers, self._isr_checks):
-            if broker._thread is not None:
+        for broker in self.brokers:
+            task = self._isr_checks.get(broker.broker_id)
+            if broker._thread is not None and task is not None:
                 broker._loop.call_soon_threadsafe(task.cancel)
         for broker in self.brokers:
             broker.stop()
@@ -428,3 +429,40 @@ def test_transactions_replicate_with_markers_and_aborted_index(cluster):
     follower = wait_until(lambda: (v := txn_view(1))[0] == 4 and v, what="both markers on the follower")
     assert follower == leader
     assert leader[1] == [(leader[1][0][0], 0)] and leader[2] == {}
+
+
+def test_failover_keeps_every_acks_all_record_and_the_old_leader_rejoins_as_a_follower(cluster, tmp_path):
+    c = cluster(3, **{"replica.lag.time.max.ms": 60000})
+    c.create_topic({"min.insync.replicas": "2"})
+    c.elect(leader=0, epoch=1, isr=[0, 1, 2])
+    acked = []
+    for i in range(10):
+        (response,) = wire(c.bootstrap(0), produce_request([b"acked-%d" % i], acks=-1))
+        assert produce_error(response)[0] == 0
+        acked.append(produce_error(response)[1])
+    # the leader takes unreplicated records with it when it dies: followers stop fetching first
+    c.stop_fetching(1)
+    c.stop_fetching(2)
+    (response,) = wire(c.bootstrap(0), produce_request([b"unreplicated"], acks=1))
+    assert produce_error(response) == (0, 10)
+    c.brokers[0].stop()
+    c.elect(leader=1, epoch=2, isr=[1, 2])  # the controller's failover: a live ISR member, epoch + 1
+    for i in range(5):
+        (response,) = wire(c.bootstrap(1), produce_request([b"after-%d" % i], acks=-1))
+        assert produce_error(response) == (0, 10 + i), "acks=all through the new leader and follower 2"
+    # the old leader restarts on its data dir and is told to follow
+    restarted = Broker(tmp_path / "broker-0", broker_id=0, config=BROKER_CONFIG, port=0).start()
+    c.brokers[0] = restarted  # on a new port: resolve_broker answers with it
+    c.call(restarted, c._install, restarted)
+    c.elect(leader=1, epoch=2, isr=[1, 2], followers=[0])
+    wait_until(lambda: c.partition_info(0)["leo"] == 15, what="the old leader caught up after truncation")
+    new_leader = c.partition_info(1)
+    for broker_id in (0, 2):
+        info = c.partition_info(broker_id)
+        assert info["bytes"] == new_leader["bytes"], f"broker {broker_id} diverges from the new leader"
+        assert info["epochs"] == new_leader["epochs"] == [(1, 0), (2, 10)]
+    wait_until(lambda: c.partition_info(1)["isr"] == (0, 1, 2), what="the old leader back in the ISR")
+    (fetched,) = wire(c.bootstrap(1), fetch_request(0))
+    error, hw, offsets = fetched_offsets(fetched)
+    assert error == 0 and hw == 15 and offsets == list(range(15))
+    assert set(acked) <= set(offsets)
