@@ -466,3 +466,19 @@ def test_failover_keeps_every_acks_all_record_and_the_old_leader_rejoins_as_a_fo
     error, hw, offsets = fetched_offsets(fetched)
     assert error == 0 and hw == 15 and offsets == list(range(15))
     assert set(acked) <= set(offsets)
+
+
+def test_a_follower_that_learns_of_the_epoch_before_its_leader_backs_off_and_then_replicates(cluster):
+    c = cluster(2)
+    c.create_topic()
+    wire(c.bootstrap(0), produce_request([b"a", b"b"], acks=1))  # broker 0 leads at epoch 0 (single node)
+    state = PartitionState(0, 3, (0, 1), 1, 1)
+    with c._lock:
+        c.states[KEY] = state
+    c.call(c.brokers[1], c.brokers[1].replicas.become_follower, TOPIC, 0, state, [0, 1])
+    time.sleep(0.5)  # broker 1 asks at epoch 3, broker 0 is at 0: UNKNOWN_LEADER_EPOCH, backoff, retry
+    assert c.partition_info(1)["leo"] == 0
+    c.call(c.brokers[0], c.brokers[0].replicas.become_leader, TOPIC, 0, state, [0, 1])
+    follower = wait_until(lambda: (i := c.partition_info(1))["leo"] == 2 and i, what="replication after the epoch")
+    assert follower["bytes"] == c.partition_info(0)["bytes"]
+    wait_until(lambda: c.partition_info(0)["hw"] == 2, what="HW")
