@@ -10,6 +10,9 @@ coordinator from the broker's configs.  Nothing else in
 """
 from __future__ import annotations
 
+import kafka.errors as Errors
+
+from broker_sim.controller.metadata import MetadataError
 from broker_sim.coordinator.group_metadata import GroupConfig
 from broker_sim.coordinator.group_records import OFFSETS_TOPIC
 from broker_sim.coordinator.group_service import GroupService
@@ -18,11 +21,15 @@ from broker_sim.coordinator.group_service import GroupService
 class BrokerInternalTopic:
     """A coordinator's compacted internal topic on this broker, created on first use."""
 
-    def __init__(self, broker, name: str, partitions: int, segment_bytes: int) -> None:
+    def __init__(self, broker, name: str, partitions: int, segment_bytes: int, *, replication_factor: int = 1,
+                 min_insync_replicas: int | None = None) -> None:
         self._broker = broker
         self.name = name
         self._partitions = partitions
         self._segment_bytes = segment_bytes
+        self._replication_factor = replication_factor
+        self._min_insync_replicas = min_insync_replicas
+        self.replicated = broker.cluster is not None
 
     def exists(self) -> bool:
         return self.name in self._broker.metadata.topics
@@ -32,16 +39,28 @@ class BrokerInternalTopic:
         return info.partitions if info is not None else self._partitions
 
     def create(self) -> None:
-        self._broker.create_topic(self.name, self._partitions,
-                                  {"cleanup.policy": "compact", "segment.bytes": str(self._segment_bytes)},
-                                  internal=True)
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(self._segment_bytes)}
+        if self._broker.cluster is None:
+            self._broker.create_topic(self.name, self._partitions, configs, internal=True)
+            return
+        # as Kafka: the configured replication factor, capped at the live brokers (a dev cluster of 1 or 2 works)
+        factor = max(1, min(self._replication_factor, len(self._broker.metadata.brokers)))
+        if self._min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(max(1, min(self._min_insync_replicas, factor)))
+        try:
+            self._broker.create_topic(self.name, self._partitions, configs, internal=True,
+                                      replication_factor=factor)
+        except MetadataError as exc:
+            if exc.error is not Errors.TopicAlreadyExistsError:  # another broker created it first: fine
+                raise
 
     def partition(self, index: int):
         return self._broker.replicas.get(self.name, index)
 
     def led_partitions(self) -> list[int]:
-        # a single broker leads every partition it hosts; replication narrows this to its leaderships
-        return [p.index for p in self._broker.replicas.topic_partitions(self.name)]
+        """The partitions this broker leads (all it hosts on a single node)."""
+        return sorted(index for (topic, index), partition in list(self._broker.replicas.partitions.items())
+                      if topic == self.name and partition.is_leader)
 
 
 def group_config(config) -> GroupConfig:
@@ -61,7 +80,8 @@ def group_service_for(broker) -> GroupService:
     """The broker's group coordinator, with every existing ``__consumer_offsets`` partition loaded."""
     config = broker.config
     topic = BrokerInternalTopic(broker, OFFSETS_TOPIC, config.get("offsets.topic.num.partitions"),
-                                config.get("offsets.topic.segment.bytes"))
+                                config.get("offsets.topic.segment.bytes"),
+                                replication_factor=config.get("offsets.topic.replication.factor"))
     service = GroupService(group_config(config), topic, clock=broker.now_ms,
                            partition_exists=lambda name, index: (name, index) in broker.replicas.partitions,
                            retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"))

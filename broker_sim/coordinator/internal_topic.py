@@ -29,7 +29,11 @@ class InternalTopicOwner:
         return partition_for(key, count)
 
     def is_coordinator(self, key: str) -> bool:
-        return not self.topic.exists() or self.partition_of(key) in self.loaded
+        if not self.topic.exists():
+            # a single node coordinates every key and creates the topic on first use; in a cluster the
+            # leaders of the topic's partitions coordinate, so no broker does before it exists
+            return not getattr(self.topic, "replicated", False)
+        return self.partition_of(key) in self.loaded
 
     def startup(self) -> None:
         """Load the partitions of an existing internal topic that this broker leads."""

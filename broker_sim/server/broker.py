@@ -19,6 +19,15 @@ Two ways to run it:
   returns once the port accepts connections; ``stop()`` or a ``with`` block
   ends it.  ``port=0`` picks a free port; ``bootstrap_servers`` says which.
 
+Cluster mode: with ``zookeeper.connect`` set (``pylog-broker --zookeeper``) the
+broker joins a ZooKeeper-era Kafka cluster instead: the metadata store is the
+``ZkMetadataStore`` (topics, assignments, partition states, live brokers as
+ZooKeeper holds them), every broker runs a controller candidate
+(``controller/zk_controller.py``), ``ClusterMember`` (``server/cluster_member.py``)
+keeps the local replicas leader or follower as the partition states say,
+producer ids come in blocks from ZooKeeper, and a clean stop is a controlled
+shutdown (leaderships moved away first).
+
 Acknowledged data survives SIGKILL without fsync: appends are ``os.write`` s
 into the page cache, which outlives the process; recovery on the next start
 truncates only a torn tail that was never acknowledged.
@@ -38,6 +47,7 @@ from typing import Callable, Mapping
 import kafka.errors as Errors
 
 from broker_sim.config import TOPIC_CONFIGS, BrokerConfig
+from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.controller.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
 from broker_sim.coordinator.group_broker import group_service_for
 from broker_sim.coordinator.group_records import OFFSETS_TOPIC
@@ -88,6 +98,7 @@ class Broker:
         self.transactions: TxnService | None = None
         # internal topic name -> its coordinator's create-on-first-use (Metadata auto-creation goes there)
         self.internal_topics: dict[str, Callable[[], None]] = {}
+        self.cluster = None  # ClusterMember in cluster mode
         self.dispatcher: Dispatcher | None = None
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -162,10 +173,21 @@ class Broker:
         info = self.metadata.get(topic)
         return TOPIC_CONFIGS[name].parse(info.configs.get(name, self.config.topic_default(name)))
 
+    @property
+    def clustered(self) -> bool:
+        return bool(self.config.raw("zookeeper.connect"))
+
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str], *,
-                     internal: bool = False) -> TopicInfo:
-        info = self.metadata.create_topic(name, partitions, dict(configs), internal=internal)
-        self.replicas.open_topic(info)
+                     internal: bool = False, replication_factor: int | None = None,
+                     assignment: list[list[int]] | None = None) -> TopicInfo:
+        """Create a topic: here on a single node; in ZooKeeper in a cluster (replicas open as leaders are elected)."""
+        if self.cluster is not None:
+            info = self.metadata.create_topic(name, partitions, dict(configs), internal=internal,
+                                              replication_factor=replication_factor, assignment=assignment)
+            self.cluster.reconcile()
+        else:
+            info = self.metadata.create_topic(name, partitions, dict(configs), internal=internal)
+            self.replicas.open_topic(info)
         log.info("created topic %s with %d partitions%s", name, partitions,
                  f" and configs {dict(configs)}" if configs else "")
         return info
@@ -177,25 +199,32 @@ class Broker:
         if ensure is not None:
             ensure()
             return self.metadata.get(name)
-        return self.create_topic(name, self.config.get("num.partitions"), {})
+        return self.create_topic(name, self.config.get("num.partitions"), {},
+                                 replication_factor=self._default_replication_factor())
+
+    def _default_replication_factor(self) -> int | None:
+        return self.config.get("default.replication.factor") if self.cluster is not None else None
 
     def delete_topic(self, name: str) -> None:
         if self.metadata.get(name).internal:
             raise MetadataError(Errors.InvalidRequestError, f"internal topic {name!r} cannot be deleted")
         info = self.metadata.delete_topic(name)
-        self.replicas.delete_topic(info)
+        if self.cluster is None:  # in a cluster the controller deletes it; replicas go at the next reconcile
+            self.replicas.delete_topic(info)
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, count: int) -> None:
         info = self.metadata.get(name)
         first = info.partitions
         self.metadata.set_partition_count(name, count)
-        self.replicas.open_topic(info, first_partition=first)
+        if self.cluster is None:
+            self.replicas.open_topic(info, first_partition=first)
         log.info("topic %s now has %d partitions", name, count)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         info = self.metadata.set_configs(name, dict(configs))
-        self.replicas.reconfigure(info)
+        if self.cluster is None:
+            self.replicas.reconfigure(info)
         log.info("topic %s configs are now %s", name, info.configs)
 
     # --- internals --------------------------------------------------------
@@ -213,11 +242,14 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
         self._stop_future = self._loop.create_future()
-        self.metadata = MetadataStore(self.data_dir, self.broker_id, self.config.raw("cluster.id"))
-        self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms)
-        for info in self.metadata.topics.values():
-            self.replicas.open_topic(info)
-        self.producer_ids = ProducerIdManager(self.data_dir)
+        if self.clustered:
+            await self._join_cluster()
+        else:
+            self.metadata = MetadataStore(self.data_dir, self.broker_id, self.config.raw("cluster.id"))
+            self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms)
+            for info in self.metadata.topics.values():
+                self.replicas.open_topic(info)
+            self.producer_ids = ProducerIdManager(self.data_dir)
         self.groups = group_service_for(self)
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
@@ -228,15 +260,55 @@ class Broker:
             lambda: KafkaConnection(self.dispatcher.handle, max_frame, self._connections),
             self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        self._isr_checks = None
+        if self.cluster is not None:
+            self.cluster.start(BrokerEndpoint(self.broker_id, self.advertised_host, self.port))
+            self._isr_checks = self._loop.create_task(self._check_isr())
         self._housekeeping = self._loop.create_task(self._housekeep())
         self._group_timer = self._loop.create_task(self.groups.run_timer())
         self._txn_timer = self._loop.create_task(self.transactions.run_timer())
         self._cleaning = (self._loop.create_task(self._clean_logs())
                           if self.config.get("log.cleaner.enable") else None)
 
+    async def _join_cluster(self) -> None:
+        """Cluster mode: connect to ZooKeeper; replicas and coordinators follow the partition states from there."""
+        from broker_sim.controller.zk_controller import Controller
+        from broker_sim.controller.zk_store import ZkMetadataStore
+        from broker_sim.coordinator.zk_producer_ids import ZkProducerIdManager
+        from broker_sim.server.cluster_member import ClusterMember
+
+        store = ZkMetadataStore(self.config.raw("zookeeper.connect"), self.broker_id, self.data_dir,
+                                session_timeout_ms=self.config.get("zookeeper.session.timeout.ms"),
+                                connection_timeout_ms=self.config.get("zookeeper.connection.timeout.ms"),
+                                cluster_id=self.config.raw("cluster.id"))
+        await self._loop.run_in_executor(None, store.start)
+        self.metadata = store
+        self.cluster = ClusterMember(self, store, Controller(store.zk, self.broker_id, self.config))
+        self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms,
+                                       isr_writer=self.cluster.write_isr, resolve_broker=self.cluster.resolve_broker,
+                                       topic_exists=self.cluster.topic_exists)
+        self.producer_ids = ZkProducerIdManager(store.zk, self.broker_id)
+
+    async def _check_isr(self) -> None:
+        """The leader's ISR shrink check (Kafka's isr-expiration task: every replica.lag.time.max.ms / 2)."""
+        every = self.config.get("replica.lag.time.max.ms") / 2000.0
+        while True:
+            await asyncio.sleep(every)
+            try:
+                self.replicas.check_isr(self.now_ms())
+            except Exception:  # must keep running; the next pass retries
+                log.exception("ISR check failed")
+
     async def _close(self) -> None:
+        if self.cluster is not None and self.config.get("controlled.shutdown.enable"):
+            try:  # still serving meanwhile: followers keep fetching, clients move to the new leaders
+                await self.cluster.controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed; stopping anyway")
         self.stopping = True
         self._stop_future.set_result(None)
+        if self._isr_checks is not None:
+            self._isr_checks.cancel()
         self._housekeeping.cancel()
         self._group_timer.cancel()
         self._txn_timer.cancel()
@@ -247,7 +319,15 @@ class Broker:
         for connection in list(self._connections):
             connection.close()
         await asyncio.sleep(0)
+        if self.cluster is not None:
+            markers = getattr(self.transactions, "markers", None)
+            if hasattr(markers, "close"):
+                markers.close()
+        if self.cluster is not None:
+            await self.replicas.stop_fetchers()
         self.replicas.close()
+        if self.cluster is not None:
+            self.cluster.close()
         log.info("pylog broker %d stopped cleanly", self.broker_id)
 
     async def _clean_logs(self) -> None:
@@ -267,6 +347,8 @@ class Broker:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
             try:
                 self.replicas.maybe_roll()
+                if self.cluster is not None:  # Kafka: replica.high.watermark.checkpoint.interval.ms
+                    self.replicas.checkpoint_high_watermarks()
                 if self._loop.time() >= next_retention:
                     next_retention = self._loop.time() + retention_every
                     deleted = self.replicas.enforce_retention()

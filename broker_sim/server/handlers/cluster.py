@@ -17,6 +17,8 @@ async def api_versions(broker, ctx, request):
 
 
 def _topic_metadata(broker, info) -> Topic:
+    if broker.cluster is not None:
+        return _cluster_topic_metadata(broker, info)
     partitions = []
     for partition in broker.replicas.topic_partitions(info.name):
         partitions.append(PartitionMeta(
@@ -25,6 +27,33 @@ def _topic_metadata(broker, info) -> Topic:
             isr_nodes=[broker.broker_id], offline_replicas=[]))
     return Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
                  partitions=partitions)
+
+
+def _cluster_topic_metadata(broker, info) -> Topic:
+    """A topic as the cluster state says: leader, epoch, ISR from ZooKeeper; LEADER_NOT_AVAILABLE while leaderless."""
+    store = broker.metadata
+    states, live = store.partition_states, store.brokers
+    partitions = []
+    for index in range(info.partitions):
+        replicas = info.replicas_of(index, broker.broker_id)
+        state = states.get((info.name, index))
+        leader = state.leader if state is not None and state.leader in live else -1
+        partitions.append(PartitionMeta(
+            error_code=0 if leader >= 0 else Errors.LeaderNotAvailableError.errno, partition_index=index,
+            leader_id=leader, leader_epoch=state.leader_epoch if state is not None else -1,
+            replica_nodes=replicas, isr_nodes=list(state.isr) if state is not None else [],
+            offline_replicas=[r for r in replicas if r not in live]))
+    return Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
+                 partitions=partitions)
+
+
+def _brokers(broker) -> tuple[list[tuple[int, str, int, str | None]], int]:
+    """(id, host, port, rack) of the live brokers, and the controller's id."""
+    if broker.cluster is None:
+        return [(broker.broker_id, broker.advertised_host, broker.port, None)], broker.broker_id
+    store = broker.metadata
+    return ([(b.broker_id, b.host, b.port, b.rack) for b in sorted(store.brokers.values(), key=lambda b: b.broker_id)],
+            store.controller_id)
 
 
 def _error_topic(error, name=None, topic_id=None) -> Topic:
@@ -48,16 +77,20 @@ async def metadata(broker, ctx, request):
             info = store.topics.get(name)
             if info is None and allow_create and broker.config.get("auto.create.topics.enable"):
                 try:
-                    info = broker.auto_create_topic(name)
+                    broker.auto_create_topic(name)
                 except MetadataError as exc:
                     topics.append(_error_topic(exc.error, name=name))
                     continue
+                info = store.topics.get(name)
+                if info is None:  # created in ZooKeeper, not in this broker's view yet: clients retry
+                    topics.append(_error_topic(Errors.LeaderNotAvailableError, name=name))
+                    continue
             topics.append(_topic_metadata(broker, info) if info is not None
                           else _error_topic(Errors.UnknownTopicOrPartitionError, name=name))
-    me = MetadataResponse.MetadataResponseBroker(node_id=broker.broker_id, host=broker.advertised_host,
-                                                 port=broker.port, rack=None)
-    return MetadataResponse(throttle_time_ms=0, brokers=[me], cluster_id=store.cluster_id,
-                            controller_id=broker.broker_id, topics=topics)
+    brokers, controller_id = _brokers(broker)
+    return MetadataResponse(throttle_time_ms=0, cluster_id=store.cluster_id, controller_id=controller_id,
+                            topics=topics, brokers=[MetadataResponse.MetadataResponseBroker(
+                                node_id=node, host=host, port=port, rack=rack) for node, host, port, rack in brokers])
 
 
 async def describe_cluster(broker, ctx, request):
@@ -66,8 +99,9 @@ async def describe_cluster(broker, ctx, request):
             throttle_time_ms=0, error_code=Errors.UnsupportedEndpointTypeError.errno,
             error_message=f"endpoint type {request.endpoint_type} is not served by a broker",
             endpoint_type=request.endpoint_type, cluster_id=broker.metadata.cluster_id, brokers=[])
-    me = DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.broker_id, host=broker.advertised_host,
-                                                       port=broker.port, rack=None)
-    return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
-                                   cluster_id=broker.metadata.cluster_id, controller_id=broker.broker_id,
-                                   brokers=[me])
+    brokers, controller_id = _brokers(broker)
+    return DescribeClusterResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.metadata.cluster_id,
+        controller_id=controller_id,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=rack)
+                 for node, host, port, rack in brokers])

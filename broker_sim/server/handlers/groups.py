@@ -7,6 +7,8 @@ and builds the response; the rules live in the coordinator.
 """
 from __future__ import annotations
 
+import logging
+
 import kafka.errors as Errors
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (
@@ -20,6 +22,8 @@ from broker_sim.coordinator.group_records import CommittedOffset
 from broker_sim.coordinator.group_state import parse_state
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+log = logging.getLogger(__name__)
 
 
 def _client_host(ctx) -> str:
@@ -35,6 +39,10 @@ async def find_coordinator(broker, ctx, request):
     keys = request.coordinator_keys if ctx.version >= 4 else [request.key]
     found = []
     for key in keys:
+        if broker.cluster is not None and key_type in (GROUP_KEY, TRANSACTION_KEY):
+            found.append((key,) + _cluster_coordinator(
+                broker, broker.groups if key_type == GROUP_KEY else broker.transactions, key))
+            continue
         if key_type == GROUP_KEY:
             error = broker.groups.find_coordinator(key)
             message = None if not error else f"this broker does not coordinate group {key!r}"
@@ -55,6 +63,27 @@ async def find_coordinator(broker, ctx, request):
     _, error, message, node_id, host, port = found[0]
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=message, node_id=node_id,
                                    host=host, port=port)
+
+
+def _cluster_coordinator(broker, owner, key: str) -> tuple[int, str | None, int, str, int]:
+    """The leader of the key's internal partition, wherever it is (Kafka's answer in a cluster).
+
+    The internal topic is created on first use; until it has a leader the
+    answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
+    """
+    topic = owner.topic
+    if not topic.exists():
+        try:
+            owner.ensure_topic()
+        except Exception as exc:  # e.g. no live broker yet; the client retries
+            log.info("creating %s for %r failed: %s", topic.name, key, exc)
+        return (Errors.CoordinatorNotAvailableError.errno, f"{topic.name} is being created", -1, "", -1)
+    index = owner.partition_of(key)
+    state = broker.metadata.partition_states.get((topic.name, index))
+    endpoint = broker.metadata.brokers.get(state.leader) if state is not None and state.has_leader else None
+    if endpoint is None:
+        return (Errors.CoordinatorNotAvailableError.errno, f"{topic.name}-{index} has no leader now", -1, "", -1)
+    return 0, None, endpoint.broker_id, endpoint.host, endpoint.port
 
 
 # --- membership -------------------------------------------------------------------------

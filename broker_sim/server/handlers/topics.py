@@ -23,14 +23,21 @@ CreatedTopic = CreateTopicsResponse.CreatableTopicResult
 
 
 def _check_replication(broker, factor: int, assignments) -> None:
-    if factor > 1:
+    """Replication factor and explicit assignments against the brokers there are (this one alone on a single node)."""
+    live = sorted(broker.metadata.brokers) if broker.cluster is not None else [broker.broker_id]
+    if factor > len(live):
         raise MetadataError(Errors.InvalidReplicationFactorError,
-                            f"replication factor {factor} is larger than the 1 available broker")
+                            f"Replication factor: {factor} larger than available brokers: {len(live)}.")
     for assignment in assignments:
-        if list(assignment) != [broker.broker_id]:
+        replicas = list(assignment)
+        unknown = [b for b in replicas if b not in live]
+        if unknown or len(set(replicas)) != len(replicas) or not replicas:
             raise MetadataError(Errors.InvalidReplicationAssignmentError,
-                                f"replica assignment {list(assignment)} names brokers other than "
-                                f"the only one, {broker.broker_id}")
+                                f"replica assignment {replicas} must name distinct live brokers of {live}")
+        if len(replicas) != factor:
+            raise MetadataError(Errors.InvalidReplicationAssignmentError,
+                                f"replica assignment {replicas} has {len(replicas)} replicas, not {factor} "
+                                f"like the first partition's")
 
 
 async def create_topics(broker, ctx, request):
@@ -51,7 +58,14 @@ async def create_topics(broker, ctx, request):
                                         "give either replica assignments or partitions and replication factor")
                 partitions = len(topic.assignments)
                 factor = len(topic.assignments[0].broker_ids)
-                _check_replication(broker, 1, [a.broker_ids for a in topic.assignments])
+                assignment = [list(a.broker_ids) for a in sorted(topic.assignments, key=lambda a: a.partition_index)]
+                if [a.partition_index for a in sorted(topic.assignments, key=lambda a: a.partition_index)] \
+                        != list(range(partitions)):
+                    raise MetadataError(Errors.InvalidReplicationAssignmentError,
+                                        "replica assignments must cover partitions 0..n-1 once each")
+                _check_replication(broker, factor, assignment)
+            else:
+                assignment = None
             if partitions == -1:
                 partitions = broker.config.get("num.partitions")
             if factor == -1:
@@ -63,7 +77,9 @@ async def create_topics(broker, ctx, request):
                 broker.metadata.check_new_topic(topic.name, partitions, configs)
                 info = None
             else:
-                info = broker.create_topic(topic.name, partitions, configs)
+                info = broker.create_topic(topic.name, partitions, configs,
+                                           replication_factor=factor if broker.cluster is not None else None,
+                                           assignment=assignment if broker.cluster is not None else None)
         except Exception as exc:
             code, message = error_of(exc)
             results.append(CreatedTopic(name=topic.name, topic_id=None, error_code=code, error_message=message,
@@ -114,7 +130,8 @@ async def create_partitions(broker, ctx, request):
                     raise MetadataError(Errors.InvalidReplicationAssignmentError,
                                         f"{len(topic.assignments)} assignments for "
                                         f"{topic.count - info.partitions} new partitions")
-                _check_replication(broker, 1, [a.broker_ids for a in topic.assignments])
+                _check_replication(broker, len(info.replicas_of(0, broker.broker_id)),
+                                   [a.broker_ids for a in topic.assignments])
             if not request.validate_only:
                 broker.add_partitions(topic.name, topic.count)
             code, message = 0, None

@@ -141,8 +141,13 @@ async def write_txn_markers(broker, ctx, request):
     answers = []
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-        results = txn_broker.write_txn_markers(broker, marker.producer_id, marker.producer_epoch,
-                                               marker.coordinator_epoch, marker.transaction_result, partitions)
+        if broker.cluster is not None:  # answered once the ISR has the markers
+            results = await txn_broker.write_txn_markers_replicated(
+                broker, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                marker.transaction_result, partitions)
+        else:
+            results = txn_broker.write_txn_markers(broker, marker.producer_id, marker.producer_epoch,
+                                                   marker.coordinator_epoch, marker.transaction_result, partitions)
         answers.append(MarkerResult(producer_id=marker.producer_id, topics=[
             MarkerTopic(name=t.name, partitions=[MarkerPartition(partition_index=p, error_code=results[(t.name, p)])
                                                  for p in t.partition_indexes])
