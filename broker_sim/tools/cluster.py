@@ -39,7 +39,12 @@ sockets stop answering), ``stop`` is SIGTERM with a bounded wait then SIGKILL,
 Readiness is observed from the outside, through the Kafka protocol: a broker
 is up once it answers a Metadata request listing every broker that should be
 live (brokers list only those registered in ZooKeeper, so this implies the
-registrations). The cluster queries (``metadata``, ``controller_id``,
+registrations). A broker is (re)started only once ZooKeeper no longer holds its
+registration: after a SIGKILL or SIGSTOP its ephemeral ``/brokers/ids/<id>``
+lives until the session expires (``zookeeper.session.timeout.ms``), and a
+broker refuses to start while another session holds its id, as Kafka's does.
+``LocalCluster`` keeps its own kazoo client for that read (paths from
+``controller/zk_layout.py``). The cluster queries (``metadata``, ``controller_id``,
 ``leader_of``, ``partition``) ask a running, unpaused broker with a raw
 Metadata v12 request (kafka-python's codec over a socket, bounded timeout),
 so a frozen broker is never asked and a query never hangs.
@@ -232,6 +237,7 @@ class LocalCluster:
         self.zookeeper_port = zookeeper_port
         self.zookeeper_tick_ms = zookeeper_tick_ms
         self.zookeeper = None
+        self._zk = None  # kazoo client for reading registrations
         self._lock = threading.RLock()
         ports = ([base_port + i for i in range(brokers)] if base_port is not None
                  else self._free_ports(brokers))
@@ -310,6 +316,10 @@ class LocalCluster:
             self.zookeeper = ZooKeeperServer(self.data_dir / "zookeeper", port=self.zookeeper_port, host=HOST,
                                              tick_ms=self.zookeeper_tick_ms)
             self.zookeeper.start(timeout=self.start_timeout_s)
+            from kazoo.client import KazooClient
+
+            self._zk = KazooClient(hosts=self.zookeeper.connect_string, timeout=10.0)
+            self._zk.start(timeout=self.start_timeout_s)
             for broker_id in self.broker_ids:
                 self._spawn(self.nodes[broker_id])
             self.wait_until_ready(timeout_s=self.start_timeout_s)
@@ -326,10 +336,44 @@ class LocalCluster:
             command += ["--config", f"{key}={value}"]
         return command
 
+    def registered_brokers(self) -> list[int]:
+        """Broker ids registered in ZooKeeper right now (``/brokers/ids`` children)."""
+        from kazoo.exceptions import NoNodeError
+
+        from broker_sim.controller import zk_layout
+
+        if self._zk is None:
+            raise ClusterError("ZooKeeper is not running")
+        try:
+            return sorted(int(child) for child in self._zk.get_children(zk_layout.BROKER_IDS))
+        except NoNodeError:
+            return []
+
+    def wait_for_registration_gone(self, broker_id: int, timeout_s: float | None = None) -> None:
+        """Wait until ZooKeeper drops broker *broker_id*'s registration (its session ended or expired)."""
+        timeout_s = self._session_expiry_wait_s() if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        while broker_id in self.registered_brokers():
+            if time.monotonic() > deadline:
+                raise ClusterError(f"broker {broker_id}'s registration in ZooKeeper did not expire within "
+                                   f"{timeout_s:g} s after its process ended")
+            time.sleep(POLL_S)
+
+    def _session_expiry_wait_s(self) -> float:
+        from broker_sim.config import BrokerConfig
+
+        try:
+            session_ms = BrokerConfig(self.configs).get("zookeeper.session.timeout.ms")
+        except Exception:  # noqa: BLE001 - an unparsable value is the broker's error to report
+            session_ms = 18_000
+        return 2 * session_ms / 1000 + 10
+
     def _spawn(self, node: BrokerNode) -> None:
         with self._lock:
             if node.running:
                 raise ClusterError(f"broker {node.broker_id} is already running (pid {node.pid})")
+            if self._zk is not None and node.starts:
+                self.wait_for_registration_gone(node.broker_id)
             node.data_dir.mkdir(parents=True, exist_ok=True)
             python_path = os.pathsep.join(p for p in (_source_root(), os.environ.get("PYTHONPATH")) if p)
             with open(node.log_path, "ab") as log:
@@ -481,6 +525,13 @@ class LocalCluster:
             for node in self.nodes.values():
                 node.paused = False
                 statuses[node.broker_id] = node.process.returncode if node.process is not None else None
+            if self._zk is not None:
+                try:
+                    self._zk.stop()
+                    self._zk.close()
+                except Exception:  # noqa: BLE001 - shutting down anyway
+                    pass
+                self._zk = None
             if self.zookeeper is not None:
                 self.zookeeper.stop()
         return statuses

@@ -29,16 +29,18 @@ def test_every_broker_serves_metadata_and_clients_bootstrap_from_any(healthy_clu
             seen = answer.partitions[(topic_name, partition)]
             assert (seen.leader, set(seen.replicas)) == (state.leader, ids), (broker_id, seen)
 
+    written: dict[int, list[bytes]] = {p: [] for p in states}
     for broker_id in cluster.broker_ids:
         # a partition this broker does not lead: the client must find the leader from metadata alone
         partition = next(p for p, s in states.items() if s.leader != broker_id)
         values = [f"via-{broker_id}-{i}".encode() for i in range(20)]
         results = produce(cluster.address(broker_id), topic_name, values, partition=partition, acks="all")
         assert [error_code(err) for err, _ in results] == [None] * 20
+        written[partition] += values
     for partition, state in states.items():
         reader = next(b for b in cluster.broker_ids if b != state.leader)
-        records = read_partition(cluster.address(reader), topic_name, partition, 20)
-        assert len(records) == 20 and [o for o, _ in records] == list(range(20))
+        records = read_partition(cluster.address(reader), topic_name, partition, len(written[partition]))
+        assert records == list(enumerate(written[partition]))
 
 
 def test_a_broker_that_is_not_the_leader_refuses_produce(healthy_cluster, topic_name):
