@@ -56,6 +56,7 @@ SIGKILL what is left, then stop ZooKeeper.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import socket
@@ -318,7 +319,9 @@ class LocalCluster:
             self.zookeeper.start(timeout=self.start_timeout_s)
             from kazoo.client import KazooClient
 
-            self._zk = KazooClient(hosts=self.zookeeper.connect_string, timeout=10.0)
+            zk_log = logging.getLogger("broker_sim.tools.cluster.kazoo")
+            zk_log.setLevel(logging.ERROR)  # its reconnect chatter is not the cluster's news
+            self._zk = KazooClient(hosts=self.zookeeper.connect_string, timeout=10.0, logger=zk_log)
             self._zk.start(timeout=self.start_timeout_s)
             for broker_id in self.broker_ids:
                 self._spawn(self.nodes[broker_id])
