@@ -3,7 +3,8 @@
 A streaming query reads ``events`` (RF=3) and writes ``clean`` (RF=3) through the transactional
 sink while the nemesis SIGKILLs the leader of a sink partition and then of a source partition
 (each restarted after a few seconds). Internal topics are replicated too
-(``offsets.topic.replication.factor=3``, ``transaction.state.log.replication.factor=3``), so the
+(``offsets.topic.replication.factor=3``, ``transaction.state.log.replication.factor=3``, and
+``default.replication.factor=3`` for the sink's ``__pylog_sink_log``), so the
 group and transaction coordinators move with their partitions' leaders. The output, read
 read_committed, must hold every input record exactly once.
 """
@@ -26,6 +27,7 @@ CLUSTER_CONFIGS = {
     "offsets.topic.replication.factor": "3",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
+    "default.replication.factor": "3",   # the sink's own log topic is created with the broker default
     "min.insync.replicas": "2",
 }
 
@@ -96,6 +98,11 @@ def test_stream_exactly_once_across_leader_failovers(spark, cluster):
              .option("topic", "clean").option("checkpointLocation", checkpoint)
              .trigger(processingTime="500 milliseconds").start())
     try:
+        deadline = time.monotonic() + 120
+        while committed_count(bootstrap, "clean") <= 0:   # the faults hit a running stream
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, f"no first batch: {query.lastProgress}"
+            time.sleep(1)
         killed = [kill_and_restart(cluster, "clean", 0, down_s=5)]          # the sink's leader
         produce_acks_all(bootstrap, "events", range(400, 600), 2)
         killed.append(kill_and_restart(cluster, "events", 1, down_s=5))    # the source's leader
