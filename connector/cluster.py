@@ -26,6 +26,8 @@ from connector.options import (
 )
 
 log = logging.getLogger(__name__)
+DEFAULT_API_TIMEOUT_S = 60.0  # the Java consumer's default.api.timeout.ms
+RETRIABLE_BACKOFF_S = 0.25
 T = TypeVar("T")
 
 _ADMIN_KWARGS = {
@@ -210,16 +212,31 @@ class OffsetReader:
         return self._admin
 
     def _with_retries(self, body: Callable[[object], T]) -> T:
+        """``body(admin)`` with Spark's fetchOffset retries around the Java consumer's own patience.
+
+        Spark's attempts each call a Java consumer that itself retries retriable
+        errors (a leader moving, a broker down) for default.api.timeout.ms; the
+        kafka-python admin client fails at once, so each attempt here retries
+        those errors with a fresh client (fresh metadata) for that long.
+        """
         attempts = self.options.fetch_offset_num_retries
         for attempt in range(1, attempts + 1):
-            try:
-                return body(self._admin_client())
-            except NoMatchingOffsetError:
-                raise
-            except Exception as exc:  # any client failure: retry with a fresh client, as Spark does
-                if attempt == attempts:
+            patience = time.monotonic() + DEFAULT_API_TIMEOUT_S
+            while True:
+                try:
+                    return body(self._admin_client())
+                except NoMatchingOffsetError:
                     raise
-                log.warning("Error in attempt %d getting Kafka offsets: %r", attempt, exc)
-                self.close()
-                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+                except Exception as exc:  # any client failure: retry with a fresh client, as Spark does
+                    if getattr(exc, "retriable", False) and time.monotonic() < patience:
+                        log.info("retrying a Kafka offsets lookup after a retriable error: %r", exc)
+                        self.close()
+                        time.sleep(RETRIABLE_BACKOFF_S)
+                        continue
+                    if attempt == attempts:
+                        raise
+                    log.warning("Error in attempt %d getting Kafka offsets: %r", attempt, exc)
+                    self.close()
+                    time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
+                    break
         raise AssertionError("unreachable")

@@ -222,10 +222,13 @@ def ensure_log_topic(options: SinkOptions) -> None:
     admin = KafkaAdminClient(bootstrap_servers=options.bootstrap_servers.split(","), **kwargs)
     try:
         if options.sink_log_topic not in admin.list_topics():
+            # replicated like Kafka's own internal topics: 3 copies, or as many as there are brokers
+            factor = max(1, min(SINK_LOG_REPLICATION_FACTOR, len(admin.describe_cluster().get("brokers") or ())))
             try:
-                admin.create_topics([NewTopic(options.sink_log_topic, 1, -1, topic_configs={
+                admin.create_topics([NewTopic(options.sink_log_topic, 1, factor, topic_configs={
                     "cleanup.policy": "compact", "min.compaction.lag.ms": "60000"})])
-                log.info("created the sink log topic %s (cleanup.policy=compact)", options.sink_log_topic)
+                log.info("created the sink log topic %s (cleanup.policy=compact, replication factor %d)",
+                         options.sink_log_topic, factor)
             except TopicAlreadyExistsError:
                 pass
     finally:
@@ -234,3 +237,4 @@ def ensure_log_topic(options: SinkOptions) -> None:
 
 
 _CREATED: set[tuple[str, str]] = set()
+SINK_LOG_REPLICATION_FACTOR = 3
