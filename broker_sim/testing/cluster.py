@@ -332,7 +332,7 @@ class WorkloadOptions:
     duration_s: float = 30.0
     rate_per_producer: float = 100.0          # sends per second per producer
     nemesis_interval_s: float = 3.0           # from one fault's heal to the next fault
-    fault_s: tuple[float, float] = (1.5, 4.0)  # a fault lasts a uniform time in this range
+    fault_s: tuple[float, float] = (1.5, 6.0)  # uniform; pauses past the 3 s session timeout make zombies
     faults: tuple[str, ...] = ("kill", "pause")
     controller_probability: float = 0.25
     seed: int | None = None
