@@ -80,6 +80,14 @@ def validate_topic_name(name: str | None) -> None:
                             f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
 
 
+def check_topic_configs(configs: dict[str, str]) -> None:
+    """Topic config overrides, validated; a bad one is a MetadataError (INVALID_CONFIG) naming key and value."""
+    try:
+        validate_topic_configs(configs)
+    except ConfigError as exc:
+        raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+
+
 def _read_properties(path: Path) -> dict[str, str]:
     props = {}
     for line in path.read_text().splitlines():
@@ -161,10 +169,7 @@ class MetadataStore:
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise MetadataError(Errors.InvalidPartitionsError,
                                 f"number of partitions {partitions} outside [1, {MAX_PARTITIONS}]")
-        try:
-            validate_topic_configs(configs)
-        except ConfigError as exc:
-            raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+        check_topic_configs(configs)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                      internal: bool = False) -> TopicInfo:
@@ -204,10 +209,7 @@ class MetadataStore:
 
     def set_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         info = self.get(name)
-        try:
-            validate_topic_configs(configs)
-        except ConfigError as exc:
-            raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+        check_topic_configs(configs)
         info.configs = dict(configs)
         self._persist()
         return info

@@ -58,11 +58,12 @@ from kazoo.hosts import collect_hosts
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
-from broker_sim.config import ConfigError, validate_topic_configs
 from broker_sim.controller import zk_layout as layout
 from broker_sim.controller.assignment import assign_added_partitions, assign_replicas, validate_assignment
 from broker_sim.controller.cluster_state import BrokerEndpoint, PartitionState
-from broker_sim.controller.metadata import MetadataError, MetadataStore, TopicInfo, _read_properties
+from broker_sim.controller.metadata import (
+    MetadataError, MetadataStore, TopicInfo, _read_properties, check_topic_configs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -411,10 +412,7 @@ class ZkMetadataStore(MetadataStore):
     def set_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         """Replace the topic's config overrides in /config/topics/<t>."""
         info = self.get(name)
-        try:
-            validate_topic_configs(configs)
-        except ConfigError as exc:
-            raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+        check_topic_configs(configs)
         path = layout.topic_config_path(name)
         data = layout.encode_topic_config(configs)
         try:

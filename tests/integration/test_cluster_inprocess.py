@@ -11,7 +11,6 @@ brokers), and a clean stop is a controlled shutdown.  Process-level faults
 """
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -20,6 +19,7 @@ from kafka.admin import NewTopic
 
 from broker_sim.controller.zookeeper_server import ZooKeeperServer, zookeeper_available
 from broker_sim.server.broker import Broker
+from client_helpers import wait_until
 
 FAST = {
     "zookeeper.session.timeout.ms": "3000",
@@ -33,15 +33,9 @@ FAST = {
 }
 
 
-def wait_until(condition, timeout_s: float = 30.0, message: str = ""):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"not within {timeout_s} s: {message or condition}")
-        time.sleep(0.05)
+def settle(condition, message: str):
+    """Cluster changes (elections, ISR moves, catch-up) take a few seconds: wait up to 30."""
+    return wait_until(condition, 30, interval=0.05, message=message)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +86,7 @@ class InProcessCluster:
                     if local is None or not local.is_leader:
                         return False
             return True
-        wait_until(ready, message=f"leaders of {topic}")
+        settle(ready, message=f"leaders of {topic}")
 
     def close(self) -> None:
         for broker_id in list(self.brokers):
@@ -105,7 +99,7 @@ def cluster(zookeeper, tmp_path):
     try:
         for broker_id in (1, 2, 3):
             nodes.start(broker_id)
-        wait_until(lambda: all(len(b.metadata.brokers) == 3 for b in nodes.brokers.values()), message="3 brokers")
+        settle(lambda: all(len(b.metadata.brokers) == 3 for b in nodes.brokers.values()), message="3 brokers")
         yield nodes
     finally:
         nodes.close()
@@ -166,7 +160,7 @@ def test_topic_created_through_one_broker_is_led_and_replicated_on_all(cluster):
             if len(set(logs)) != 1:
                 return False
         return True
-    wait_until(replicas_equal, message="byte-identical replicas with equal high watermarks")
+    settle(replicas_equal, message="byte-identical replicas with equal high watermarks")
 
 
 def test_acks_all_fails_with_not_enough_replicas_below_min_insync(cluster):
@@ -175,7 +169,7 @@ def test_acks_all_fails_with_not_enough_replicas_below_min_insync(cluster):
     leader = cluster.state("guarded", 0).leader
     follower = next(b for b in cluster.brokers if b != leader)
     cluster.stop(follower)
-    wait_until(lambda: len(cluster.state("guarded", 0).isr) == 2, message="the stopped follower leaves the ISR")
+    settle(lambda: len(cluster.state("guarded", 0).isr) == 2, message="the stopped follower leaves the ISR")
     from confluent_kafka import Producer
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "retries": 0,
                          "message.timeout.ms": 3000})
@@ -201,7 +195,7 @@ def test_controlled_shutdown_moves_leadership_and_data_stays_readable(cluster):
     assert values == sorted([f"m{i}".encode() for i in range(90)] + [f"n{i}".encode() for i in range(30)])
     cluster.start(victim)  # rejoins, catches up into the ISR, then preferred-leader election gives it back
     cluster.wait_for_leaders("moving", 3, isr_size=3)
-    wait_until(lambda: cluster.state("moving", 0).leader == victim, message="preferred leader restored")
+    settle(lambda: cluster.state("moving", 0).leader == victim, message="preferred leader restored")
 
 
 def test_group_offsets_survive_their_coordinator_moving(cluster):
@@ -223,7 +217,7 @@ def test_group_offsets_survive_their_coordinator_moving(cluster):
     index = partition_for("movers", 3)
     coordinator = cluster.state(OFFSETS_TOPIC, index).leader
     cluster.stop(coordinator)
-    wait_until(lambda: (cluster.state(OFFSETS_TOPIC, index).leader in cluster.brokers
+    settle(lambda: (cluster.state(OFFSETS_TOPIC, index).leader in cluster.brokers
                         and index in cluster.brokers[cluster.state(OFFSETS_TOPIC, index).leader].groups.loaded),
                message="a new coordinator loaded the group's partition")
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
@@ -251,6 +245,6 @@ def test_transaction_over_partitions_led_by_different_brokers(cluster):
     assert {p: [v for _, v in records] for p, records in seen.items()} == \
            {p: [f"committed-{p}".encode()] for p in range(3)}
     for p in range(3):  # markers reached every replica: nothing stays open anywhere
-        wait_until(lambda: all(b.replicas.partitions[("txn-spread", p)].last_stable_offset
+        settle(lambda: all(b.replicas.partitions[("txn-spread", p)].last_stable_offset
                                == b.replicas.partitions[("txn-spread", p)].log_end_offset
                                for b in cluster.brokers.values()), message=f"LSO = LEO on all replicas of {p}")
