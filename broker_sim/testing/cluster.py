@@ -34,7 +34,9 @@ Clients (confluent-kafka, i.e. librdkafka):
   random workload partition (or, with ``controller_probability``, the
   controller), and either SIGKILLs it (restarting it after ``fault_s``) or
   SIGSTOPs it (SIGCONT after ``fault_s``). One fault at a time, so with RF=3 and
-  ``min.insync.replicas=2`` the cluster should stay writable.
+  ``min.insync.replicas=2`` the cluster should stay writable. The ``kill2`` and
+  ``pause2`` faults (for the stress script) take a second broker down with the
+  target: writes stall, and the checks must hold all the same.
 * *end*: the nemesis stops, every broker is healed, the run waits until every
   partition is back to a full ISR, producers flush, a *final read* consumes
   every partition from the beginning up to its high watermark, and each
@@ -87,6 +89,9 @@ FAST_FAILOVER_CONFIGS = {
     "leader.imbalance.check.interval.seconds": "5",
 }
 EXAMPLES = 10
+# kill: SIGKILL, restart after the fault; pause: SIGSTOP, SIGCONT after it; kill2 / pause2: the same to
+# the target and one more broker at once (with RF=3 and min.insync.replicas=2 writes then stall).
+FAULTS = ("kill", "pause", "kill2", "pause2")
 ANOMALIES = ("lost", "duplicated", "wrong_offset", "nonmonotonic", "reordered", "unexpected",
              "lost_reads", "nonmonotonic_polls", "skipped_reads", "divergent")
 
@@ -333,7 +338,7 @@ class WorkloadOptions:
     rate_per_producer: float = 100.0          # sends per second per producer
     nemesis_interval_s: float = 3.0           # from one fault's heal to the next fault
     fault_s: tuple[float, float] = (1.5, 6.0)  # uniform; pauses past the 3 s session timeout make zombies
-    faults: tuple[str, ...] = ("kill", "pause")
+    faults: tuple[str, ...] = ("kill", "pause")  # from FAULTS
     controller_probability: float = 0.25
     seed: int | None = None
     message_timeout_ms: int = 30_000
@@ -600,14 +605,23 @@ class Nemesis(threading.Thread):
             self._log({"skipped": f"{role} is {broker_id}, not an available broker"})
             return
         fault = self.rng.choice(self.options.faults)
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; choose from {', '.join(FAULTS)}")
+        victims = [broker_id]
+        if fault.endswith("2"):  # a minority no more: the target and one more broker
+            others = [b for b in self.cluster.available_brokers() if b != broker_id]
+            victims += self.rng.sample(others, min(1, len(others)))
+        action = fault.rstrip("2")
         duration = round(self.rng.uniform(*self.options.fault_s), 2)
-        self._log({"fault": fault, "broker": broker_id, "role": role, "for_s": duration})
-        if fault == "kill":
-            self.cluster.kill(broker_id)
-        else:
-            self.cluster.pause(broker_id)
+        self._log({"fault": fault, "broker": broker_id, "brokers": victims, "role": role, "for_s": duration})
+        for victim in victims:
+            if action == "kill":
+                self.cluster.kill(victim)
+            else:
+                self.cluster.pause(victim)
         self.stop_event.wait(duration)
-        self._heal(broker_id, fault)
+        for victim in victims:
+            self._heal(victim, action)
 
     def _heal(self, broker_id: int, fault: str) -> None:
         from broker_sim.tools.cluster import ClusterError
@@ -739,7 +753,7 @@ def _settled_replica_logs(cluster, options: WorkloadOptions, ends: dict[int, int
 # --------------------------------------------------------------------------- stress rounds
 
 def run_rounds(rounds: int, seconds: float, *, work_dir: str | None = None, seed: int | None = None,
-               out=None, err=None) -> list[dict]:
+               faults: tuple[str, ...] = ("kill", "pause"), out=None, err=None) -> list[dict]:
     """*rounds* runs, each on a fresh 3-broker LocalCluster: workload, heal, check. Prints each
     result as one JSON line on *out*; returns the results. Histories and broker logs stay in
     *work_dir* (a temp dir by default) for post-mortems."""
@@ -758,7 +772,7 @@ def run_rounds(rounds: int, seconds: float, *, work_dir: str | None = None, seed
         print(f"stress_cluster: round {round_number}/{rounds}, seed {round_seed}, {seconds:g} s, in {directory}",
               file=err, flush=True)
         started = time.monotonic()
-        options = WorkloadOptions(duration_s=seconds, seed=round_seed,
+        options = WorkloadOptions(duration_s=seconds, seed=round_seed, faults=faults,
                                   log=lambda line: print(f"  {line}", file=err, flush=True))
         try:
             with LocalCluster(directory / "cluster", brokers=3, configs=FAST_FAILOVER_CONFIGS) as cluster:
@@ -784,8 +798,14 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="faulty phase per round (default: 60)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--work-dir", default=None, help="keep clusters and histories here (default: a temp dir)")
+    parser.add_argument("--faults", default="kill,pause",
+                        help=f"comma-separated, from {','.join(FAULTS)} (default: kill,pause)")
     args = parser.parse_args(argv)
-    results = run_rounds(args.rounds, args.seconds, work_dir=args.work_dir, seed=args.seed)
+    faults = tuple(f.strip() for f in args.faults.split(",") if f.strip())
+    unknown = [f for f in faults if f not in FAULTS]
+    if unknown or not faults:
+        parser.error(f"--faults: unknown {','.join(unknown) or args.faults!r}; choose from {','.join(FAULTS)}")
+    results = run_rounds(args.rounds, args.seconds, work_dir=args.work_dir, seed=args.seed, faults=faults)
     invalid = [r["round"] for r in results if not r.get("valid")]
     summary = {"rounds": len(results), "invalid_rounds": invalid,
                "acked": sum(r.get("acked", 0) for r in results),
