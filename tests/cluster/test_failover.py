@@ -121,3 +121,46 @@ def test_not_enough_replicas_when_two_of_three_are_down(healthy_cluster, topic_n
     assert error_code(results[0][0]) is None
     # the refused acks=all writes were never appended; the acks=1 one is committed (the ISR is the leader)
     assert read_partition(cluster.address(leader), topic_name, 0, 1, timeout_s=10) == [(0, b"one-is-enough")]
+
+
+@pytest.mark.xfail(strict=True, reason="replication/partition.py truncate_to() returns early when offset >= LEO "
+                   "without truncating the epoch cache (Kafka's UnifiedLog.truncateTo does truncate it): the follower "
+                   "loops on diverging_epoch forever; remove this marker with the fix")
+def test_a_leader_killed_before_its_first_append_rejoins_as_follower(healthy_cluster, topic_name):
+    """A broker that became leader (its epoch cache got an entry at its log end) and died before
+    appending anything must, once restarted as a follower, drop that entry and rejoin the ISR
+    (Kafka's UnifiedLog.truncateTo truncates the epoch cache even when the log needs no truncation);
+    otherwise it keeps announcing the dead epoch and the leader keeps answering diverging_epoch."""
+    cluster = healthy_cluster
+    create_topic(cluster.bootstrap_servers, topic_name, partitions=1, replication_factor=3,
+                 configs={"min.insync.replicas": 2})
+    preferred = cluster.wait_for_full_isr(topic_name, 1, timeout_s=30)[0].replicas[0]
+
+    def state():
+        return cluster.partition(topic_name, 0)
+
+    def in_sync_leader_is(broker_id: int):
+        return lambda md: (md.partitions[(topic_name, 0)].leader == broker_id
+                           and set(md.partitions[(topic_name, 0)].isr) == set(cluster.broker_ids))
+
+    assert [error_code(e) for e, _ in produce(cluster.bootstrap_servers, topic_name, [b"epoch-0"] * 50)] == [None] * 50
+    cluster.kill(preferred)                                # leadership moves away (epoch 1)
+    cluster.wait_for(lambda md: md.partitions[(topic_name, 0)].leader not in (-1, preferred), topics=[topic_name],
+                     timeout_s=30, what="a new leader")
+    assert [error_code(e) for e, _ in produce(cluster.bootstrap_servers, topic_name, [b"epoch-1"] * 50)] == [None] * 50
+    cluster.restart(preferred)
+    # the preferred-leader election (leader.imbalance.check.interval.seconds=5) gives it back to `preferred`
+    cluster.wait_for(in_sync_leader_is(preferred), topics=[topic_name], timeout_s=60,
+                     what=f"broker {preferred} to lead again after catching up")
+    epoch_led = state().leader_epoch
+    cluster.kill(preferred)                                # nothing was appended at that epoch
+    cluster.wait_for(lambda md: md.partitions[(topic_name, 0)].leader not in (-1, preferred), topics=[topic_name],
+                     timeout_s=30, what="a new leader")
+    assert [error_code(e) for e, _ in produce(cluster.bootstrap_servers, topic_name, [b"later"] * 50)] == [None] * 50
+
+    cluster.restart(preferred)
+    cluster.wait_for(lambda md: preferred in md.partitions[(topic_name, 0)].isr, topics=[topic_name], timeout_s=30,
+                     what=f"broker {preferred} (leader at epoch {epoch_led} without appending) to rejoin the ISR; "
+                          f"see {cluster.log_path(preferred)} for 'diverging epoch'")
+    logs = {b: batch_digests(d) for b, d in cluster.partition_dirs(topic_name, 0).items()}
+    assert replica_difference(logs) is None, replica_difference(logs)
