@@ -529,9 +529,14 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         """Drop everything from ``offset`` on: log, epochs, producer state (snapshot + replay), txn index, HW.
 
-        No-op when ``offset`` >= the log end offset.
+        When ``offset`` >= the log end offset the log stays, but the epoch cache
+        still drops entries starting at the log end, as Kafka's
+        ``UnifiedLog.truncateTo`` does: this broker may have become leader (an
+        entry at its log end) and died before appending, and keeping that epoch
+        would make it announce an epoch the new leader never saw.
         """
         if offset >= self.log.log_end_offset:
+            self.epochs.truncate_from_end(self.log.log_end_offset)
             return
         log.info("%s: truncating from log end offset %d to %d", self, self.log.log_end_offset, offset)
         self.log.truncate_to(offset)

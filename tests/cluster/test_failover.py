@@ -123,9 +123,6 @@ def test_not_enough_replicas_when_two_of_three_are_down(healthy_cluster, topic_n
     assert read_partition(cluster.address(leader), topic_name, 0, 1, timeout_s=10) == [(0, b"one-is-enough")]
 
 
-@pytest.mark.xfail(strict=True, reason="replication/partition.py truncate_to() returns early when offset >= LEO "
-                   "without truncating the epoch cache (Kafka's UnifiedLog.truncateTo does truncate it): the follower "
-                   "loops on diverging_epoch forever; remove this marker with the fix")
 def test_a_leader_killed_before_its_first_append_rejoins_as_follower(healthy_cluster, topic_name):
     """A broker that became leader (its epoch cache got an entry at its log end) and died before
     appending anything must, once restarted as a follower, drop that entry and rejoin the ISR

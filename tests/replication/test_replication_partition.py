@@ -419,6 +419,18 @@ def test_truncating_at_or_past_the_log_end_is_a_no_op(open_partition):
     assert partition.log_end_offset == 1
 
 
+def test_truncating_at_the_log_end_drops_an_epoch_led_without_appending(open_partition):
+    """Kafka's UnifiedLog.truncateTo: a leader that died before its first append must forget that epoch."""
+    partition = open_partition(1)
+    produce(partition, b"a")                                  # epoch 0 from offset 0
+    partition.make_leader(state(1, 3, [1, 0]), [1, 0])        # epoch 3 starts at the log end, nothing appended
+    assert [e.epoch for e in partition.epochs.entries] == [0, 3]
+    partition.make_follower(state(0, 4, [0]), [0, 1])
+    partition.truncate_to(partition.log_end_offset)
+    assert [e.epoch for e in partition.epochs.entries] == [0]
+    assert partition.log_end_offset == 1
+
+
 def test_a_follower_behind_the_leaders_log_start_restarts_its_log_there(open_partition):
     follower = open_partition(1)
     produce(follower, b"old")
