@@ -218,3 +218,16 @@ def test_batch_digests_read_segment_files(pylog_broker_factory, tmp_path):
     segment.write_bytes(bytes(data))
     changed = batch_digests(directory)
     assert changed[:2] == digests[:2] and changed[2][3] != digests[2][3]
+
+
+def test_acknowledged_without_an_offset_is_checked_for_presence_only():
+    """librdkafka acknowledges a batch implicitly (offset unknown) when a later one was acknowledged."""
+    history = clean_history()
+    present, missing = history.final[1][3][1], history.final[1][4][1]
+    history.acks[present] = [1, None]
+    history.acks[missing] = [1, -1001]
+    history.final[1] = [r for r in history.final[1] if r[1] != missing]
+    history.polls = [[r for r in run if r[2] != missing] for run in history.polls]
+    result = check(history)
+    assert_only(result, "lost")
+    assert result["examples"]["lost"][0]["value"] == missing and result["acked_without_offset"] == 2
