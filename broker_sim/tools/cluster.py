@@ -586,7 +586,8 @@ class LocalCluster:
         return self.partition(topic, partition, timeout_s=timeout_s).leader
 
     def wait_for(self, predicate, *, timeout_s: float, what: str, topics: Sequence[str] | None = ()):
-        """Poll ``predicate(metadata)`` until it returns a truthy value, which is returned.
+        """Poll ``predicate(metadata)`` until it returns something other than None or False
+        (a broker id 0 counts), which is returned.
 
         Raises ClusterError naming *what* and the last metadata seen after *timeout_s*.
         """
@@ -596,7 +597,7 @@ class LocalCluster:
             try:
                 last = self.metadata(topics, timeout_s=max(0.5, min(5.0, deadline - time.monotonic())))
                 result = predicate(last)
-                if result:
+                if result is not None and result is not False:
                     return result
             except ClusterError:
                 pass
