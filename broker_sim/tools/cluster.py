@@ -49,9 +49,10 @@ broker refuses to start while another session holds its id, as Kafka's does.
 Metadata v12 request (kafka-python's codec over a socket, bounded timeout),
 so a frozen broker is never asked and a query never hangs.
 
-``stop_all`` is the clean shutdown: resume paused brokers, SIGTERM all
-brokers (the broker then does its controlled shutdown), wait a bounded time,
-SIGKILL what is left, then stop ZooKeeper.
+``stop_all`` is the clean shutdown: resume paused brokers, SIGTERM them one at
+a time with the controller last (each does its controlled shutdown while a
+controller and another broker are alive), SIGKILL any that does not exit within
+a bounded wait, then stop ZooKeeper.
 """
 from __future__ import annotations
 
@@ -352,6 +353,18 @@ class LocalCluster:
         except NoNodeError:
             return []
 
+    def _zookeeper_controller(self) -> int | None:
+        """The controller's id from ZooKeeper's ``/controller``, None if unknown."""
+        from broker_sim.controller import zk_layout
+
+        if self._zk is None:
+            return None
+        try:
+            data, _ = self._zk.get(zk_layout.CONTROLLER)
+            return zk_layout.decode_controller(data)
+        except Exception:  # noqa: BLE001 - no controller (or no ZooKeeper): any order will do
+            return None
+
     def wait_for_registration_gone(self, broker_id: int, timeout_s: float | None = None) -> None:
         """Wait until ZooKeeper drops broker *broker_id*'s registration (its session ended or expired)."""
         timeout_s = self._session_expiry_wait_s() if timeout_s is None else timeout_s
@@ -503,9 +516,12 @@ class LocalCluster:
             self.wait_until_ready(timeout_s=timeout_s or self.start_timeout_s)
 
     def stop_all(self, timeout_s: float | None = None) -> dict[int, int | None]:
-        """Stop every broker (SIGTERM together, bounded wait, SIGKILL the rest), then ZooKeeper.
+        """Stop every broker, then ZooKeeper; returns {broker id: exit status} (0 = clean).
 
-        Returns {broker id: exit status}.
+        A rolling stop, as Kafka operators do it: paused brokers are resumed, then
+        the brokers get SIGTERM one at a time, the controller last, so each
+        controlled shutdown has a live controller and a live broker to move its
+        leaderships to. Each broker gets *timeout_s* to exit before SIGKILL.
         """
         timeout_s = self.stop_timeout_s if timeout_s is None else timeout_s
         statuses: dict[int, int | None] = {}
@@ -514,11 +530,12 @@ class LocalCluster:
             for node in running:
                 if node.paused:
                     self._signal(node, signal.SIGCONT)
-                self._signal(node, signal.SIGTERM)
-            deadline = time.monotonic() + timeout_s
+            controller = self._zookeeper_controller()
+            running.sort(key=lambda n: (n.broker_id == controller, n.broker_id))
             for node in running:
+                self._signal(node, signal.SIGTERM)
                 try:
-                    node.process.wait(max(0.0, deadline - time.monotonic()))
+                    node.process.wait(timeout_s)
                 except subprocess.TimeoutExpired:
                     self._signal(node, signal.SIGKILL)
                     try:

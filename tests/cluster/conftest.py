@@ -3,7 +3,8 @@
 ``cluster`` is one 3-broker LocalCluster per test module (starting one costs a
 few seconds), with the fast-failover settings; ``healthy_cluster`` is the same
 cluster, healed (every broker running and answering) before and after the
-test, for tests that kill or pause brokers. Without the ZooKeeper jar or java
+test, for tests that kill or pause brokers. The module's cluster must stop
+cleanly (every broker exits 0 on SIGTERM). Without the ZooKeeper jar or java
 every test here that needs a cluster is skipped, naming what to install.
 """
 from __future__ import annotations
@@ -23,7 +24,11 @@ def cluster(tmp_path_factory):
     try:
         yield running
     finally:
-        running.stop_all()
+        statuses = running.stop_all()
+    unclean = {b: status for b, status in statuses.items() if status not in (0, None)}
+    assert not unclean, (f"brokers did not exit cleanly on SIGTERM (exit statuses {unclean}, -9 = killed after "
+                         f"{running.stop_timeout_s:g} s); logs: "
+                         + ", ".join(str(running.log_path(b)) for b in unclean))
 
 
 @pytest.fixture
