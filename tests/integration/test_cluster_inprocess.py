@@ -64,6 +64,9 @@ class InProcessCluster:
 
     def stop(self, broker_id: int) -> None:
         self.brokers.pop(broker_id).stop()
+        # the others learn of it through a ZooKeeper watch: until then their Metadata still lists it
+        settle(lambda: all(broker_id not in b.metadata.brokers for b in self.brokers.values()),
+               message=f"every broker saw broker {broker_id} leave")
 
     @property
     def bootstrap_servers(self) -> str:
