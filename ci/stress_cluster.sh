@@ -9,4 +9,5 @@ ROUNDS="${1:-5}"
 SECONDS_PER_ROUND="${2:-${PYLOG_NEMESIS_SECONDS:-60}}"
 shift $(( $# > 2 ? 2 : $# )) || true
 export PYTHONUNBUFFERED=1
-exec "${PYTHON:-python}" -m broker_sim.testing.cluster --rounds "$ROUNDS" --seconds "$SECONDS_PER_ROUND" "$@"
+PYTHON="${PYTHON:-$(bash ci/setup.sh | tail -n 1)}"
+exec "$PYTHON" -m broker_sim.testing.cluster --rounds "$ROUNDS" --seconds "$SECONDS_PER_ROUND" "$@"

@@ -208,10 +208,29 @@ def _state_of(entries: dict[str, bytes | None]) -> SinkLogState:
 
 
 def ensure_log_topic(options: SinkOptions) -> None:
-    """Create the compacted sink log topic when it does not exist (driver side, once per process)."""
+    """Create the compacted sink log topic when it does not exist (driver side, once per process).
+
+    Retriable failures (a bootstrap broker down, a leader moving) are retried
+    for the Java clients' default.api.timeout.ms, each time with a new client.
+    """
     key = (options.bootstrap_servers, options.sink_log_topic)
     if key in _CREATED:
         return
+    from connector.cluster import DEFAULT_API_TIMEOUT_S, RETRIABLE_BACKOFF_S
+    deadline = time.monotonic() + DEFAULT_API_TIMEOUT_S
+    while True:
+        try:
+            _create_log_topic(options)
+            break
+        except Exception as exc:  # retriable kafka-python errors carry .retriable
+            if not getattr(exc, "retriable", False) or time.monotonic() >= deadline:
+                raise
+            log.info("creating the sink log topic %s: %r; retrying", options.sink_log_topic, exc)
+            time.sleep(RETRIABLE_BACKOFF_S)
+    _CREATED.add(key)
+
+
+def _create_log_topic(options: SinkOptions) -> None:
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
@@ -233,7 +252,6 @@ def ensure_log_topic(options: SinkOptions) -> None:
                 pass
     finally:
         admin.close()
-    _CREATED.add(key)
 
 
 _CREATED: set[tuple[str, str]] = set()

@@ -114,6 +114,7 @@ class SourceFetcher:
         self.task: asyncio.Task | None = None
         self._wakeup = asyncio.Event()
         self.fetches = 0
+        self.closed = False
 
     def __repr__(self) -> str:
         return f"SourceFetcher(broker {self.manager.broker_id} <- broker {self.leader_id})"
@@ -125,6 +126,8 @@ class SourceFetcher:
         self._wakeup.set()
 
     def close(self) -> None:
+        self.closed = True  # the loop also checks it: a cancellation can be lost (Python 3.11's wait_for)
+        self._wakeup.set()
         if self.task is not None and not self.task.done():
             self.task.cancel()
         if self.client is not None:
@@ -135,7 +138,7 @@ class SourceFetcher:
 
     async def run(self) -> None:
         backoff_s = self.manager.config.get("replica.fetch.backoff.ms") / 1000.0
-        while self.partitions:
+        while self.partitions and not self.closed:
             try:
                 client = self._client()
                 if client is None:
@@ -157,10 +160,13 @@ class SourceFetcher:
                 await self._sleep(backoff_s)
 
     async def _sleep(self, seconds: float) -> None:
+        if self.closed:
+            return
         self._wakeup.clear()
         try:
-            await asyncio.wait_for(self._wakeup.wait(), max(seconds, 0.001))
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(max(seconds, 0.001)):
+                await self._wakeup.wait()
+        except TimeoutError:
             pass
 
     def _ready(self, state: FetchState) -> bool:
@@ -371,8 +377,11 @@ class ReplicaFetcherManager:
             source.close()
         self.sources.clear()
 
-    async def shutdown_and_wait(self) -> None:
+    async def shutdown_and_wait(self, timeout_s: float = 10.0) -> None:
+        """``shutdown``, then wait (at most ``timeout_s``) for the tasks to end."""
         tasks = [source.task for source in self.sources.values() if source.task is not None]
         self.shutdown()
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+            if pending:
+                log.warning("%d replica fetcher tasks did not stop within %.0f s", len(pending), timeout_s)

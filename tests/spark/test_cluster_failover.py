@@ -3,10 +3,10 @@
 A streaming query reads ``events`` (RF=3) and writes ``clean`` (RF=3) through the transactional
 sink while the nemesis SIGKILLs the leader of a sink partition and then of a source partition
 (each restarted after a few seconds). Internal topics are replicated too
-(``offsets.topic.replication.factor=3``, ``transaction.state.log.replication.factor=3``, and
-``default.replication.factor=3`` for the sink's ``__pylog_sink_log``), so the
-group and transaction coordinators move with their partitions' leaders. The output, read
-read_committed, must hold every input record exactly once.
+(``offsets.topic.replication.factor=3``, ``transaction.state.log.replication.factor=3``; the
+sink creates its ``__pylog_sink_log`` with replication factor 3), so the group and transaction
+coordinators move with their partitions' leaders. The output, read read_committed, must hold
+every input record exactly once.
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ CLUSTER_CONFIGS = {
     "offsets.topic.replication.factor": "3",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
-    "default.replication.factor": "3",   # the sink's own log topic is created with the broker default
     "min.insync.replicas": "2",
 }
 
