@@ -113,15 +113,19 @@ class GroupDescription:
 
 
 def read_partition_batches(partition) -> Iterator[tuple[object, list]]:
-    """``(batch, records)`` of every committed batch of ``partition``, in offset order.
+    """``(batch, records)`` of every batch of ``partition`` up to its log end, in offset order.
 
-    ``batch`` is kafka-python's ``DefaultRecordBatch`` (control and
-    transactional flags, producer id), ``records`` its records at or after
-    the log start offset.
+    Up to the log end, not the high watermark, as Kafka's coordinators load: a
+    newly elected leader's high watermark can lag what its ISR already
+    committed (followers learn it one fetch late), and the leader's log is what
+    stays.  ``batch`` is kafka-python's ``DefaultRecordBatch`` (control and
+    transactional flags, producer id), ``records`` its records at or after the
+    log start offset.
     """
     offset = partition.log_start_offset
-    while offset < partition.high_watermark:
-        data = partition.log.read_bytes(offset, READ_CHUNK_BYTES, max_offset=partition.high_watermark)
+    end = partition.log_end_offset
+    while offset < end:
+        data = partition.log.read_bytes(offset, READ_CHUNK_BYTES, max_offset=end)
         if not data:
             return
         for batch in iter_batches(data):
@@ -131,7 +135,7 @@ def read_partition_batches(partition) -> Iterator[tuple[object, list]]:
 
 
 def read_partition(partition) -> Iterator[tuple[int, bytes, bytes | None]]:
-    """``(offset, key, value)`` of every committed data record of ``partition``, in offset order."""
+    """``(offset, key, value)`` of every data record of ``partition`` up to its log end, in offset order."""
     for batch, records in read_partition_batches(partition):
         if not batch.is_control_batch:
             for record in records:

@@ -324,7 +324,7 @@ def test_producer_state_replicates_so_a_retry_is_deduplicated_after_failover(ope
     leader.append_records(second)
     replicate(leader, follower)
     # the old leader dies after appending; the follower takes over and the producer retries the last batch
-    follower.make_leader(state(1, 2, [1]), [0, 1])
+    follower.make_leader(state(1, 2, [1, 0]), [0, 1])   # its HW waits for broker 0 to fetch
     retry = follower.append_records(second)
     assert retry.duplicate and retry.base_offset == 2
     with pytest.raises(OutOfOrderSequenceNumberError):
@@ -590,3 +590,17 @@ def test_a_replica_reopened_in_cluster_mode_starts_from_its_checkpointed_high_wa
         assert partition.read(2, 1 << 20, min_one_batch=True) == [], "offset 2 was never committed"
     finally:
         reopened.close()
+
+
+def test_a_new_leader_hands_its_coordinator_every_record_of_its_log_not_just_below_its_stale_hw(open_partition):
+    """Coordinators load up to the log end (Kafka does): a follower learns the HW one fetch late."""
+    from broker_sim.coordinator.group_coordinator import read_partition
+    leader, follower = open_partition(0), open_partition(1)
+    leader.make_leader(state(0, 1, [0, 1]), [0, 1])
+    follower.make_follower(state(0, 1, [0, 1]), [0, 1])
+    produce(leader, b"a", b"b")
+    replicate(leader, follower)          # the follower has both records; its HW is still the old one
+    assert follower.high_watermark < follower.log_end_offset
+    follower.make_leader(state(1, 2, [1, 0]), [0, 1])   # its HW waits for broker 0 to fetch
+    assert follower.high_watermark < follower.log_end_offset
+    assert [value for _, _, value in read_partition(follower)] == [b"a", b"b"]
