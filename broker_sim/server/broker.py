@@ -320,10 +320,7 @@ class Broker:
             connection.close()
         await asyncio.sleep(0)
         if self.cluster is not None:
-            markers = getattr(self.transactions, "markers", None)
-            if hasattr(markers, "close"):
-                markers.close()
-        if self.cluster is not None:
+            self.transactions.markers.close()  # ClusterMarkerWriter: its connections to other brokers
             await self.replicas.stop_fetchers()
         self.replicas.close()
         if self.cluster is not None:
