@@ -39,6 +39,25 @@ _ADMIN_KWARGS = {
 }
 
 
+def with_patience(call: Callable[[], T], what: str, *, on_retry: Callable[[], None] | None = None) -> T:
+    """``call()``, retried on retriable kafka-python errors (``.retriable``) for default.api.timeout.ms.
+
+    The Java clients wait out a leader moving or a broker restarting that long;
+    ``on_retry`` runs before each retry (e.g. drop a client for fresh metadata).
+    """
+    deadline = time.monotonic() + DEFAULT_API_TIMEOUT_S
+    while True:
+        try:
+            return call()
+        except Exception as exc:  # only retriable errors are retried, the rest propagate
+            if not getattr(exc, "retriable", False) or time.monotonic() >= deadline:
+                raise
+            log.info("retrying %s after a retriable error: %r", what, exc)
+            if on_retry is not None:
+                on_retry()
+            time.sleep(RETRIABLE_BACKOFF_S)
+
+
 class NoMatchingOffsetError(ValueError):
     """A timestamp lookup found no record at or after the timestamp (startingOffsetsByTimestampStrategy=error)."""
 
@@ -221,22 +240,15 @@ class OffsetReader:
         """
         attempts = self.options.fetch_offset_num_retries
         for attempt in range(1, attempts + 1):
-            patience = time.monotonic() + DEFAULT_API_TIMEOUT_S
-            while True:
-                try:
-                    return body(self._admin_client())
-                except NoMatchingOffsetError:
+            try:
+                return with_patience(lambda: body(self._admin_client()), "a Kafka offsets lookup",
+                                     on_retry=self.close)
+            except NoMatchingOffsetError:
+                raise
+            except Exception as exc:  # any client failure: retry with a fresh client, as Spark does
+                if attempt == attempts:
                     raise
-                except Exception as exc:  # any client failure: retry with a fresh client, as Spark does
-                    if getattr(exc, "retriable", False) and time.monotonic() < patience:
-                        log.info("retrying a Kafka offsets lookup after a retriable error: %r", exc)
-                        self.close()
-                        time.sleep(RETRIABLE_BACKOFF_S)
-                        continue
-                    if attempt == attempts:
-                        raise
-                    log.warning("Error in attempt %d getting Kafka offsets: %r", attempt, exc)
-                    self.close()
-                    time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
-                    break
+                log.warning("Error in attempt %d getting Kafka offsets: %r", attempt, exc)
+                self.close()
+                time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
         raise AssertionError("unreachable")

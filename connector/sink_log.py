@@ -216,17 +216,8 @@ def ensure_log_topic(options: SinkOptions) -> None:
     key = (options.bootstrap_servers, options.sink_log_topic)
     if key in _CREATED:
         return
-    from connector.cluster import DEFAULT_API_TIMEOUT_S, RETRIABLE_BACKOFF_S
-    deadline = time.monotonic() + DEFAULT_API_TIMEOUT_S
-    while True:
-        try:
-            _create_log_topic(options)
-            break
-        except Exception as exc:  # retriable kafka-python errors carry .retriable
-            if not getattr(exc, "retriable", False) or time.monotonic() >= deadline:
-                raise
-            log.info("creating the sink log topic %s: %r; retrying", options.sink_log_topic, exc)
-            time.sleep(RETRIABLE_BACKOFF_S)
+    from connector.cluster import with_patience
+    with_patience(lambda: _create_log_topic(options), f"creating the sink log topic {options.sink_log_topic}")
     _CREATED.add(key)
 
 
