@@ -40,6 +40,12 @@ class RequestContext(NamedTuple):
     client_id: str | None
     connection: object
 
+    @property
+    def inter_broker(self) -> bool:
+        """True when the request came from another broker of this cluster (may use inter-broker APIs:
+        WriteTxnMarkers, follower Fetch); clients get CLUSTER_AUTHORIZATION_FAILED for those."""
+        return self.connection.inter_broker
+
 
 Handler = Callable[[RequestContext, object], Awaitable[object]]
 

@@ -50,6 +50,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.sendfile_ok = True
+        self.inter_broker = False  # set by the dispatcher once the peer proved it is a broker of this cluster
         self._task: asyncio.Task | None = None
 
     # --- asyncio.BufferedProtocol -------------------------------------------------
