@@ -120,7 +120,9 @@ def read_partition_batches(partition) -> Iterator[tuple[object, list]]:
     committed (followers learn it one fetch late), and the leader's log is what
     stays.  ``batch`` is kafka-python's ``DefaultRecordBatch`` (control and
     transactional flags, producer id), ``records`` its records at or after the
-    log start offset.
+    log start offset.  A batch whose records cannot be read (lying lengths or
+    counts, a codec that fails: bytes that reached the log before appends were
+    validated) is logged with its offset and skipped, so a start never fails on it.
     """
     offset = partition.log_start_offset
     end = partition.log_end_offset
@@ -129,8 +131,14 @@ def read_partition_batches(partition) -> Iterator[tuple[object, list]]:
         if not data:
             return
         for batch in iter_batches(data):
-            # the first batch may start before ``offset``
-            yield batch, [record for record in batch if record.offset >= offset]
+            try:
+                # the first batch may start before ``offset``
+                records = [record for record in batch if record.offset >= offset]
+            except Exception as exc:  # kafka-python raises many kinds for a corrupt batch
+                log.warning("%s-%d: skipping the unreadable batch at offset %d: %r", partition.topic,
+                            partition.index, batch.base_offset, exc)
+                continue
+            yield batch, records
         offset = parse_batches(data, verify_crc=False)[-1].next_offset
 
 
@@ -158,37 +166,51 @@ class GroupCoordinator(InternalTopicOwner):
         return self.config.offsets_partitions
 
     def load_partition(self, partition) -> int:
-        """Rebuild the groups and offsets kept in one partition; returns the number of groups loaded."""
+        """Rebuild the groups and offsets kept in one partition; returns the number of groups loaded.
+
+        A record that cannot be decoded (unknown key version, truncated value,
+        a value of the wrong type) or that names a group of another partition
+        is logged with its offset and skipped: the rest of the partition loads.
+        """
         stored: dict[str, StoredGroup | None] = {}
         offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-        in_txn: dict[int, list] = {}  # producer id -> records of its open transaction, in order
+        in_txn: dict[int, list] = {}  # producer id -> decoded records of its open transaction, in order
 
-        def apply(record) -> None:
+        def decoded(record):
+            """(key, value) of a record, or None when it is to be skipped."""
             try:
                 key = decode_key(record.key)
+                if self.partition_of(key.group) != partition.index:
+                    raise ValueError(f"group {key.group!r} belongs to partition {self.partition_of(key.group)}")
+                if record.value is None:
+                    return key, None
+                return key, decode_offset(record.value) if isinstance(key, OffsetKey) else decode_group(record.value)
             except ValueError as exc:
-                log.warning("%s: skipping a record: %s", partition, exc)
-                return
+                log.warning("%s-%d: skipping the record at offset %d: %s", OFFSETS_TOPIC, partition.index,
+                            record.offset, exc)
+                return None
+
+        def apply(key, value) -> None:
             if isinstance(key, OffsetKey):
                 group_offsets = offsets.setdefault(key.group, {})
-                if record.value is None:
+                if value is None:
                     group_offsets.pop((key.topic, key.partition), None)
                 else:
-                    group_offsets[(key.topic, key.partition)] = decode_offset(record.value)
+                    group_offsets[(key.topic, key.partition)] = value
             else:
-                stored[key.group] = decode_group(record.value) if record.value is not None else None
+                stored[key.group] = value
 
         for batch, records in read_partition_batches(partition):
             if batch.is_control_batch:
                 held = in_txn.pop(batch.producer_id, [])
                 if any(record.commit for record in records):
-                    for record in held:
-                        apply(record)
+                    for key, value in held:
+                        apply(key, value)
             elif batch.is_transactional:
-                in_txn.setdefault(batch.producer_id, []).extend(records)
+                in_txn.setdefault(batch.producer_id, []).extend(filter(None, map(decoded, records)))
             else:
-                for record in records:
-                    apply(record)
+                for key, value in filter(None, map(decoded, records)):
+                    apply(key, value)
         now = self.clock()
         loaded = 0
         for group_id in set(stored) | set(offsets):
@@ -201,14 +223,12 @@ class GroupCoordinator(InternalTopicOwner):
             self.groups[group_id] = group
             loaded += 1
         for producer_id, records in in_txn.items():
-            for record in records:
-                key = decode_key(record.key)
-                if isinstance(key, OffsetKey) and record.value is not None:
+            for key, value in records:
+                if isinstance(key, OffsetKey) and value is not None:
                     group = self.groups.get(key.group)
                     if group is None:
                         group = self.groups[key.group] = ClassicGroup(key.group, now, self.config)
-                    pending = group.pending_txn_offsets.setdefault(producer_id, {})
-                    pending[(key.topic, key.partition)] = decode_offset(record.value)
+                    group.pending_txn_offsets.setdefault(producer_id, {})[(key.topic, key.partition)] = value
         self.loaded.add(partition.index)
         log.info("loaded %d groups from %s-%d", loaded, OFFSETS_TOPIC, partition.index)
         return loaded

@@ -87,13 +87,34 @@ def _encode(message, version: int) -> bytes:
     return _VERSION.pack(version) + body
 
 
-def _decode(cls, data: bytes):
+# what kafka-python's schema codec raises for bytes that are not the message (truncated, lying lengths,
+# invalid UTF-8, a null where a value must be)
+_MALFORMED = (struct.error, EOFError, IndexError, TypeError, ValueError, OverflowError)
+
+
+def record_version(data: bytes | None, what: str) -> int:
+    """The int16 version a key or value starts with; raises ValueError for a null or too short one."""
+    if data is None or len(data) < _VERSION.size:
+        raise ValueError(f"{what} is {'null' if data is None else f'{len(data)} bytes'}, not a versioned record")
     (version,) = _VERSION.unpack_from(data)
-    top = cls._struct.max_version
+    if version < 0:
+        raise ValueError(f"{what} has negative version {version}")
+    return version
+
+
+def decode_body(cls, data: bytes, version: int, flexible: bool):
+    """``cls`` read from ``data`` after its version; raises ValueError for bytes that are not one."""
+    try:
+        return cls._struct.decode(io.BytesIO(data[_VERSION.size:]), version=version, compact=flexible,
+                                  tagged=flexible)
+    except _MALFORMED as exc:
+        raise ValueError(f"malformed {cls.__name__} v{version}: {exc!r}") from exc
+
+
+def _decode(cls, data: bytes):
     # a newer, unknown version is read with the newest layout known, as Kafka's readers do
-    version = min(version, top)
-    flexible = version >= 4
-    return cls._struct.decode(io.BytesIO(data[2:]), version=version, compact=flexible, tagged=flexible)
+    version = min(record_version(data, f"{cls.__name__}"), cls._struct.max_version)
+    return decode_body(cls, data, version, version >= 4)
 
 
 # --- keys and values as the coordinator uses them -------------------------
@@ -152,14 +173,18 @@ def encode_key(key: OffsetKey | GroupKey) -> bytes:
     return _encode(GroupMetadataKey(group=key.group), GROUP_METADATA_KEY_VERSION)
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey:
-    """Raises ValueError for a key version this broker does not know."""
-    (version,) = _VERSION.unpack_from(data)
+def decode_key(data: bytes | None) -> OffsetKey | GroupKey:
+    """Raises ValueError for a key version this broker does not know or bytes that are not a key."""
+    version = record_version(data, "__consumer_offsets key")
     if version in (0, 1):
-        key = OffsetCommitKey._struct.decode(io.BytesIO(data[2:]), version=version, compact=False, tagged=False)
+        key = decode_body(OffsetCommitKey, data, version, False)
+        if key.group is None or key.topic is None:
+            raise ValueError("__consumer_offsets offset key with a null group or topic")
         return OffsetKey(key.group, key.topic, key.partition)
     if version == 2:
-        key = GroupMetadataKey._struct.decode(io.BytesIO(data[2:]), version=2, compact=False, tagged=False)
+        key = decode_body(GroupMetadataKey, data, 2, False)
+        if key.group is None:
+            raise ValueError("__consumer_offsets group key with a null group")
         return GroupKey(key.group)
     raise ValueError(f"unknown __consumer_offsets key version {version}")
 
@@ -172,6 +197,7 @@ def encode_offset(value: CommittedOffset) -> bytes:
 
 
 def decode_offset(data: bytes) -> CommittedOffset:
+    """Raises ValueError for bytes that are not an OffsetCommitValue."""
     value = _decode(OffsetCommitValue, data)
     return CommittedOffset(value.offset, value.leader_epoch, value.metadata or "", value.commit_timestamp,
                            value.expire_timestamp)
@@ -190,8 +216,9 @@ def encode_group(group: StoredGroup) -> bytes:
 
 
 def decode_group(data: bytes) -> StoredGroup:
+    """Raises ValueError for bytes that are not a GroupMetadataValue."""
     value = _decode(GroupMetadataValue, data)
-    (version,) = _VERSION.unpack_from(data)
+    version = record_version(data, "GroupMetadataValue")
     members = tuple(StoredMember(m.member_id, m.group_instance_id if version >= 3 else None, m.client_id,
                                  m.client_host,
                                  m.rebalance_timeout if version >= 1 else m.session_timeout,  # v0: Kafka's rule

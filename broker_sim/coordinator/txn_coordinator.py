@@ -184,15 +184,21 @@ class TxnCoordinator(InternalTopicOwner):
     def load_partition(self, partition) -> int:
         """Rebuild the transactional ids kept in one partition and finish their interrupted commits and aborts.
 
-        Returns the number of ids loaded.
+        Returns the number of ids loaded.  A record that cannot be decoded
+        (unknown key version, truncated value, unknown status) or that names an
+        id of another partition is logged with its offset and skipped.
         """
         stored: dict[str, StoredTxn | None] = {}
-        for _, raw_key, raw_value in read_partition(partition):
+        for offset, raw_key, raw_value in read_partition(partition):
             try:
                 transactional_id = decode_key(raw_key)
+                if self.partition_of(transactional_id) != partition.index:
+                    raise ValueError(f"transactional id {transactional_id!r} belongs to partition "
+                                     f"{self.partition_of(transactional_id)}")
                 stored[transactional_id] = decode_value(raw_value) if raw_value is not None else None
             except ValueError as exc:
-                log.warning("%s: skipping a record: %s", partition, exc)
+                log.warning("%s-%d: skipping the record at offset %d: %s", TRANSACTION_STATE_TOPIC,
+                            partition.index, offset, exc)
         loaded = [TxnMetadata.restored(txn_id, value) for txn_id, value in stored.items()
                   if value is not None and value.state is not DEAD]
         for txn in loaded:

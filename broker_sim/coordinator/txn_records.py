@@ -16,11 +16,12 @@ Kafka's ``abs(transactionalId.hashCode) % partitions`` — the group code's
 """
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 
-from broker_sim.coordinator.group_records import _message, build_batch, iter_records, partition_for
+from broker_sim.coordinator.group_records import (
+    _message, build_batch, decode_body, iter_records, partition_for, record_version,
+)
 from broker_sim.coordinator.txn_state import BY_STATUS, STATUS, TxnState
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "StoredTxn", "build_batch", "decode_key", "decode_value", "encode_key",
@@ -75,12 +76,15 @@ def encode_key(transactional_id: str) -> bytes:
     return _VERSION.pack(KEY_VERSION) + key._struct.encode(key, version=KEY_VERSION, compact=False, tagged=False)
 
 
-def decode_key(data: bytes) -> str:
-    """The transactional id of a key; raises ValueError for a key version this broker does not know."""
-    (version,) = _VERSION.unpack_from(data)
+def decode_key(data: bytes | None) -> str:
+    """The transactional id of a key; raises ValueError for a key version this broker does not know or bytes
+    that are not a key."""
+    version = record_version(data, "__transaction_state key")
     if version != KEY_VERSION:
         raise ValueError(f"unknown __transaction_state key version {version}")
-    key = TransactionLogKey._struct.decode(io.BytesIO(data[2:]), version=0, compact=False, tagged=False)
+    key = decode_body(TransactionLogKey, data, 0, False)
+    if key.transactional_id is None:
+        raise ValueError("__transaction_state key with a null transactional id")
     return key.transactional_id
 
 
@@ -100,15 +104,16 @@ def encode_value(txn: StoredTxn, version: int = VALUE_VERSION) -> bytes:
 
 
 def decode_value(data: bytes) -> StoredTxn:
-    """Raises ValueError for an unknown transaction status."""
-    (version,) = _VERSION.unpack_from(data)
-    version = min(version, TransactionLogValue._struct.max_version)  # newer: read with the newest known layout
+    """Raises ValueError for an unknown transaction status or bytes that are not a TransactionLogValue."""
+    # newer: read with the newest known layout
+    version = min(record_version(data, "TransactionLogValue"), TransactionLogValue._struct.max_version)
     flexible = version >= 1
-    value = TransactionLogValue._struct.decode(io.BytesIO(data[2:]), version=version, compact=flexible,
-                                              tagged=flexible)
+    value = decode_body(TransactionLogValue, data, version, flexible)
     state = BY_STATUS.get(value.transaction_status)
     if state is None:
         raise ValueError(f"unknown transaction status {value.transaction_status}")
+    if any(p.topic is None or p.partition_ids is None for p in value.transaction_partitions or ()):
+        raise ValueError("TransactionLogValue with a null topic or partition list")
     partitions = frozenset((p.topic, i) for p in value.transaction_partitions or () for i in p.partition_ids)
     previous = value.previous_producer_id if flexible and value.previous_producer_id is not None else -1
     return StoredTxn(value.producer_id, value.producer_epoch, value.transaction_timeout_ms, state, partitions,

@@ -93,6 +93,8 @@ def _append(broker, topic: str, data, acks: int, transactional_id):
     """(0, (AppendResult, partition, min ISR)) or (error code, message) for one partition's records."""
     if acks not in (-1, 0, 1):
         return Errors.InvalidRequiredAcksError.errno, f"acks={acks} is not one of -1, 0, 1"
+    if topic in broker.internal_topics:  # only their coordinators append, not through Produce (as Kafka)
+        return Errors.InvalidTopicError.errno, f"Cannot append to internal topic {topic}"
     min_isr = 1
     try:
         partition = broker.replicas.get_leader(topic, data.index)

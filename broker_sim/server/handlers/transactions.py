@@ -7,7 +7,9 @@ the group coordinator (TxnOffsetCommit) or the partitions (WriteTxnMarkers),
 and builds the response; the rules live in the coordinators.  The one rule
 kept here is Kafka's per-version error mapping: PRODUCER_FENCED (KIP-588)
 reaches clients only on the versions that know it, older ones get
-INVALID_PRODUCER_EPOCH.
+INVALID_PRODUCER_EPOCH.  WriteTxnMarkers is a broker-to-broker API: from a
+client (``ctx.inter_broker`` false) every partition answers
+CLUSTER_AUTHORIZATION_FAILED, as Kafka without the CLUSTER_ACTION permission.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from broker_sim.coordinator.txn_state import parse_state
 
 PRODUCER_FENCED = Errors.ProducerFencedError.errno
 INVALID_PRODUCER_EPOCH = Errors.InvalidProducerEpochError.errno
+CLUSTER_AUTHORIZATION_FAILED = Errors.ClusterAuthorizationFailedError.errno
 
 
 def _fenced_as(error: int, version: int, first_version: int) -> int:
@@ -141,7 +144,10 @@ async def write_txn_markers(broker, ctx, request):
     answers = []
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-        if broker.cluster is not None:  # answered once the ISR has the markers
+        if not ctx.inter_broker:
+            # a broker-to-broker API: a client's markers would commit or abort other producers' transactions
+            results = dict.fromkeys(partitions, CLUSTER_AUTHORIZATION_FAILED)
+        elif broker.cluster is not None:  # answered once the ISR has the markers
             results = await txn_broker.write_txn_markers_replicated(
                 broker, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
                 marker.transaction_result, partitions)
