@@ -111,7 +111,7 @@ class Partition:
         self._now_ms = now_ms
         self.isr_writer = isr_writer
         self.log = PartitionLog(directory, config, now_ms=now_ms)
-        self.epochs = LeaderEpochCache(directory)
+        self.epochs = LeaderEpochCache(directory, rebuild_from=self.log)
         self.producers = ProducerStateManager(directory)
         self._load_producer_state()
         self.leader_epoch = max(self.epochs.latest_epoch, 0)

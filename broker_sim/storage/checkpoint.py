@@ -12,7 +12,10 @@ the form::
 A checkpoint is written to `<name>.tmp`, fsynced, renamed over the old file and
 the directory is fsynced, so a crash leaves either the old or the new file,
 never a mix. Readers get the entry lines and validate them themselves; any
-malformed file raises ValueError so the owner can decide to rebuild or ignore.
+malformed or unreadable file raises ValueError so the owner can decide to
+rebuild or ignore — checkpoints are derived data, and Kafka's log manager
+resets what it cannot read (the log start offset to the first segment's base
+offset) rather than refusing to start.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ def write_checkpoint(path: Path, version: int, entries: list[str]) -> None:
 def read_checkpoint(path: Path, version: int) -> list[str] | None:
     """Entry lines of the checkpoint at `path`, or None when the file does not exist.
 
-    Raises ValueError when the version differs or the entry count does not match.
+    Raises ValueError when the file cannot be read, the version differs or the
+    entry count does not match.
     """
     try:
         lines = path.read_text("ascii").splitlines()
@@ -52,9 +56,14 @@ def read_checkpoint(path: Path, version: int) -> list[str] | None:
         return None
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not an ASCII checkpoint file") from e
+    except OSError as e:  # a directory in its place, no permission, an I/O error
+        raise ValueError(f"{path}: unreadable: {e}") from e
     if len(lines) < 2 or lines[0].strip() != str(version):
         raise ValueError(f"{path}: expected checkpoint version {version}, found {lines[:1]!r}")
-    count = int(lines[1])
+    try:
+        count = int(lines[1])
+    except ValueError as e:
+        raise ValueError(f"{path}: entry count {lines[1]!r} is not a number") from e
     entries = lines[2:]
     if count != len(entries):
         raise ValueError(f"{path}: header says {count} entries, file has {len(entries)}")

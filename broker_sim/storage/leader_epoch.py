@@ -10,23 +10,31 @@ offset, as in Kafka's `LeaderEpochFileCache`.
 The file is Kafka's checkpoint format (version 0, a count, then one
 "epoch start_offset" line per entry) replaced atomically on every change. The
 cache is owned by the partition and, like PartitionLog, used from one thread.
+
+A checkpoint that cannot be read (malformed, entries not increasing, not a
+file) is logged and rebuilt from the log: every batch carries the epoch of the
+leader that appended it, and Kafka's segment recovery assigns epochs from
+those batches the same way (`LogSegment.recover`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from bisect import bisect_right
 from pathlib import Path
-from typing import NamedTuple
-
-from kafka.errors import KafkaStorageError
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
+
+if TYPE_CHECKING:
+    from broker_sim.storage.log import PartitionLog
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 _VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+logger = logging.getLogger(__name__)
 
 
 class EpochEntry(NamedTuple):
@@ -35,16 +43,19 @@ class EpochEntry(NamedTuple):
 
 
 class LeaderEpochCache:
-    def __init__(self, directory: str | os.PathLike) -> None:
+    def __init__(self, directory: str | os.PathLike, rebuild_from: PartitionLog | None = None) -> None:
+        """Read the checkpoint; an unreadable one is rebuilt from `rebuild_from`'s batches (or starts empty)."""
         self.path = Path(directory) / LEADER_EPOCH_CHECKPOINT
-        self._entries: list[EpochEntry] = []
         try:
-            lines = read_checkpoint(self.path, _VERSION) or []
-            for line in lines:
-                epoch, start_offset = line.split()
-                self._entries.append(EpochEntry(int(epoch), int(start_offset)))
+            self._entries = _read_entries(self.path)
         except ValueError as e:
-            raise KafkaStorageError(f"{self.path}: unreadable leader epoch checkpoint: {e}") from e
+            logger.warning("%s: unreadable leader epoch checkpoint (%s); rebuilding it from the log", self.path, e)
+            self._entries = []
+            if rebuild_from is not None:
+                for batch in rebuild_from.iter_batches():
+                    if batch.partition_leader_epoch > self.latest_epoch:
+                        self._entries.append(EpochEntry(batch.partition_leader_epoch, batch.base_offset))
+            self._persist()
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -115,3 +126,16 @@ class LeaderEpochCache:
 
     def _persist(self) -> None:
         write_checkpoint(self.path, _VERSION, [f"{entry.epoch} {entry.start_offset}" for entry in self._entries])
+
+
+def _read_entries(path: Path) -> list[EpochEntry]:
+    """The checkpoint's entries; raises ValueError for a file that is not a valid epoch checkpoint."""
+    entries = []
+    for line in read_checkpoint(path, _VERSION) or []:
+        epoch, start_offset = line.split()  # ValueError when not two fields
+        entry = EpochEntry(int(epoch), int(start_offset))
+        if entry.epoch < 0 or entry.start_offset < 0 or (
+                entries and (entry.epoch <= entries[-1].epoch or entry.start_offset < entries[-1].start_offset)):
+            raise ValueError(f"entry {line!r} does not follow {entries[-1:]} with increasing epochs and offsets")
+        entries.append(entry)
+    return entries

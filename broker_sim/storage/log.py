@@ -44,6 +44,7 @@ its asyncio event-loop thread, so it has no lock. Time comes from the injected
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -263,8 +264,10 @@ class PartitionLog:
         try:
             entries = read_checkpoint(path, _CHECKPOINT_VERSION)
             return int(entries[0]) if entries else 0
-        except (ValueError, IndexError) as e:
-            raise KafkaStorageError(f"{path}: unreadable log start offset checkpoint: {e}") from e
+        except (ValueError, IndexError) as e:  # as Kafka's LogManager: reset to the first segment's base offset
+            logging.getLogger(__name__).warning("%s: unreadable log start offset checkpoint (%s); using the first "
+                                                "segment's base offset", path, e)
+            return 0
 
     def _write_log_start_offset(self) -> None:
         write_checkpoint(self.directory / LOG_START_OFFSET_CHECKPOINT, _CHECKPOINT_VERSION, [str(self._log_start_offset)])

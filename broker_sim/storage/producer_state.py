@@ -52,6 +52,7 @@ renamed; the latest two are kept. Single-threaded, like PartitionLog.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections import deque
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
 SNAPSHOT_VERSION = 1
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
 _SNAPSHOTS_KEPT = 2
+logger = logging.getLogger(__name__)
 
 
 class BatchMetadata(NamedTuple):
@@ -356,8 +358,10 @@ class ProducerStateManager:
                 continue
             try:
                 self._producers = self._read_snapshot(path)
-            except ValueError:
-                path.unlink()
+            except ValueError as e:
+                # as Kafka's loadFromSnapshot: drop it and rebuild from an older snapshot or the whole log
+                logger.warning("%s: ignoring producer state snapshot: %s", self.directory, e)
+                path.unlink(missing_ok=True)
                 continue
             replay_from = offset
             break
@@ -376,3 +380,4 @@ class ProducerStateManager:
 
 def _canonical(data: object) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+

@@ -54,7 +54,8 @@ async def create_topics(broker, ctx, request):
                 raise MetadataError(Errors.InvalidRequestError, f"topic {topic.name!r} appears more than once")
             if topic.name in broker.internal_topics and topic.name not in broker.metadata.topics:
                 # its coordinator creates it on first use with its own configs (an existing one: ALREADY_EXISTS)
-                raise MetadataError(Errors.InvalidRequestError, f"Creation of internal topic {topic.name} is prohibited.")
+                raise MetadataError(Errors.InvalidRequestError,
+                                    f"Creation of internal topic {topic.name} is prohibited.")
             if topic.assignments:
                 if partitions != -1 or factor != -1:
                     raise MetadataError(Errors.InvalidRequestError,
