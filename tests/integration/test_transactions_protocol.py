@@ -159,7 +159,7 @@ def test_add_partitions_v4_batches_transactions_and_verifies(wire):
     assert call(verify_only=True) == {"one": [(0, 0), (1, 0)], "two": [(0, 0), (1, 0)]}
 
 
-def test_write_txn_markers_ends_a_transaction_in_the_partition(wire, pylog_broker):
+def test_write_txn_markers_from_a_client_is_refused_and_the_transaction_stays_open(wire, pylog_broker):
     answer = init(wire)
     pid, epoch = answer.producer_id, answer.producer_epoch
     add_partitions(wire, pid, epoch, [1])
@@ -168,8 +168,9 @@ def test_write_txn_markers_ends_a_transaction_in_the_partition(wire, pylog_broke
     response = wire.call(WriteTxnMarkersRequest[1](markers=[Marker(
         producer_id=pid, producer_epoch=epoch, transaction_result=True, coordinator_epoch=0,
         topics=[Marker.WritableTxnMarkerTopic(name="tx", partition_indexes=[1])])]))
-    assert [(p.partition_index, p.error_code) for t in response.markers[0].topics for p in t.partitions] == [(1, 0)]
-    assert pylog_broker.replicas.get("tx", 1).last_stable_offset == 2
+    # a broker-to-broker API: CLUSTER_AUTHORIZATION_FAILED, as Kafka without CLUSTER_ACTION
+    assert [(p.partition_index, p.error_code) for t in response.markers[0].topics for p in t.partitions] == [(1, 31)]
+    assert pylog_broker.replicas.get("tx", 1).last_stable_offset == 0
 
 
 def test_list_and_describe_transactions(wire):
