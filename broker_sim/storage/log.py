@@ -267,6 +267,7 @@ class PartitionLog:
         except (ValueError, IndexError) as e:  # as Kafka's LogManager: reset to the first segment's base offset
             logging.getLogger(__name__).warning("%s: unreadable log start offset checkpoint (%s); using the first "
                                                 "segment's base offset", path, e)
+            path.unlink(missing_ok=True)  # a missing checkpoint means the same; the next start is quiet
             return 0
 
     def _write_log_start_offset(self) -> None:
