@@ -63,6 +63,15 @@ class BrokerInternalTopic:
                       if topic == self.name and partition.is_leader)
 
 
+def partition_in_metadata(broker):
+    """``partition_exists`` for a coordinator: the partition is in the cluster's metadata (Kafka's
+    ``metadataCache.contains``), whichever broker hosts it — not only this broker's replicas."""
+    def exists(name: str, index: int) -> bool:
+        info = broker.metadata.topics.get(name)
+        return info is not None and 0 <= index < info.partitions
+    return exists
+
+
 def group_config(config) -> GroupConfig:
     """The coordinator's settings from a ``BrokerConfig``."""
     return GroupConfig(
@@ -83,7 +92,7 @@ def group_service_for(broker) -> GroupService:
                                 config.get("offsets.topic.segment.bytes"),
                                 replication_factor=config.get("offsets.topic.replication.factor"))
     service = GroupService(group_config(config), topic, clock=broker.now_ms,
-                           partition_exists=lambda name, index: (name, index) in broker.replicas.partitions,
+                           partition_exists=partition_in_metadata(broker),
                            retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"))
     service.startup()
     return service

@@ -25,7 +25,7 @@ from typing import Iterable
 import kafka.errors as Errors
 from kafka.protocol.producer import WriteTxnMarkersRequest
 
-from broker_sim.coordinator.group_broker import BrokerInternalTopic
+from broker_sim.coordinator.group_broker import BrokerInternalTopic, partition_in_metadata
 from broker_sim.coordinator.group_records import OFFSETS_TOPIC
 from broker_sim.coordinator.txn_coordinator import TxnConfig
 from broker_sim.coordinator.txn_records import TRANSACTION_STATE_TOPIC
@@ -240,7 +240,7 @@ def txn_service_for(broker) -> TxnService:
         txn_config(config), topic, ClusterMarkerWriter(broker) if broker.cluster else LocalMarkerWriter(broker),
         clock=broker.now_ms,
         next_producer_id=broker.producer_ids.next_id,
-        partition_exists=lambda name, index: (name, index) in broker.replicas.partitions,
+        partition_exists=partition_in_metadata(broker),
         abort_interval_ms=config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         expiration_interval_ms=config.get("transaction.remove.expired.transaction.cleanup.interval.ms"))
     service.startup()
