@@ -60,6 +60,7 @@ from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
 from broker_sim.server.inter_broker import InterBrokerIdentity
+from broker_sim.server.loop_monitor import LoopMonitor
 from broker_sim.server.network import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ class Broker:
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self.started_in_ms: float | None = None
+        self.loop_monitor = LoopMonitor()  # event-loop stalls over 100 ms are logged and counted
 
     # --- public API -------------------------------------------------------
     @property
@@ -267,6 +269,7 @@ class Broker:
             self.cluster.start(BrokerEndpoint(self.broker_id, self.advertised_host, self.port))
             self._isr_checks = self._loop.create_task(self._check_isr())
         self._housekeeping = self._loop.create_task(self._housekeep())
+        self._loop_monitoring = self._loop.create_task(self.loop_monitor.run())
         self._group_timer = self._loop.create_task(self.groups.run_timer())
         self._txn_timer = self._loop.create_task(self.transactions.run_timer())
         self._cleaning = (self._loop.create_task(self._clean_logs())
@@ -314,6 +317,7 @@ class Broker:
         if self._isr_checks is not None:
             self._isr_checks.cancel()
         self._housekeeping.cancel()
+        self._loop_monitoring.cancel()
         self._group_timer.cancel()
         self._txn_timer.cancel()
         self.groups.close()

@@ -26,7 +26,9 @@ it on the same data directory.
   ``__consumer_offsets``, WriteTxnMarkers and follower Fetches from a client,
   CreateTopics with 10,000 partitions or illegal names, idle connection floods.
   Nothing about their answers is asserted here (the hostile tests do that);
-  what counts is what they do to the broker and to the normal traffic.
+  what counts is what they do to the broker and to the normal traffic, and
+  how long they blocked its event loop (the broker logs every stall over
+  100 ms, ``server/loop_monitor.py``; the report counts those lines).
 * *restarts*: every ``restart_every_s`` the broker is stopped with SIGTERM (it
   must exit 0) and started again on its data directory (it must listen
   within ``start_timeout_s``); an exit nobody asked for is a *crash* (counted,
@@ -42,6 +44,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import socket
 import statistics
@@ -394,6 +397,11 @@ class SoakBroker:
     def log_tail(self, chars: int = 2000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]
 
+    def loop_stalls(self) -> list[int]:
+        """The stalls the broker's LoopMonitor logged (ms; the worst of each logged second)."""
+        return [int(match) for match in re.findall(r"event loop blocked for (\d+) ms",
+                                                   self.log_path.read_text(errors="replace"))]
+
 
 # --- normal traffic ----------------------------------------------------------------------------
 
@@ -531,6 +539,8 @@ def run_soak(options: SoakOptions) -> dict:
     report.update({
         "final_stop_status": status,
         "peak_rss_mb": round(broker.peak_rss / 2**20, 1),
+        "loop_stalls_over_100ms_logged": len(broker.loop_stalls()),
+        "worst_loop_stall_ms": max(broker.loop_stalls(), default=0),
         "normal_acknowledged": len(traffic.acked),
         "normal_delivery_errors": traffic.errors,
         "lost": lost,  # acknowledged normal records not at their offset at the end
