@@ -59,6 +59,8 @@ from broker_sim.coordinator.txn_service import TxnService
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
+from broker_sim.server.inter_broker import InterBrokerIdentity
+from broker_sim.server.loop_monitor import LoopMonitor
 from broker_sim.server.network import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,7 @@ class Broker:
         # internal topic name -> its coordinator's create-on-first-use (Metadata auto-creation goes there)
         self.internal_topics: dict[str, Callable[[], None]] = {}
         self.cluster = None  # ClusterMember in cluster mode
+        self.inter_broker: InterBrokerIdentity | None = None  # cluster mode: proves this broker to its peers
         self.dispatcher: Dispatcher | None = None
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -109,6 +112,7 @@ class Broker:
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self.started_in_ms: float | None = None
+        self.loop_monitor = LoopMonitor()  # event-loop stalls over 100 ms are logged and counted
 
     # --- public API -------------------------------------------------------
     @property
@@ -254,7 +258,7 @@ class Broker:
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
-        self.dispatcher = Dispatcher(build_handlers(self))
+        self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker)
         max_frame = self.config.get("socket.request.max.bytes")
         self._server = await self._loop.create_server(
             lambda: KafkaConnection(self.dispatcher.handle, max_frame, self._connections),
@@ -265,6 +269,7 @@ class Broker:
             self.cluster.start(BrokerEndpoint(self.broker_id, self.advertised_host, self.port))
             self._isr_checks = self._loop.create_task(self._check_isr())
         self._housekeeping = self._loop.create_task(self._housekeep())
+        self._loop_monitoring = self._loop.create_task(self.loop_monitor.run())
         self._group_timer = self._loop.create_task(self.groups.run_timer())
         self._txn_timer = self._loop.create_task(self.transactions.run_timer())
         self._cleaning = (self._loop.create_task(self._clean_logs())
@@ -283,10 +288,12 @@ class Broker:
                                 cluster_id=self.config.raw("cluster.id"))
         await self._loop.run_in_executor(None, store.start)
         self.metadata = store
+        self.inter_broker = InterBrokerIdentity(store.inter_broker_secret)
         self.cluster = ClusterMember(self, store, Controller(store.zk, self.broker_id, self.config))
         self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms,
                                        isr_writer=self.cluster.write_isr, resolve_broker=self.cluster.resolve_broker,
-                                       topic_exists=self.cluster.topic_exists)
+                                       topic_exists=self.cluster.topic_exists,
+                                       inter_broker_client_id=self.inter_broker.client_id)
         self.producer_ids = ZkProducerIdManager(store.zk, self.broker_id)
 
     async def _check_isr(self) -> None:
@@ -310,6 +317,7 @@ class Broker:
         if self._isr_checks is not None:
             self._isr_checks.cancel()
         self._housekeeping.cancel()
+        self._loop_monitoring.cancel()
         self._group_timer.cancel()
         self._txn_timer.cancel()
         self.groups.close()
