@@ -23,7 +23,9 @@ producer's transaction — a transactional batch with its producer id and
 epoch — and kept pending in the group until the transaction coordinator's
 marker reaches the partition: ``complete_txn_offsets`` applies them on
 COMMIT and drops them on ABORT (Kafka's ``GroupMetadata.completePendingTxnOffsetCommit``);
-a reload does the same with the markers it reads.
+a reload does the same with the markers it reads.  As there, an offset is
+applied only over an older one: a plain commit of the partition appended after
+the pending one wins, whenever the transaction commits.
 
 Time comes from the injected ``clock``; the held requests (JoinGroup,
 SyncGroup) are tickets answered through the returned replies — the asyncio
@@ -174,7 +176,7 @@ class GroupCoordinator(InternalTopicOwner):
         """
         stored: dict[str, StoredGroup | None] = {}
         offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-        in_txn: dict[int, list] = {}  # producer id -> decoded records of its open transaction, in order
+        in_txn: dict[int, dict] = {}  # producer id -> key -> value of its open transaction, in order
 
         def decoded(record):
             """(key, value) of a record, or None when it is to be skipped."""
@@ -202,15 +204,18 @@ class GroupCoordinator(InternalTopicOwner):
 
         for batch, records in read_partition_batches(partition):
             if batch.is_control_batch:
-                held = in_txn.pop(batch.producer_id, [])
+                held = in_txn.pop(batch.producer_id, {})
                 if any(record.commit for record in records):
-                    for key, value in held:
+                    for key, value in held.items():
                         apply(key, value)
             elif batch.is_transactional:
-                in_txn.setdefault(batch.producer_id, []).extend(filter(None, map(decoded, records)))
+                in_txn.setdefault(batch.producer_id, {}).update(filter(None, map(decoded, records)))
             else:
                 for key, value in filter(None, map(decoded, records)):
                     apply(key, value)
+                    if isinstance(key, OffsetKey) and value is not None:
+                        for held in in_txn.values():  # older than this commit: never applied over it
+                            held.pop(key, None)
         now = self.clock()
         loaded = 0
         for group_id in set(stored) | set(offsets):
@@ -223,7 +228,7 @@ class GroupCoordinator(InternalTopicOwner):
             self.groups[group_id] = group
             loaded += 1
         for producer_id, records in in_txn.items():
-            for key, value in records:
+            for key, value in records.items():
                 if isinstance(key, OffsetKey) and value is not None:
                     group = self.groups.get(key.group)
                     if group is None:
@@ -349,6 +354,11 @@ class GroupCoordinator(InternalTopicOwner):
             append_error = self._append(group_id, records)
             if not append_error:
                 group.offsets.update(accepted)
+                # pending transactional commits of these partitions are older than this one: as Kafka's
+                # completePendingTxnOffsetCommit, their transaction's commit must not write over it
+                for pending in group.pending_txn_offsets.values():
+                    for tp in accepted:
+                        pending.pop(tp, None)
                 if created:
                     self.groups[group_id] = group
             for tp in accepted:

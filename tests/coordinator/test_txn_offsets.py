@@ -104,3 +104,27 @@ def test_a_group_with_only_pending_transactional_offsets_does_not_expire(make_co
     assert "g" in coordinator.groups
     marker(coordinator, offsets_topic, commit=True)
     assert committed(coordinator) == 7
+
+
+def test_a_plain_commit_after_a_pending_one_wins_when_the_transaction_commits(make_coordinator, offsets_topic):
+    coordinator = make_coordinator()
+    txn_commit(coordinator, 7)
+    txn_commit(coordinator, 8, partition=("events", 1))
+    assert coordinator.commit_offsets("g", "", None, -1, [("events", 0, CommittedOffset(20))]) == {("events", 0): NONE}
+    marker(coordinator, offsets_topic, commit=True)
+    # Kafka's completePendingTxnOffsetCommit: only an offset appended later replaces one
+    assert (committed(coordinator), committed(coordinator, tp=("events", 1))) == (20, 8)
+    txn_commit(coordinator, 30)  # appended after the plain commit: its commit wins
+    marker(coordinator, offsets_topic, commit=True)
+    assert committed(coordinator) == 30
+
+    txn_commit(coordinator, 40)
+    coordinator.commit_offsets("g", "", None, -1, [("events", 0, CommittedOffset(41))])
+    offsets_topic.reopen()
+    restarted = make_coordinator()  # the marker comes after the reload replayed both records
+    index = restarted.partition_of("g")
+    offsets_topic.partition(index).write_txn_marker(PID, EPOCH, 0, True)
+    restarted.complete_txn_offsets(index, PID, True)
+    assert committed(restarted) == 41
+    offsets_topic.reopen()
+    assert committed(make_coordinator()) == 41  # and a reload that reads the marker agrees
