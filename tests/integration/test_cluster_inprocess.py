@@ -30,6 +30,7 @@ FAST = {
     "offsets.topic.num.partitions": "3",
     "transaction.state.log.num.partitions": "3",
     "controlled.shutdown.timeout.ms": "15000",
+    "group.initial.rebalance.delay.ms": "0",
 }
 
 
