@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.leader_epoch import LeaderEpochCache
 
 
@@ -59,3 +62,28 @@ def test_truncate_from_start_keeps_the_epoch_in_force_at_the_new_start(tmp_path)
     assert LeaderEpochCache(tmp_path).entries == [(2, 15), (3, 20)]
     cache.truncate_from_start(20)
     assert cache.entries == [(3, 20)]
+
+
+@pytest.mark.parametrize("text", [
+    b"0\n2\n0 0\n",              # count says 2, one entry
+    b"0\n1\nzero 0\n",           # not a number
+    b"7\n0\n",                   # unknown version
+    b"0\n2\n3 10\n1 20\n",       # epochs going backwards
+    b"0\n2\n1 20\n3 10\n",       # start offsets going backwards
+    b"\xff\xfe\x00",             # not text
+])
+def test_an_unreadable_checkpoint_is_rebuilt_from_the_epochs_in_the_batches(tmp_path, open_log, batches, text):
+    log = open_log()
+    for epoch, count in ((0, 2), (0, 1), (2, 3), (5, 1)):
+        data = batches.build(batches.values(count))
+        log.append(data, parse_batches(data), leader_epoch=epoch)
+    (log.directory / "leader-epoch-checkpoint").write_bytes(text)
+    cache = LeaderEpochCache(log.directory, rebuild_from=log)
+    assert cache.entries == [(0, 0), (2, 3), (5, 6)]  # each epoch from its first batch, as LogSegment.recover
+    assert LeaderEpochCache(log.directory).entries == cache.entries  # and written back
+
+
+def test_an_unreadable_checkpoint_without_a_log_starts_empty(tmp_path):
+    (tmp_path / "leader-epoch-checkpoint").write_text("0\n1\n")
+    assert LeaderEpochCache(tmp_path).entries == []
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n0\n"
