@@ -113,7 +113,7 @@ def decode_body(cls, data: bytes, version: int, flexible: bool):
 
 def _decode(cls, data: bytes):
     # a newer, unknown version is read with the newest layout known, as Kafka's readers do
-    version = min(record_version(data, f"{cls.__name__}"), cls._struct.max_version)
+    version = min(record_version(data, cls.__name__), cls._struct.max_version)
     return decode_body(cls, data, version, version >= 4)
 
 
