@@ -14,7 +14,9 @@ stuck): each partition's marker goes to the partition's leader — this broker
 request whose handler does the same — in the background; ``write_markers``
 answers "not yet" for those, and each delivery that completes asks the
 coordinator to retry its pending markers, which then finds them written.
-Nothing else in ``broker_sim.coordinator.txn_*`` knows the broker.
+A partition no longer in the cluster's metadata (its topic was deleted) is
+owed no marker and answers UNKNOWN_TOPIC_OR_PARTITION, which the coordinator
+counts as done.  Nothing else in ``broker_sim.coordinator.txn_*`` knows the broker.
 """
 from __future__ import annotations
 
@@ -116,11 +118,17 @@ class ClusterMarkerWriter:
         results = {}
         by_leader: dict[int, list[tuple[str, int]]] = {}
         states = self._broker.metadata.partition_states
+        exists = partition_in_metadata(self._broker)
         for tp in partitions:
             key = (producer_id, producer_epoch, coordinator_epoch, commit) + tuple(tp)
             if key in self._written:
                 self._written.discard(key)
                 results[tp] = 0
+                continue
+            if not exists(*tp):
+                # deleted since it joined the transaction: as Kafka's marker channel, no marker is owed (waiting
+                # for a leader that never comes would hold the transaction in its Prepare state for good)
+                results[tp] = Errors.UnknownTopicOrPartitionError.errno
                 continue
             results[tp] = self.PENDING
             if key in self._in_flight:

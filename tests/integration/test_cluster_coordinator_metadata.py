@@ -8,6 +8,7 @@ on a real ZooKeeper, from ``test_cluster_inprocess``'s helpers.
 from __future__ import annotations
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaAdminClient
 from kafka.protocol.producer import (
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
 )
@@ -61,3 +62,27 @@ def test_transaction_and_offsets_over_partitions_hosted_by_one_broker_each(clust
     seen = read_all(cluster.bootstrap_servers, "single-replica", 3, isolation="read_committed")
     assert {p: [v for _, v in records] for p, records in seen.items()} == {
         p: [f"committed-{p}".encode()] for p in range(3)}
+
+
+def test_a_transaction_whose_topic_is_deleted_still_completes(cluster):
+    create_topic(cluster, "doomed", 1, 1)
+    create_topic(cluster, "kept", 1, 1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "doomed-tx"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("doomed", b"gone", partition=0)
+    producer.produce("kept", b"kept", partition=0)
+    producer.flush(30)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        admin.delete_topics(["doomed"])
+    finally:
+        admin.close()
+    settle(lambda: all("doomed" not in b.metadata.topics for b in cluster.brokers.values()), message="doomed gone")
+    # as Kafka's marker channel: no marker is owed to a partition the metadata no longer has
+    producer.commit_transaction(30)
+    seen = read_all(cluster.bootstrap_servers, "kept", 1, isolation="read_committed")
+    assert [v for _, v in seen[0]] == [b"kept"]
+    producer.begin_transaction()  # the id is not wedged in PrepareCommit
+    producer.produce("kept", b"next", partition=0)
+    producer.commit_transaction(30)
