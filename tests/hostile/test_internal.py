@@ -33,10 +33,12 @@ from broker_sim.coordinator.group_records import (
 from broker_sim.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from broker_sim.coordinator.txn_records import encode_key as txn_key
 from broker_sim.storage.batch import parse_batches
-from client_helpers import create_topic, produce_kafka_python, Record, wait_until
+from client_helpers import Record, create_topic, produce_kafka_python, wait_until
 from hostile import assert_alive, assert_serving, rss_bytes
-from kafka_wire import RESPONSE_CLASSES, WireClient, batches_of, fetch_request, fetched_partitions, metadata
-from kafka_wire import produce_request, produce_result
+from kafka_wire import (
+    RESPONSE_CLASSES, WireClient, batches_of, fetch_request, fetched_partitions, metadata, produce_request,
+    produce_result,
+)
 
 RESPONSE_CLASSES.update({cls.API_KEY: cls for cls in (CreateTopicsResponse, DescribeTransactionsResponse,
                                                       WriteTxnMarkersResponse)})
