@@ -174,6 +174,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "On a clean stop, ask the controller to move this broker's leaderships away first."),
     ConfigDef("controlled.shutdown.timeout.ms", "30000", _parse_int(0),
               "How long a stopping broker waits for the controller to move its leaderships."),
+    # --- observability (pylog additions) ---
+    ConfigDef("metrics.port", "-1", _parse_int(-1),
+              "Serve Prometheus metrics at http://<host>:<port>/metrics (-1: off, 0: any free port)."),
 )
 
 # topic config name -> broker config supplying its default

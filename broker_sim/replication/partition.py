@@ -130,6 +130,9 @@ class Partition:
         self.isr_update_task: asyncio.Task | None = None
         self._append_waiters: list[asyncio.Future] = []
         self._hw_waiters: list[asyncio.Future] = []
+        # counters read by the metrics endpoint (server/metrics.py); plain ints on the hot path
+        self.bytes_in = self.messages_in = self.bytes_out = 0
+        self.isr_shrinks = self.isr_expands = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -334,6 +337,10 @@ class Partition:
         if not self.is_leader or self.leader_epoch != epoch or state.leader_epoch != epoch:
             return
         log.info("%s: ISR %s -> %s (zk version %d)", self, self.isr, tuple(state.isr), state.zk_version)
+        if len(state.isr) < len(self.isr):
+            self.isr_shrinks += 1
+        elif len(state.isr) > len(self.isr):
+            self.isr_expands += 1
         self.isr = tuple(state.isr)
         self.zk_version = state.zk_version
         for replica in self.isr:
@@ -436,6 +443,8 @@ class Partition:
                 self.producers.update(batch, offset,
                                       info.log_append_time if info.log_append_time >= 0 else batch.max_timestamp)
             offset += batch.last_offset_delta + 1
+        self.bytes_in += len(records)
+        self.messages_in += info.last_offset - info.first_offset + 1
         self._appended()
         return AppendResult(info.first_offset, info.log_append_time, self.log.log_start_offset,
                             last_offset=info.last_offset)
@@ -609,7 +618,9 @@ class Partition:
                 f"fetch offset {offset} of {self.topic}-{self.index} is past the log end offset "
                 f"{self.log.log_end_offset}")
         limit = self.last_stable_offset if read_committed else self.high_watermark
-        return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+        regions = self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+        self.bytes_out += sum(region.size for region in regions)
+        return regions
 
     def read_for_replica(self, offset: int, max_bytes: int, *, min_one_batch: bool):
         """File regions from ``offset`` up to the log end offset, for a follower (raises OffsetOutOfRangeError)."""

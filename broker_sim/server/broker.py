@@ -61,6 +61,7 @@ from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.loop_monitor import LoopMonitor
+from broker_sim.server.metrics import BrokerMetrics, serve_metrics
 from broker_sim.server.network import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,10 @@ class Broker:
         self._startup_error: BaseException | None = None
         self.started_in_ms: float | None = None
         self.loop_monitor = LoopMonitor()  # event-loop stalls over 100 ms are logged and counted
+        self.request_memory = None  # the queued.max.request.bytes pool (used / available), once listening
+        self.metrics = BrokerMetrics(self)
+        self.metrics_port: int | None = None  # where /metrics is served (metrics.port), once listening
+        self._metrics_server: asyncio.AbstractServer | None = None
 
     # --- public API -------------------------------------------------------
     @property
@@ -169,6 +174,11 @@ class Broker:
             await self._close()
 
     # --- used by handlers -------------------------------------------------
+    @property
+    def connections(self) -> set[KafkaConnection]:
+        """The open client connections."""
+        return self._connections
+
     def stop_future(self) -> asyncio.Future:
         """A future completed at shutdown (long polls wait on it too, so they end promptly)."""
         return asyncio.ensure_future(asyncio.shield(self._stop_future))
@@ -258,7 +268,7 @@ class Broker:
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
-        self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker)
+        self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics)
         max_frame = self.config.get("socket.request.max.bytes")
         self._server = await self._loop.create_server(
             lambda: KafkaConnection(self.dispatcher.handle, max_frame, self._connections),
@@ -268,6 +278,10 @@ class Broker:
         if self.cluster is not None:
             self.cluster.start(BrokerEndpoint(self.broker_id, self.advertised_host, self.port))
             self._isr_checks = self._loop.create_task(self._check_isr())
+        if self.config.get("metrics.port") >= 0:
+            self._metrics_server = await serve_metrics(self.metrics, self.host, self.config.get("metrics.port"))
+            self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+            log.info("metrics at http://%s:%d/metrics", self.host, self.metrics_port)
         self._housekeeping = self._loop.create_task(self._housekeep())
         self._loop_monitoring = self._loop.create_task(self.loop_monitor.run())
         self._group_timer = self._loop.create_task(self.groups.run_timer())
@@ -324,6 +338,8 @@ class Broker:
         if self._cleaning is not None:
             self._cleaning.cancel()
         self._server.close()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
         for connection in list(self._connections):
             connection.close()
         await asyncio.sleep(0)
