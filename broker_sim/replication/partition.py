@@ -414,6 +414,9 @@ class Partition:
                 raise Errors.MessageSizeTooLargeError(
                     f"batch of {batch.size} bytes at byte {batch.position} is larger than "
                     f"max.message.bytes={limit} of {self.topic}")
+            if batch.is_control:
+                raise Errors.InvalidRecordError(f"control batches are written by the broker, not produced "
+                                                f"(batch at byte {batch.position})")
             if batch.has_producer_id and from_coordinator:
                 self.producers.check_epoch(batch.producer_id, batch.producer_epoch)
             elif batch.has_producer_id:

@@ -10,7 +10,8 @@ append is checked at three levels before anything is written:
 
 1. the header (``batch.parse_batches``: framing, magic 2, CRC32C, recordsCount
    = lastOffsetDelta + 1), then its size against ``max.message.bytes``, the
-   codec (0-4), no control batches, a sequence number wherever a producer id is;
+   codec (0-4), a sequence number wherever a producer id is (control batches
+   are refused by ``Partition.append_records`` for every origin);
 2. compressed batches are decompressed *streaming*, a chunk at a time, into
    one buffer that may not grow past ``message.max.decompressed.bytes`` (a
    pylog addition: Kafka has no such bound and trusts the JVM heap), while the
@@ -127,8 +128,6 @@ def _check_header(batch: BatchHeader, rules: RecordRules) -> None:
             f"{where}: {batch.size} bytes is larger than max.message.bytes={rules.max_message_bytes}")
     if batch.compression not in CODECS:
         raise Errors.CorruptRecordError(f"{where}: unknown compression type id: {batch.compression}")
-    if batch.is_control:
-        raise Errors.InvalidRecordError(f"{where}: clients are not allowed to write control records")
     if batch.has_producer_id and batch.base_sequence < 0:
         raise Errors.InvalidRecordError(
             f"{where}: invalid sequence number {batch.base_sequence} with producer id {batch.producer_id}")
