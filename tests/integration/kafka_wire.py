@@ -177,3 +177,38 @@ def list_offsets(client: WireClient, topic: str, partition: int, timestamp: int,
                 partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
     answer = client.call(request).topics[0].partitions[0]
     return answer.error_code, answer.timestamp, answer.offset
+
+
+def varint(value: int) -> bytes:
+    """A zigzag varint, as record fields are written."""
+    from kafka.record.util import encode_varint
+    out = bytearray()
+    encode_varint(value, out.append)
+    return bytes(out)
+
+
+def crafted_record(offset_delta: int, key: bytes | None, value: bytes | None, *, length_error: int = 0,
+                   value_length: int | None = None) -> bytes:
+    """One record v2, byte by byte; ``length_error`` makes its length prefix lie, ``value_length`` its value's."""
+    body = b"\x00" + varint(0) + varint(offset_delta)
+    body += varint(-1) if key is None else varint(len(key)) + key
+    if value is None:
+        body += varint(-1)
+    else:
+        body += varint(len(value) if value_length is None else value_length) + value
+    body += varint(0)  # no headers
+    return varint(len(body) + length_error) + body
+
+
+def crafted_batch(payload: bytes, count: int, *, codec: int = 0, producer_id: int = -1,
+                  base_sequence: int = -1) -> bytes:
+    """A RecordBatch v2 claiming ``count`` records around ``payload`` (compressed already when ``codec``),
+    with a valid CRC whatever the payload holds."""
+    from crc32c import crc32c
+
+    from broker_sim.storage.batch import HEADER
+    size = HEADER.size + len(payload)
+    data = bytearray(HEADER.pack(0, size - 12, -1, 2, 0, codec, count - 1, 1000, 1000, producer_id,
+                                 0 if producer_id >= 0 else -1, base_sequence, count)) + payload
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)

@@ -5,53 +5,26 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import sys
 import tracemalloc
 import zlib
+from pathlib import Path
 
 import cramjam
 import lz4.frame
 import pytest
 import zstandard
-from crc32c import crc32c
 from kafka.errors import CorruptRecordError, InvalidRecordError, MessageSizeTooLargeError
-from kafka.record.util import encode_varint
 
-from broker_sim.storage.batch import HEADER, parse_batches
+from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.validator import (
     CHUNK, XERIAL_MAGIC, RecordRules, RecordValidationError, costs_a_thread, validate_records)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
+from kafka_wire import crafted_batch as batch, crafted_record as record, varint  # noqa: E402
+
 RULES = RecordRules(compact=False, max_message_bytes=1048588, max_decompressed_bytes=32 << 20)
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    encode_varint(value, out.append)
-    return bytes(out)
-
-
-def record(offset_delta: int, key: bytes | None, value: bytes | None, *, length_error: int = 0,
-           value_length: int | None = None) -> bytes:
-    """One record v2; ``length_error`` makes its length prefix lie, ``value_length`` its value length."""
-    body = b"\x00" + varint(0) + varint(offset_delta)
-    body += varint(-1) if key is None else varint(len(key)) + key
-    if value is None:
-        body += varint(-1)
-    else:
-        body += varint(len(value) if value_length is None else value_length) + value
-    body += varint(0)  # headers
-    return varint(len(body) + length_error) + body
-
-
-def batch(payload: bytes, count: int, *, codec: int = 0, producer_id: int = -1, base_sequence: int = -1,
-          attributes: int = 0) -> bytes:
-    """A RecordBatch v2 around ``payload`` (records, compressed already if ``codec``) with a valid CRC."""
-    size = HEADER.size + len(payload)
-    header = bytearray(HEADER.pack(0, size - 12, -1, 2, 0, attributes | codec, count - 1, 1000, 1000,
-                                   producer_id, 0 if producer_id >= 0 else -1, base_sequence, count))
-    data = header + payload
-    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
-    return bytes(data)
 
 
 def records(n: int, *, key: bytes | None = b"k") -> bytes:
