@@ -18,7 +18,8 @@ from kafka.errors import CorruptRecordError, InvalidRecordError, MessageSizeTooL
 
 from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.validator import (
-    CHUNK, XERIAL_MAGIC, RecordRules, RecordValidationError, costs_a_thread, validate_records)
+    CHUNK, THREAD_THRESHOLD, XERIAL_MAGIC, MoveToThread, RecordRules, RecordValidationError, costs_a_thread,
+    validate_records)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 from kafka_wire import crafted_batch as batch, crafted_record as record, varint  # noqa: E402
@@ -181,11 +182,11 @@ def _many_records_bomb(codec: int) -> bytes:
     return batch(compress(codec, payload) if codec != SNAPPY else xerial(payload), count, codec=codec)
 
 
-def _peak_while(data: bytes, rules: RecordRules, error, match: str) -> int:
+def _peak_while(data: bytes, rules: RecordRules, error, match: str | None, *, inline: bool = False) -> int:
     tracemalloc.start()
     try:
         with pytest.raises(error, match=match):
-            validate_records(data, rules)
+            validate_records(data, rules, inline=inline)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -215,13 +216,13 @@ def test_snappy_block_declaring_more_than_the_bound_is_refused_before_decompress
     assert peak < 1 << 20
 
 
-def test_large_or_compressed_inputs_go_to_a_thread():
-    small = batch(records(10), 10)
-    assert not costs_a_thread(small, parse_batches(small))
-    big = batch(records(20_000), 20_000)
-    assert costs_a_thread(big, parse_batches(big))
-    noise = os.urandom(32 * 1024)
-    zipped = batch(compress(ZSTD, record(0, b"k", noise)), 1, codec=ZSTD)
-    assert costs_a_thread(zipped, parse_batches(zipped))
-    small_zipped = batch(compress(ZSTD, records(10)), 10, codec=ZSTD)
-    assert not costs_a_thread(small_zipped, parse_batches(small_zipped))
+def test_large_inputs_go_to_a_thread_and_inline_checks_stop_at_the_threshold():
+    assert not costs_a_thread(batch(records(10), 10))
+    assert costs_a_thread(batch(records(20_000), 20_000))
+    small = batch(compress(ZSTD, records(10)), 10, codec=ZSTD)
+    assert validate_records(small, RULES, inline=True)
+    # 5 KB on the wire, 32 MiB inside: found out after THREAD_THRESHOLD bytes, not after the bound
+    bomb = _many_records_bomb(ZSTD)
+    assert not costs_a_thread(bomb)
+    peak = _peak_while(bomb, RULES, MoveToThread, None, inline=True)
+    assert peak < THREAD_THRESHOLD + 2 * CHUNK + 2 * len(bomb)

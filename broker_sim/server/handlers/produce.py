@@ -18,8 +18,8 @@ answers after the local append.
 
 Records: every partition's records pass Kafka's LogValidator rules
 (``storage/validator.py``) before anything else touches them; an input that
-may take more than ~0.5 ms to check (large, or compressed) is checked on a
-small thread pool so the event loop keeps serving other connections, and the
+would take more than ~0.5 ms to check (over 256 KB, or decompressing past
+that) is checked on a small thread pool so the event loop keeps serving other connections, and the
 append itself then happens back on the loop, in request order.  Per-record
 failures (a keyless record on a compacted topic) answer INVALID_RECORD with
 KIP-467 ``record_errors`` (index in its batch + message) and ``error_message``,
@@ -37,7 +37,8 @@ from kafka.protocol.producer import ProduceResponse
 from broker_sim.server.handlers.errors import error_of
 from broker_sim.server.network import CloseConnection
 from broker_sim.storage.batch import decode_header, parse_batches
-from broker_sim.storage.validator import RecordRules, RecordValidationError, costs_a_thread, validate_records
+from broker_sim.storage.validator import (
+    MoveToThread, RecordRules, RecordValidationError, costs_a_thread, validate_records)
 
 log = logging.getLogger(__name__)
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -120,11 +121,13 @@ async def _validate(broker, topic: str, data, acks: int):
         rules = RecordRules(config.compact, config.max_message_bytes,
                             broker.config.get("message.max.decompressed.bytes"))
         batches = parse_batches(data.records)
-        if costs_a_thread(data.records, batches):
+        try:
+            if costs_a_thread(data.records):
+                raise MoveToThread
+            validate_records(data.records, rules, batches, inline=True)
+        except MoveToThread:
             await asyncio.get_running_loop().run_in_executor(
                 _VALIDATION_THREADS, validate_records, data.records, rules, batches)
-        else:
-            validate_records(data.records, rules, batches)
     except RecordValidationError as exc:
         log.debug("produce to %s-%d refused: %s", topic, data.index, exc)
         return None, (exc.errno, str(exc), exc.record_errors)
