@@ -183,12 +183,16 @@ def _decompressed_copy(data: memoryview, batch: BatchHeader, rules: RecordRules,
     sizes = _RecordSizes(rules.max_message_bytes, batch.position)
     codec = CODECS[batch.compression]
     where = f"batch at byte {batch.position}"
+    def reserve(size: int) -> None:
+        """Raise unless ``size`` more decompressed bytes stay within the bounds."""
+        if len(out) + size > bound:
+            raise _OverBudget
+        if inline and len(out) + size > HEADER_SIZE + THREAD_THRESHOLD:
+            raise MoveToThread
+
     try:
-        for piece in _DECOMPRESSORS[batch.compression](data[HEADER_SIZE:], bound - len(out)):
-            if len(out) + len(piece) > bound:
-                raise _OverBudget
-            if inline and len(out) + len(piece) > HEADER_SIZE + THREAD_THRESHOLD:
-                raise MoveToThread
+        for piece in _DECOMPRESSORS[batch.compression](data[HEADER_SIZE:], reserve):
+            reserve(len(piece))
             out += piece
             sizes.check(out)
     except _OverBudget:
@@ -234,7 +238,10 @@ class _RecordSizes:
         self.cursor = cursor
 
 
-def _gzip(data: memoryview, budget: int):
+# Each decompressor yields pieces of at most CHUNK bytes, except snappy: a block decompresses whole, so it
+# first asks reserve() for the size its length preamble declares.
+
+def _gzip(data: memoryview, reserve):
     while True:
         stream = zlib.decompressobj(wbits=31)
         while not stream.eof:
@@ -248,9 +255,9 @@ def _gzip(data: memoryview, budget: int):
             return  # a gzip file may hold several members, as Java's GZIPInputStream reads them
 
 
-def _snappy(data: memoryview, budget: int):
+def _snappy(data: memoryview, reserve):
     if data[:len(XERIAL_MAGIC)] != XERIAL_MAGIC:
-        yield _snappy_block(data, budget)
+        yield _snappy_block(data, reserve)
         return
     position = XERIAL_HEADER_SIZE
     while position < len(data):
@@ -259,30 +266,26 @@ def _snappy(data: memoryview, budget: int):
         (length,) = _INT32.unpack_from(data, position)
         if length < 0 or position + 4 + length > len(data):
             raise EOFError(f"xerial snappy block of {length} bytes runs past the end")
-        block = _snappy_block(data[position + 4:position + 4 + length], budget)
-        budget -= len(block)
-        yield block
+        yield _snappy_block(data[position + 4:position + 4 + length], reserve)
         position += 4 + length
 
 
-def _snappy_block(block: memoryview, budget: int):
+def _snappy_block(block: memoryview, reserve):
     """One raw snappy block, refused from its length preamble before anything is decompressed."""
-    try:
-        declared, _ = decode_varint_cython(block, 0) if len(block) else (0, 0)
+    try:  # decoded from a padded copy: the preamble may claim to run past the block
+        declared, _ = decode_varint_cython(b"".join((block[:10], _ZEROS)), 0)
     except ValueError:
         raise EOFError("snappy block length is not a varint") from None
     # the preamble is an unsigned varint; decode_varint_cython decodes zigzag, so undo it
-    declared = declared * 2 if declared >= 0 else -declared * 2 - 1
-    if declared > budget:
-        raise _OverBudget
+    reserve(declared * 2 if declared >= 0 else -declared * 2 - 1)
     return cramjam.snappy.decompress_raw(bytes(block))
 
 
 class _OverBudget(Exception):
-    """A decompressor knows in advance that its output will not fit (snappy's length preamble)."""
+    """The decompressed records would exceed message.max.decompressed.bytes."""
 
 
-def _lz4(data: memoryview, budget: int):
+def _lz4(data: memoryview, reserve):
     stream = lz4.frame.LZ4FrameDecompressor()
     data = bytes(data)
     while not stream.eof:
@@ -295,7 +298,7 @@ def _lz4(data: memoryview, budget: int):
         raise EOFError(f"{len(stream.unused_data)} bytes after the lz4 frame")
 
 
-def _zstd(data: memoryview, budget: int):
+def _zstd(data: memoryview, reserve):
     reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
     while piece := reader.read(CHUNK):
         yield piece

@@ -226,3 +226,12 @@ def test_large_inputs_go_to_a_thread_and_inline_checks_stop_at_the_threshold():
     assert not costs_a_thread(bomb)
     peak = _peak_while(bomb, RULES, MoveToThread, None, inline=True)
     assert peak < THREAD_THRESHOLD + 2 * CHUNK + 2 * len(bomb)
+
+
+def test_inline_check_of_a_big_snappy_block_moves_to_a_thread_before_decompressing():
+    payload = b"".join(record(i, b"k", bytes(200)) for i in range(3000))  # 600 KB in one raw block, as
+    data = batch(compress(SNAPPY, payload), 3000, codec=SNAPPY)  # librdkafka writes it
+    assert not costs_a_thread(data)
+    peak = _peak_while(data, RULES, MoveToThread, None, inline=True)
+    assert peak < len(payload) // 2, peak
+    validate_records(data, RULES)
