@@ -4,6 +4,7 @@ compressed data, keyless records on compacted topics. Each must be answered with
 without a stall, and leave the partition readable by every consumer, across a restart."""
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -30,6 +31,29 @@ def peak_rss_bytes(pid: int) -> int:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError(f"no VmHWM for pid {pid}")
+
+
+@contextlib.contextmanager
+def normal_client_latencies(bootstrap: str):
+    """Seconds each Metadata request of a well-behaved client took, sent every 5 ms on its own connection
+    for as long as the block runs."""
+    latencies, stop = [], threading.Event()
+
+    def normal_client():
+        with WireClient(bootstrap) as client:
+            while not stop.is_set():
+                started = time.monotonic()
+                client.call(MetadataRequest[1](topics=None))
+                latencies.append(time.monotonic() - started)
+                time.sleep(0.005)
+
+    watcher = threading.Thread(target=normal_client, daemon=True)
+    watcher.start()
+    try:
+        yield latencies
+    finally:
+        stop.set()
+        watcher.join(30)
 
 
 def produce_raw(bootstrap: str, topic: str, records: bytes):
@@ -109,30 +133,16 @@ def test_zstd_bombs_cost_bounded_memory_and_do_not_stall_other_clients(hostile_b
     bombs = [(plain, zstd_bomb(1 << 30)), (compacted, zstd_bomb(3 << 30))]
     peak_before = peak_rss_bytes(broker.process.pid)
 
-    latencies, stop = [], threading.Event()
-
-    def normal_client():
-        with WireClient(broker.bootstrap_servers) as client:
-            while not stop.is_set():
-                started = time.monotonic()
-                client.call(MetadataRequest[1](topics=None))
-                latencies.append(time.monotonic() - started)
-                time.sleep(0.005)
-
-    watcher = threading.Thread(target=normal_client, daemon=True)
-    watcher.start()
-    try:
+    with normal_client_latencies(broker.bootstrap_servers) as latencies:
         for topic, bomb in bombs:
             for _ in range(3):
                 answer = produce_raw(broker.bootstrap_servers, topic, bomb)
                 assert answer.error_code == MESSAGE_TOO_LARGE, answer
                 assert "max.message.bytes" in answer.error_message, answer.error_message
-    finally:
-        stop.set()
-        watcher.join(30)
 
     growth = peak_rss_bytes(broker.process.pid) - peak_before
-    assert growth < BOMB_RSS_GROWTH, f"peak RSS grew by {growth >> 20} MiB"
+    # stopped at the record's length prefix past max.message.bytes (1 MB): measured +3 MiB
+    assert growth < 32 << 20, f"peak RSS grew by {growth >> 20} MiB"
     assert latencies, "the normal client got no answer at all"
     # a bomb is refused within ~1 MB of decompression; a stalled loop would show as seconds here
     assert max(latencies) < 2.0, f"normal client waited {max(latencies):.3f} s"
@@ -158,25 +168,10 @@ def test_many_records_bomb_is_validated_off_the_event_loop(hostile_broker):
     assert len(bomb) < 16 << 10
     peak_before = peak_rss_bytes(broker.process.pid)
 
-    latencies, stop = [], threading.Event()
-
-    def normal_client():
-        with WireClient(broker.bootstrap_servers) as client:
-            while not stop.is_set():
-                started = time.monotonic()
-                client.call(MetadataRequest[1](topics=None))
-                latencies.append(time.monotonic() - started)
-                time.sleep(0.005)
-
-    watcher = threading.Thread(target=normal_client, daemon=True)
-    watcher.start()
-    try:
+    with normal_client_latencies(broker.bootstrap_servers) as latencies:
         started = time.monotonic()
         answers = [produce_raw(broker.bootstrap_servers, topic, bomb) for _ in range(2)]
         bomb_seconds = (time.monotonic() - started) / 2
-    finally:
-        stop.set()
-        watcher.join(30)
     for answer in answers:
         assert answer.error_code == MESSAGE_TOO_LARGE, answer
         assert "message.max.decompressed.bytes=33554432" in answer.error_message

@@ -19,8 +19,9 @@ answers after the local append.
 Records: every partition's records pass Kafka's LogValidator rules
 (``storage/validator.py``) before anything else touches them; an input that
 would take more than ~0.5 ms to check (over 256 KB, or decompressing past
-that) is checked on a small thread pool so the event loop keeps serving other connections, and the
-append itself then happens back on the loop, in request order.  Per-record
+that) is checked on a small thread pool so the event loop keeps serving
+other connections, and the append itself then happens back on the loop, in
+request order.  Per-record
 failures (a keyless record on a compacted topic) answer INVALID_RECORD with
 KIP-467 ``record_errors`` (index in its batch + message) and ``error_message``,
 so a client fails only those records.
