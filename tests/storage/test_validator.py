@@ -235,3 +235,11 @@ def test_inline_check_of_a_big_snappy_block_moves_to_a_thread_before_decompressi
     peak = _peak_while(data, RULES, MoveToThread, None, inline=True)
     assert peak < len(payload) // 2, peak
     validate_records(data, RULES)
+
+
+def test_more_records_than_records_count_are_refused_once_passed_not_after_the_bound():
+    empty = record(0, None, b"")
+    payload = empty * ((64 << 20) // len(empty))
+    data = batch(compress(ZSTD, payload), 1000, codec=ZSTD)
+    peak = _peak_while(data, RULES, InvalidRecordError, "more records than its recordsCount")
+    assert peak < RULES.max_message_bytes + 2 * CHUNK + 2 * len(data)
