@@ -212,3 +212,45 @@ def crafted_batch(payload: bytes, count: int, *, codec: int = 0, producer_id: in
                                  0 if producer_id >= 0 else -1, base_sequence, count)) + payload
     struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
     return bytes(data)
+
+
+XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+
+
+def xerial_snappy(data: bytes, block: int = 32 * 1024) -> bytes:
+    """Snappy in the xerial framing Java's SnappyOutputStream and kafka-python write: [length][raw block]..."""
+    import cramjam
+    out = bytearray(XERIAL_HEADER)
+    for start in range(0, len(data), block):
+        piece = bytes(cramjam.snappy.compress_raw(data[start:start + block]))
+        out += struct.pack(">i", len(piece)) + piece
+    return bytes(out)
+
+
+def compressed_zeros(codec: int, prefix: bytes, zeros: int) -> bytes:
+    """``prefix`` then ``zeros`` zero bytes (a multiple of 1 MiB) compressed with Kafka codec ``codec``
+    (1 gzip, 2 xerial snappy, 3 lz4 frame, 4 zstd), never holding them uncompressed."""
+    import zlib
+
+    import lz4.frame
+    import zstandard
+    block, blocks = bytes(1 << 20), zeros >> 20
+    if codec == 2:
+        zero_block = xerial_snappy(block, len(block))[len(XERIAL_HEADER):]
+        return xerial_snappy(prefix, len(prefix)) + zero_block * blocks
+    if codec == 1:
+        stream, head = zlib.compressobj(1, wbits=31), b""
+    elif codec == 3:
+        stream = lz4.frame.LZ4FrameCompressor()
+        head = stream.begin()
+    else:
+        stream, head = zstandard.ZstdCompressor(level=1).compressobj(), b""
+    parts = [head, stream.compress(prefix)] + [stream.compress(block) for _ in range(blocks)]
+    return b"".join(parts) + stream.flush()
+
+
+def one_record_bomb(codec: int, record_bytes: int) -> bytes:
+    """A batch whose single record expands to ``record_bytes`` zero bytes (zstd: 1 GiB in ~32 KB)."""
+    head = b"\x00" + varint(0) + varint(0) + varint(1) + b"k" + varint(record_bytes)
+    prefix = varint(len(head) + record_bytes + 1) + head  # + 1: the header count after the value
+    return crafted_batch(compressed_zeros(codec, prefix, record_bytes), 1, codec=codec)

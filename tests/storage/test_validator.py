@@ -3,11 +3,8 @@ every codec, whose cost must stay within the bound whatever they declare."""
 from __future__ import annotations
 
 import gzip
-import os
-import struct
 import sys
 import tracemalloc
-import zlib
 from pathlib import Path
 
 import cramjam
@@ -16,13 +13,13 @@ import pytest
 import zstandard
 from kafka.errors import CorruptRecordError, InvalidRecordError, MessageSizeTooLargeError
 
-from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.validator import (
-    CHUNK, THREAD_THRESHOLD, XERIAL_MAGIC, MoveToThread, RecordRules, RecordValidationError, costs_a_thread,
+    CHUNK, THREAD_THRESHOLD, MoveToThread, RecordRules, RecordValidationError, costs_a_thread,
     validate_records)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-from kafka_wire import crafted_batch as batch, crafted_record as record, varint  # noqa: E402
+from kafka_wire import (  # noqa: E402
+    crafted_batch as batch, crafted_record as record, one_record_bomb, xerial_snappy)
 
 RULES = RecordRules(compact=False, max_message_bytes=1048588, max_decompressed_bytes=32 << 20)
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
@@ -42,14 +39,6 @@ def compress(codec: int, data: bytes) -> bytes:
     return zstandard.ZstdCompressor().compress(data)
 
 
-def xerial(data: bytes, block: int = 32 * 1024) -> bytes:
-    out = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
-    for start in range(0, len(data), block):
-        piece = bytes(cramjam.snappy.compress_raw(data[start:start + block]))
-        out += struct.pack(">i", len(piece)) + piece
-    return out
-
-
 @pytest.mark.parametrize("codec", [0, GZIP, SNAPPY, LZ4, ZSTD])
 def test_valid_batches_of_every_codec_pass_and_give_their_headers(codec):
     payload = records(50)
@@ -60,7 +49,7 @@ def test_valid_batches_of_every_codec_pass_and_give_their_headers(codec):
 
 def test_xerial_framed_snappy_as_java_and_kafka_python_write_it_passes():
     payload = records(3000)
-    (header,) = validate_records(batch(xerial(payload), 3000, codec=SNAPPY), RULES)
+    (header,) = validate_records(batch(xerial_snappy(payload), 3000, codec=SNAPPY), RULES)
     assert header.record_count == 3000
 
 
@@ -149,37 +138,12 @@ def test_compacted_topic_accepts_keyed_records_and_other_topics_keyless_ones():
 BOMB_SIZE = 256 << 20  # what the bombs declare; the bounds below are far smaller
 
 
-def _stream_compress(codec: int, prefix: bytes, zeros: int) -> bytes:
-    """``prefix`` + ``zeros`` zero bytes, compressed without ever holding them uncompressed."""
-    block = bytes(1 << 20)
-    if codec == GZIP:
-        stream = zlib.compressobj(1, wbits=31)
-        parts = [stream.compress(prefix)] + [stream.compress(block) for _ in range(zeros >> 20)]
-        return b"".join(parts) + stream.flush()
-    if codec == LZ4:
-        stream = lz4.frame.LZ4FrameCompressor()
-        parts = [stream.begin(), stream.compress(prefix)] + [stream.compress(block) for _ in range(zeros >> 20)]
-        return b"".join(parts) + stream.flush()
-    if codec == ZSTD:
-        stream = zstandard.ZstdCompressor(level=1).compressobj()
-        parts = [stream.compress(prefix)] + [stream.compress(block) for _ in range(zeros >> 20)]
-        return b"".join(parts) + stream.flush()
-    return xerial(prefix + bytes(zeros), block=1 << 20)
-
-
-def _one_record_bomb(codec: int) -> bytes:
-    value_size = BOMB_SIZE
-    head = b"\x00" + varint(0) + varint(0) + varint(1) + b"k" + varint(value_size)
-    prefix = varint(len(head) + value_size + 1) + head
-    return batch(_stream_compress(codec, prefix, value_size), 1, codec=codec)
-
-
 def _many_records_bomb(codec: int) -> bytes:
     # 100 KB records: each under max.message.bytes, together far over message.max.decompressed.bytes
     one = record(0, b"k", bytes(100_000))
     count = (32 << 20) // len(one)
     payload = b"".join(record(i, b"k", bytes(100_000)) for i in range(count))
-    return batch(compress(codec, payload) if codec != SNAPPY else xerial(payload), count, codec=codec)
+    return batch(compress(codec, payload) if codec != SNAPPY else xerial_snappy(payload), count, codec=codec)
 
 
 def _peak_while(data: bytes, rules: RecordRules, error, match: str | None, *, inline: bool = False) -> int:
@@ -194,7 +158,7 @@ def _peak_while(data: bytes, rules: RecordRules, error, match: str | None, *, in
 
 @pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
 def test_one_record_bomb_stops_at_max_message_bytes(codec):
-    data = _one_record_bomb(codec)
+    data = one_record_bomb(codec, BOMB_SIZE)
     rules = RULES._replace(max_message_bytes=max(1 << 20, len(data)))
     peak = _peak_while(data, rules, MessageSizeTooLargeError, "max.message.bytes|message.max.decompressed.bytes")
     # the record's 256 MiB never materialise: at most the record bound, a chunk (a snappy block), the input
