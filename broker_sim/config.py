@@ -102,6 +102,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.cleaner.max.compaction.lag.ms", str(LONG_MAX), _parse_int(1),
               "Records older than this are compacted whatever the dirty ratio."),
     ConfigDef("message.max.bytes", "1048588", _parse_int(0), "Largest record batch accepted."),
+    ConfigDef("message.max.decompressed.bytes", "33554432", _parse_int(0),
+              "pylog addition (Kafka has no such bound): most bytes a compressed batch's records may "
+              "decompress to; beyond, the produce fails with MESSAGE_TOO_LARGE, having decompressed at "
+              "most this plus one 256 KB chunk. 32 MiB is 32x message.max.bytes, above what text "
+              "compresses by in a full batch; raise it with message.max.bytes."),
     ConfigDef("socket.request.max.bytes", "104857600", _parse_int(1), "Largest request frame accepted."),
     # --- request memory and connections (what a client can make the broker hold) ---
     ConfigDef("queued.max.request.bytes", "209715200", _parse_int(-1),
