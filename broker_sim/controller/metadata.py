@@ -33,7 +33,7 @@ TOPICS_FILE = "pylog-topics.json"
 FORMAT_VERSION = 1
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10000
-_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 class MetadataError(Exception):
@@ -68,16 +68,23 @@ class TopicInfo:
 
 
 def validate_topic_name(name: str | None) -> None:
+    """Kafka's ``Topic.validate``: legal characters only (a full match), at most 249 of them, not "." or "..".
+
+    Raises MetadataError(INVALID_TOPIC_EXCEPTION) with Kafka's message.  The whole
+    name must match: a pattern anchored with ``$`` would let "abc\\n" through.
+    """
     if not name:
-        raise MetadataError(Errors.InvalidTopicError, "topic name is empty")
+        raise MetadataError(Errors.InvalidTopicError, "Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise MetadataError(Errors.InvalidTopicError, f"topic name {name!r} is not allowed")
+        raise MetadataError(Errors.InvalidTopicError, 'Topic name cannot be "." or ".."')
     if len(name) > MAX_TOPIC_NAME:
         raise MetadataError(Errors.InvalidTopicError,
-                            f"topic name is {len(name)} characters, more than the limit {MAX_TOPIC_NAME}")
-    if not _LEGAL_NAME.match(name):
+                            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, "
+                            f"topic name: {name}")
+    if not _LEGAL_NAME.fullmatch(name):
         raise MetadataError(Errors.InvalidTopicError,
-                            f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+                            f"Topic name {name!r} is illegal, it contains a character other than "
+                            "ASCII alphanumerics, '.', '_' and '-'")
 
 
 def check_topic_configs(configs: dict[str, str]) -> None:
@@ -165,7 +172,7 @@ class MetadataStore:
         collides = [t for t in self.topics if t.replace(".", "_") == name.replace(".", "_")]
         if collides:
             raise MetadataError(Errors.InvalidTopicError,
-                                f"topic {name!r} collides with existing topic {collides[0]!r} ('.' and '_' collide)")
+                                f"Topic {name!r} collides with existing topic: {collides[0]}")
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise MetadataError(Errors.InvalidPartitionsError,
                                 f"number of partitions {partitions} outside [1, {MAX_PARTITIONS}]")

@@ -55,6 +55,7 @@ from typing import Callable, Iterator, Mapping, NamedTuple
 
 from kafka.errors import CorruptRecordError, KafkaStorageError, MessageSizeTooLargeError, OffsetOutOfRangeError
 
+from broker_sim.config import SEGMENT_BYTES_MIN
 from broker_sim.storage.batch import INT32_MAX, TIMESTAMP_TYPE_MASK, BatchHeader, stamp_batches
 from broker_sim.storage.checkpoint import fsync_directory, read_checkpoint, write_checkpoint
 from broker_sim.storage.segment import FileRegion, LogSegment
@@ -72,6 +73,8 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, ".deleted", ".tmp")
 _LONG_MAX = 2**63 - 1
+# Kafka 4's test-only topic config: a segment size below segment.bytes' minimum (which it overrides).
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
 
 
 def wall_clock_ms() -> int:
@@ -116,7 +119,7 @@ def _timestamp_type(key: str, value: str) -> str:
 
 # Topic-level config name -> (LogConfig field, parser). Minimums are Kafka's.
 _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str, str], object]]] = {
-    "segment.bytes": ("segment_bytes", _int_at_least(14)),
+    "segment.bytes": ("segment_bytes", _int_at_least(SEGMENT_BYTES_MIN)),
     "segment.ms": ("segment_ms", _int_at_least(1)),
     "retention.ms": ("retention_ms", _int_at_least(-1)),
     "retention.bytes": ("retention_bytes", _int_at_least(-(2**63))),
@@ -138,7 +141,7 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str, str], object]]] = {
 class LogConfig:
     """Per-partition log settings; field comments give the broker / topic config names."""
 
-    segment_bytes: int = 1073741824  # log.segment.bytes / segment.bytes
+    segment_bytes: int = 1073741824  # log.segment.bytes / segment.bytes, or internal.segment.bytes when set
     segment_ms: int = 604800000  # log.roll.ms / segment.ms
     retention_ms: int = 604800000  # log.retention.ms / retention.ms (-1 = forever)
     retention_bytes: int = -1  # log.retention.bytes / retention.bytes (-1 = unlimited)
@@ -174,6 +177,9 @@ class LogConfig:
             if key in _TOPIC_CONFIGS:
                 name, parse = _TOPIC_CONFIGS[key]
                 values[name] = parse(key, value)
+        internal_segment_bytes = configs.get(INTERNAL_SEGMENT_BYTES)
+        if internal_segment_bytes:  # Kafka's LogConfig.segmentSize(): the internal override wins
+            values["segment_bytes"] = _int_at_least(1)(INTERNAL_SEGMENT_BYTES, internal_segment_bytes)
         return cls(**values)
 
 

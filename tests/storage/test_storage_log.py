@@ -281,9 +281,16 @@ def test_flush_messages_fsyncs_the_active_segment(open_log, batches, produce, mo
 
 def test_topic_configs_override_defaults_and_bad_values_name_the_key():
     config = LogConfig.from_topic_configs(
-        {"segment.bytes": "2048", "retention.ms": "-1", "message.timestamp.type": "LogAppendTime", "cleanup.policy": "delete"}
+        {"segment.bytes": "2097152", "retention.ms": "-1", "message.timestamp.type": "LogAppendTime",
+         "cleanup.policy": "delete"}
     )
-    assert (config.segment_bytes, config.retention_ms, config.message_timestamp_type) == (2048, -1, "LogAppendTime")
+    assert (config.segment_bytes, config.retention_ms, config.message_timestamp_type) == (2097152, -1, "LogAppendTime")
+    assert LogConfig.from_topic_configs({"segment.bytes": "2097152", "internal.segment.bytes": "2048"}).segment_bytes \
+        == 2048
+    assert LogConfig.from_topic_configs({"segment.bytes": "2097152", "internal.segment.bytes": ""}).segment_bytes \
+        == 2097152
+    with pytest.raises(ValueError, match="segment.bytes='2048': must be at least 1048576"):
+        LogConfig.from_topic_configs({"segment.bytes": "2048"})
     with pytest.raises(ValueError, match="segment.ms='soon'"):
         LogConfig.from_topic_configs({"segment.ms": "soon"})
     with pytest.raises(ValueError, match="message.timestamp.type"):

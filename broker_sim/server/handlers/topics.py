@@ -165,10 +165,15 @@ def _config_type(name: str, default: str) -> int:
     return STRING
 
 
+def _internal(name: str) -> bool:
+    """Kafka's internal configs (``internal.*``, for tests) are accepted but never described."""
+    return name.startswith("internal.")
+
+
 def _topic_entries(broker, overrides, keys, synonyms, docs) -> list[_Entry]:
     entries = []
     for name, definition in TOPIC_CONFIGS.items():
-        if keys is not None and name not in keys:
+        if (keys is not None and name not in keys) or _internal(name):
             continue
         broker_name = definition.default
         broker_source = STATIC_BROKER_CONFIG if broker.config.is_set(broker_name) else DEFAULT_CONFIG
@@ -186,7 +191,7 @@ def _topic_entries(broker, overrides, keys, synonyms, docs) -> list[_Entry]:
 def _broker_entries(broker, keys, synonyms, docs) -> list[_Entry]:
     entries = []
     for name, definition in BROKER_CONFIGS.items():
-        if keys is not None and name not in keys:
+        if (keys is not None and name not in keys) or _internal(name):
             continue
         source = STATIC_BROKER_CONFIG if broker.config.is_set(name) else DEFAULT_CONFIG
         value = broker.config.raw(name)
