@@ -192,7 +192,7 @@ def test_retention_never_deletes_past_the_high_watermark(open_log, batches, prod
     assert log.log_start_offset == 6
 
 
-def test_deleted_segment_stays_readable_through_an_earlier_region_until_the_delay(open_log, batches, produce, clock):
+def test_deleted_segment_stays_readable_through_an_earlier_region(open_log, batches, produce, clock):
     log = open_log(segment_bytes=600, file_delete_delay_ms=60_000)
     for _ in range(3):
         produce(log, batches.build(batches.values(3)))
@@ -202,7 +202,57 @@ def test_deleted_segment_stays_readable_through_an_earlier_region_until_the_dela
     assert len(os.pread(region.file.fileno(), region.size, region.position)) == region.size
     clock.now += 60_000
     log.enforce_retention()
-    assert region.file.closed
+    fd = region.file.fileno()
+    assert len(os.pread(fd, region.size, region.position)) == region.size  # the region holds its file
+    del region
+    with pytest.raises(OSError):  # ... and the descriptor closes with the last holder
+        os.fstat(fd)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_only_the_active_and_recently_read_segments_hold_descriptors(open_log, batches, produce, tmp_path):
+    from broker_sim.storage.log import OPEN_INACTIVE_SEGMENTS
+
+    before = open_fds()
+    log = open_log(segment_bytes=600, index_interval_bytes=100)
+    for _ in range(40):
+        produce(log, batches.build(batches.values(3)))
+    assert len(log.segments) == 40
+    assert open_fds() - before <= 3 + OPEN_INACTIVE_SEGMENTS
+    assert [o for o, _, _ in records_of(log.read_bytes(0, 1 << 20))] == list(range(120))  # reopened on demand
+    assert open_fds() - before <= 3 + OPEN_INACTIVE_SEGMENTS
+    assert sum(segment.files_open for segment in log.segments[:-1]) == OPEN_INACTIVE_SEGMENTS
+    assert log.offset_for_timestamp(1_000) == (0, 1_000)
+    log.close()
+    before = open_fds()
+    reopened = open_log(segment_bytes=600, index_interval_bytes=100)  # loading opens one segment at a time
+    assert open_fds() - before <= 3 + OPEN_INACTIVE_SEGMENTS
+    assert [o for o, _, _ in records_of(reopened.read_bytes(57, 1 << 20))][0] == 57
+
+
+def test_a_region_keeps_an_evicted_segment_readable(open_log, batches, produce):
+    log = open_log(segment_bytes=600)
+    for _ in range(10):
+        produce(log, batches.build(batches.values(3)))
+    (region, *_) = log.read(0, 100)
+    for offset in range(3, 27, 3):  # read every other segment: the first is evicted from the open ones
+        log.read(offset, 100)
+    assert not log.segments[0].files_open
+    data = os.pread(region.file.fileno(), region.size, region.position)
+    assert [o for o, _, _ in records_of(data)] == [0, 1, 2]
+
+
+def test_truncation_back_into_a_sealed_segment_makes_it_active_again(open_log, batches, produce):
+    log = open_log(segment_bytes=600)
+    for _ in range(6):
+        produce(log, batches.build(batches.values(3)))
+    log.truncate_to(4)
+    assert log.log_end_offset == 3
+    assert produce(log, batches.build(batches.values(2))).first_offset == 3
+    assert [o for o, _, _ in records_of(log.read_bytes(0, 1 << 20))] == [0, 1, 2, 3, 4]
 
 
 def test_delete_records_inside_a_segment_persists_across_reopen(open_log, batches, produce):
