@@ -1,4 +1,11 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs."""
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs.
+
+Kafka's rules kept here: topic names by ``Topic.validate`` (INVALID_TOPIC_EXCEPTION); partition
+counts within the broker's ``max.broker.partitions`` (KIP-578; POLICY_VIOLATION naming the limit
+and the numbers), checked by ``validate_only`` requests too; a topic whose directories or
+metadata cannot be written answers KAFKA_STORAGE_ERROR and leaves nothing behind.  Big topics
+are created in slices between which the event loop serves other requests.
+"""
 from __future__ import annotations
 
 import kafka.errors as Errors
@@ -75,11 +82,14 @@ async def create_topics(broker, ctx, request):
             _check_replication(broker, factor, [])
             if request.validate_only:
                 broker.metadata.check_new_topic(topic.name, partitions, configs)
+                broker.check_partition_budget(partitions * factor if broker.cluster is not None else partitions,
+                                              f"topic {topic.name!r}")
                 info = None
             else:
-                info = broker.create_topic(topic.name, partitions, configs,
-                                           replication_factor=factor if broker.cluster is not None else None,
-                                           assignment=assignment if broker.cluster is not None else None)
+                info = await broker.create_topic_async(
+                    topic.name, partitions, configs,
+                    replication_factor=factor if broker.cluster is not None else None,
+                    assignment=assignment if broker.cluster is not None else None)
         except Exception as exc:
             code, message = error_of(exc)
             results.append(CreatedTopic(name=topic.name, topic_id=None, error_code=code, error_message=message,
@@ -132,8 +142,11 @@ async def create_partitions(broker, ctx, request):
                                         f"{topic.count - info.partitions} new partitions")
                 _check_replication(broker, len(info.replicas_of(0, broker.broker_id)),
                                    [a.broker_ids for a in topic.assignments])
-            if not request.validate_only:
-                broker.add_partitions(topic.name, topic.count)
+            if request.validate_only:
+                broker.check_partition_budget(topic.count - info.partitions,
+                                              f"{topic.count - info.partitions} more partitions of {topic.name!r}")
+            else:
+                await broker.add_partitions(topic.name, topic.count)
             code, message = 0, None
         except Exception as exc:
             code, message = error_of(exc)
