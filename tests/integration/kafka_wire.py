@@ -177,3 +177,46 @@ def list_offsets(client: WireClient, topic: str, partition: int, timestamp: int,
                 partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
     answer = client.call(request).topics[0].partitions[0]
     return answer.error_code, answer.timestamp, answer.offset
+
+
+# --- topic admin (CreateTopics, CreatePartitions, DeleteTopics) -------------
+
+def _register_admin_responses() -> None:
+    from kafka.protocol.admin import (
+        CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+        DeleteTopicsRequest, DeleteTopicsResponse,
+    )
+    RESPONSE_CLASSES[CreateTopicsRequest.API_KEY] = CreateTopicsResponse
+    RESPONSE_CLASSES[CreatePartitionsRequest.API_KEY] = CreatePartitionsResponse
+    RESPONSE_CLASSES[DeleteTopicsRequest.API_KEY] = DeleteTopicsResponse
+
+
+def create_topics(client: WireClient, topics: dict[str, int], *, configs: dict[str, str] | None = None,
+                  validate_only: bool = False, version: int = 5) -> dict[str, tuple[int, str | None]]:
+    """name -> (error code, error message) of one CreateTopics request for ``topics`` (name -> partitions)."""
+    from kafka.protocol.admin import CreateTopicsRequest
+    _register_admin_responses()
+    topic = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest[version](timeout_ms=60000, validate_only=validate_only, topics=[
+        topic(name=name, num_partitions=count, replication_factor=1, assignments=[],
+              configs=[topic.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])
+        for name, count in topics.items()])
+    return {t.name: (t.error_code, t.error_message) for t in client.call(request).topics}
+
+
+def create_partitions(client: WireClient, topic: str, count: int, *, version: int = 3) -> tuple[int, str | None]:
+    """(error code, error message) of one CreatePartitions request growing ``topic`` to ``count``."""
+    from kafka.protocol.admin import CreatePartitionsRequest
+    _register_admin_responses()
+    request = CreatePartitionsRequest[version](timeout_ms=60000, validate_only=False, topics=[
+        CreatePartitionsRequest.CreatePartitionsTopic(name=topic, count=count, assignments=None)])
+    result = client.call(request).results[0]
+    return result.error_code, result.error_message
+
+
+def delete_topics(client: WireClient, names: list[str], *, version: int = 4) -> dict[str, int]:
+    """name -> error code of one DeleteTopics request."""
+    from kafka.protocol.admin import DeleteTopicsRequest
+    _register_admin_responses()
+    request = DeleteTopicsRequest[version](timeout_ms=60000, topic_names=names)
+    return {r.name: r.error_code for r in client.call(request).responses}
