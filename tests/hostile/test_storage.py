@@ -34,6 +34,10 @@ def partition_dirs(data_dir: Path, topic: str) -> list[str]:
     return sorted(p.name for p in data_dir.iterdir() if p.name.rsplit("-", 1)[0] == topic)
 
 
+def partition_count(broker) -> int:
+    return sum(1 for p in broker.data_dir.iterdir() if p.is_dir())
+
+
 class LimitedBrokerProcess(BrokerProcess):
     """A broker process started with a hard RLIMIT_NOFILE, so the partition budget it derives is known."""
 
@@ -140,10 +144,10 @@ def test_tiny_segments_keep_descriptors_bounded_and_data_readable(hostile_broker
     assert rss_bytes(pid) - rss_before < 64 * MIB
     values = [r.value for r in consume_kafka_python(broker.bootstrap_servers, "tiny", 400, timeout=60)]
     assert values == [b"%04d" % i * 250 for i in range(400)]
-    assert open_fds(pid) - fds_before < 10
+    assert open_fds(pid) < 3 * partition_count(broker) + 40  # the consumer may have made __consumer_offsets
     assert_serving(broker)
     broker = hostile_broker.restart(broker)
-    assert open_fds(broker.process.pid) < fds_before + 10  # loading opens one segment at a time
+    assert open_fds(broker.process.pid) < 3 * partition_count(broker) + 40  # loading: a segment at a time
     values = [r.value for r in consume_kafka_python(broker.bootstrap_servers, "tiny", 400, timeout=60)]
     assert values == [b"%04d" % i * 250 for i in range(400)]
 
@@ -234,6 +238,7 @@ def test_a_start_with_corrupt_files_serves_everything_else(hostile_broker):
     broker = hostile_broker(config=broker.config, data_dir=broker.data_dir, port=broker.port)
     log = broker.log_path.read_text()
     assert "bad-0" in log and "serving the other partitions" in log
+    assert f"{sealed.with_suffix('.log')}: {sealed.name}: length 7 is not a multiple of 8; rebuilding" in log
     values = [r.value for r in consume_kafka_python(broker.bootstrap_servers, "good", 20)]
     assert values == [b"good %03d" % i * 60 for i in range(20)]
     with WireClient(broker.bootstrap_servers) as client:
