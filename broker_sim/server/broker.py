@@ -28,6 +28,14 @@ keeps the local replicas leader or follower as the partition states say,
 producer ids come in blocks from ZooKeeper, and a clean stop is a controlled
 shutdown (leaderships moved away first).
 
+Files: at start the soft RLIMIT_NOFILE is raised to the hard limit and the
+partition budget derived from it (``max.broker.partitions``, KIP-578's name:
+half the descriptors at ``FDS_PER_PARTITION`` each, unless set).  Topic changes
+go through one path per kind (``_create_topic``, ``_add_partitions``): validate
+(name, count, budget), create the partition directories in slices that yield
+to the event loop, persist the metadata file, and only then publish the topic;
+a failure at any step removes what was made and answers KAFKA_STORAGE_ERROR.
+
 Acknowledged data survives SIGKILL without fsync: appends are ``os.write`` s
 into the page cache, which outlives the process; recovery on the next start
 truncates only a torn tail that was never acknowledged.
@@ -374,6 +382,10 @@ class Broker:
             self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms)
             for info in self.metadata.topics.values():
                 self.replicas.open_topic(info)
+            if self.metadata.partition_count > self.max_broker_partitions:
+                log.warning("hosting %d partitions, over the limit %d (max.broker.partitions%s): new ones are "
+                            "refused until some are deleted", self.metadata.partition_count,
+                            self.max_broker_partitions, self._partition_limit_source)
             self.producer_ids = ProducerIdManager(self.data_dir)
         self.groups = group_service_for(self)
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
