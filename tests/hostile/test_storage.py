@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import resource
+import socket
 import subprocess
 import sys
 import threading
@@ -18,12 +19,13 @@ from hostile import assert_serving, rss_bytes
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka_wire import (
     WireClient, create_partitions, create_topics, delete_topics, fetch_request, fetched_partitions, batches_of,
-    metadata, produce_request, produce_result, record_batch,
+    metadata, produce_request, produce_result, record_batch, set_topic_configs,
 )
 
 POLICY_VIOLATION, INVALID_PARTITIONS, INVALID_TOPIC, KAFKA_STORAGE_ERROR = 44, 37, 17, 56
 UNKNOWN_TOPIC_OR_PARTITION = 3
 MIB = 1 << 20
+FETCH_KEY = 1
 
 
 def open_fds(pid: int) -> int:
@@ -110,6 +112,10 @@ def test_partition_flood_is_refused_whole_and_big_topics_do_not_block_the_loop(h
             assert len(partition_dirs(broker.data_dir, "big")) == big
             assert create_partitions(client, "big", big + 5) == (0, None)
             assert len(partition_dirs(broker.data_dir, "big")) == big + 5
+            assert create_topics(client, {"filler": budget - big - 5})["filler"] == (0, None)  # the budget is full
+            answer = metadata(client, ["one-more"]).topics[0]  # auto-creation: refused the same way
+            assert answer.error_code == POLICY_VIOLATION and partition_dirs(broker.data_dir, "one-more") == []
+            assert delete_topics(client, ["filler"]) == {"filler": 0}
         # Empty partitions hold one descriptor each (the active .log); bound: three each plus slack.
         assert open_fds(pid) - fds_before < 3 * (big + 5) + 50
         assert rss_bytes(pid) - rss_before < 400 * MIB  # ~50-100 KB per open partition
@@ -172,6 +178,7 @@ def test_full_disk_fails_topic_changes_whole_and_leaves_no_ghost(hostile_broker)
             assert answer.error_code == KAFKA_STORAGE_ERROR
             assert delete_topics(client, ["kept"]) == {"kept": KAFKA_STORAGE_ERROR}
             assert create_partitions(client, "kept", 4)[0] == KAFKA_STORAGE_ERROR
+            assert set_topic_configs(client, "kept", {"retention.ms": "1234"}) == KAFKA_STORAGE_ERROR
             assert topics_file.read_bytes() == before
             answer = metadata(client, ["ghost", "auto-ghost", "kept"], auto_create=False).topics
             assert [(t.error_code, len(t.partitions)) for t in answer] == [
@@ -190,6 +197,7 @@ def test_full_disk_fails_topic_changes_whole_and_leaves_no_ghost(hostile_broker)
             (0, 3), (UNKNOWN_TOPIC_OR_PARTITION, 0), (0, 2)]
     values = [r.value for r in consume_kafka_python(broker.bootstrap_servers, "kept", 5)]
     assert values == [b"kept %d" % i for i in range(5)]
+    assert "retention.ms" not in (broker.data_dir / "pylog-topics.json").read_text()
     assert_serving(broker)
 
 
@@ -259,3 +267,44 @@ def test_a_start_with_corrupt_files_serves_everything_else(hostile_broker):
     assert_serving(broker)
     broker = hostile_broker.restart(broker)
     assert_serving(broker)
+
+
+def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evicted(hostile_broker):
+    """Slow readers hold zero-copy responses over 20 old segments while only 2 stay open per partition.
+
+    Each response (~5.4 MB, 6 segments) outgrows the socket buffers (receive window fixed at 64 KB,
+    send buffer at most 4 MB), so its sendfile is still pending when the next readers' fetches evict
+    its segments; a segment that closed its file on eviction would cut those responses short.
+    """
+    broker = hostile_broker(config={"internal.log.segment.bytes": "1000000"})
+    pid = broker.process.pid
+    values = [bytes([65 + i]) * 900_000 for i in range(20)]  # one batch per segment
+    with WireClient(broker.bootstrap_servers) as client:
+        assert create_topics(client, {"old": 1})["old"] == (0, None)
+        for i, value in enumerate(values):
+            assert produce_result(client.call(produce_request("old", 0, record_batch([value], key=None)))) == (0, i)
+    fds_before, rss_before = open_fds(pid), rss_bytes(pid)
+    readers = []
+    try:
+        for i in range(20):
+            reader = WireClient(broker.bootstrap_servers, timeout=30)
+            reader.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            correlation_id, data = reader.encode(fetch_request("old", 0, i, max_bytes=6_000_000,
+                                                               partition_max_bytes=6_000_000))
+            reader.send_bytes(data)
+            readers.append((reader, correlation_id))
+        time.sleep(0.5)  # every segment has been read, and all but two evicted, while responses wait
+        for i, (reader, correlation_id) in enumerate(readers):
+            response = reader.read_response(FETCH_KEY, 12, correlation_id)
+            batches = batches_of(fetched_partitions(response)[0].records)
+            assert [b.base_offset for b in batches] == list(range(i, min(i + 6, 20)))
+            assert [r.value for b in batches for r in b] == values[i:i + 6]
+    finally:
+        for reader, _ in readers:
+            reader.close()
+    wait_until(lambda: open_fds(pid) - fds_before < 10, 10, message="descriptors back to the baseline")
+    assert rss_bytes(pid) - rss_before < 64 * MIB  # sendfile: the 108 MB sent were never in memory
+    assert_serving(broker)
+    broker = hostile_broker.restart(broker)
+    got = [r.value for r in consume_kafka_python(broker.bootstrap_servers, "old", 20, timeout=60)]
+    assert got == values

@@ -189,6 +189,8 @@ def _register_admin_responses() -> None:
     RESPONSE_CLASSES[CreateTopicsRequest.API_KEY] = CreateTopicsResponse
     RESPONSE_CLASSES[CreatePartitionsRequest.API_KEY] = CreatePartitionsResponse
     RESPONSE_CLASSES[DeleteTopicsRequest.API_KEY] = DeleteTopicsResponse
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+    RESPONSE_CLASSES[IncrementalAlterConfigsRequest.API_KEY] = IncrementalAlterConfigsResponse
 
 
 def create_topics(client: WireClient, topics: dict[str, int], *, configs: dict[str, str] | None = None,
@@ -220,3 +222,14 @@ def delete_topics(client: WireClient, names: list[str], *, version: int = 4) -> 
     _register_admin_responses()
     request = DeleteTopicsRequest[version](timeout_ms=60000, topic_names=names)
     return {r.name: r.error_code for r in client.call(request).responses}
+
+
+def set_topic_configs(client: WireClient, topic: str, configs: dict[str, str], *, version: int = 1) -> int:
+    """Error code of one IncrementalAlterConfigs request SETting ``configs`` on ``topic``."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+    _register_admin_responses()
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    request = IncrementalAlterConfigsRequest[version](validate_only=False, resources=[resource(
+        resource_type=2, resource_name=topic, configs=[
+            resource.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])])
+    return client.call(request).responses[0].error_code
