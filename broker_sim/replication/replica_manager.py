@@ -2,8 +2,13 @@
 
 Theory of operation: partition directories live directly in the data dir as
 ``<topic>-<index>``, Kafka's layout.  The manager opens every partition of
-every known topic at start (recovery runs inside ``PartitionLog``), creates
-directories for new topics and partitions, and deletes a topic by renaming
+every known topic at start (recovery runs inside ``PartitionLog``); one that
+cannot be opened is logged with its path and kept ``offline`` (answering
+KAFKA_STORAGE_ERROR) while the others are served.  New topics and partitions
+are made in two steps: ``create_partitions`` creates and opens their
+directories (in slices the broker spreads over the event loop) without
+making them visible, ``publish`` does once the metadata is persisted, and
+``discard`` removes them when that fails.  A topic is deleted by renaming
 its directories to ``<topic>-<index>.<id>-delete`` (atomic) before removing
 them, so a crash mid-delete leaves a marked directory that the next start
 removes instead of a half-deleted partition.  ``enforce_retention`` and
