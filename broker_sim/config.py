@@ -119,7 +119,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "Tests only: broker default of internal.segment.bytes (segment size below the 1 MiB minimum)."),
     ConfigDef("max.broker.partitions", "-1", _parse_int(-1),
               "Most partitions this broker hosts (KIP-578); -1: derived from the open-file limit "
-              "(half of RLIMIT_NOFILE, 3 descriptors per partition). Beyond it CreateTopics, "
+              "(half of RLIMIT_NOFILE at 5 descriptors per partition). Beyond it CreateTopics, "
               "CreatePartitions and auto-creation answer POLICY_VIOLATION."),
     ConfigDef("message.max.bytes", "1048588", _parse_int(0), "Largest record batch accepted."),
     ConfigDef("socket.request.max.bytes", "104857600", _parse_int(1), "Largest request frame accepted."),
