@@ -146,6 +146,10 @@ class ReplicaManager:
         sliced = time.monotonic()
         try:
             for index in range(first, count):
+                stale = self.data_dir / f"{topic.name}-{index}"
+                if stale.exists():  # no known partition: left by a deletion or creation cut short by a crash
+                    log.warning("removing %s, left by an earlier topic of that name", stale)
+                    self._delete_directory(stale)
                 created.append(self._construct(topic, index, config))
                 if time.monotonic() - sliced > CREATE_SLICE_S:
                     yield
@@ -292,7 +296,10 @@ class ReplicaManager:
         return sum(1 for partition in list(self.partitions.values())
                    if partition.is_leader and len(partition.isr) > 1 and partition.maybe_shrink_isr(now, lag_ms))
 
-    def delete_topic(self, topic: TopicInfo) -> None:
+    def delete_topic(self, topic: TopicInfo) -> Generator[None, None, None]:
+        """Close and remove every partition of ``topic``; a generator yielding every ``CREATE_SLICE_S``, as
+        ``create_partitions`` (a big topic takes seconds).  Raises OSError when a directory cannot be removed."""
+        sliced = time.monotonic()
         for index in range(topic.partitions):
             self.offline.pop((topic.name, index), None)
             partition = self.partitions.pop((topic.name, index), None)
@@ -300,6 +307,9 @@ class ReplicaManager:
                 partition.close()
             self.fetcher.remove_partitions([(topic.name, index)])
             self._delete_directory(self.data_dir / f"{topic.name}-{index}")
+            if time.monotonic() - sliced > CREATE_SLICE_S:
+                yield
+                sliced = time.monotonic()
 
     @staticmethod
     def _delete_directory(directory: Path) -> None:

@@ -99,7 +99,7 @@ def _run(steps):
 
 
 async def _run_async(steps):
-    """Drive a creation generator, letting the event loop run between its slices.
+    """Drive a creation (or deletion) generator, letting the event loop run between its slices.
 
     Cancelled (the broker stops), the generator is closed, which undoes what it created.
     """
@@ -314,14 +314,15 @@ class Broker:
     def _default_replication_factor(self) -> int | None:
         return self.config.get("default.replication.factor") if self.cluster is not None else None
 
-    def delete_topic(self, name: str) -> None:
-        """Forget the topic (persisted first: a failing disk leaves it whole), then remove its partitions."""
+    async def delete_topic(self, name: str) -> None:
+        """Forget the topic (persisted first: a failing disk leaves it whole), then remove its partitions
+        in slices between which the event loop runs."""
         if self.metadata.get(name).internal:
             raise MetadataError(Errors.InvalidRequestError, f"internal topic {name!r} cannot be deleted")
         info = self.metadata.delete_topic(name)
         if self.cluster is None:  # in a cluster the controller deletes it; replicas go at the next reconcile
             try:
-                self.replicas.delete_topic(info)
+                await _run_async(self.replicas.delete_topic(info))
             except OSError as exc:  # deleted for clients already; a marked directory is removed at the next start
                 log.error("removing the partitions of deleted topic %s failed: %s", name, exc)
         log.info("deleted topic %s", name)

@@ -122,7 +122,7 @@ async def delete_topics(broker, ctx, request):
                 if info is None:
                     raise MetadataError(Errors.UnknownTopicIdError, f"no topic has id {topic_id}")
                 name = info.name
-            broker.delete_topic(name)
+            await broker.delete_topic(name)
             code, message = 0, None
         except Exception as exc:
             code, message = error_of(exc)
