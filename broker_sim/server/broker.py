@@ -101,7 +101,8 @@ def _run(steps):
 async def _run_async(steps):
     """Drive a creation (or deletion) generator, letting the event loop run between its slices.
 
-    Cancelled (the broker stops), the generator is closed, which undoes what it created.
+    Cancelled (the broker stops), the generator is closed: a creation undoes what it made, a deletion
+    stops (directories it did not reach are removed when the name is created again).
     """
     try:
         while True:
