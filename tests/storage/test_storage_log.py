@@ -360,3 +360,23 @@ def test_replayed_old_create_time_data_does_not_roll_every_append(open_log, batc
         produce(log, batches.build([b"old"], timestamp=1_000 + i))
     assert len(log.segments) == 1
 
+
+
+def test_open_segments_releases_the_least_recently_used_beyond_its_capacity(tmp_path):
+    from broker_sim.storage.segment import LogSegment, OpenSegments
+
+    open_segments = OpenSegments(2)
+    segments = [LogSegment(tmp_path, base, index_interval_bytes=4096, now_ms=0) for base in (0, 10, 20)]
+    for segment in segments:
+        segment.make_inactive(open_segments)
+    assert [s.files_open for s in segments] == [False, True, True]
+    segments[1].file  # noqa: B018 - a read: 10 becomes the most recent, 20 the least
+    segments[0].file  # noqa: B018 - reopened, so 20 is released
+    assert [s.files_open for s in segments] == [True, True, False] and len(open_segments) == 2
+    segments[2].make_active()  # truncation made it the last segment: held outside the LRU
+    assert segments[2].files_open and len(open_segments) == 2
+    segments[1].make_active()
+    assert segments[1].files_open and len(open_segments) == 1
+    for segment in segments:
+        segment.close()
+    assert len(open_segments) == 0
