@@ -126,7 +126,9 @@ def test_partition_flood_is_refused_whole_and_big_topics_do_not_block_the_loop(h
             assert delete_topics(client, ["filler"]) == {"filler": 0}
         # Empty partitions hold one descriptor each (the active .log); bound: three each plus slack.
         assert open_fds(pid) - fds_before < 3 * (big + 5) + 50
-        assert rss_bytes(pid) - rss_before < 400 * MIB  # ~50-100 KB per open partition
+        grown = rss_bytes(pid) - rss_before
+        print(f"RSS grew {grown / MIB:.0f} MB for {big + 5} partitions")
+        assert grown < 64 * MIB  # measured ~8 KB per open partition (11 MB for 1443)
         assert_serving(broker)
         status = broker.terminate(60)
         assert status == 0, broker.log_path.read_text()[-3000:]
