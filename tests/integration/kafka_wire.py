@@ -254,3 +254,59 @@ def one_record_bomb(codec: int, record_bytes: int) -> bytes:
     head = b"\x00" + varint(0) + varint(0) + varint(1) + b"k" + varint(record_bytes)
     prefix = varint(len(head) + record_bytes + 1) + head  # + 1: the header count after the value
     return crafted_batch(compressed_zeros(codec, prefix, record_bytes), 1, codec=codec)
+
+
+# --- topic admin (CreateTopics, CreatePartitions, DeleteTopics) -------------
+
+def _register_admin_responses() -> None:
+    from kafka.protocol.admin import (
+        CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+        DeleteTopicsRequest, DeleteTopicsResponse,
+    )
+    RESPONSE_CLASSES[CreateTopicsRequest.API_KEY] = CreateTopicsResponse
+    RESPONSE_CLASSES[CreatePartitionsRequest.API_KEY] = CreatePartitionsResponse
+    RESPONSE_CLASSES[DeleteTopicsRequest.API_KEY] = DeleteTopicsResponse
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+    RESPONSE_CLASSES[IncrementalAlterConfigsRequest.API_KEY] = IncrementalAlterConfigsResponse
+
+
+def create_topics(client: WireClient, topics: dict[str, int], *, configs: dict[str, str] | None = None,
+                  validate_only: bool = False, version: int = 5) -> dict[str, tuple[int, str | None]]:
+    """name -> (error code, error message) of one CreateTopics request for ``topics`` (name -> partitions)."""
+    from kafka.protocol.admin import CreateTopicsRequest
+    _register_admin_responses()
+    topic = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest[version](timeout_ms=60000, validate_only=validate_only, topics=[
+        topic(name=name, num_partitions=count, replication_factor=1, assignments=[],
+              configs=[topic.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])
+        for name, count in topics.items()])
+    return {t.name: (t.error_code, t.error_message) for t in client.call(request).topics}
+
+
+def create_partitions(client: WireClient, topic: str, count: int, *, version: int = 3) -> tuple[int, str | None]:
+    """(error code, error message) of one CreatePartitions request growing ``topic`` to ``count``."""
+    from kafka.protocol.admin import CreatePartitionsRequest
+    _register_admin_responses()
+    request = CreatePartitionsRequest[version](timeout_ms=60000, validate_only=False, topics=[
+        CreatePartitionsRequest.CreatePartitionsTopic(name=topic, count=count, assignments=None)])
+    result = client.call(request).results[0]
+    return result.error_code, result.error_message
+
+
+def delete_topics(client: WireClient, names: list[str], *, version: int = 4) -> dict[str, int]:
+    """name -> error code of one DeleteTopics request."""
+    from kafka.protocol.admin import DeleteTopicsRequest
+    _register_admin_responses()
+    request = DeleteTopicsRequest[version](timeout_ms=60000, topic_names=names)
+    return {r.name: r.error_code for r in client.call(request).responses}
+
+
+def set_topic_configs(client: WireClient, topic: str, configs: dict[str, str], *, version: int = 1) -> int:
+    """Error code of one IncrementalAlterConfigs request SETting ``configs`` on ``topic``."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+    _register_admin_responses()
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    request = IncrementalAlterConfigsRequest[version](validate_only=False, resources=[resource(
+        resource_type=2, resource_name=topic, configs=[
+            resource.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])])
+    return client.call(request).responses[0].error_code
