@@ -251,7 +251,11 @@ def test_a_start_with_corrupt_files_serves_everything_else(hostile_broker):
     sealed = sorted(good.glob("*.index"))[3]
     sealed.write_bytes(b"garbage")  # not a multiple of the entry size
     sealed.with_suffix(".timeindex").write_bytes(os.urandom(24))
-    (broker.data_dir / "bad-0" / "log-start-offset").write_bytes(b"\x00garbage\n")
+    # a checkpoint is derived data: reset as Kafka's LogManager does; a segment that cannot be read is not
+    (good / "log-start-offset").write_bytes(b"\x00garbage\n")
+    active = max((broker.data_dir / "bad-0").glob("*.log"))
+    active.unlink()
+    active.mkdir()
     (broker.data_dir / "not a partition").mkdir()
     broker = hostile_broker(config=broker.config, data_dir=broker.data_dir, port=broker.port)
     log = broker.log_path.read_text()
