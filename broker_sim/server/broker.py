@@ -59,7 +59,7 @@ from broker_sim.coordinator.txn_service import TxnService
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
-from broker_sim.server.network import KafkaConnection
+from broker_sim.server.network import Connections, KafkaConnection
 
 log = logging.getLogger(__name__)
 HOUSEKEEPING_INTERVAL_S = 1.0
@@ -104,7 +104,7 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
         self._stop_future: asyncio.Future | None = None
-        self._connections: set[KafkaConnection] = set()
+        self.connections = Connections.from_config(self.config)  # live connections, quotas, request memory
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
@@ -255,11 +255,11 @@ class Broker:
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
         self.dispatcher = Dispatcher(build_handlers(self))
-        max_frame = self.config.get("socket.request.max.bytes")
         self._server = await self._loop.create_server(
-            lambda: KafkaConnection(self.dispatcher.handle, max_frame, self._connections),
+            lambda: KafkaConnection(self.dispatcher.handle, self.connections),
             self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        self.connections.start()
         self._isr_checks = None
         if self.cluster is not None:
             self.cluster.start(BrokerEndpoint(self.broker_id, self.advertised_host, self.port))
@@ -316,8 +316,7 @@ class Broker:
         if self._cleaning is not None:
             self._cleaning.cancel()
         self._server.close()
-        for connection in list(self._connections):
-            connection.close()
+        self.connections.close()
         await asyncio.sleep(0)
         if self.cluster is not None:
             self.transactions.markers.close()  # ClusterMarkerWriter: its connections to other brokers
