@@ -12,9 +12,12 @@ Decoders take bytes (and the znode version where the decoded form carries it)
 and return the shared immutable types of ``cluster_state``; a payload that does
 not parse raises ``LayoutError`` naming the znode.
 
-The one pylog addition is ``/pylog/controlled_shutdown/<id>``: Kafka's brokers
-ask the controller for a controlled shutdown with the ControlledShutdown RPC;
-pylog's brokers create this znode and wait for the controller to delete it.
+pylog's additions live under ``/pylog``: ``/pylog/controlled_shutdown/<id>``
+(Kafka's brokers ask the controller for a controlled shutdown with the
+ControlledShutdown RPC; pylog's brokers create this znode and wait for the
+controller to delete it) and ``/pylog/inter_broker_secret`` (what brokers prove
+to each other that they are brokers, see ``server/inter_broker.py``; Kafka uses
+the authenticated inter-broker principal).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"    # IsrChangeNotificationZ
 ISR_CHANGE_PREFIX = "isr_change_"                       # IsrChangeNotificationSequenceZNode
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"         # ProducerIdBlockZNode
 CONTROLLED_SHUTDOWN = "/pylog/controlled_shutdown"      # pylog addition (Kafka: ControlledShutdown RPC)
+INTER_BROKER_SECRET = "/pylog/inter_broker_secret"      # pylog addition (Kafka: the inter-broker principal)
 
 # persistent parents every participant may assume (Kafka's KafkaZkClient.createTopLevelPaths)
 PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS,
@@ -52,6 +56,7 @@ TOPIC_CONFIG_VERSION = 1
 ISR_CHANGE_VERSION = 1
 PRODUCER_ID_BLOCK_VERSION = 1
 CONTROLLED_SHUTDOWN_VERSION = 1
+INTER_BROKER_SECRET_VERSION = 1
 
 
 class LayoutError(ValueError):
@@ -299,3 +304,16 @@ def encode_controlled_shutdown(broker_id: int, timestamp_ms: int | None = None) 
 
 def decode_controlled_shutdown(data: bytes) -> int:
     return int(_field(_load(data, CONTROLLED_SHUTDOWN), "broker", CONTROLLED_SHUTDOWN))
+
+
+# --- /pylog/inter_broker_secret ---
+
+def encode_inter_broker_secret(secret: str) -> bytes:
+    return _dump({"version": INTER_BROKER_SECRET_VERSION, "secret": secret})
+
+
+def decode_inter_broker_secret(data: bytes) -> str:
+    secret = _field(_load(data, INTER_BROKER_SECRET), "secret", INTER_BROKER_SECRET)
+    if not isinstance(secret, str) or not secret:
+        raise LayoutError(f"{INTER_BROKER_SECRET}: secret must be a non-empty string")
+    return secret

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 import uuid
 from pathlib import Path
@@ -145,12 +146,22 @@ class ZkMetadataStore(MetadataStore):
         for path in layout.PERSISTENT_PATHS:
             self.zk.ensure_path(path)
         self.cluster_id = self._settle_cluster_id()
+        self.inter_broker_secret = self._settle_inter_broker_secret()
         self.zk.add_listener(self._on_connection_state)
         ChildrenWatch(self.zk, layout.BROKER_IDS, self._on_brokers)
         DataWatch(self.zk, layout.CONTROLLER, self._on_controller)
         ChildrenWatch(self.zk, layout.DELETE_TOPICS, self._on_delete_requests)
         ChildrenWatch(self.zk, layout.TOPICS, self._on_topics)
         return self
+
+    def _settle_inter_broker_secret(self) -> str:
+        """The cluster's inter-broker secret (server/inter_broker.py): the first broker creates it."""
+        try:
+            self.zk.create(layout.INTER_BROKER_SECRET, layout.encode_inter_broker_secret(secrets.token_hex(32)),
+                           makepath=True)
+        except NodeExistsError:
+            pass
+        return layout.decode_inter_broker_secret(self.zk.get(layout.INTER_BROKER_SECRET)[0])
 
     def _settle_cluster_id(self) -> str:
         """The cluster id in /cluster/id (created from meta.properties or a new id), checked against meta.properties."""

@@ -186,7 +186,8 @@ class ClusterMarkerWriter:
             if endpoint is None:
                 return None
             from broker_sim.replication.client import BrokerClient
-            client = BrokerClient(endpoint.host, endpoint.port, client_id=f"pylog-txn-markers-{self._broker.broker_id}",
+            client_id = self._broker.inter_broker.client_id(f"pylog-txn-markers-{self._broker.broker_id}")
+            client = BrokerClient(endpoint.host, endpoint.port, client_id=client_id,
                                   timeout_s=self._broker.config.get("replica.socket.timeout.ms") / 1000.0)
             self._clients[broker_id] = client
         return client

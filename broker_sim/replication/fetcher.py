@@ -191,7 +191,8 @@ class SourceFetcher:
             self._drop_client()
             self._endpoint = endpoint
             self.client = BrokerClient(endpoint.host, endpoint.port,
-                                       client_id=f"broker-{self.manager.broker_id}-fetcher-{self.leader_id}",
+                                       client_id=self.manager.replicas.inter_broker_client_id(
+                                           f"broker-{self.manager.broker_id}-fetcher-{self.leader_id}"),
                                        timeout_s=self.manager.config.get("replica.socket.timeout.ms") / 1000.0)
         return self.client
 

@@ -61,13 +61,15 @@ class ReplicaManager:
                  now_ms: Callable[[], int],
                  isr_writer: Callable[[Partition, tuple], Awaitable[Optional[PartitionState]]] | None = None,
                  resolve_broker: Callable[[int], Optional[BrokerEndpoint]] | None = None,
-                 topic_exists: Callable[[str], bool] | None = None) -> None:
+                 topic_exists: Callable[[str], bool] | None = None,
+                 inter_broker_client_id: Callable[[str], str] = str) -> None:
         self.data_dir = data_dir
         self.config = config
         self.broker_id = broker_id
         self.now_ms = now_ms
         self.isr_writer = isr_writer
         self.topic_exists = topic_exists
+        self.inter_broker_client_id = inter_broker_client_id  # role -> client id proving we are a broker
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetcher = ReplicaFetcherManager(self, broker_id=broker_id, config=config,
                                              resolve_broker=resolve_broker)

@@ -59,6 +59,7 @@ from broker_sim.coordinator.txn_service import TxnService
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
+from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.network import Connections, KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ class Broker:
         # internal topic name -> its coordinator's create-on-first-use (Metadata auto-creation goes there)
         self.internal_topics: dict[str, Callable[[], None]] = {}
         self.cluster = None  # ClusterMember in cluster mode
+        self.inter_broker: InterBrokerIdentity | None = None  # cluster mode: proves this broker to its peers
         self.dispatcher: Dispatcher | None = None
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -254,7 +256,7 @@ class Broker:
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
-        self.dispatcher = Dispatcher(build_handlers(self))
+        self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker)
         self._server = await self._loop.create_server(
             lambda: KafkaConnection(self.dispatcher.handle, self.connections),
             self.host, self.port, reuse_address=True)
@@ -283,10 +285,12 @@ class Broker:
                                 cluster_id=self.config.raw("cluster.id"))
         await self._loop.run_in_executor(None, store.start)
         self.metadata = store
+        self.inter_broker = InterBrokerIdentity(store.inter_broker_secret)
         self.cluster = ClusterMember(self, store, Controller(store.zk, self.broker_id, self.config))
         self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms,
                                        isr_writer=self.cluster.write_isr, resolve_broker=self.cluster.resolve_broker,
-                                       topic_exists=self.cluster.topic_exists)
+                                       topic_exists=self.cluster.topic_exists,
+                                       inter_broker_client_id=self.inter_broker.client_id)
         self.producer_ids = ZkProducerIdManager(store.zk, self.broker_id)
 
     async def _check_isr(self) -> None:

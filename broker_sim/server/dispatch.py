@@ -27,6 +27,7 @@ from kafka.protocol.api_key import ApiKey
 from broker_sim.protocol.apis import APIS, api_versions_response
 from broker_sim.protocol.framing import FrameError, peek_header
 from broker_sim.protocol.validation import check_not_null
+from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.network import CloseConnection
 
 log = logging.getLogger(__name__)
@@ -51,11 +52,12 @@ Handler = Callable[[RequestContext, object], Awaitable[object]]
 
 
 class Dispatcher:
-    def __init__(self, handlers: dict[int, Handler]) -> None:
+    def __init__(self, handlers: dict[int, Handler], inter_broker: InterBrokerIdentity | None = None) -> None:
         missing = set(APIS) - set(handlers)
         if missing:
             raise ValueError(f"no handler for API keys {sorted(missing)}")
         self.handlers = handlers
+        self.inter_broker = inter_broker  # None on a single node: no connection is a broker's
         self.requests_handled = 0
 
     async def handle(self, connection, frame: bytes) -> list | None:
@@ -76,7 +78,10 @@ class Dispatcher:
             check_not_null(request, version)
         except Exception as exc:  # any decode failure means a malformed body
             raise CloseConnection(f"malformed {spec.key.name} v{version} request: {exc!r}") from None
-        ctx = RequestContext(api_key, version, correlation_id, request.header.client_id, connection)
+        client_id = request.header.client_id
+        if self.inter_broker is not None and not connection.inter_broker and self.inter_broker.proves(client_id):
+            connection.inter_broker = True
+        ctx = RequestContext(api_key, version, correlation_id, client_id, connection)
         started = time.monotonic()
         result = await self.handlers[api_key](ctx, request)
         self.requests_handled += 1

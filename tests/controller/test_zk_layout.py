@@ -153,3 +153,11 @@ def test_bad_payload_names_the_znode():
         L.decode_cluster_id(b"{not json")
     with pytest.raises(L.LayoutError, match="lacks 'leader'"):
         L.decode_partition_state(b'{"isr": []}', 0, "/brokers/topics/t/partitions/0/state")
+
+
+def test_inter_broker_secret(znodes):
+    data = L.encode_inter_broker_secret("ab12")
+    check(znodes, "inter_broker_secret", data)
+    assert L.decode_inter_broker_secret(data) == "ab12"
+    with pytest.raises(L.LayoutError, match="inter_broker_secret"):
+        L.decode_inter_broker_secret(L._dump({"version": 1, "secret": ""}))
