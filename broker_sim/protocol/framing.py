@@ -148,14 +148,16 @@ class FrameDecoder:
                 grown[:self._filled] = self._body
                 self._body = grown
             return memoryview(self._body)[self._filled:]
-        if self._start == self._end:
+        tail = self._end - self._start
+        if self._grow and len(self._scratch) < self.SCRATCH_MAX and (tail == 0 or self._end == len(self._scratch)):
+            unparsed = self._view[self._start:self._end]
+            self._new_scratch(2 * len(self._scratch))
+            self._scratch[:tail] = unparsed
+            self._start, self._end, self._grow = 0, tail, False
+        elif tail == 0:
             self._start = self._end = 0
-            if self._grow and len(self._scratch) < self.SCRATCH_MAX:
-                self._new_scratch(2 * len(self._scratch))
-            self._grow = False
         elif self._end == len(self._scratch):
             # move the unparsed tail to the front so the socket has room to write
-            tail = self._end - self._start
             self._scratch[:tail] = self._view[self._start:self._end]
             self._start, self._end = 0, tail
         return self._view[self._end:]
