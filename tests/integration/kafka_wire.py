@@ -177,3 +177,9 @@ def list_offsets(client: WireClient, topic: str, partition: int, timestamp: int,
                 partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
     answer = client.call(request).topics[0].partitions[0]
     return answer.error_code, answer.timestamp, answer.offset
+
+
+def framed(request, correlation_id: int = 1) -> bytes:
+    """The framed bytes of a versioned request, for a test that sends without reading the answers."""
+    request.with_header(correlation_id=correlation_id, client_id="pylog-integration")
+    return bytes(request.encode(header=True, framed=True))
