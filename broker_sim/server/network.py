@@ -35,7 +35,8 @@ a periodic sweep (every tenth of ``connections.max.idle.ms``, at most
 ``MAX_SWEEP_INTERVAL_S``) that closes connections idle that long — no request
 being handled and no bytes read or written — as Kafka's Selector does; a long
 poll Fetch in progress is being handled, so it is not idle.  The sweep also
-gives back the grown read buffers of connections that went quiet.
+gives back the grown read buffers of connections that went quiet (it runs
+with ``connections.max.idle.ms=-1`` too, then closing nothing).
 """
 from __future__ import annotations
 
@@ -109,8 +110,7 @@ class Connections:
 
     def start(self) -> None:
         """Start the idle sweep (on the running loop)."""
-        if self.idle_ms >= 0:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle())
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle())
 
     def close(self) -> None:
         if self._sweeper is not None:
@@ -120,12 +120,13 @@ class Connections:
 
     async def _sweep_idle(self) -> None:
         loop = asyncio.get_running_loop()
-        every = min(max(self.idle_ms / 10_000.0, 0.05), MAX_SWEEP_INTERVAL_S)
+        closes = self.idle_ms >= 0
+        every = min(max(self.idle_ms / 10_000.0, 0.05), MAX_SWEEP_INTERVAL_S) if closes else MAX_SWEEP_INTERVAL_S
         while True:
             await asyncio.sleep(every)
             now = loop.time()
             for connection in self:
-                if connection.idle_for(now) * 1000.0 >= self.idle_ms:
+                if connection.idle_for(now) * 1000.0 >= self.idle_ms and closes:
                     log.info("closing connection from %s: idle for connections.max.idle.ms=%d",
                              connection.peer, self.idle_ms)
                     connection.close()
