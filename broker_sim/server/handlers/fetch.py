@@ -6,8 +6,8 @@ and ``partition_max_bytes`` per partition, except that the first partition
 with data returns at least one whole batch so a consumer always progresses
 (KIP-74); a partition named twice in one request is answered once, at its
 first position with its last fetch parameters (Kafka collects the request
-into a LinkedHashMap keyed by partition); the broker answers once ``min_bytes`` are available or
-``max_wait_ms`` has passed, waiting on appends rather than polling; consumers
+into a LinkedHashMap keyed by partition); the broker answers once
+``min_bytes`` are available or ``max_wait_ms`` has passed, waiting on appends rather than polling; consumers
 see only offsets below the high watermark; under read_committed only offsets
 below the last stable offset, with the list of aborted transactions
 (producer id, first offset) overlapping the returned range, which the client
@@ -18,8 +18,7 @@ otherwise).  A fetch with ``replica_id`` >= 0 comes from a follower; from a
 connection that is not another broker's (``ctx.inter_broker``) it is answered
 as Kafka answers a follower without the ClusterAction ACL: every partition
 TOPIC_AUTHORIZATION_FAILED, nothing read, no follower state touched.  A
-follower's fetch reads
-up to the log end offset (not the high watermark), and its fetch offset is
+follower's fetch reads up to the log end offset (not the high watermark), and its fetch offset is
 the follower's log end offset, reported to the partition
 (``update_follower_fetch``), which may move the high watermark and the ISR.
 Long polls wake on appends and on high watermark moves, so a consumer waiting
