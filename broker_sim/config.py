@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 LONG_MAX = 2**63 - 1
+# KIP-1030 (Kafka 4.0): segment.bytes / log.segment.bytes of at least 1 MiB; tiny segments cost a file
+# descriptor and an index per few records.  Tests that need small segments set internal.segment.bytes.
+SEGMENT_BYTES_MIN = 1024 * 1024
 
 
 class ConfigError(ValueError):
@@ -34,6 +37,15 @@ def _parse_int(low: int | None = None) -> Callable[[str], int]:
         if low is not None and number < low:
             raise ValueError(f"must be >= {low}")
         return number
+    return parse
+
+
+def _parse_optional_int(low: int) -> Callable[[str], int | None]:
+    """An integer >= ``low``, or None for an empty value (the setting is unset)."""
+    parse_int = _parse_int(low)
+
+    def parse(value: str) -> int | None:
+        return parse_int(value) if value.strip() else None
     return parse
 
 
@@ -93,7 +105,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("default.replication.factor", "1", _parse_int(1), "Replication factor of auto-created topics."),
     ConfigDef("auto.create.topics.enable", "true", _parse_bool, "Create topics named by Metadata requests."),
     ConfigDef("delete.topic.enable", "true", _parse_bool, "Allow DeleteTopics."),
-    ConfigDef("log.segment.bytes", "1073741824", _parse_int(14), "Segment size before a roll."),
+    ConfigDef("log.segment.bytes", "1073741824", _parse_int(SEGMENT_BYTES_MIN),
+              "Segment size before a roll (at least 1 MiB, as Kafka 4)."),
     ConfigDef("log.roll.ms", "604800000", _parse_int(1), "Segment age before a roll."),
     ConfigDef("log.retention.ms", "604800000", _parse_int(-1), "Age after which segments are deleted (-1: never)."),
     ConfigDef("log.retention.bytes", "-1", _parse_int(-1), "Partition size beyond which old segments are deleted."),
@@ -116,7 +129,19 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.cleaner.min.compaction.lag.ms", "0", _parse_int(0), "Records younger than this are not compacted."),
     ConfigDef("log.cleaner.max.compaction.lag.ms", str(LONG_MAX), _parse_int(1),
               "Records older than this are compacted whatever the dirty ratio."),
+    # --- storage limits (what topics and segments may cost in files) ---
+    ConfigDef("internal.log.segment.bytes", "", _parse_optional_int(1),
+              "Tests only: broker default of internal.segment.bytes (segment size below the 1 MiB minimum)."),
+    ConfigDef("max.broker.partitions", "-1", _parse_int(-1),
+              "Most partitions this broker hosts (KIP-578); -1: derived from the open-file limit "
+              "(half of RLIMIT_NOFILE at 5 descriptors per partition). Beyond it CreateTopics, "
+              "CreatePartitions and auto-creation answer POLICY_VIOLATION."),
     ConfigDef("message.max.bytes", "1048588", _parse_int(0), "Largest record batch accepted."),
+    ConfigDef("message.max.decompressed.bytes", "33554432", _parse_int(0),
+              "pylog addition (Kafka has no such bound): most bytes a compressed batch's records may "
+              "decompress to; beyond, the produce fails with MESSAGE_TOO_LARGE, having decompressed at "
+              "most this plus one 256 KB chunk. 32 MiB is 32x message.max.bytes, above what text "
+              "compresses by in a full batch; raise it with message.max.bytes."),
     ConfigDef("socket.request.max.bytes", "104857600", _parse_int(1), "Largest request frame accepted."),
     # --- request memory and connections (what a client can make the broker hold) ---
     ConfigDef("queued.max.request.bytes", "209715200", _parse_int(-1),
@@ -141,14 +166,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "How long a new group waits for more members before its first rebalance (Kafka's default: 3000)."),
     ConfigDef("group.max.size", "2147483647", _parse_int(1), "Most members a group may have."),
     ConfigDef("offsets.topic.num.partitions", "50", _parse_int(1), "Partitions of __consumer_offsets when created."),
-    ConfigDef("offsets.topic.segment.bytes", "104857600", _parse_int(14), "Segment size of __consumer_offsets."),
+    ConfigDef("offsets.topic.segment.bytes", "104857600", _parse_int(SEGMENT_BYTES_MIN),
+              "Segment size of __consumer_offsets (it becomes the topic's segment.bytes, so 1 MiB at least)."),
     ConfigDef("offset.metadata.max.bytes", "4096", _parse_int(0), "Largest metadata string of a committed offset."),
     ConfigDef("offsets.retention.minutes", "10080", _parse_int(1),
               "Committed offsets of a group that has been Empty this long expire."),
     ConfigDef("offsets.retention.check.interval.ms", "600000", _parse_int(1), "How often offsets expire."),
     ConfigDef("transaction.state.log.num.partitions", "50", _parse_int(1),
               "Partitions of __transaction_state when created."),
-    ConfigDef("transaction.state.log.segment.bytes", "104857600", _parse_int(14),
+    ConfigDef("transaction.state.log.segment.bytes", "104857600", _parse_int(SEGMENT_BYTES_MIN),
               "Segment size of __transaction_state."),
     ConfigDef("transaction.max.timeout.ms", "900000", _parse_int(1),
               "Largest transaction.timeout.ms a producer may ask for (else INVALID_TRANSACTION_TIMEOUT)."),
@@ -189,6 +215,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "On a clean stop, ask the controller to move this broker's leaderships away first."),
     ConfigDef("controlled.shutdown.timeout.ms", "30000", _parse_int(0),
               "How long a stopping broker waits for the controller to move its leaderships."),
+    # --- observability (pylog additions) ---
+    ConfigDef("metrics.port", "-1", _parse_int(-1),
+              "Serve Prometheus metrics at http://<host>:<port>/metrics (-1: off, 0: any free port)."),
 )
 
 # topic config name -> broker config supplying its default
@@ -202,7 +231,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
               "Records younger than this are not compacted."),
     ConfigDef("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", _parse_int(1),
               "Records older than this are compacted whatever the dirty ratio."),
-    ConfigDef("segment.bytes", "log.segment.bytes", _parse_int(14), "Segment size before a roll."),
+    ConfigDef("segment.bytes", "log.segment.bytes", _parse_int(SEGMENT_BYTES_MIN),
+              "Segment size before a roll (at least 1 MiB)."),
+    ConfigDef("internal.segment.bytes", "internal.log.segment.bytes", _parse_optional_int(1),
+              "Tests only (Kafka 4's internal config): segment size overriding segment.bytes, below its minimum."),
     ConfigDef("segment.ms", "log.roll.ms", _parse_int(1), "Segment age before a roll."),
     ConfigDef("retention.ms", "log.retention.ms", _parse_int(-1), "Age after which segments are deleted."),
     ConfigDef("retention.bytes", "log.retention.bytes", _parse_int(-1), "Size beyond which segments are deleted."),

@@ -14,26 +14,42 @@ ZooKeeper).  Two files in the data directory hold it:
 The store only records decisions; creating partition directories is the log
 manager's job.  Every mutator validates first and raises ``MetadataError``
 carrying the Kafka error class the handler turns into an error code.
+
+Persist before publishing: a mutator writes the whole new file first and
+changes the in-memory topics only once that write (and its fsync) succeeded,
+so a full or failing disk (ENOSPC, EFBIG, EIO) answers KAFKA_STORAGE_ERROR and
+leaves no ghost: what clients see is always what the next start will load.
+A topic being created in several steps (its partition directories first) is
+``reserve``d meanwhile: its name and partitions count as taken.
+
+A topics file that cannot be read at start is moved aside
+(``pylog-topics.json.corrupt``) and the topics are rebuilt from the partition
+directories (``<topic>-<n>``; configs and topic ids are lost, internal topics
+get back ``cleanup.policy=compact``), so the broker serves the data it has.
 """
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import kafka.errors as Errors
 
 from broker_sim.config import ConfigError, validate_topic_configs
 
+log = logging.getLogger(__name__)
 TOPICS_FILE = "pylog-topics.json"
+_PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]{0,8})")
+_INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 FORMAT_VERSION = 1
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10000
-_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 class MetadataError(Exception):
@@ -68,16 +84,23 @@ class TopicInfo:
 
 
 def validate_topic_name(name: str | None) -> None:
+    """Kafka's ``Topic.validate``: legal characters only (a full match), at most 249 of them, not "." or "..".
+
+    Raises MetadataError(INVALID_TOPIC_EXCEPTION) with Kafka's message.  The whole
+    name must match: a pattern anchored with ``$`` would let "abc\\n" through.
+    """
     if not name:
-        raise MetadataError(Errors.InvalidTopicError, "topic name is empty")
+        raise MetadataError(Errors.InvalidTopicError, "Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise MetadataError(Errors.InvalidTopicError, f"topic name {name!r} is not allowed")
+        raise MetadataError(Errors.InvalidTopicError, 'Topic name cannot be "." or ".."')
     if len(name) > MAX_TOPIC_NAME:
         raise MetadataError(Errors.InvalidTopicError,
-                            f"topic name is {len(name)} characters, more than the limit {MAX_TOPIC_NAME}")
-    if not _LEGAL_NAME.match(name):
+                            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, "
+                            f"topic name: {name}")
+    if not _LEGAL_NAME.fullmatch(name):
         raise MetadataError(Errors.InvalidTopicError,
-                            f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+                            f"Topic name {name!r} is illegal, it contains a character other than "
+                            "ASCII alphanumerics, '.', '_' and '-'")
 
 
 def check_topic_configs(configs: dict[str, str]) -> None:
@@ -126,15 +149,37 @@ class MetadataStore:
         self.broker_id = broker_id
         self.cluster_id = self._load_meta_properties(cluster_id)
         self.topics: dict[str, TopicInfo] = {}
+        self.pending: dict[str, int] = {}  # topics being created: name -> partitions
         path = self.data_dir / TOPICS_FILE
         if path.exists():
-            doc = json.loads(path.read_text())
-            if doc.get("version") != FORMAT_VERSION:
-                raise RuntimeError(f"{path}: unsupported format version {doc.get('version')!r}")
-            for obj in doc["topics"]:
-                info = TopicInfo.from_json(obj)
-                self.topics[info.name] = info
+            try:
+                doc = json.loads(path.read_text())
+                if doc.get("version") != FORMAT_VERSION:
+                    raise RuntimeError(f"{path}: unsupported format version {doc.get('version')!r}")
+                for obj in doc["topics"]:
+                    info = TopicInfo.from_json(obj)
+                    self.topics[info.name] = info
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                self.topics = self._rebuild_from_directories(path, exc)
         self.topics_by_id = {t.topic_id: t for t in self.topics.values()}
+
+    def _rebuild_from_directories(self, path: Path, exc: Exception) -> dict[str, TopicInfo]:
+        aside = path.with_name(path.name + ".corrupt")
+        os.replace(path, aside)
+        counts: dict[str, int] = {}
+        for entry in self.data_dir.iterdir():
+            match = _PARTITION_DIR.fullmatch(entry.name)
+            if match and entry.is_dir():
+                counts[match[1]] = max(counts.get(match[1], 0), int(match[2]) + 1)
+        topics = {}
+        for name, partitions in sorted(counts.items()):
+            internal = name in _INTERNAL_TOPICS
+            topics[name] = TopicInfo(name, uuid.uuid4(), partitions,
+                                     {"cleanup.policy": "compact"} if internal else {}, internal)
+        log.error("%s is unreadable (%s); moved to %s and rebuilt %d topics from the partition directories "
+                  "(their config overrides are lost): %s", path, exc, aside.name, len(topics), ", ".join(topics))
+        self._persist(topics)
+        return topics
 
     def _load_meta_properties(self, cluster_id: str) -> str:
         path = self.data_dir / "meta.properties"
@@ -153,19 +198,41 @@ class MetadataStore:
         write_atomically(path, text.encode())
         return cluster_id
 
-    def _persist(self) -> None:
-        doc = {"version": FORMAT_VERSION, "topics": [t.to_json() for t in self.topics.values()]}
-        write_atomically(self.data_dir / TOPICS_FILE, json.dumps(doc, indent=1, sort_keys=True).encode())
-        self.topics_by_id = {t.topic_id: t for t in self.topics.values()}
+    def _persist(self, topics: dict[str, TopicInfo]) -> None:
+        """Write ``topics`` as the topics file; raises MetadataError(KAFKA_STORAGE_ERROR) when the disk fails."""
+        doc = {"version": FORMAT_VERSION, "topics": [t.to_json() for t in topics.values()]}
+        path = self.data_dir / TOPICS_FILE
+        try:
+            write_atomically(path, json.dumps(doc, indent=1, sort_keys=True).encode())
+        except OSError as exc:
+            path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+            raise MetadataError(Errors.KafkaStorageError, f"writing {path} failed: {exc}") from exc
+
+    def _publish(self, topics: dict[str, TopicInfo]) -> None:
+        self._persist(topics)
+        self.topics = topics
+        self.topics_by_id = {t.topic_id: t for t in topics.values()}
+
+    @property
+    def partition_count(self) -> int:
+        """Partitions of every topic, those being created included."""
+        return sum(t.partitions for t in self.topics.values()) + sum(self.pending.values())
+
+    def reserve(self, name: str, partitions: int) -> None:
+        """Count ``name`` as taken while its creation is under way (``release`` ends that)."""
+        self.pending[name] = partitions
+
+    def release(self, name: str) -> None:
+        self.pending.pop(name, None)
 
     def check_new_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
         validate_topic_name(name)
-        if name in self.topics:
+        if name in self.topics or name in self.pending:
             raise MetadataError(Errors.TopicAlreadyExistsError, f"topic {name!r} already exists")
         collides = [t for t in self.topics if t.replace(".", "_") == name.replace(".", "_")]
         if collides:
             raise MetadataError(Errors.InvalidTopicError,
-                                f"topic {name!r} collides with existing topic {collides[0]!r} ('.' and '_' collide)")
+                                f"Topic {name!r} collides with existing topic: {collides[0]}")
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise MetadataError(Errors.InvalidPartitionsError,
                                 f"number of partitions {partitions} outside [1, {MAX_PARTITIONS}]")
@@ -176,9 +243,14 @@ class MetadataStore:
         configs = dict(configs or {})
         self.check_new_topic(name, partitions, configs)
         info = TopicInfo(name, uuid.uuid4(), partitions, configs, internal)
-        self.topics[name] = info
-        self._persist()
+        self.add_topic(info)
         return info
+
+    def add_topic(self, info: TopicInfo) -> None:
+        """Persist, then publish, a topic checked by ``check_new_topic`` (and maybe ``reserve``d)."""
+        if info.name in self.topics:
+            raise MetadataError(Errors.TopicAlreadyExistsError, f"topic {info.name!r} already exists")
+        self._publish({**self.topics, info.name: info})
 
     def get(self, name: str) -> TopicInfo:
         info = self.topics.get(name)
@@ -188,8 +260,7 @@ class MetadataStore:
 
     def delete_topic(self, name: str) -> TopicInfo:
         info = self.get(name)
-        del self.topics[name]
-        self._persist()
+        self._publish({n: t for n, t in self.topics.items() if n != name})
         return info
 
     def check_partition_count(self, name: str, count: int) -> TopicInfo:
@@ -203,13 +274,11 @@ class MetadataStore:
 
     def set_partition_count(self, name: str, count: int) -> TopicInfo:
         info = self.check_partition_count(name, count)
-        info.partitions = count
-        self._persist()
-        return info
+        self._publish({**self.topics, name: replace(info, partitions=count)})
+        return self.topics[name]
 
     def set_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         info = self.get(name)
         check_topic_configs(configs)
-        info.configs = dict(configs)
-        self._persist()
-        return info
+        self._publish({**self.topics, name: replace(info, configs=dict(configs))})
+        return self.topics[name]

@@ -116,6 +116,7 @@ class ZkMetadataStore(MetadataStore):
         self.listener: Callable[[], None] | None = None
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict = {}
+        self.pending: dict[str, int] = {}
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.controller_id: int = -1
         self.partition_states: dict[tuple[str, int], PartitionState] = {}

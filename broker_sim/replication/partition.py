@@ -8,7 +8,9 @@ to it).  On a single node the in-sync replica set is just this broker, so the
 high watermark follows the log end offset on every append; the replication
 issue widens ``update_high_watermark`` to the minimum over the ISR.
 
-Appends validate first (CRC, sizes, producer sequences) and return errors as
+Appends validate first (CRC, sizes, producer sequences; a client's records
+were already checked one by one by ``storage/validator.py``, off the event
+loop when large, which is why that check is not here) and return errors as
 kafka-python exceptions carrying Kafka error codes; a duplicate batch from an
 idempotent producer is answered with the offsets it got the first time, as
 Kafka does.  Fetch long-polls wait on ``wait_for_append`` futures, completed
@@ -72,7 +74,7 @@ import kafka.errors as Errors
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from broker_sim.controller.cluster_state import NO_LEADER, PartitionState
-from broker_sim.storage.batch import parse_batches
+from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.cleaner import CleanResult, clean_log_async
 from broker_sim.storage.leader_epoch import LeaderEpochCache
 from broker_sim.storage.log import LogConfig, PartitionLog
@@ -130,6 +132,9 @@ class Partition:
         self.isr_update_task: asyncio.Task | None = None
         self._append_waiters: list[asyncio.Future] = []
         self._hw_waiters: list[asyncio.Future] = []
+        # counters read by the metrics endpoint (server/metrics.py); plain ints on the hot path
+        self.bytes_in = self.messages_in = self.bytes_out = 0
+        self.isr_shrinks = self.isr_expands = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
@@ -334,6 +339,10 @@ class Partition:
         if not self.is_leader or self.leader_epoch != epoch or state.leader_epoch != epoch:
             return
         log.info("%s: ISR %s -> %s (zk version %d)", self, self.isr, tuple(state.isr), state.zk_version)
+        if len(state.isr) < len(self.isr):
+            self.isr_shrinks += 1
+        elif len(state.isr) > len(self.isr):
+            self.isr_expands += 1
         self.isr = tuple(state.isr)
         self.zk_version = state.zk_version
         for replica in self.isr:
@@ -385,9 +394,14 @@ class Partition:
 
     # -- leader side: appends ----------------------------------------------------------
 
-    def append_records(self, records: bytes, *, from_coordinator: bool = False) -> AppendResult:
-        """Validate and append a produce request's records for this partition.
+    def append_records(self, records: bytes, *, batches: list[BatchHeader] | None = None,
+                       from_coordinator: bool = False) -> AppendResult:
+        """Append a produce request's records (or a coordinator's) for this partition.
 
+        ``batches``: the headers ``storage.validator.validate_records`` returned
+        for client records, which it has checked record by record (Kafka's
+        ``AppendOrigin.CLIENT``); without them only the batch headers are parsed
+        and checked, which is enough for the broker's own records.
         ``from_coordinator``: records a coordinator writes on a producer's
         behalf (transactional offset commits carry the producer id and epoch
         but no sequence numbers), so sequences are not checked (Kafka's
@@ -398,9 +412,8 @@ class Partition:
         InvalidProducerEpochError, ...).
         """
         self._check_leader()
-        batches = parse_batches(records)
-        if self.log.config.compact:
-            self._check_keys(records, batches)
+        if batches is None:
+            batches = parse_batches(records)
         limit = self.log.config.max_message_bytes
         previous = {}  # producer id -> its previous batch in this request
         for batch in batches:
@@ -436,6 +449,8 @@ class Partition:
                 self.producers.update(batch, offset,
                                       info.log_append_time if info.log_append_time >= 0 else batch.max_timestamp)
             offset += batch.last_offset_delta + 1
+        self.bytes_in += len(records)
+        self.messages_in += info.last_offset - info.first_offset + 1
         self._appended()
         return AppendResult(info.first_offset, info.log_append_time, self.log.log_start_offset,
                             last_offset=info.last_offset)
@@ -563,16 +578,6 @@ class Partition:
         return [(entry.producer_id, entry.first_offset)
                 for entry in self.log.collect_aborted_txns(fetch_offset, upper_bound)]
 
-    def _check_keys(self, records, batches) -> None:
-        """Kafka's LogValidator: a compacted topic rejects records without a key (decodes the batches)."""
-        for batch in batches:
-            if batch.is_control:
-                continue
-            data = bytes(memoryview(records)[batch.position:batch.position + batch.size])
-            if any(record.key is None for record in DefaultRecordBatch(data)):
-                raise Errors.InvalidRecordError(
-                    f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.index}.")
-
     async def clean(self) -> CleanResult | None:
         """One log-cleaner pass (compaction) when the policy and dirty ratio call for it; see storage/cleaner.py.
 
@@ -609,7 +614,9 @@ class Partition:
                 f"fetch offset {offset} of {self.topic}-{self.index} is past the log end offset "
                 f"{self.log.log_end_offset}")
         limit = self.last_stable_offset if read_committed else self.high_watermark
-        return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+        regions = self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+        self.bytes_out += sum(region.size for region in regions)
+        return regions
 
     def read_for_replica(self, offset: int, max_bytes: int, *, min_one_batch: bool):
         """File regions from ``offset`` up to the log end offset, for a follower (raises OffsetOutOfRangeError)."""

@@ -2,8 +2,13 @@
 
 Theory of operation: partition directories live directly in the data dir as
 ``<topic>-<index>``, Kafka's layout.  The manager opens every partition of
-every known topic at start (recovery runs inside ``PartitionLog``), creates
-directories for new topics and partitions, and deletes a topic by renaming
+every known topic at start (recovery runs inside ``PartitionLog``); one that
+cannot be opened is logged with its path and kept ``offline`` (answering
+KAFKA_STORAGE_ERROR) while the others are served.  New topics and partitions
+are made in two steps: ``create_partitions`` creates and opens their
+directories (in slices the broker spreads over the event loop) without
+making them visible, ``publish`` does once the metadata is persisted, and
+``discard`` removes them when that fails.  A topic is deleted by renaming
 its directories to ``<topic>-<index>.<id>-delete`` (atomic) before removing
 them, so a crash mid-delete leaves a marked directory that the next start
 removes instead of a half-deleted partition.  ``enforce_retention`` and
@@ -37,9 +42,10 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 import uuid
 from pathlib import Path
-from typing import Awaitable, Callable, Iterator, Optional
+from typing import Awaitable, Callable, Generator, Iterator, Optional
 
 import kafka.errors as Errors
 
@@ -52,6 +58,9 @@ from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
 from broker_sim.storage.log import LogConfig
 
 log = logging.getLogger(__name__)
+# ``create_partitions`` yields to its caller after this much work, so a big CreateTopics can be
+# spread over the event loop instead of blocking it (opening a partition costs about a millisecond).
+CREATE_SLICE_S = 0.02
 DELETE_SUFFIX = "-delete"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 
@@ -71,6 +80,7 @@ class ReplicaManager:
         self.topic_exists = topic_exists
         self.inter_broker_client_id = inter_broker_client_id  # role -> client id proving we are a broker
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.offline: dict[tuple[str, int], str] = {}  # partitions that failed to open -> why
         self.fetcher = ReplicaFetcherManager(self, broker_id=broker_id, config=config,
                                              resolve_broker=resolve_broker)
         self._checkpointed_hw = self._read_high_watermarks()
@@ -97,20 +107,77 @@ class ReplicaManager:
                                   partition.zk_version + 1)
         return await self.isr_writer(partition, tuple(new_isr))
 
-    def _open(self, topic: TopicInfo, index: int, config) -> Partition:
+    def _construct(self, topic: TopicInfo, index: int, config) -> Partition:
         directory = self.data_dir / f"{topic.name}-{index}"
         partition = Partition(topic.name, index, directory, config, broker_id=self.broker_id,
                               now_ms=self.now_ms, isr_writer=self._write_isr)
         if partition.log.recovered_bytes_truncated:
             log.warning("%s: recovery truncated %d bytes of a torn or corrupt tail",
                         partition, partition.log.recovered_bytes_truncated)
+        return partition
+
+    def _open(self, topic: TopicInfo, index: int, config) -> Partition:
+        partition = self._construct(topic, index, config)
         self.partitions[(topic.name, index)] = partition
         return partition
 
     def open_topic(self, topic: TopicInfo, first_partition: int = 0) -> None:
+        """Open the partitions of a known topic (at start); one that cannot be opened is logged and skipped.
+
+        A skipped partition answers KAFKA_STORAGE_ERROR (``get``) while the rest are served, as
+        Kafka does with a failed log directory.
+        """
         config = self.log_config(topic)
         for index in range(first_partition, topic.partitions):
-            self._open(topic, index, config)
+            try:
+                self._open(topic, index, config)
+            except Exception as exc:  # a corrupt or unreadable directory must not keep the others offline
+                log.error("cannot open %s: %s; serving the other partitions", self.data_dir / f"{topic.name}-{index}",
+                          exc, exc_info=not isinstance(exc, (OSError, Errors.KafkaError)))
+                self.offline[(topic.name, index)] = str(exc)
+
+    def create_partitions(self, topic: TopicInfo, first: int, count: int) -> Generator[None, None, list[Partition]]:
+        """Create directories and open partitions ``first``..``count - 1`` of ``topic``, unpublished.
+
+        A generator: it yields after every ``CREATE_SLICE_S`` of work (see ``create_topic`` in the
+        broker) and returns the partitions, which ``publish`` makes visible.  On any failure, or
+        when closed early, what it created is closed and removed again, and the error raised.
+        """
+        config = self.log_config(topic)
+        created: list[Partition] = []
+        sliced = time.monotonic()
+        try:
+            for index in range(first, count):
+                stale = self.data_dir / f"{topic.name}-{index}"
+                if stale.exists():  # no known partition: left by a deletion or creation cut short by a crash
+                    log.warning("removing %s, left by an earlier topic of that name", stale)
+                    self._delete_directory(stale)
+                created.append(self._construct(topic, index, config))
+                if time.monotonic() - sliced > CREATE_SLICE_S:
+                    yield
+                    sliced = time.monotonic()
+        except BaseException:
+            self.discard(created, topic.name, first, count)
+            raise
+        return created
+
+    def publish(self, created: list[Partition]) -> None:
+        for partition in created:
+            self.partitions[(partition.topic, partition.index)] = partition
+
+    def discard(self, created: list[Partition], topic: str, first: int, count: int) -> None:
+        """Undo ``create_partitions``: close what it opened, remove directories ``first``..``count - 1``."""
+        for partition in created:
+            try:
+                partition.close()
+            except Exception:  # removing the directories matters more than closing cleanly
+                log.exception("closing %s failed", partition)
+        for index in range(first, count):
+            try:
+                self._delete_directory(self.data_dir / f"{topic}-{index}")
+            except OSError as exc:
+                log.error("cannot remove %s of a topic whose creation failed: %s",
+                          self.data_dir / f"{topic}-{index}", exc)
 
     def ensure_partition(self, topic: TopicInfo, index: int) -> Partition:
         """The replica of ``topic-index`` here, opened (directory created, log recovered) if it is not yet.
@@ -163,6 +230,8 @@ class ReplicaManager:
         """
         partition = self.partitions.get((topic, index))
         if partition is None:
+            if (topic, index) in self.offline:
+                raise Errors.KafkaStorageError(f"{topic}-{index} is offline: {self.offline[(topic, index)]}")
             if self.topic_exists is not None and self.topic_exists(topic):
                 raise Errors.NotLeaderForPartitionError(
                     f"broker {self.broker_id} hosts no replica of {topic}-{index}")
@@ -229,13 +298,20 @@ class ReplicaManager:
         return sum(1 for partition in list(self.partitions.values())
                    if partition.is_leader and len(partition.isr) > 1 and partition.maybe_shrink_isr(now, lag_ms))
 
-    def delete_topic(self, topic: TopicInfo) -> None:
+    def delete_topic(self, topic: TopicInfo) -> Generator[None, None, None]:
+        """Close and remove every partition of ``topic``; a generator yielding every ``CREATE_SLICE_S``, as
+        ``create_partitions`` (a big topic takes seconds).  Raises OSError when a directory cannot be removed."""
+        sliced = time.monotonic()
         for index in range(topic.partitions):
+            self.offline.pop((topic.name, index), None)
             partition = self.partitions.pop((topic.name, index), None)
             if partition is not None:
                 partition.close()
             self.fetcher.remove_partitions([(topic.name, index)])
             self._delete_directory(self.data_dir / f"{topic.name}-{index}")
+            if time.monotonic() - sliced > CREATE_SLICE_S:
+                yield
+                sliced = time.monotonic()
 
     @staticmethod
     def _delete_directory(directory: Path) -> None:

@@ -28,6 +28,14 @@ keeps the local replicas leader or follower as the partition states say,
 producer ids come in blocks from ZooKeeper, and a clean stop is a controlled
 shutdown (leaderships moved away first).
 
+Files: at start the soft RLIMIT_NOFILE is raised to the hard limit and the
+partition budget derived from it (``max.broker.partitions``, KIP-578's name:
+half the descriptors at ``FDS_PER_PARTITION`` each, unless set).  Topic changes
+go through one path per kind (``_create_topic``, ``_add_partitions``): validate
+(name, count, budget), create the partition directories in slices that yield
+to the event loop, persist the metadata file, and only then publish the topic;
+a failure at any step removes what was made and answers KAFKA_STORAGE_ERROR.
+
 Acknowledged data survives SIGKILL without fsync: appends are ``os.write`` s
 into the page cache, which outlives the process; recovery on the next start
 truncates only a torn tail that was never acknowledged.
@@ -36,11 +44,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import shutil
 import signal
 import tempfile
 import threading
 import time
+import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -60,7 +71,10 @@ from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
 from broker_sim.server.inter_broker import InterBrokerIdentity
+from broker_sim.server.loop_monitor import LoopMonitor
+from broker_sim.server.metrics import BrokerMetrics, serve_metrics
 from broker_sim.server.network import Connections, KafkaConnection
+from broker_sim.storage.log import FDS_PER_PARTITION
 
 log = logging.getLogger(__name__)
 HOUSEKEEPING_INTERVAL_S = 1.0
@@ -68,6 +82,54 @@ HOUSEKEEPING_INTERVAL_S = 1.0
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _storage_step(steps, topic: str):
+    """``yield from steps``, with a failing disk (or descriptor limit) as KAFKA_STORAGE_ERROR naming the cause."""
+    try:
+        return (yield from steps)
+    except (OSError, Errors.KafkaStorageError) as exc:
+        raise MetadataError(Errors.KafkaStorageError, f"creating the partitions of {topic!r} failed: {exc}") from exc
+
+
+def _run(steps):
+    """Drive a creation generator to its end at once; returns its value."""
+    try:
+        while True:
+            next(steps)
+    except StopIteration as done:
+        return done.value
+
+
+async def _run_async(steps):
+    """Drive a creation (or deletion) generator, letting the event loop run between its slices.
+
+    Cancelled (the broker stops), the generator is closed: a creation undoes what it made, a deletion
+    stops (directories it did not reach are removed when the name is created again).
+    """
+    try:
+        while True:
+            next(steps)
+            await asyncio.sleep(0)
+    except StopIteration as done:
+        return done.value
+    finally:
+        steps.close()
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (Kafka's docs ask for a high ulimit); returns the soft limit.
+
+    Every partition holds up to ``FDS_PER_PARTITION`` descriptors, every connection one.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard and hard != resource.RLIM_INFINITY:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-file limit from %d to %d: %s", soft, hard, exc)
+    return soft
 
 
 class Broker:
@@ -111,6 +173,13 @@ class Broker:
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self.started_in_ms: float | None = None
+        self.loop_monitor = LoopMonitor()  # event-loop stalls over 100 ms are logged and counted
+        self.request_memory = self.connections.pool  # the queued.max.request.bytes pool (used / available)
+        self.metrics = BrokerMetrics(self)
+        self.metrics_port: int | None = None  # where /metrics is served (metrics.port), once listening
+        self._metrics_server: asyncio.AbstractServer | None = None
+        self.max_broker_partitions = 0  # set at start from max.broker.partitions or the open-file limit
+        self._partition_limit_source = ""
 
     # --- public API -------------------------------------------------------
     @property
@@ -182,17 +251,65 @@ class Broker:
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str], *,
                      internal: bool = False, replication_factor: int | None = None,
                      assignment: list[list[int]] | None = None) -> TopicInfo:
-        """Create a topic: here on a single node; in ZooKeeper in a cluster (replicas open as leaders are elected)."""
+        """Create a topic: here on a single node; in ZooKeeper in a cluster (replicas open as leaders are elected).
+
+        Blocks until done: for the few partitions of auto-created and internal topics.  CreateTopics
+        uses ``create_topic_async``.  Raises MetadataError (the Kafka error code to answer).
+        """
+        return _run(self._create_topic(name, partitions, dict(configs), internal, replication_factor, assignment))
+
+    async def create_topic_async(self, name: str, partitions: int, configs: Mapping[str, str], *,
+                                 replication_factor: int | None = None,
+                                 assignment: list[list[int]] | None = None) -> TopicInfo:
+        """``create_topic``, yielding to the event loop between slices of partitions (a big topic takes seconds)."""
+        return await _run_async(self._create_topic(name, partitions, dict(configs), False, replication_factor,
+                                                   assignment))
+
+    def _create_topic(self, name: str, partitions: int, configs: dict[str, str], internal: bool,
+                      replication_factor: int | None, assignment: list[list[int]] | None):
+        """The one creation path (a generator, see ``_run``): validate, create directories, persist, publish.
+
+        Nothing is visible before the metadata file holds the topic, and nothing is left when a
+        step fails: the directories go again and the reserved name is released.
+        """
         if self.cluster is not None:
-            info = self.metadata.create_topic(name, partitions, dict(configs), internal=internal,
+            self.metadata.check_new_topic(name, partitions, configs)
+            self.check_partition_budget(partitions * (replication_factor or 1), f"topic {name!r}")
+            info = self.metadata.create_topic(name, partitions, configs, internal=internal,
                                               replication_factor=replication_factor, assignment=assignment)
             self.cluster.reconcile()
         else:
-            info = self.metadata.create_topic(name, partitions, dict(configs), internal=internal)
-            self.replicas.open_topic(info)
+            self.metadata.check_new_topic(name, partitions, configs)
+            self.check_partition_budget(partitions, f"topic {name!r}")
+            info = TopicInfo(name, uuid.uuid4(), partitions, configs, internal)
+            self.metadata.reserve(name, partitions)
+            try:
+                created = yield from _storage_step(self.replicas.create_partitions(info, 0, partitions), name)
+                try:
+                    self.metadata.add_topic(info)
+                except BaseException:
+                    self.replicas.discard(created, name, 0, partitions)
+                    raise
+                self.replicas.publish(created)
+            finally:
+                self.metadata.release(name)
         log.info("created topic %s with %d partitions%s", name, partitions,
-                 f" and configs {dict(configs)}" if configs else "")
+                 f" and configs {configs}" if configs else "")
         return info
+
+    def check_partition_budget(self, adding: int, what: str) -> None:
+        """KIP-578's max.broker.partitions (by default what the open-file limit allows): POLICY_VIOLATION beyond."""
+        limit = self.max_broker_partitions
+        if self.cluster is not None:  # replicas spread over the live brokers: the cluster's share
+            hosted = sum(len(r) for t in self.metadata.topics.values() for r in t.replicas)
+            limit *= max(1, len(self.metadata.brokers))
+        else:
+            hosted = self.metadata.partition_count
+        if hosted + adding > limit:
+            raise MetadataError(
+                Errors.PolicyViolationError,
+                f"{what} would bring the partitions hosted to {hosted + adding}, over the limit {limit} "
+                f"(max.broker.partitions{self._partition_limit_source})")
 
     def auto_create_topic(self, name: str) -> TopicInfo:
         """Metadata's auto-creation: internal topics come from their coordinator, with its configs."""
@@ -207,20 +324,44 @@ class Broker:
     def _default_replication_factor(self) -> int | None:
         return self.config.get("default.replication.factor") if self.cluster is not None else None
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> None:
+        """Forget the topic (persisted first: a failing disk leaves it whole), then remove its partitions
+        in slices between which the event loop runs."""
         if self.metadata.get(name).internal:
             raise MetadataError(Errors.InvalidRequestError, f"internal topic {name!r} cannot be deleted")
         info = self.metadata.delete_topic(name)
         if self.cluster is None:  # in a cluster the controller deletes it; replicas go at the next reconcile
-            self.replicas.delete_topic(info)
+            try:
+                await _run_async(self.replicas.delete_topic(info))
+            except OSError as exc:  # deleted for clients already; a marked directory is removed at the next start
+                log.error("removing the partitions of deleted topic %s failed: %s", name, exc)
         log.info("deleted topic %s", name)
 
-    def add_partitions(self, name: str, count: int) -> None:
-        info = self.metadata.get(name)
+    async def add_partitions(self, name: str, count: int) -> None:
+        """CreatePartitions: as ``create_topic_async``, the new directories before the persisted count."""
+        await _run_async(self._add_partitions(name, count))
+
+    def _add_partitions(self, name: str, count: int):
+        info = self.metadata.check_partition_count(name, count)
         first = info.partitions
-        self.metadata.set_partition_count(name, count)
-        if self.cluster is None:
-            self.replicas.open_topic(info, first_partition=first)
+        if name in self.metadata.pending:
+            raise MetadataError(Errors.InvalidPartitionsError, f"partitions are being added to {name!r} already")
+        self.check_partition_budget(count - first, f"{count - first} more partitions of {name!r}")
+        if self.cluster is not None:
+            self.metadata.set_partition_count(name, count)
+        else:
+            self.metadata.reserve(name, count - first)
+            try:
+                created = yield from _storage_step(
+                    self.replicas.create_partitions(replace(info, partitions=count), first, count), name)
+                try:
+                    self.metadata.set_partition_count(name, count)
+                except BaseException:
+                    self.replicas.discard(created, name, first, count)
+                    raise
+                self.replicas.publish(created)
+            finally:
+                self.metadata.release(name)
         log.info("topic %s now has %d partitions", name, count)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
@@ -244,6 +385,7 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
         self._stop_future = self._loop.create_future()
+        self._set_partition_limit(raise_open_file_limit())
         if self.clustered:
             await self._join_cluster()
         else:
@@ -251,12 +393,16 @@ class Broker:
             self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms)
             for info in self.metadata.topics.values():
                 self.replicas.open_topic(info)
+            if self.metadata.partition_count > self.max_broker_partitions:
+                log.warning("hosting %d partitions, over the limit %d (max.broker.partitions%s): new ones are "
+                            "refused until some are deleted", self.metadata.partition_count,
+                            self.max_broker_partitions, self._partition_limit_source)
             self.producer_ids = ProducerIdManager(self.data_dir)
         self.groups = group_service_for(self)
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
-        self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker)
+        self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics)
         self._server = await self._loop.create_server(
             lambda: KafkaConnection(self.dispatcher.handle, self.connections),
             self.host, self.port, reuse_address=True)
@@ -266,11 +412,28 @@ class Broker:
         if self.cluster is not None:
             self.cluster.start(BrokerEndpoint(self.broker_id, self.advertised_host, self.port))
             self._isr_checks = self._loop.create_task(self._check_isr())
+        if self.config.get("metrics.port") >= 0:
+            self._metrics_server = await serve_metrics(self.metrics, self.host, self.config.get("metrics.port"))
+            self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+            log.info("metrics at http://%s:%d/metrics", self.host, self.metrics_port)
         self._housekeeping = self._loop.create_task(self._housekeep())
+        self._loop_monitoring = self._loop.create_task(self.loop_monitor.run())
         self._group_timer = self._loop.create_task(self.groups.run_timer())
         self._txn_timer = self._loop.create_task(self.transactions.run_timer())
         self._cleaning = (self._loop.create_task(self._clean_logs())
                           if self.config.get("log.cleaner.enable") else None)
+
+    def _set_partition_limit(self, open_files: int) -> None:
+        configured = self.config.get("max.broker.partitions")
+        if configured >= 0:
+            self.max_broker_partitions, self._partition_limit_source = configured, ""
+        elif open_files == resource.RLIM_INFINITY:
+            self.max_broker_partitions, self._partition_limit_source = 2**31 - 1, " unset, no open-file limit"
+        else:
+            # half the descriptors for partitions, the other half for connections and everything else
+            self.max_broker_partitions = max(1, open_files // 2 // FDS_PER_PARTITION)
+            self._partition_limit_source = (f" unset: half of the open-file limit {open_files} at "
+                                            f"{FDS_PER_PARTITION} descriptors per partition")
 
     async def _join_cluster(self) -> None:
         """Cluster mode: connect to ZooKeeper; replicas and coordinators follow the partition states from there."""
@@ -314,12 +477,15 @@ class Broker:
         if self._isr_checks is not None:
             self._isr_checks.cancel()
         self._housekeeping.cancel()
+        self._loop_monitoring.cancel()
         self._group_timer.cancel()
         self._txn_timer.cancel()
         self.groups.close()
         if self._cleaning is not None:
             self._cleaning.cancel()
         self._server.close()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
         self.connections.close()
         await asyncio.sleep(0)
         if self.cluster is not None:

@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "without it the broker is a single node")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="a Kafka broker config, e.g. num.partitions=3 (repeatable)")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="N",
+                        help="serve Prometheus metrics at http://HOST:N/metrics (metrics.port; 0 = any free port)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
 
@@ -65,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         configs = _parse_config(args.config)
         if args.zookeeper:
             configs["zookeeper.connect"] = args.zookeeper
+        if args.metrics_port is not None:
+            configs["metrics.port"] = args.metrics_port
         broker = Broker(args.data_dir, host=args.host, port=args.port, broker_id=args.broker_id,
                         config=configs, advertised_host=args.advertised_host)
         asyncio.run(broker.serve(handle_signals=True))

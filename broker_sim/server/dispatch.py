@@ -28,6 +28,7 @@ from broker_sim.protocol.apis import APIS, api_versions_response
 from broker_sim.protocol.framing import FrameError, peek_header
 from broker_sim.protocol.validation import check_not_null
 from broker_sim.server.inter_broker import InterBrokerIdentity
+from broker_sim.server.metrics import BrokerMetrics
 from broker_sim.server.network import CloseConnection
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,14 @@ Handler = Callable[[RequestContext, object], Awaitable[object]]
 
 
 class Dispatcher:
-    def __init__(self, handlers: dict[int, Handler], inter_broker: InterBrokerIdentity | None = None) -> None:
+    def __init__(self, handlers: dict[int, Handler], inter_broker: InterBrokerIdentity | None = None,
+                 metrics: BrokerMetrics | None = None) -> None:
         missing = set(APIS) - set(handlers)
         if missing:
             raise ValueError(f"no handler for API keys {sorted(missing)}")
         self.handlers = handlers
         self.inter_broker = inter_broker  # None on a single node: no connection is a broker's
+        self.metrics = metrics
         self.requests_handled = 0
 
     async def handle(self, connection, frame: bytes) -> list | None:
@@ -86,6 +89,8 @@ class Dispatcher:
         result = await self.handlers[api_key](ctx, request)
         self.requests_handled += 1
         elapsed = time.monotonic() - started
+        if self.metrics is not None:
+            self.metrics.observe_request(spec.key.name, version, elapsed)
         if elapsed > 1.0 and api_key != ApiKey.Fetch:
             log.info("%s v%d from %s took %.1f s", spec.key.name, version, connection.peer, elapsed)
         if result is None:

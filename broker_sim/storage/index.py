@@ -15,6 +15,13 @@ appended in one write per produce call.
 Indexes are derived data. Loading never raises: a malformed file (length not
 a multiple of the entry size, entries out of order) is reported through
 `problem`, and the owning segment rebuilds the index from its `.log`.
+
+Files and memory are taken lazily, like Kafka's `LazyIndex`: the columns are
+read from the file on first use and the file is opened for writing only when
+an entry is appended or the index truncated. `release()` drops both (the file
+always holds every entry, each append being written at once), so a segment
+that is no longer active costs neither a descriptor nor memory until it is
+read again.
 """
 
 from __future__ import annotations
@@ -45,27 +52,49 @@ class _SparseIndex:
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._keys = array("q")
-        self._values = array("q")
+        self._columns: tuple[array, array] | None = None
         self.problem: str | None = None
-        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - owned until close()
+        self._file = None
         self._load()
 
-    def _load(self) -> None:
-        data = self.path.read_bytes()
+    @property
+    def _keys(self) -> array:
+        return (self._columns or self._load())[0]
+
+    @property
+    def _values(self) -> array:
+        return (self._columns or self._load())[1]
+
+    def _load(self) -> tuple[array, array]:
+        keys, values = self._columns = array("q"), array("q")
+        self.problem = None
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return self._columns
         if len(data) % self._entry.size:
             self.problem = f"{self.path.name}: length {len(data)} is not a multiple of {self._entry.size}"
-            return
+            return self._columns
         for raw in self._entry.iter_unpack(data):
             key, value = self._from_file(raw)
             problem = self._out_of_order(key, value)
             if problem:
-                self.problem = f"{self.path.name}: entry {len(self._keys)}: {problem}"
-                self._keys = array("q")
-                self._values = array("q")
-                return
-            self._keys.append(key)
-            self._values.append(value)
+                self.problem = f"{self.path.name}: entry {len(keys)}: {problem}"
+                del keys[:], values[:]
+                return self._columns
+            keys.append(key)
+            values.append(value)
+        return self._columns
+
+    def _writer(self):
+        if self._file is None:
+            self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - owned until release()/close()
+        return self._file
+
+    def release(self) -> None:
+        """Close the file and forget the columns; the next use reads them back from the file."""
+        self.close()
+        self._columns = None
 
     def _from_file(self, raw: tuple[int, int]) -> tuple[int, int]:
         raise NotImplementedError
@@ -88,15 +117,16 @@ class _SparseIndex:
         if not entries:
             return
         data = b"".join(self._to_file(key, value) for key, value in entries)
+        keys, values = self._keys, self._values
         for key, value in entries:
-            self._keys.append(key)
-            self._values.append(value)
-        self._file.write(data)
+            keys.append(key)
+            values.append(value)
+        self._writer().write(data)
 
     def _truncate_entries(self, count: int) -> None:
         del self._keys[count:]
         del self._values[count:]
-        os.ftruncate(self._file.fileno(), count * self._entry.size)
+        os.ftruncate(self._writer().fileno(), count * self._entry.size)
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
@@ -104,13 +134,16 @@ class _SparseIndex:
         self.problem = None
 
     def flush(self) -> None:
-        os.fsync(self._file.fileno())
+        """fsync the file, creating it when no entry was written yet (a sealed segment has both indexes)."""
+        os.fsync(self._writer().fileno())
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def delete(self) -> None:
-        self._file.close()
+        self.close()
         self.path.unlink(missing_ok=True)
 
 

@@ -31,10 +31,16 @@ the original, and the next clean removes them.
 Retention by time and size applies when `cleanup_policy` contains `delete`,
 as in Kafka; a `compact`-only log only loses segments below its start offset.
 
+Descriptors: the active segment holds its `.log`, `.index` and `.timeindex`
+open; sealed segments hold nothing but the few most recently read
+(`OPEN_INACTIVE_SEGMENTS` of them, an LRU) — so a partition costs at most
+`FDS_PER_PARTITION` descriptors however many segments it has. Loading opens
+segments one at a time for the same reason.
+
 Deleted segments (retention, DeleteRecords, truncation) are unlinked at once,
-but their `.log` descriptor stays open for `file_delete_delay_ms` so a
-`FileRegion` handed out just before is still readable by `os.sendfile`; the
-descriptors are closed by a later `append`, `maybe_roll`, `enforce_retention`
+but the log keeps their `.log` file for `file_delete_delay_ms`; a `FileRegion`
+handed out before holds the file itself until it is sent, whatever the delay.
+The log lets go of them at a later `append`, `maybe_roll`, `enforce_retention`
 or `close`.
 
 Threading: a PartitionLog is single-threaded — the broker calls it only from
@@ -44,6 +50,7 @@ its asyncio event-loop thread, so it has no lock. Time comes from the injected
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -55,9 +62,10 @@ from typing import Callable, Iterator, Mapping, NamedTuple
 
 from kafka.errors import CorruptRecordError, KafkaStorageError, MessageSizeTooLargeError, OffsetOutOfRangeError
 
+from broker_sim.config import SEGMENT_BYTES_MIN
 from broker_sim.storage.batch import INT32_MAX, TIMESTAMP_TYPE_MASK, BatchHeader, stamp_batches
 from broker_sim.storage.checkpoint import fsync_directory, read_checkpoint, write_checkpoint
-from broker_sim.storage.segment import FileRegion, LogSegment
+from broker_sim.storage.segment import FileRegion, LogSegment, OpenSegments
 from broker_sim.storage.txn_index import AbortedTxn
 
 __all__ = ["AppendInfo", "FileRegion", "LogConfig", "PartitionLog"]
@@ -72,6 +80,15 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, ".deleted", ".tmp")
 _LONG_MAX = 2**63 - 1
+# Sealed segments kept open after a read: a consumer reading a lagging partition moves through
+# one segment at a time, so two cover it and its neighbour.
+OPEN_INACTIVE_SEGMENTS = 2
+# Worst case per partition: the active segment's three files plus the open inactive `.log`s.
+FDS_PER_PARTITION = 3 + OPEN_INACTIVE_SEGMENTS
+
+log = logging.getLogger(__name__)
+# Kafka 4's test-only topic config: a segment size below segment.bytes' minimum (which it overrides).
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
 
 
 def wall_clock_ms() -> int:
@@ -116,7 +133,7 @@ def _timestamp_type(key: str, value: str) -> str:
 
 # Topic-level config name -> (LogConfig field, parser). Minimums are Kafka's.
 _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str, str], object]]] = {
-    "segment.bytes": ("segment_bytes", _int_at_least(14)),
+    "segment.bytes": ("segment_bytes", _int_at_least(SEGMENT_BYTES_MIN)),
     "segment.ms": ("segment_ms", _int_at_least(1)),
     "retention.ms": ("retention_ms", _int_at_least(-1)),
     "retention.bytes": ("retention_bytes", _int_at_least(-(2**63))),
@@ -138,7 +155,7 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str, str], object]]] = {
 class LogConfig:
     """Per-partition log settings; field comments give the broker / topic config names."""
 
-    segment_bytes: int = 1073741824  # log.segment.bytes / segment.bytes
+    segment_bytes: int = 1073741824  # log.segment.bytes / segment.bytes, or internal.segment.bytes when set
     segment_ms: int = 604800000  # log.roll.ms / segment.ms
     retention_ms: int = 604800000  # log.retention.ms / retention.ms (-1 = forever)
     retention_bytes: int = -1  # log.retention.bytes / retention.bytes (-1 = unlimited)
@@ -174,6 +191,9 @@ class LogConfig:
             if key in _TOPIC_CONFIGS:
                 name, parse = _TOPIC_CONFIGS[key]
                 values[name] = parse(key, value)
+        internal_segment_bytes = configs.get(INTERNAL_SEGMENT_BYTES)
+        if internal_segment_bytes:  # Kafka's LogConfig.segmentSize(): the internal override wins
+            values["segment_bytes"] = _int_at_least(1)(INTERNAL_SEGMENT_BYTES, internal_segment_bytes)
         return cls(**values)
 
 
@@ -196,6 +216,7 @@ class PartitionLog:
         self.config = config
         self._now_ms = now_ms
         self._segments: list[LogSegment] = []
+        self._open_segments = OpenSegments(OPEN_INACTIVE_SEGMENTS)
         self._base_offsets: list[int] = []
         self._closing: list[tuple[int, LogSegment]] = []
         self._log_start_offset = 0
@@ -226,10 +247,16 @@ class PartitionLog:
             if match and int(match.group(1)) not in bases:
                 path.unlink()
         bases.sort()
-        segments = [self._new_segment(base, now) for base in bases]
-        for segment in segments[:-1]:
-            if segment.load() is not None:
-                self.recovered_bytes_truncated += segment.recover()
+        segments = []
+        for base in bases:
+            if segments:
+                sealed = segments[-1]
+                problem = sealed.load()
+                if problem is not None:
+                    log.warning("%s: %s; rebuilding its indexes", sealed.log_path, problem)
+                    self.recovered_bytes_truncated += sealed.recover()
+                sealed.make_inactive(self._open_segments)
+            segments.append(self._new_segment(base, now))
         if segments:
             self.recovered_bytes_truncated += segments[-1].recover()
         checkpointed = self._read_log_start_offset()
@@ -445,6 +472,7 @@ class PartitionLog:
             segment.close()
             raise KafkaStorageError(f"cannot roll: {segment.log_path} already exists and is not empty")
         fsync_directory(self.directory)
+        active.make_inactive(self._open_segments)
         self._set_segments([*self._segments, segment])
         return segment
 
@@ -674,6 +702,7 @@ class PartitionLog:
         """Unlink deleted segments now; close their descriptors after file_delete_delay_ms."""
         now = self._now_ms()
         for segment in segments:
+            self._open_segments.forget(segment)
             segment.close_indexes()
             segment.unlink()
             self._closing.append((now + self.config.file_delete_delay_ms, segment))
@@ -686,7 +715,7 @@ class PartitionLog:
         keep = []
         for deadline, segment in self._closing:
             if deadline <= now:
-                segment.file.close()
+                segment.release_files()
             else:
                 keep.append((deadline, segment))
         self._closing = keep
@@ -723,6 +752,7 @@ class PartitionLog:
         self._dispose(old)
         new.rename_files(SWAP_SUFFIX, "")
         fsync_directory(self.directory)
+        new.make_inactive(self._open_segments)
 
     # -- truncation (replication) ----------------------------------------------
 
@@ -742,6 +772,7 @@ class PartitionLog:
         doomed = self._segments[keep:]
         self._set_segments(self._segments[:keep])
         self._dispose(doomed)
+        self.active_segment.make_active()
         self.active_segment.truncate_to(offset)
         if offset < self._log_start_offset:
             self._log_start_offset = offset
@@ -780,7 +811,7 @@ class PartitionLog:
         for segment in self._segments:
             segment.close()
         for _, segment in self._closing:
-            segment.file.close()
+            segment.close()
         self._closing = []
 
     def delete(self) -> None:

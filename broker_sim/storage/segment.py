@@ -36,6 +36,15 @@ The cleaner writes a segment under temporary names (`<base>.log.cleaned`,
 ...) by passing `suffix`, and `rename_files` moves it to `.swap` and finally
 to the plain names.
 
+Files of segments that are not active are held only while used, like Kafka's
+lazy indexes: `make_inactive(open_segments)` hands the segment to its log's
+`OpenSegments`, a small LRU of recently read segments; an evicted segment
+`release_files()`: its index columns are dropped and its `.log` file object is
+let go. The next read reopens it (the `file` property). Letting go is not
+closing: a `FileRegion` handed to the network holds the same `SegmentFile`, and
+the descriptor closes when its last holder drops it, so a pending `sendfile`
+never finds it closed under it.
+
 Time-based rolling (decided by PartitionLog) measures age from Kafka's
 `rollingBasedTimestamp`: the first batch's max timestamp when the segment has
 one, else `created_ms`, the clock when the segment object was created or loaded.
@@ -43,7 +52,9 @@ one, else `created_ms`, the clock when the segment object was created or loaded.
 
 from __future__ import annotations
 
+import io
 import os
+from collections import OrderedDict
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
@@ -84,10 +95,56 @@ def _renamed(path: Path, old_suffix: str, new_suffix: str) -> Path:
     return target
 
 
+class SegmentFile(io.FileIO):
+    """A `.log` opened for reading and appending, shared by its segment and the regions read from it.
+
+    Closed explicitly by `LogSegment.close()`, else when the last holder lets it go.
+    """
+
+    def __init__(self, path: Path, *, create: bool) -> None:
+        super().__init__(path, "ab+", opener=None if create else _open_existing)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _open_existing(path: str, flags: int) -> int:
+    # A released segment reopens only the file it had: recreating a vanished one would hide the loss.
+    return os.open(path, flags & ~os.O_CREAT)
+
+
+class OpenSegments:
+    """The inactive segments of one log whose files are open: at most `capacity`, the most recently read.
+
+    `used` is called on every access to an inactive segment's file; going over
+    the capacity releases the least recently used one. Single-threaded, like the log.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._lru: OrderedDict[int, LogSegment] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def used(self, segment: LogSegment) -> None:
+        key = id(segment)
+        if key in self._lru:
+            self._lru.move_to_end(key)
+            return
+        self._lru[key] = segment
+        while len(self._lru) > self.capacity:
+            _, evicted = self._lru.popitem(last=False)
+            evicted.release_files()
+
+    def forget(self, segment: LogSegment) -> None:
+        self._lru.pop(id(segment), None)
+
+
 class FileRegion(NamedTuple):
     """Whole batches at `position`..`position + size` of a segment's `.log` (for os.sendfile)."""
 
-    file: object
+    file: SegmentFile
     position: int
     size: int
 
@@ -110,8 +167,10 @@ class LogSegment:
         time_index_path = directory / segment_file_name(base_offset, ".timeindex" + suffix)
         self.indexes_missing = not (index_path.exists() and time_index_path.exists())
         # Unbuffered append mode: every write goes straight to the kernel.
-        self.file = open(self.log_path, "a+b", buffering=0)  # noqa: SIM115 - owned until close()
-        self.size = os.fstat(self.file.fileno()).st_size
+        self._file: SegmentFile | None = SegmentFile(self.log_path, create=True)
+        self.open_segments: OpenSegments | None = None  # set while inactive: its files are then held on demand
+        self._unlinked = False
+        self.size = os.fstat(self._file.fileno()).st_size
         self.offset_index = OffsetIndex(index_path, base_offset)
         self.time_index = TimeIndex(time_index_path, base_offset)
         self.txn_index = TransactionIndex(directory / segment_file_name(base_offset, ".txnindex" + suffix))
@@ -123,6 +182,48 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"
+
+    # -- files held on demand --------------------------------------------------
+
+    @property
+    def file(self) -> SegmentFile:
+        """The `.log` file, reopened if it was released; raises KafkaStorageError when that fails."""
+        file = self._file
+        if file is None:
+            if self._unlinked:
+                raise KafkaStorageError(f"{self.log_path} was deleted")
+            try:
+                file = self._file = SegmentFile(self.log_path, create=False)
+            except OSError as e:
+                raise KafkaStorageError(f"{self.log_path}: cannot reopen: {e}") from e
+        if self.open_segments is not None:
+            self.open_segments.used(self)
+        return file
+
+    @property
+    def files_open(self) -> bool:
+        return self._file is not None
+
+    def make_inactive(self, open_segments: OpenSegments) -> None:
+        """The segment stops taking appends: from now on its files are held only while recently read."""
+        self.open_segments = open_segments
+        self.offset_index.close()
+        self.time_index.close()
+        if self._file is not None:
+            open_segments.used(self)
+
+    def make_active(self) -> None:
+        """The segment takes appends again (truncation made it the last one): hold its files."""
+        if self.open_segments is not None:
+            self.open_segments.forget(self)
+            self.open_segments = None
+        self.file  # noqa: B018 - reopened now, so appends never find it released
+
+    def release_files(self) -> None:
+        """Let the `.log` file go (regions still holding it keep it open) and drop the index columns."""
+        self._file = None
+        self.offset_index.release()
+        self.time_index.release()
 
     # -- loading and recovery -------------------------------------------------
 
@@ -278,7 +379,8 @@ class LogSegment:
 
     def _scan(self, position: int, *, verify: bool = False) -> Iterator[BatchHeader]:
         """Headers of the batches from `position` to the end; raises on a torn or corrupt batch."""
-        fd = self.file.fileno()
+        file = self.file  # held while the generator lives: an eviction meanwhile must not close it
+        fd = file.fileno()
         end = self.size
         chunk = _RECOVERY_SCAN_CHUNK if verify else _HEADER_SCAN_CHUNK
         buf = b""
@@ -401,8 +503,12 @@ class LogSegment:
         self.time_index.close()
 
     def close(self) -> None:
+        if self.open_segments is not None:
+            self.open_segments.forget(self)
         self.close_indexes()
-        self.file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def rename_files(self, old_suffix: str, new_suffix: str) -> None:
         """Kafka's `changeFileSuffixes`: rename the three files; open descriptors stay valid.
@@ -417,7 +523,8 @@ class LogSegment:
         self.log_path = _renamed(self.log_path, old_suffix, new_suffix)
 
     def unlink(self) -> None:
-        """Remove the files; the `.log` descriptor stays open for readers until `file.close()`."""
+        """Remove the files; an open `.log` descriptor stays usable until `close()` or `release_files()`."""
+        self._unlinked = True
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()

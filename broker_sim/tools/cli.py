@@ -21,6 +21,7 @@ Usage::
                         (--to-earliest | --to-latest | --to-datetime ISO8601 | --to-offset N | --shift-by N)
                         [--dry-run | --execute] [--format text|json]
     pylog groups delete GROUP ...
+    pylog top [--interval S] [--iterations N] [--group G ...] [--format text|json]
     pylog transactions list [--state STATE ...] [--format text|json]
     pylog transactions describe TRANSACTIONAL-ID ... [--format text|json]
     pylog bench [--records N] [--record-size B] [--rounds R] [--brokers pylog,tansu]
@@ -49,7 +50,7 @@ from typing import Sequence
 
 from kafka.errors import KafkaError
 
-from broker_sim.tools import bench, bench_cluster, bench_groups, console, groups, topics, transactions
+from broker_sim.tools import bench, bench_cluster, bench_groups, console, groups, top, topics, transactions
 from broker_sim.tools import cluster as cluster_tool
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.tools.errors import ToolError
@@ -76,6 +77,13 @@ def non_negative_int(text: str) -> int:
 def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
@@ -200,6 +208,15 @@ def build_parser() -> argparse.ArgumentParser:
     group_delete = group_commands.add_parser("delete", parents=[common], help="delete inactive groups")
     group_delete.add_argument("groups", nargs="+", metavar="GROUP")
 
+    top_parser = commands.add_parser("top", parents=[common],
+                                     help="live consumer-group lag and produce/commit rates (Ctrl-C stops)")
+    top_parser.add_argument("--interval", type=positive_float, default=2.0, metavar="S",
+                            help="seconds between refreshes (default 2)")
+    top_parser.add_argument("--iterations", type=positive_int, default=None, metavar="N",
+                            help="stop after N refreshes (default: until Ctrl-C)")
+    top_parser.add_argument("--group", action="append", default=[], metavar="G", help="only this group, repeatable")
+    top_parser.add_argument("--format", choices=["text", "json"], default="text")
+
     txn_parser = commands.add_parser("transactions", help="list and describe transactions")
     txn_commands = txn_parser.add_subparsers(dest="transactions_command", required=True, metavar="ACTION")
     txn_list = txn_commands.add_parser("list", parents=[common], help="transactional ids, producer ids, states")
@@ -234,6 +251,10 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms)
     if args.command == "groups":
         _run_groups(args, conn, out, err)
+        return 0
+    if args.command == "top":
+        top.run(conn, interval_s=args.interval, iterations=args.iterations, groups=args.group,
+                output_format=args.format, out=out)
         return 0
     if args.command == "transactions":
         if args.transactions_command == "list":

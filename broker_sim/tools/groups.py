@@ -104,7 +104,7 @@ def parse_datetime(text: str) -> datetime:
 
 
 @contextmanager
-def _group_apis(conn: Connection) -> Iterator:
+def group_apis(conn: Connection) -> Iterator:
     """An admin client; a broker without the group APIs becomes one clear ToolError."""
     try:
         with closing(conn.admin()) as admin:
@@ -119,7 +119,7 @@ def list_groups(conn: Connection, *, output_format: str, out: TextIO) -> None:
 
     ListGroups before v4 carries no state; DescribeGroups then supplies it.
     """
-    with _group_apis(conn) as admin:
+    with group_apis(conn) as admin:
         groups = admin.list_groups()
         stateless = [g["group_id"] for g in groups if g.get("group_state", "") in UNKNOWN_STATES]
         described = admin.describe_groups(stateless) if stateless else {}
@@ -142,7 +142,7 @@ def describe_groups(conn: Connection, group_ids: list[str], *, output_format: st
     Existing groups are printed even if some ids are unknown; the unknown ones
     are then reported in the ToolError.
     """
-    with _group_apis(conn) as admin:
+    with group_apis(conn) as admin:
         described = admin.describe_groups(group_ids)
         descriptions, problems = [], []
         for group_id in dict.fromkeys(group_ids):
@@ -202,7 +202,7 @@ def _describe_one(admin, group: dict, committed: dict[TopicPartition, OffsetAndM
             "assignment": None if partitions is None else _partitions_by_topic(partitions),
         })
     tps = sorted(set(committed) | set(owners))
-    log_end = _log_end_offsets(admin, tps)
+    log_end = log_end_offsets(admin, tps)
     offsets = []
     for tp in tps:
         offset = committed[tp].offset if tp in committed and committed[tp].offset >= 0 else None
@@ -245,7 +245,7 @@ def _existing_partitions(admin, topics: list[str]) -> dict[str, list[int]]:
             for t in metadata if t["error_code"] == NO_ERROR}
 
 
-def _log_end_offsets(admin, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+def log_end_offsets(admin, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     """ListOffsets (latest) for the partitions of *tps* that still exist."""
     existing = _existing_partitions(admin, [tp.topic for tp in tps])
     live = [tp for tp in tps if tp.partition in existing.get(tp.topic, ())]
@@ -307,7 +307,7 @@ def reset_offsets(
     members, a topic or partition does not exist, ``--shift-by`` has no
     committed offset to start from, or the coordinator rejects the commit.
     """
-    with _group_apis(conn) as admin:
+    with group_apis(conn) as admin:
         group = admin.describe_groups([group_id]).get(group_id, {})
         state = group.get("group_state") or "Dead"
         if group.get("error") and GroupIdNotFoundError.__name__ not in group["error"]:
@@ -387,7 +387,7 @@ def _plan(admin, group_id: str, tps: list[TopicPartition], committed: dict, spec
 
 def delete_groups(conn: Connection, group_ids: list[str], *, out: TextIO) -> None:
     """DeleteGroups for *group_ids*; a group with members or unknown is an error naming it."""
-    with _group_apis(conn) as admin:
+    with group_apis(conn) as admin:
         results = admin.delete_groups(list(dict.fromkeys(group_ids)))
     failures = []
     for group_id, result in results.items():

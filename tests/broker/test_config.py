@@ -5,10 +5,22 @@ from broker_sim.config import BrokerConfig, ConfigError, validate_topic_configs
 
 
 def test_topic_defaults_come_from_broker_configs():
-    config = BrokerConfig({"log.segment.bytes": 4096, "auto.create.topics.enable": False})
-    assert config.effective_topic_configs({})["segment.bytes"] == "4096"
-    assert config.effective_topic_configs({"segment.bytes": "999"})["segment.bytes"] == "999"
+    config = BrokerConfig({"log.segment.bytes": 4194304, "auto.create.topics.enable": False})
+    assert config.effective_topic_configs({})["segment.bytes"] == "4194304"
+    assert config.effective_topic_configs({"segment.bytes": "2097152"})["segment.bytes"] == "2097152"
     assert config.get("auto.create.topics.enable") is False
+
+
+def test_segment_bytes_minimum_is_kafka_4s_and_internal_segment_bytes_goes_below_it():
+    for name in ("log.segment.bytes", "offsets.topic.segment.bytes", "transaction.state.log.segment.bytes"):
+        with pytest.raises(ConfigError, match=f"invalid value '1048575' for config '{name}': must be >= 1048576"):
+            BrokerConfig({name: 1048575})
+    with pytest.raises(ConfigError, match="'segment.bytes'"):
+        validate_topic_configs({"segment.bytes": "14"})
+    assert validate_topic_configs({"internal.segment.bytes": "14"}) == {"internal.segment.bytes": "14"}
+    config = BrokerConfig({"internal.log.segment.bytes": 2048})
+    assert config.effective_topic_configs({})["internal.segment.bytes"] == "2048"
+    assert BrokerConfig({}).effective_topic_configs({})["internal.segment.bytes"] == ""
 
 
 def test_retention_hours_and_minutes_apply_only_without_ms():

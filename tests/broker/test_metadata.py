@@ -39,6 +39,8 @@ def test_data_dir_of_another_broker_id_is_refused(tmp_path):
 @pytest.mark.parametrize("name, error", [
     ("", Errors.InvalidTopicError), ("..", Errors.InvalidTopicError), ("a" * 250, Errors.InvalidTopicError),
     ("has space", Errors.InvalidTopicError), ("a_b", Errors.InvalidTopicError),  # collides with a.b
+    ("abc\n", Errors.InvalidTopicError), (".", Errors.InvalidTopicError), ("\n", Errors.InvalidTopicError),
+    ("ok\nok", Errors.InvalidTopicError), ("ü", Errors.InvalidTopicError),
 ])
 def test_bad_topic_names_are_refused(tmp_path, name, error):
     store = MetadataStore(tmp_path, broker_id=0)
@@ -60,3 +62,46 @@ def test_partition_count_must_grow_and_configs_must_parse(tmp_path):
     with pytest.raises(MetadataError) as info:
         store.create_topic("t", 1)
     assert info.value.error is Errors.TopicAlreadyExistsError
+
+
+def test_topic_name_rule_is_a_full_match_with_kafkas_messages():
+    from broker_sim.controller.metadata import validate_topic_name
+
+    validate_topic_name("a" * 249)
+    validate_topic_name("A-z_0.9")
+    for name, message in [("abc\n", "contains a character other than ASCII alphanumerics, '.', '_' and '-'"),
+                          ("..", 'Topic name cannot be "." or ".."'),
+                          ("a" * 250, "can't be longer than 249 characters"),
+                          ("", "can't be empty")]:
+        with pytest.raises(MetadataError, match=message):
+            validate_topic_name(name)
+
+
+def test_a_reserved_name_counts_as_taken_until_released(tmp_path):
+    store = MetadataStore(tmp_path, broker_id=0)
+    store.create_topic("t", 2)
+    store.reserve("big", 100)
+    assert store.partition_count == 102
+    with pytest.raises(MetadataError) as info:
+        store.check_new_topic("big", 1, {})
+    assert info.value.error is Errors.TopicAlreadyExistsError
+    store.release("big")
+    assert store.partition_count == 2
+    store.check_new_topic("big", 1, {})
+
+
+def test_an_unreadable_topics_file_is_moved_aside_and_rebuilt_from_directories(tmp_path):
+    store = MetadataStore(tmp_path, broker_id=0)
+    store.create_topic("orders", 3, {"retention.ms": "1000"})
+    for index in range(3):
+        (tmp_path / f"orders-{index}").mkdir()
+    (tmp_path / "__consumer_offsets-0").mkdir()
+    (tmp_path / "not a partition").mkdir()
+    (tmp_path / "orders-1.abc-delete").mkdir()
+    (tmp_path / "pylog-topics.json").write_text('{"version": 1, "topics": [{"na')
+    reopened = MetadataStore(tmp_path, broker_id=0)
+    assert sorted(reopened.topics) == ["__consumer_offsets", "orders"]
+    assert reopened.get("orders").partitions == 3
+    assert reopened.get("__consumer_offsets").configs == {"cleanup.policy": "compact"}
+    assert (tmp_path / "pylog-topics.json.corrupt").read_text() == '{"version": 1, "topics": [{"na'
+    assert MetadataStore(tmp_path, broker_id=0).get("orders").partitions == 3  # the rebuilt file was written

@@ -102,9 +102,11 @@ def test_explicit_assignment_and_validation(make_store):
     assert info.replicas == [[2, 1], [1, 2]]
     with pytest.raises(MetadataError, match="unavailable brokers"):
         a.create_topic("u", 1, assignment=[[7]])
-    with pytest.raises(MetadataError) as exc:
-        a.create_topic("bad name!", 1)
-    assert exc.value.error is Errors.InvalidTopicError
+    for name in ("bad name!", "abc\n", ".", "a" * 250):  # the single node's rule (validate_topic_name)
+        with pytest.raises(MetadataError) as exc:
+            a.create_topic(name, 1)
+        assert exc.value.error is Errors.InvalidTopicError
+    assert not a.zk.exists("/brokers/topics/abc\n")
 
 
 def test_partition_count_and_configs_propagate(make_store, wait_until):

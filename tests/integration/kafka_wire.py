@@ -179,6 +179,139 @@ def list_offsets(client: WireClient, topic: str, partition: int, timestamp: int,
     return answer.error_code, answer.timestamp, answer.offset
 
 
+def varint(value: int) -> bytes:
+    """A zigzag varint, as record fields are written."""
+    from kafka.record.util import encode_varint
+    out = bytearray()
+    encode_varint(value, out.append)
+    return bytes(out)
+
+
+def crafted_record(offset_delta: int, key: bytes | None, value: bytes | None, *, length_error: int = 0,
+                   value_length: int | None = None) -> bytes:
+    """One record v2, byte by byte; ``length_error`` makes its length prefix lie, ``value_length`` its value's."""
+    body = b"\x00" + varint(0) + varint(offset_delta)
+    body += varint(-1) if key is None else varint(len(key)) + key
+    if value is None:
+        body += varint(-1)
+    else:
+        body += varint(len(value) if value_length is None else value_length) + value
+    body += varint(0)  # no headers
+    return varint(len(body) + length_error) + body
+
+
+def crafted_batch(payload: bytes, count: int, *, codec: int = 0, producer_id: int = -1,
+                  base_sequence: int = -1) -> bytes:
+    """A RecordBatch v2 claiming ``count`` records around ``payload`` (compressed already when ``codec``),
+    with a valid CRC whatever the payload holds."""
+    from crc32c import crc32c
+
+    from broker_sim.storage.batch import HEADER
+    size = HEADER.size + len(payload)
+    data = bytearray(HEADER.pack(0, size - 12, -1, 2, 0, codec, count - 1, 1000, 1000, producer_id,
+                                 0 if producer_id >= 0 else -1, base_sequence, count)) + payload
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+
+
+def xerial_snappy(data: bytes, block: int = 32 * 1024) -> bytes:
+    """Snappy in the xerial framing Java's SnappyOutputStream and kafka-python write: [length][raw block]..."""
+    import cramjam
+    out = bytearray(XERIAL_HEADER)
+    for start in range(0, len(data), block):
+        piece = bytes(cramjam.snappy.compress_raw(data[start:start + block]))
+        out += struct.pack(">i", len(piece)) + piece
+    return bytes(out)
+
+
+def compressed_zeros(codec: int, prefix: bytes, zeros: int) -> bytes:
+    """``prefix`` then ``zeros`` zero bytes (a multiple of 1 MiB) compressed with Kafka codec ``codec``
+    (1 gzip, 2 xerial snappy, 3 lz4 frame, 4 zstd), never holding them uncompressed."""
+    import zlib
+
+    import lz4.frame
+    import zstandard
+    block, blocks = bytes(1 << 20), zeros >> 20
+    if codec == 2:
+        zero_block = xerial_snappy(block, len(block))[len(XERIAL_HEADER):]
+        return xerial_snappy(prefix, len(prefix)) + zero_block * blocks
+    if codec == 1:
+        stream, head = zlib.compressobj(1, wbits=31), b""
+    elif codec == 3:
+        stream = lz4.frame.LZ4FrameCompressor()
+        head = stream.begin()
+    else:
+        stream, head = zstandard.ZstdCompressor(level=1).compressobj(), b""
+    parts = [head, stream.compress(prefix)] + [stream.compress(block) for _ in range(blocks)]
+    return b"".join(parts) + stream.flush()
+
+
+def one_record_bomb(codec: int, record_bytes: int) -> bytes:
+    """A batch whose single record expands to ``record_bytes`` zero bytes (zstd: 1 GiB in ~32 KB)."""
+    head = b"\x00" + varint(0) + varint(0) + varint(1) + b"k" + varint(record_bytes)
+    prefix = varint(len(head) + record_bytes + 1) + head  # + 1: the header count after the value
+    return crafted_batch(compressed_zeros(codec, prefix, record_bytes), 1, codec=codec)
+
+
+# --- topic admin (CreateTopics, CreatePartitions, DeleteTopics) -------------
+
+def _register_admin_responses() -> None:
+    from kafka.protocol.admin import (
+        CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+        DeleteTopicsRequest, DeleteTopicsResponse,
+    )
+    RESPONSE_CLASSES[CreateTopicsRequest.API_KEY] = CreateTopicsResponse
+    RESPONSE_CLASSES[CreatePartitionsRequest.API_KEY] = CreatePartitionsResponse
+    RESPONSE_CLASSES[DeleteTopicsRequest.API_KEY] = DeleteTopicsResponse
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+    RESPONSE_CLASSES[IncrementalAlterConfigsRequest.API_KEY] = IncrementalAlterConfigsResponse
+
+
+def create_topics(client: WireClient, topics: dict[str, int], *, configs: dict[str, str] | None = None,
+                  validate_only: bool = False, version: int = 5) -> dict[str, tuple[int, str | None]]:
+    """name -> (error code, error message) of one CreateTopics request for ``topics`` (name -> partitions)."""
+    from kafka.protocol.admin import CreateTopicsRequest
+    _register_admin_responses()
+    topic = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest[version](timeout_ms=60000, validate_only=validate_only, topics=[
+        topic(name=name, num_partitions=count, replication_factor=1, assignments=[],
+              configs=[topic.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])
+        for name, count in topics.items()])
+    return {t.name: (t.error_code, t.error_message) for t in client.call(request).topics}
+
+
+def create_partitions(client: WireClient, topic: str, count: int, *, version: int = 3) -> tuple[int, str | None]:
+    """(error code, error message) of one CreatePartitions request growing ``topic`` to ``count``."""
+    from kafka.protocol.admin import CreatePartitionsRequest
+    _register_admin_responses()
+    request = CreatePartitionsRequest[version](timeout_ms=60000, validate_only=False, topics=[
+        CreatePartitionsRequest.CreatePartitionsTopic(name=topic, count=count, assignments=None)])
+    result = client.call(request).results[0]
+    return result.error_code, result.error_message
+
+
+def delete_topics(client: WireClient, names: list[str], *, version: int = 4) -> dict[str, int]:
+    """name -> error code of one DeleteTopics request."""
+    from kafka.protocol.admin import DeleteTopicsRequest
+    _register_admin_responses()
+    request = DeleteTopicsRequest[version](timeout_ms=60000, topic_names=names)
+    return {r.name: r.error_code for r in client.call(request).responses}
+
+
+def set_topic_configs(client: WireClient, topic: str, configs: dict[str, str], *, version: int = 1) -> int:
+    """Error code of one IncrementalAlterConfigs request SETting ``configs`` on ``topic``."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+    _register_admin_responses()
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    request = IncrementalAlterConfigsRequest[version](validate_only=False, resources=[resource(
+        resource_type=2, resource_name=topic, configs=[
+            resource.AlterableConfig(name=k, config_operation=0, value=v) for k, v in configs.items()])])
+    return client.call(request).responses[0].error_code
+
+
 def framed(request, correlation_id: int = 1) -> bytes:
     """The framed bytes of a versioned request, for a test that sends without reading the answers."""
     request.with_header(correlation_id=correlation_id, client_id="pylog-integration")

@@ -23,7 +23,7 @@ from client_helpers import (
 )
 
 BROKER = {"log.cleaner.backoff.ms": "100"}
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "internal.segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
 
 
 def _updates(round_: int, keys: int = 20) -> list[Record]:

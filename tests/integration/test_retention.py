@@ -16,7 +16,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from client_helpers import consume_kafka_python, create_topic, wait_until
 from kafka_wire import EARLIEST, LATEST, WireClient, list_offsets, produce_request, produce_result, record_batch
 
-BROKER_CONFIG = {"log.segment.bytes": "2048", "log.retention.check.interval.ms": "200"}
+BROKER_CONFIG = {"internal.log.segment.bytes": "2048", "log.retention.check.interval.ms": "200"}
 VALUE = b"r" * 200
 
 

@@ -122,7 +122,7 @@ def admin(request, pylog_broker):
 
 
 def test_create_topic_with_configs_and_validate_only_creates_nothing(pylog_broker, admin):
-    assert admin.create("created", partitions=3, configs={"retention.ms": "12345", "segment.bytes": "65536"}) == 0
+    assert admin.create("created", partitions=3, configs={"retention.ms": "12345", "segment.bytes": "2097152"}) == 0
     assert admin.create("validated", partitions=2, validate_only=True) == 0
 
     assert "created" in admin.list() and "validated" not in admin.list()

@@ -192,7 +192,7 @@ def test_retention_never_deletes_past_the_high_watermark(open_log, batches, prod
     assert log.log_start_offset == 6
 
 
-def test_deleted_segment_stays_readable_through_an_earlier_region_until_the_delay(open_log, batches, produce, clock):
+def test_deleted_segment_stays_readable_through_an_earlier_region(open_log, batches, produce, clock):
     log = open_log(segment_bytes=600, file_delete_delay_ms=60_000)
     for _ in range(3):
         produce(log, batches.build(batches.values(3)))
@@ -202,7 +202,57 @@ def test_deleted_segment_stays_readable_through_an_earlier_region_until_the_dela
     assert len(os.pread(region.file.fileno(), region.size, region.position)) == region.size
     clock.now += 60_000
     log.enforce_retention()
-    assert region.file.closed
+    fd = region.file.fileno()
+    assert len(os.pread(fd, region.size, region.position)) == region.size  # the region holds its file
+    del region
+    with pytest.raises(OSError):  # ... and the descriptor closes with the last holder
+        os.fstat(fd)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_only_the_active_and_recently_read_segments_hold_descriptors(open_log, batches, produce, tmp_path):
+    from broker_sim.storage.log import OPEN_INACTIVE_SEGMENTS
+
+    before = open_fds()
+    log = open_log(segment_bytes=600, index_interval_bytes=100)
+    for _ in range(40):
+        produce(log, batches.build(batches.values(3)))
+    assert len(log.segments) == 40
+    assert open_fds() - before <= 3 + OPEN_INACTIVE_SEGMENTS
+    assert [o for o, _, _ in records_of(log.read_bytes(0, 1 << 20))] == list(range(120))  # reopened on demand
+    assert open_fds() - before <= 3 + OPEN_INACTIVE_SEGMENTS
+    assert sum(segment.files_open for segment in log.segments[:-1]) == OPEN_INACTIVE_SEGMENTS
+    assert log.offset_for_timestamp(1_000) == (0, 1_000)
+    log.close()
+    before = open_fds()
+    reopened = open_log(segment_bytes=600, index_interval_bytes=100)  # loading opens one segment at a time
+    assert open_fds() - before <= 3 + OPEN_INACTIVE_SEGMENTS
+    assert [o for o, _, _ in records_of(reopened.read_bytes(57, 1 << 20))][0] == 57
+
+
+def test_a_region_keeps_an_evicted_segment_readable(open_log, batches, produce):
+    log = open_log(segment_bytes=600)
+    for _ in range(10):
+        produce(log, batches.build(batches.values(3)))
+    (region, *_) = log.read(0, 100)
+    for offset in range(3, 27, 3):  # read every other segment: the first is evicted from the open ones
+        log.read(offset, 100)
+    assert not log.segments[0].files_open
+    data = os.pread(region.file.fileno(), region.size, region.position)
+    assert [o for o, _, _ in records_of(data)] == [0, 1, 2]
+
+
+def test_truncation_back_into_a_sealed_segment_makes_it_active_again(open_log, batches, produce):
+    log = open_log(segment_bytes=600)
+    for _ in range(6):
+        produce(log, batches.build(batches.values(3)))
+    log.truncate_to(4)
+    assert log.log_end_offset == 3
+    assert produce(log, batches.build(batches.values(2))).first_offset == 3
+    assert [o for o, _, _ in records_of(log.read_bytes(0, 1 << 20))] == [0, 1, 2, 3, 4]
 
 
 def test_delete_records_inside_a_segment_persists_across_reopen(open_log, batches, produce):
@@ -281,9 +331,16 @@ def test_flush_messages_fsyncs_the_active_segment(open_log, batches, produce, mo
 
 def test_topic_configs_override_defaults_and_bad_values_name_the_key():
     config = LogConfig.from_topic_configs(
-        {"segment.bytes": "2048", "retention.ms": "-1", "message.timestamp.type": "LogAppendTime", "cleanup.policy": "delete"}
+        {"segment.bytes": "2097152", "retention.ms": "-1", "message.timestamp.type": "LogAppendTime",
+         "cleanup.policy": "delete"}
     )
-    assert (config.segment_bytes, config.retention_ms, config.message_timestamp_type) == (2048, -1, "LogAppendTime")
+    assert (config.segment_bytes, config.retention_ms, config.message_timestamp_type) == (2097152, -1, "LogAppendTime")
+    assert LogConfig.from_topic_configs({"segment.bytes": "2097152", "internal.segment.bytes": "2048"}).segment_bytes \
+        == 2048
+    assert LogConfig.from_topic_configs({"segment.bytes": "2097152", "internal.segment.bytes": ""}).segment_bytes \
+        == 2097152
+    with pytest.raises(ValueError, match="segment.bytes='2048': must be at least 1048576"):
+        LogConfig.from_topic_configs({"segment.bytes": "2048"})
     with pytest.raises(ValueError, match="segment.ms='soon'"):
         LogConfig.from_topic_configs({"segment.ms": "soon"})
     with pytest.raises(ValueError, match="message.timestamp.type"):
@@ -303,3 +360,23 @@ def test_replayed_old_create_time_data_does_not_roll_every_append(open_log, batc
         produce(log, batches.build([b"old"], timestamp=1_000 + i))
     assert len(log.segments) == 1
 
+
+
+def test_open_segments_releases_the_least_recently_used_beyond_its_capacity(tmp_path):
+    from broker_sim.storage.segment import LogSegment, OpenSegments
+
+    open_segments = OpenSegments(2)
+    segments = [LogSegment(tmp_path, base, index_interval_bytes=4096, now_ms=0) for base in (0, 10, 20)]
+    for segment in segments:
+        segment.make_inactive(open_segments)
+    assert [s.files_open for s in segments] == [False, True, True]
+    segments[1].file  # noqa: B018 - a read: 10 becomes the most recent, 20 the least
+    segments[0].file  # noqa: B018 - reopened, so 20 is released
+    assert [s.files_open for s in segments] == [True, True, False] and len(open_segments) == 2
+    segments[2].make_active()  # truncation made it the last segment: held outside the LRU
+    assert segments[2].files_open and len(open_segments) == 2
+    segments[1].make_active()
+    assert segments[1].files_open and len(open_segments) == 1
+    for segment in segments:
+        segment.close()
+    assert len(open_segments) == 0

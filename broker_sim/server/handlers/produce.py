@@ -15,27 +15,46 @@ NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile,
 NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum.  On a
 single node the high watermark is already there and nothing waits.  acks=1
 answers after the local append.
+
+Records: every partition's records pass Kafka's LogValidator rules
+(``storage/validator.py``) before anything else touches them; an input that
+would take more than ~0.5 ms to check (over 256 KB, or decompressing past
+that) is checked on a small thread pool so the event loop keeps serving
+other connections, and the append itself then happens back on the loop, in
+request order.  Per-record
+failures (a keyless record on a compacted topic) answer INVALID_RECORD with
+KIP-467 ``record_errors`` (index in its batch + message) and ``error_message``,
+so a client fails only those records.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 import kafka.errors as Errors
 from kafka.protocol.producer import ProduceResponse
 
 from broker_sim.server.handlers.errors import error_of
 from broker_sim.server.network import CloseConnection
-from broker_sim.storage.batch import decode_header
+from broker_sim.storage.batch import decode_header, parse_batches
+from broker_sim.storage.validator import (
+    MoveToThread, RecordRules, RecordValidationError, costs_a_thread, validate_records)
 
 log = logging.getLogger(__name__)
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
+RecordError = PartitionResponse.BatchIndexAndErrorMessage
+# Two threads: decompression (zlib, zstd, lz4, snappy) releases the GIL, so two bombs at once
+# still leave the loop a core; each holds at most message.max.decompressed.bytes.
+_VALIDATION_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="record-validation")
 
 
-def _partition_error(index: int, code: int, message: str | None) -> PartitionResponse:
+def _partition_error(index: int, code: int, message: str | None, record_errors=()) -> PartitionResponse:
     return PartitionResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-                             log_start_offset=-1, record_errors=[], error_message=message)
+                             log_start_offset=-1, error_message=message,
+                             record_errors=[RecordError(batch_index=i, batch_index_error_message=m)
+                                            for i, m in record_errors])
 
 
 async def produce(broker, ctx, request):
@@ -46,10 +65,12 @@ async def produce(broker, ctx, request):
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
-            code, message = _append(broker, topic.name, data, acks, request.transactional_id)
+            batches, (code, message, record_errors) = await _validate(broker, topic.name, data, acks)
+            if not code:
+                code, message = _append(broker, topic.name, data, batches, acks, request.transactional_id)
             if code:
                 failed = failed or f"{topic.name}-{data.index}: {message}"
-                partitions.append(_partition_error(data.index, code, message))
+                partitions.append(_partition_error(data.index, code, message, record_errors))
             else:
                 result, partition, min_isr = message
                 partitions.append(PartitionResponse(
@@ -89,15 +110,40 @@ async def _await_replication(waits, timeout_ms: int) -> None:
             partitions[position] = _partition_error(partitions[position].index, code, message)
 
 
-def _append(broker, topic: str, data, acks: int, transactional_id):
-    """(0, (AppendResult, partition, min ISR)) or (error code, message) for one partition's records."""
+async def _validate(broker, topic: str, data, acks: int):
+    """(batch headers, (0, None, [])) for records that may be appended, else (None, (code, message, record errors))."""
     if acks not in (-1, 0, 1):
-        return Errors.InvalidRequiredAcksError.errno, f"acks={acks} is not one of -1, 0, 1"
-    min_isr = 1
+        return None, (Errors.InvalidRequiredAcksError.errno, f"acks={acks} is not one of -1, 0, 1", [])
     try:
         partition = broker.replicas.get_leader(topic, data.index)
         if data.records is None or not data.records:
             raise Errors.InvalidRecordError(f"produce to {topic}-{data.index} carries no records")
+        config = partition.log.config
+        rules = RecordRules(config.compact, config.max_message_bytes,
+                            broker.config.get("message.max.decompressed.bytes"))
+        batches = parse_batches(data.records)
+        try:
+            if costs_a_thread(data.records):
+                raise MoveToThread
+            validate_records(data.records, rules, batches, inline=True)
+        except MoveToThread:
+            await asyncio.get_running_loop().run_in_executor(
+                _VALIDATION_THREADS, validate_records, data.records, rules, batches)
+    except RecordValidationError as exc:
+        log.debug("produce to %s-%d refused: %s", topic, data.index, exc)
+        return None, (exc.errno, str(exc), exc.record_errors)
+    except Exception as exc:  # every failure becomes this partition's error code
+        code, message = error_of(exc)
+        log.debug("produce to %s-%d refused: %s", topic, data.index, message)
+        return None, (code, message, [])
+    return batches, (0, None, [])
+
+
+def _append(broker, topic: str, data, batches, acks: int, transactional_id):
+    """(0, (AppendResult, partition, min ISR)) or (error code, message) for one partition's validated records."""
+    min_isr = 1
+    try:
+        partition = broker.replicas.get_leader(topic, data.index)
         if transactional_id is not None:
             first = decode_header(data.records, 0, 0, len(data.records))
             if first.is_transactional:
@@ -113,7 +159,7 @@ def _append(broker, topic: str, data, acks: int, transactional_id):
                     f"{topic}-{data.index} has {len(partition.isr)} in-sync replica"
                     f"{'s' if len(partition.isr) != 1 else ''} {list(partition.isr)}, fewer than "
                     f"min.insync.replicas={min_isr}")
-        result = partition.append_records(data.records)
+        result = partition.append_records(data.records, batches=batches)
     except Exception as exc:  # every failure becomes this partition's error code
         code, message = error_of(exc)
         log.debug("produce to %s-%d failed: %s", topic, data.index, message)

@@ -1,4 +1,11 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs."""
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs.
+
+Kafka's rules kept here: topic names by ``Topic.validate`` (INVALID_TOPIC_EXCEPTION); partition
+counts within the broker's ``max.broker.partitions`` (KIP-578; POLICY_VIOLATION naming the limit
+and the numbers), checked by ``validate_only`` requests too; a topic whose directories or
+metadata cannot be written answers KAFKA_STORAGE_ERROR and leaves nothing behind.  Big topics
+are created in slices between which the event loop serves other requests.
+"""
 from __future__ import annotations
 
 import kafka.errors as Errors
@@ -75,11 +82,14 @@ async def create_topics(broker, ctx, request):
             _check_replication(broker, factor, [])
             if request.validate_only:
                 broker.metadata.check_new_topic(topic.name, partitions, configs)
+                broker.check_partition_budget(partitions * factor if broker.cluster is not None else partitions,
+                                              f"topic {topic.name!r}")
                 info = None
             else:
-                info = broker.create_topic(topic.name, partitions, configs,
-                                           replication_factor=factor if broker.cluster is not None else None,
-                                           assignment=assignment if broker.cluster is not None else None)
+                info = await broker.create_topic_async(
+                    topic.name, partitions, configs,
+                    replication_factor=factor if broker.cluster is not None else None,
+                    assignment=assignment if broker.cluster is not None else None)
         except Exception as exc:
             code, message = error_of(exc)
             results.append(CreatedTopic(name=topic.name, topic_id=None, error_code=code, error_message=message,
@@ -112,7 +122,7 @@ async def delete_topics(broker, ctx, request):
                 if info is None:
                     raise MetadataError(Errors.UnknownTopicIdError, f"no topic has id {topic_id}")
                 name = info.name
-            broker.delete_topic(name)
+            await broker.delete_topic(name)
             code, message = 0, None
         except Exception as exc:
             code, message = error_of(exc)
@@ -132,8 +142,11 @@ async def create_partitions(broker, ctx, request):
                                         f"{topic.count - info.partitions} new partitions")
                 _check_replication(broker, len(info.replicas_of(0, broker.broker_id)),
                                    [a.broker_ids for a in topic.assignments])
-            if not request.validate_only:
-                broker.add_partitions(topic.name, topic.count)
+            if request.validate_only:
+                broker.check_partition_budget(topic.count - info.partitions,
+                                              f"{topic.count - info.partitions} more partitions of {topic.name!r}")
+            else:
+                await broker.add_partitions(topic.name, topic.count)
             code, message = 0, None
         except Exception as exc:
             code, message = error_of(exc)
@@ -165,10 +178,15 @@ def _config_type(name: str, default: str) -> int:
     return STRING
 
 
+def _internal(name: str) -> bool:
+    """Kafka's internal configs (``internal.*``, for tests) are accepted but never described."""
+    return name.startswith("internal.")
+
+
 def _topic_entries(broker, overrides, keys, synonyms, docs) -> list[_Entry]:
     entries = []
     for name, definition in TOPIC_CONFIGS.items():
-        if keys is not None and name not in keys:
+        if (keys is not None and name not in keys) or _internal(name):
             continue
         broker_name = definition.default
         broker_source = STATIC_BROKER_CONFIG if broker.config.is_set(broker_name) else DEFAULT_CONFIG
@@ -186,7 +204,7 @@ def _topic_entries(broker, overrides, keys, synonyms, docs) -> list[_Entry]:
 def _broker_entries(broker, keys, synonyms, docs) -> list[_Entry]:
     entries = []
     for name, definition in BROKER_CONFIGS.items():
-        if keys is not None and name not in keys:
+        if (keys is not None and name not in keys) or _internal(name):
             continue
         source = STATIC_BROKER_CONFIG if broker.config.is_set(name) else DEFAULT_CONFIG
         value = broker.config.raw(name)

@@ -1,0 +1,217 @@
+"""Prometheus metrics of one broker, named as Kafka's JMX metrics come out of the Prometheus JMX exporter.
+
+Theory of operation: this module is the only one that knows Prometheus.  The
+hot paths keep plain integers — each ``Partition`` counts ``bytes_in``,
+``messages_in``, ``bytes_out`` (consumer fetches; like Kafka, no records-out
+meter: a fetch serves file regions without counting records), ``isr_shrinks``
+and ``isr_expands`` — and the
+dispatcher hands each request's API, version and duration to
+``BrokerMetrics.observe_request`` (a pre-bound counter and histogram child per
+API: no label lookup per request).  Everything else is read when Prometheus
+scrapes: ``BrokerCollector.collect`` walks the broker's partitions, groups and
+transactions and yields metric families.  The scrape is served by an asyncio
+HTTP endpoint on the broker's own event loop (``serve_metrics``), so it reads
+state that only that loop mutates, consistently; ``prometheus_client`` writes
+the exposition format.
+
+Names: Kafka's MBean ``kafka.<domain>:type=<Type>,name=<Name>[,k=v]`` becomes
+``kafka_<domain>_<type>_<name>`` in lower case, ``...PerSec`` meters become
+``..._total`` counters and the MBean keys become labels — the translation of
+the JMX exporter's widely used Kafka rules, so Kafka dashboards need at most
+small edits.  Per-partition labels are added where Kafka has per-topic meters
+(``sum by (topic)`` gives Kafka's series).  Consumer lag uses kafka_exporter's
+``kafka_consumergroup_lag``, as Kafka brokers export none.  What Kafka does
+not have is prefixed ``pylog_``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+if TYPE_CHECKING:
+    from broker_sim.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+# request latency buckets in ms (Kafka's TotalTimeMs is a histogram in ms)
+LATENCY_BUCKETS_MS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+_MAX_HTTP_REQUEST_BYTES = 8192
+_HTTP_TIMEOUT_S = 10.0
+
+
+class BrokerMetrics:
+    """The broker's registry: request metrics updated per request, the rest collected at scrape time."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._requests = Counter("kafka_network_requestmetrics_requests", "Requests handled, by API and version "
+                                 "(Kafka: kafka.network:type=RequestMetrics,name=RequestsPerSec)",
+                                 ["request", "version"], registry=self.registry)
+        self._total_time = Histogram("kafka_network_requestmetrics_totaltimems", "Request handling time in ms, "
+                                     "by API (Kafka: kafka.network:type=RequestMetrics,name=TotalTimeMs)",
+                                     ["request"], buckets=LATENCY_BUCKETS_MS, registry=self.registry)
+        self._children: dict[tuple[str, int], tuple] = {}
+        self.registry.register(BrokerCollector(broker))
+
+    def observe_request(self, api_name: str, version: int, seconds: float) -> None:
+        children = self._children.get((api_name, version))
+        if children is None:
+            children = (self._requests.labels(api_name, str(version)), self._total_time.labels(api_name))
+            self._children[(api_name, version)] = children
+        children[0].inc()
+        children[1].observe(seconds * 1000.0)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text exposition of everything (what GET /metrics answers)."""
+        return generate_latest(self.registry)
+
+
+class BrokerCollector:
+    """Reads the broker's state at scrape time (on its event loop); see the module docstring for the names."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+
+    def collect(self):
+        broker = self.broker
+        yield from self._partition_metrics(broker)
+        yield from self._group_metrics(broker)
+        yield from self._transaction_metrics(broker)
+        connections = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
+                                        "Open client connections (Kafka: socket-server-metrics connection-count)",
+                                        labels=["listener"])
+        connections.add_metric(["PLAINTEXT"], len(broker.connections))
+        yield connections
+        pool = broker.request_memory
+        if pool is not None:
+            yield GaugeMetricFamily("kafka_network_socketserver_memorypoolused",
+                                    "Request bytes held (queued.max.request.bytes pool)", value=pool.used)
+            yield GaugeMetricFamily("kafka_network_socketserver_memorypoolavailable",
+                                    "Request bytes still available in the pool", value=pool.available)
+        monitor = broker.loop_monitor
+        yield CounterMetricFamily("pylog_event_loop_stalls", "Event-loop stalls over 100 ms", value=monitor.stalls)
+        yield GaugeMetricFamily("pylog_event_loop_max_lag_ms", "Longest event-loop stall since start, ms",
+                                value=monitor.max_lag_ms)
+
+    @staticmethod
+    def _partition_metrics(broker):
+        labels = ["topic", "partition"]
+        families = {
+            "bytes_in": CounterMetricFamily("kafka_server_brokertopicmetrics_bytesin", "Bytes appended by "
+                                            "producers (Kafka: BrokerTopicMetrics BytesInPerSec)", labels=labels),
+            "messages_in": CounterMetricFamily("kafka_server_brokertopicmetrics_messagesin", "Records appended by "
+                                               "producers (Kafka: BrokerTopicMetrics MessagesInPerSec)",
+                                               labels=labels),
+            "bytes_out": CounterMetricFamily("kafka_server_brokertopicmetrics_bytesout", "Bytes sent to consumers "
+                                             "(Kafka: BrokerTopicMetrics BytesOutPerSec)", labels=labels),
+        }
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset (Kafka: Log LogEndOffset)",
+                                labels=labels)
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset (Kafka: Log LogStartOffset)",
+                                  labels=labels)
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes on disk (Kafka: Log Size)", labels=labels)
+        under = GaugeMetricFamily("kafka_cluster_partition_underreplicated", "1 when the ISR is smaller than the "
+                                  "replica set (Kafka: Partition UnderReplicated; leaders only)", labels=labels)
+        shrinks = expands = partitions = leaders = under_count = 0
+        for (topic, index), partition in sorted(broker.replicas.partitions.items()):
+            key = [topic, str(index)]
+            for name, family in families.items():
+                family.add_metric(key, getattr(partition, name))
+            end.add_metric(key, partition.log_end_offset)
+            start.add_metric(key, partition.log_start_offset)
+            size.add_metric(key, partition.log.size_in_bytes)
+            shrinks += partition.isr_shrinks
+            expands += partition.isr_expands
+            partitions += 1
+            if partition.is_leader:
+                leaders += 1
+                lagging = len(partition.isr) < len(partition.replicas)
+                under_count += lagging
+                under.add_metric(key, int(lagging))
+        yield from families.values()
+        yield from (end, start, size, under)
+        yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
+                                "Partitions led here whose ISR is smaller than their replica set",
+                                value=under_count)
+        yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Replicas on this broker",
+                                value=partitions)
+        yield GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions led by this broker",
+                                value=leaders)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here",
+                                  value=shrinks)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here",
+                                  value=expands)
+        states = getattr(broker.metadata, "partition_states", None)
+        offline = sum(1 for state in states.values() if state.leader < 0) if states is not None else 0
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
+                                "Partitions without a live leader, as this broker sees the cluster", value=offline)
+
+    @staticmethod
+    def _group_metrics(broker):
+        groups = broker.groups.groups
+        yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
+                                "Consumer groups coordinated here", value=len(groups))
+        by_state: dict[str, int] = {}
+        for group in groups.values():
+            by_state[str(group.state.value)] = by_state.get(str(group.state.value), 0) + 1
+        for state in ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead"):
+            yield GaugeMetricFamily(f"kafka_coordinator_group_groupmetadatamanager_numgroups{state.lower()}",
+                                    f"Groups in state {state}", value=by_state.get(state, 0))
+        labels = ["consumergroup", "topic", "partition"]
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "Log end offset minus the committed offset, for "
+                                "partitions led by this broker (kafka_exporter's name)", labels=labels)
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset", "Committed offset (kafka_exporter's name)",
+                                    labels=labels)
+        partitions = broker.replicas.partitions
+        for group_id, group in sorted(groups.items()):
+            for (topic, index), committed in sorted(group.offsets.items()):
+                key = [group_id, topic, str(index)]
+                current.add_metric(key, committed.offset)
+                partition = partitions.get((topic, index))
+                if partition is not None and partition.is_leader:
+                    lag.add_metric(key, max(0, partition.high_watermark - committed.offset))
+        yield lag
+        yield current
+
+    @staticmethod
+    def _transaction_metrics(broker):
+        family = GaugeMetricFamily("pylog_transaction_coordinator_transactions",
+                                   "Transactional ids coordinated here, by state (Ongoing = open)", labels=["state"])
+        counts: dict[str, int] = {}
+        for txn in broker.transactions.transactions.values():
+            counts[str(txn.state)] = counts.get(str(txn.state), 0) + 1
+        for state, count in sorted(counts.items()):
+            family.add_metric([state], count)
+        yield family
+
+
+async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio.AbstractServer:
+    """GET /metrics on ``host:port`` (HTTP/1.0 style: one request per connection, bounded and timed out)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HTTP_TIMEOUT_S)
+            request_line = head.split(b"\r\n", 1)[0].split()
+            if len(request_line) < 2 or request_line[0] not in (b"GET", b"HEAD"):
+                status, body, content_type = b"405 Method Not Allowed", b"only GET\n", b"text/plain"
+            elif request_line[1].split(b"?", 1)[0] not in (b"/metrics", b"/"):
+                status, body, content_type = b"404 Not Found", b"see /metrics\n", b"text/plain"
+            else:
+                status, body, content_type = b"200 OK", metrics.exposition(), CONTENT_TYPE_LATEST.encode()
+            writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + content_type
+                         + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n")
+            if request_line[:1] != [b"HEAD"]:
+                writer.write(body)
+            await asyncio.wait_for(writer.drain(), _HTTP_TIMEOUT_S)
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        except Exception:  # a scrape must never take the broker down
+            log.exception("metrics request failed")
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, host, port, limit=_MAX_HTTP_REQUEST_BYTES, reuse_address=True)

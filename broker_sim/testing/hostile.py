@@ -1,0 +1,586 @@
+"""A hostile-client soak: normal traffic against one broker process while random hostile clients attack it.
+
+Example (what ``ci/stress_hostile.sh`` and ``tests/hostile/test_soak.py`` do)::
+
+    report = run_soak(SoakOptions(minutes=5, seed=1))
+    print(json.dumps(report, indent=2))      # report["valid"] is the verdict
+
+Theory of operation
+-------------------
+One broker runs as its own process (``python -m broker_sim``) so the soak can
+see it die, measure its memory (``VmHWM``, the kernel's peak RSS) and restart
+it on the same data directory.
+
+* *normal traffic*: a confluent-kafka (librdkafka) producer, ``acks=all``, sends
+  one numbered record every ``normal_interval_s`` to a normal topic and records
+  each delivery's latency and acknowledged offset.  Latencies are kept per
+  phase: ``before`` (no attacks yet) and ``during`` (attacks running); records
+  in flight across a planned restart are not counted in either.
+* *hostile clients*: one at a time, back to back, an attack picked at random
+  (every attack is used once before any repeats) opens its own connection and
+  sends raw frames built with kafka-python's protocol classes: garbage, frames
+  declaring 100 MB and never sending them, half-sent frames, Fetch naming one
+  partition thousands of times, Fetches never read, compression bombs
+  (zstd/gzip/lz4) to a normal and a compacted topic, batches with a valid CRC
+  but lying counts or an unknown codec, garbage zstd, records planted in
+  ``__consumer_offsets``, WriteTxnMarkers and follower Fetches from a client,
+  CreateTopics with 10,000 partitions or illegal names, idle connection floods.
+  Nothing about their answers is asserted here (the hostile tests do that);
+  what counts is what they do to the broker and to the normal traffic, and
+  how long they blocked its event loop (the broker logs every stall over
+  100 ms, ``server/loop_monitor.py``; the report counts those lines).
+* *restarts*: every ``restart_every_s`` the broker is stopped with SIGTERM (it
+  must exit 0) and started again on its data directory (it must listen
+  within ``start_timeout_s``); an exit nobody asked for is a *crash* (counted,
+  its log tail kept, the broker started again).
+* *end*: every acknowledged normal record must be read back at its
+  acknowledged offset (``lost`` otherwise).
+
+The run is *valid* when crashes, failed restarts and lost records are all 0.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NORMAL_TOPIC = "soak-normal"
+COMPACTED_TOPIC = "soak-compacted"
+
+
+@dataclass
+class SoakOptions:
+    minutes: float = 5.0
+    baseline_s: float = 20.0
+    restart_every_s: float = 60.0
+    normal_interval_s: float = 0.02
+    seed: int = 1
+    start_timeout_s: float = 30.0
+    work_dir: str | None = None
+    broker_configs: dict = field(default_factory=dict)
+
+
+# --- wire helpers ------------------------------------------------------------------------------
+
+def _encode(request, correlation_id: int = 1, client_id: str = "hostile") -> bytes:
+    request.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(request.encode(header=True, framed=True))
+
+
+def _connect(port: int, timeout: float = 5.0) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+
+def _send_and_drain(port: int, frames: list[bytes], *, read_s: float = 3.0) -> int:
+    """Send ``frames`` on a new connection, read whatever comes back for up to ``read_s``; requests sent."""
+    with _connect(port) as sock:
+        try:
+            for data in frames:
+                sock.sendall(data)
+            deadline = time.monotonic() + read_s
+            sock.settimeout(0.5)
+            while time.monotonic() < deadline:
+                try:
+                    if not sock.recv(1 << 20):
+                        break
+                except socket.timeout:
+                    continue
+        except OSError:  # the broker closed the connection: an expected answer to many attacks
+            pass
+    return len(frames)
+
+
+def _varint(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)  # zigzag
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _batch(records: bytes, *, count: int, codec: int = 0, last_offset_delta: int | None = None) -> bytes:
+    """A RecordBatch v2 around already encoded (and maybe compressed) ``records``, with a valid CRC."""
+    from crc32c import crc32c
+    now = int(time.time() * 1000)
+    delta = count - 1 if last_offset_delta is None else last_offset_delta
+    body = struct.pack(">hiqqqhii", codec, delta, now, now, -1, -1, -1, count) + records
+    crc = crc32c(body)
+    return struct.pack(">qiibI", 0, len(body) + 9, 0, 2, crc) + body
+
+
+def _record(key: bytes | None, value_len: int, offset_delta: int = 0) -> tuple[bytes, int]:
+    """(the bytes of one record up to its value, total record bytes incl. the value and the headers count)."""
+    key_part = _varint(-1) if key is None else _varint(len(key)) + key
+    after_length = b"\x00" + _varint(0) + _varint(offset_delta) + key_part + _varint(value_len)
+    body_len = len(after_length) + value_len + 1
+    return _varint(body_len) + after_length, body_len
+
+
+def _bomb(codec: int, size: int) -> bytes:
+    """A batch of one keyed record whose value is ``size`` zero bytes, compressed without holding it."""
+    head, _ = _record(b"k", size)
+    chunk = bytes(1 << 20)
+    if codec == 1:
+        compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+        parts = [compressor.compress(head)]
+        parts += [compressor.compress(chunk) for _ in range(size >> 20)]
+        parts += [compressor.compress(b"\x00"), compressor.flush()]
+    elif codec == 3:
+        import lz4.frame
+        compressor = lz4.frame.LZ4FrameCompressor()
+        parts = [compressor.begin(), compressor.compress(head)]
+        parts += [compressor.compress(chunk) for _ in range(size >> 20)]
+        parts += [compressor.compress(b"\x00"), compressor.flush()]
+    else:
+        import zstandard
+        compressor = zstandard.ZstdCompressor().compressobj()
+        parts = [compressor.compress(head)]
+        parts += [compressor.compress(chunk) for _ in range(size >> 20)]
+        parts += [compressor.compress(b"\x00"), compressor.flush()]
+    return _batch(b"".join(parts), count=1, codec=codec)
+
+
+def _produce(topic: str, partition: int, records: bytes, acks: int = 1):
+    from kafka.protocol.producer import ProduceRequest
+    return ProduceRequest[9](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
+
+
+def _fetch(topic: str, partition_count: int, *, replica_id: int = -1, max_bytes: int = 2**31 - 1):
+    from kafka.protocol.consumer import FetchRequest
+    partition = FetchRequest.FetchTopic.FetchPartition
+    return FetchRequest[12](
+        replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+        session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+            partition(partition=0, fetch_offset=0, partition_max_bytes=max_bytes, current_leader_epoch=-1,
+                      last_fetched_epoch=-1, log_start_offset=-1) for _ in range(partition_count)])],
+        forgotten_topics_data=[], rack_id="")
+
+
+def _create_topics(names_and_counts):
+    from kafka.protocol.admin import CreateTopicsRequest
+    topic = CreateTopicsRequest.CreatableTopic
+    return CreateTopicsRequest[5](topics=[
+        topic(name=name, num_partitions=count, replication_factor=1, assignments=[], configs=[])
+        for name, count in names_and_counts], timeout_ms=10000, validate_only=False)
+
+
+# --- the attacks: (port, rng, cache) -> hostile requests sent ---------------------------------
+
+def garbage_frame(port, rng, cache):
+    size = rng.randint(1, 4096)
+    return _send_and_drain(port, [struct.pack(">i", size) + rng.randbytes(size)], read_s=1)
+
+
+def unknown_api(port, rng, cache):
+    client = b"hostile"
+    header = struct.pack(">hhih", rng.choice([99, 999, 32767]), rng.randint(0, 20), 1, len(client)) + client
+    return _send_and_drain(port, [struct.pack(">i", len(header)) + header], read_s=1)
+
+
+def declared_but_never_sent(port, rng, cache):
+    """Frame headers declaring 100 MB on 20 connections, held open for a while, bodies never sent."""
+    socks = []
+    try:
+        for _ in range(20):
+            sock = _connect(port)
+            sock.sendall(struct.pack(">i", 100 * 1024 * 1024) + b"\x00\x00\x00\x00")
+            socks.append(sock)
+        time.sleep(1.0)
+    except OSError:
+        pass
+    finally:
+        for sock in socks:
+            sock.close()
+    return len(socks)
+
+
+def half_sent_frame(port, rng, cache):
+    try:
+        with _connect(port) as sock:
+            sock.sendall(struct.pack(">i", 8 * 1024 * 1024) + bytes(1024 * 1024))
+            time.sleep(0.5)
+    except OSError:
+        pass
+    return 1
+
+
+def fetch_one_partition_many_times(port, rng, cache):
+    return _send_and_drain(port, [_encode(_fetch(NORMAL_TOPIC, 5000))], read_s=3)
+
+
+def fetches_never_read(port, rng, cache):
+    frames = [_encode(_fetch(NORMAL_TOPIC, 1), correlation_id=i) for i in range(1, 201)]
+    try:
+        with _connect(port) as sock:
+            for data in frames:
+                sock.sendall(data)
+            time.sleep(1.0)
+    except OSError:
+        pass
+    return len(frames)
+
+
+def _bomb_attack(codec: int, size: int, topic: str):
+    def attack(port, rng, cache):
+        key = ("bomb", codec, size)
+        if key not in cache:
+            cache[key] = _bomb(codec, size)
+        return _send_and_drain(port, [_encode(_produce(topic, 0, cache[key]))], read_s=5)
+    codec_name = {1: "gzip", 3: "lz4", 4: "zstd"}[codec]
+    attack.__name__ = f"bomb_{codec_name}_{size >> 20}mb_{topic.split('-')[1]}"
+    return attack
+
+
+def lying_record_count(port, rng, cache):
+    head, body_len = _record(b"k", 5)
+    records = head + b"hello" + b"\x00"
+    return _send_and_drain(port, [_encode(_produce(NORMAL_TOPIC, 0, _batch(records, count=rng.choice([2, 5, 1000]))))])
+
+
+def lying_record_length(port, rng, cache):
+    head, _ = _record(b"k", 5000)  # says 5000 value bytes, carries 5
+    return _send_and_drain(port, [_encode(_produce(NORMAL_TOPIC, 0, _batch(head + b"hello\x00", count=1)))])
+
+
+def unknown_codec(port, rng, cache):
+    head, _ = _record(b"k", 5)
+    return _send_and_drain(port, [_encode(_produce(NORMAL_TOPIC, 0, _batch(head + b"hello\x00", count=1, codec=7)))])
+
+
+def garbage_zstd(port, rng, cache):
+    return _send_and_drain(port, [_encode(_produce(COMPACTED_TOPIC, 0, _batch(rng.randbytes(300), count=3, codec=4)))])
+
+
+def plant_in_consumer_offsets(port, rng, cache):
+    """A well-formed offset-commit key with a truncated value, produced into __consumer_offsets."""
+    group, topic = b"victim", b"t"
+    key = struct.pack(">hh", 1, len(group)) + group + struct.pack(">h", len(topic)) + topic + struct.pack(">i", 0)
+    value = struct.pack(">h", 3) + b"\x00\x00"
+    head, _ = _record(key, len(value))
+    return _send_and_drain(port, [_encode(_produce("__consumer_offsets", rng.randrange(50), _batch(
+        head + value + b"\x00", count=1)))])
+
+
+def write_txn_markers(port, rng, cache):
+    from kafka.protocol.producer import WriteTxnMarkersRequest
+    marker = WriteTxnMarkersRequest.WritableTxnMarker
+    request = WriteTxnMarkersRequest[1](markers=[marker(
+        producer_id=rng.randrange(1000), producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+        topics=[marker.WritableTxnMarkerTopic(name=NORMAL_TOPIC, partition_indexes=[0])])])
+    return _send_and_drain(port, [_encode(request)])
+
+
+def follower_fetch(port, rng, cache):
+    return _send_and_drain(port, [_encode(_fetch(NORMAL_TOPIC, 1, replica_id=rng.randint(0, 5)))])
+
+
+def create_10000_partitions(port, rng, cache):
+    return _send_and_drain(port, [_encode(_create_topics([(f"huge-{rng.randrange(10**9)}", 10_000)]))], read_s=10)
+
+
+def illegal_topic_names(port, rng, cache):
+    names = ["abc\n", ".", "..", "x" * 250, "a/b", "__consumer_offsets", ""]
+    return _send_and_drain(port, [_encode(_create_topics([(name, 1)]), correlation_id=i)
+                                  for i, name in enumerate(names, 1)])
+
+
+def idle_connection_flood(port, rng, cache):
+    socks = []
+    try:
+        for _ in range(100):
+            socks.append(_connect(port))
+        time.sleep(0.5)
+    except OSError:
+        pass
+    finally:
+        for sock in socks:
+            sock.close()
+    return len(socks)
+
+
+ATTACKS = [
+    garbage_frame, unknown_api, declared_but_never_sent, half_sent_frame, fetch_one_partition_many_times,
+    fetches_never_read, _bomb_attack(4, 1 << 30, NORMAL_TOPIC), _bomb_attack(4, 1 << 30, COMPACTED_TOPIC),
+    _bomb_attack(1, 256 << 20, COMPACTED_TOPIC), _bomb_attack(3, 256 << 20, NORMAL_TOPIC),
+    lying_record_count, lying_record_length, unknown_codec, garbage_zstd, plant_in_consumer_offsets,
+    write_txn_markers, follower_fetch, create_10000_partitions, illegal_topic_names, idle_connection_flood,
+]
+
+
+# --- the broker process ------------------------------------------------------------------------
+
+class SoakBroker:
+    """``python -m broker_sim`` on 127.0.0.1 with its stderr in ``<work>/broker.log``."""
+
+    def __init__(self, work_dir: Path, configs: dict, start_timeout_s: float) -> None:
+        self.data_dir = work_dir / "data"
+        self.log_path = work_dir / "broker.log"
+        self.configs = configs
+        self.start_timeout_s = start_timeout_s
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.process: subprocess.Popen | None = None
+        self.peak_rss = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> bool:
+        args = [sys.executable, "-m", "broker_sim", "--data-dir", str(self.data_dir), "--port", str(self.port),
+                "--host", "127.0.0.1"]
+        for key, value in self.configs.items():
+            args += ["--config", f"{key}={value}"]
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log_file)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return True
+            except OSError:
+                time.sleep(0.1)
+        return False
+
+    def sample_rss(self) -> None:
+        try:
+            with open(f"/proc/{self.process.pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        self.peak_rss = max(self.peak_rss, int(line.split()[1]) * 1024)
+        except OSError:
+            pass
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM and wait; the exit status, or None when it had to be SIGKILLed."""
+        self.sample_rss()
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+            return None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.process.kill()
+            self.process.wait(10)
+
+    def log_tail(self, chars: int = 2000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def loop_stalls(self) -> list[int]:
+        """The stalls the broker's LoopMonitor logged (ms; the worst of each logged second)."""
+        return [int(match) for match in re.findall(r"event loop blocked for (\d+) ms",
+                                                   self.log_path.read_text(errors="replace"))]
+
+
+# --- normal traffic ----------------------------------------------------------------------------
+
+class NormalTraffic(threading.Thread):
+    """One acks=all confluent-kafka producer; per-phase delivery latencies and acknowledged offsets."""
+
+    def __init__(self, bootstrap: str, interval_s: float) -> None:
+        super().__init__(name="soak-normal", daemon=True)
+        self.bootstrap = bootstrap
+        self.interval_s = interval_s
+        self.phase = "before"
+        self.latencies: dict[str, list[float]] = {"before": [], "during": []}
+        self.acked: dict[int, bytes] = {}
+        self.errors = 0
+        self._halt = threading.Event()
+        self._sent: dict[bytes, tuple[float, str]] = {}
+
+    def _on_delivery(self, err, msg) -> None:
+        started, phase = self._sent.pop(msg.value(), (None, None))
+        if err is not None:
+            self.errors += 1
+            return
+        self.acked[msg.offset()] = msg.value()
+        if phase is not None and phase == self.phase and phase in self.latencies:
+            self.latencies[phase].append((time.perf_counter() - started) * 1000)
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 0,
+                             "enable.idempotence": True, "message.timeout.ms": 120000,
+                             "reconnect.backoff.max.ms": 500})
+        number = 0
+        next_send = time.monotonic()
+        while not self._halt.is_set():
+            now = time.monotonic()
+            if now < next_send:
+                producer.poll(next_send - now)
+                continue
+            next_send = now + self.interval_s
+            value = b"normal-%09d" % number
+            number += 1
+            self._sent[value] = (time.perf_counter(), self.phase)
+            producer.produce(NORMAL_TOPIC, value=value, partition=0, on_delivery=self._on_delivery)
+        producer.flush(120)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(180)
+
+
+def _read_back(bootstrap: str, acked: dict[int, bytes], timeout_s: float = 60.0) -> int:
+    """How many acknowledged records are not at their acknowledged offset in the log."""
+    from confluent_kafka import Consumer, TopicPartition
+    if not acked:
+        return 0
+    last = max(acked)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-check", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(NORMAL_TOPIC, 0, 0)])
+    found: dict[int, bytes] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and (not found or max(found) < last):
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            found[msg.offset()] = msg.value()
+    finally:
+        consumer.close()
+    return sum(1 for offset, value in acked.items() if found.get(offset) != value)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+def run_soak(options: SoakOptions) -> dict:
+    """Run the soak; a JSON-able report (``valid``: no crash, no failed restart, no lost record)."""
+    work = Path(options.work_dir or tempfile.mkdtemp(prefix="pylog-hostile-soak-"))
+    work.mkdir(parents=True, exist_ok=True)
+    broker = SoakBroker(work, dict(options.broker_configs), options.start_timeout_s)
+    rng = random.Random(options.seed)
+    report = {"seed": options.seed, "minutes": options.minutes, "hostile_requests_sent": 0, "attacks": {},
+              "crashes": 0, "crash_logs": [], "restarts": 0, "failed_restarts": 0}
+    if not broker.start():
+        raise RuntimeError(f"broker did not start: {broker.log_tail()}")
+    _setup_topics(broker.bootstrap)
+    traffic = NormalTraffic(broker.bootstrap, options.normal_interval_s)
+    traffic.start()
+    try:
+        time.sleep(options.baseline_s)
+        traffic.phase = "during"
+        cache: dict = {}
+        order: list = []
+        end = time.monotonic() + options.minutes * 60
+        next_restart = time.monotonic() + options.restart_every_s
+        while time.monotonic() < end:
+            if not order:
+                order = rng.sample(ATTACKS, len(ATTACKS))
+            attack = order.pop()
+            try:
+                sent = attack(broker.port, rng, cache)
+            except OSError:  # refused/reset before anything was sent: the broker's answer to a flood
+                sent = 0
+            report["hostile_requests_sent"] += sent
+            report["attacks"][attack.__name__] = report["attacks"].get(attack.__name__, 0) + 1
+            broker.sample_rss()
+            if not broker.alive():
+                report["crashes"] += 1
+                report["crash_logs"].append({"after": attack.__name__, "log": broker.log_tail()})
+                if not broker.start():
+                    report["failed_restarts"] += 1
+                    break
+            if time.monotonic() >= next_restart:
+                traffic.phase = "restart"
+                report["restarts"] += 1
+                status = broker.stop()
+                if status != 0 or not broker.start():
+                    report["failed_restarts"] += 1
+                    report["crash_logs"].append({"after": "restart", "status": status, "log": broker.log_tail()})
+                    if not broker.alive() and not broker.start():
+                        break
+                traffic.phase = "during"
+                next_restart = time.monotonic() + options.restart_every_s
+    finally:
+        traffic.stop()
+    broker.sample_rss()
+    lost = _read_back(broker.bootstrap, traffic.acked) if broker.alive() else None  # None: cannot tell
+    status = broker.stop() if broker.alive() else None
+    report.update({
+        "final_stop_status": status,
+        "peak_rss_mb": round(broker.peak_rss / 2**20, 1),
+        "loop_stalls_over_100ms_logged": len(broker.loop_stalls()),
+        "worst_loop_stall_ms": max(broker.loop_stalls(), default=0),
+        "normal_acknowledged": len(traffic.acked),
+        "normal_delivery_errors": traffic.errors,
+        "lost": lost,  # acknowledged normal records not at their offset at the end
+        "latency_ms": {phase: {"count": len(values), "p50": _percentile(values, 0.50),
+                               "p99": _percentile(values, 0.99),
+                               "mean": round(statistics.fmean(values), 2) if values else None}
+                       for phase, values in traffic.latencies.items()},
+        "work_dir": str(work),
+    })
+    report["valid"] = (report["crashes"] == 0 and report["failed_restarts"] == 0 and lost == 0
+                       and status == 0)
+    return report
+
+
+def _setup_topics(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(NORMAL_TOPIC, 1, 1),
+                                   NewTopic(COMPACTED_TOPIC, 1, 1, config={"cleanup.policy": "compact"})])
+    for future in futures.values():
+        future.result(30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m broker_sim.testing.hostile",
+                                     description="Hostile-client soak of one broker process (JSON report on stdout).")
+    parser.add_argument("--minutes", type=float, default=5.0, help="attack phase length (default 5)")
+    parser.add_argument("--baseline-s", type=float, default=20.0, help="normal traffic alone first (default 20)")
+    parser.add_argument("--restart-every-s", type=float, default=60.0, help="SIGTERM + restart period (default 60)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--work-dir", help="data dir and broker log (default: a new temp dir, kept)")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="broker config")
+    args = parser.parse_args(argv)
+    configs = dict(item.split("=", 1) for item in args.config)
+    report = run_soak(SoakOptions(minutes=args.minutes, baseline_s=args.baseline_s,
+                                  restart_every_s=args.restart_every_s, seed=args.seed, work_dir=args.work_dir,
+                                  broker_configs=configs))
+    print(json.dumps(report, indent=2))
+    return 0 if report["valid"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
