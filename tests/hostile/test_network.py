@@ -8,10 +8,12 @@ restarts cleanly.
 """
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import threading
 import time
+import urllib.request
 
 from client_helpers import wait_until
 from hostile import assert_alive, assert_serving, rss_bytes
@@ -41,6 +43,13 @@ def _closed_by_peer(sock: socket.socket, timeout: float) -> bool:
         return False
 
 
+def _pool_used(broker) -> int:
+    """The broker's queued.max.request.bytes pool usage, from its /metrics (started with metrics.port=0)."""
+    url = re.search(r"metrics at (http://\S+)", broker.log_path.read_text()).group(1)
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return int(float(re.search(r"^kafka_network_socketserver_memorypoolused (\S+)$", text, re.M).group(1)))
+
+
 def _settled_rss(pid: int) -> int:
     time.sleep(0.5)  # let the broker take in what was sent
     return rss_bytes(pid)
@@ -48,7 +57,7 @@ def _settled_rss(pid: int) -> int:
 
 def test_headers_declaring_100_mb_allocate_nothing_and_idle_senders_are_closed(hostile_broker):
     # a short idle timeout: the two frames the 200 MB pool admitted hold it until their senders are closed
-    broker = hostile_broker(config={"connections.max.idle.ms": 2000})
+    broker = hostile_broker(config={"connections.max.idle.ms": 2000, "metrics.port": 0})
     with WireClient(broker.bootstrap_servers) as client:
         assert _api_versions_ok(client)
     before = rss_bytes(broker.process.pid)
@@ -61,6 +70,7 @@ def test_headers_declaring_100_mb_allocate_nothing_and_idle_senders_are_closed(h
     assert all(_closed_by_peer(sock, 20) for sock in attackers)
     for sock in attackers:
         sock.close()
+    assert wait_until(lambda: _pool_used(broker) == 0, 10, message="the closed senders' reservations released")
     assert_serving(broker)
     assert_serving(hostile_broker.restart(broker))
 
@@ -89,7 +99,8 @@ def test_a_half_sent_50_mb_frame_holds_about_its_bytes(hostile_broker):
 def test_an_exhausted_request_pool_makes_connections_wait_then_answers_all(hostile_broker):
     # a 1 MB pool and requests of 1.5 MB each: every frame is bigger than the whole pool, so only one
     # fits at a time (Kafka's non-strict pool admits a frame while any memory is left) and the others wait
-    broker = hostile_broker(config={"queued.max.request.bytes": MB, "message.max.bytes": 4 * MB})
+    broker = hostile_broker(config={"queued.max.request.bytes": MB, "message.max.bytes": 4 * MB,
+                                    "metrics.port": 0})
     topic = "pooled"
     with WireClient(broker.bootstrap_servers) as client:
         metadata(client, [topic])
@@ -128,6 +139,7 @@ def test_an_exhausted_request_pool_makes_connections_wait_then_answers_all(hosti
     assert grown < 20 * MB, f"RSS grew by {grown / MB:.0f} MB (bound 20 MB)"
     with WireClient(broker.bootstrap_servers) as client:
         assert list_offsets(client, topic, 0, LATEST)[2] == 1 + clients * per_client
+    assert _pool_used(broker) == 0, "request memory leaked from the pool"
     assert_serving(broker)
     broker = hostile_broker.restart(broker)
     with WireClient(broker.bootstrap_servers) as client:
