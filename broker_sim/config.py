@@ -84,6 +84,21 @@ def _defs(*rows: ConfigDef) -> dict[str, ConfigDef]:
     return {row.name: row for row in rows}
 
 
+def parse_ip_overrides(value: str) -> dict[str, int]:
+    """Kafka's ``max.connections.per.ip.overrides``: 'host:count,host:count' (IPv6 hosts: the last ':' splits)."""
+    overrides: dict[str, int] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"{item!r} is not 'host:count' with a count >= 0")
+        overrides[host] = int(count)
+    return overrides
+
+
 BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("broker.id", "0", _parse_int(0), "Id of this broker."),
     ConfigDef("num.partitions", "1", _parse_int(1), "Partitions of auto-created topics."),
@@ -137,7 +152,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("max.connections", "2147483647", _parse_int(0), "Most connections the broker accepts at once."),
     ConfigDef("max.connections.per.ip", "2147483647", _parse_int(0),
               "Most connections from one IP address at once."),
-    ConfigDef("max.connections.per.ip.overrides", "", str,
+    ConfigDef("max.connections.per.ip.overrides", "", parse_ip_overrides,
               "Per-IP exceptions to max.connections.per.ip: 'host:count,host:count'."),
     ConfigDef("fetch.max.bytes", "57671680", _parse_int(1024),
               "Most record bytes in one Fetch response, whatever the client asks for."),

@@ -1,12 +1,38 @@
-"""Kafka request framing, sans-IO.
+"""Kafka request framing and request memory, sans-IO.
 
 Theory of operation: a Kafka connection carries frames, each an int32 size
-followed by that many bytes.  ``FrameDecoder`` takes bytes in (``feed``) and
-hands complete frames out; it never touches a socket, so framing is tested
-without one.  A frame whose size is negative or above ``max_frame_bytes``
-(``socket.request.max.bytes``) raises ``FrameTooLarge`` before any of its body
-is buffered, as Kafka's ``NetworkReceive`` does, so a hostile length cannot
-make the broker allocate.
+followed by that many bytes.  ``FrameDecoder`` takes bytes in (``feed``, or
+asyncio's buffered-protocol pair ``get_buffer``/``buffer_updated``) and hands
+complete frames out; it never touches a socket, so framing is tested without
+one.
+
+What a client can make the decoder hold, and why:
+
+* a size that is negative or above ``max_frame_bytes``
+  (``socket.request.max.bytes``) raises ``FrameTooLarge`` before any of its
+  body is buffered, as Kafka's ``NetworkReceive`` does;
+* a frame's buffer grows as its bytes arrive (doubling, capped at the
+  declared size), never ``bytearray(declared_size)`` up front: a header
+  declaring 100 MB followed by nothing holds a few KB, a half-sent frame at
+  most twice what was sent, and a 1 MB produce request is copied about once
+  on its way in (the socket reads straight into the frame's buffer);
+* small frames are cut out of a per-connection scratch buffer that starts at
+  ``SCRATCH_MIN`` bytes, doubles up to ``SCRATCH_MAX`` while reads fill it (a
+  burst of small requests) and goes back to ``SCRATCH_MIN`` on ``shrink`` (the
+  network layer calls it for connections gone quiet);
+* every frame's declared size is reserved from the broker-wide ``MemoryPool``
+  (``queued.max.request.bytes``) when its header is parsed and released by the
+  caller once the request has been answered.  When the pool is out of memory
+  the decoder stops (``blocked``): the caller stops reading the socket, and
+  ``resume`` retries once memory was released.  Nothing is allocated while
+  waiting.
+
+``MemoryPool`` is Kafka's ``SimpleMemoryPool`` in its non-strict mode (the one
+Kafka's SocketServer uses): a reservation succeeds while *any* memory is
+available, so a frame larger than the whole pool (a pool smaller than
+``socket.request.max.bytes``) is still served once the pool is otherwise empty
+instead of waiting forever.  Usage therefore peaks below ``size +
+socket.request.max.bytes``.
 
 Every request frame starts with the same three fields (api key, api version,
 correlation id): ``peek_header`` reads them so the dispatcher can choose the
@@ -15,6 +41,8 @@ schema class (and answer on the right correlation id) before decoding.
 from __future__ import annotations
 
 import struct
+from collections import deque
+from typing import Callable
 
 _SIZE = struct.Struct(">i")
 # api key int16, api version int16, correlation id int32: the fixed start of every request header
@@ -29,79 +57,194 @@ class FrameTooLarge(FrameError):
     pass
 
 
+class MemoryPool:
+    """The broker-wide budget of request bytes (``queued.max.request.bytes``); ``size`` <= 0: unbounded.
+
+    ``try_reserve(n)`` returns whether ``n`` bytes were taken; ``release(n)`` gives them back and calls
+    the waiters registered with ``wait`` (oldest first) while memory is available.  Single-threaded:
+    owned by the broker's event loop.
+    """
+
+    __slots__ = ("size", "used", "_waiters")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.used = 0
+        self._waiters: deque[Callable[[], None]] = deque()
+
+    @property
+    def bounded(self) -> bool:
+        return self.size > 0
+
+    @property
+    def available(self) -> int:
+        """Bytes left (negative after a non-strict reservation went past the size)."""
+        return self.size - self.used if self.bounded else 2**63 - 1
+
+    def try_reserve(self, nbytes: int) -> bool:
+        # non-strict, as Kafka's SocketServer pool: any memory left admits a whole frame
+        if self.available <= 0:
+            return False
+        self.used += nbytes
+        return True
+
+    def release(self, nbytes: int) -> None:
+        self.used -= nbytes
+        while self._waiters and self.available > 0:
+            self._waiters.popleft()()
+
+    def wait(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (once) when memory is released; a waiter should retry its reservation then."""
+        self._waiters.append(callback)
+
+    def cancel_wait(self, callback: Callable[[], None]) -> None:
+        try:
+            self._waiters.remove(callback)
+        except ValueError:
+            pass
+
+
+UNBOUNDED = MemoryPool(-1)
+
+
 class FrameDecoder:
     """Splits a byte stream into frames (sans-IO), in asyncio's buffered-protocol shape.
 
     ``get_buffer`` hands out the memory the next received bytes should land in
     and ``buffer_updated`` reports how many did, returning the frames now
-    complete.  Small frames are cut out of a shared scratch buffer; once a
-    frame is known to be larger than what has arrived, the decoder allocates
-    its final buffer and the socket reads straight into it, so a 1 MB produce
-    request is not copied on its way in.
+    complete.  Each returned frame holds ``len(frame)`` bytes reserved from the
+    pool; the caller releases them.  Buffers are always replaced, never resized
+    in place, so a memoryview the transport still holds never blocks a resize.
     """
 
-    __slots__ = ("max_frame_bytes", "_scratch", "_view", "_start", "_end", "_body", "_filled")
-    SCRATCH_BYTES = 256 * 1024
+    __slots__ = ("max_frame_bytes", "pool", "blocked", "_scratch", "_view", "_start", "_end", "_grow",
+                 "_reserved", "_body", "_size", "_filled", "_backlog")
+    SCRATCH_MIN = 4 * 1024
+    SCRATCH_MAX = 64 * 1024
+    BODY_MIN = 64 * 1024  # first buffer of a large frame; doubles as its bytes arrive
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(self, max_frame_bytes: int, pool: MemoryPool = UNBOUNDED) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._scratch = bytearray(self.SCRATCH_BYTES)
-        self._view = memoryview(self._scratch)
+        self.pool = pool
+        self.blocked = False  # the next frame's size could not be reserved; see resume()
+        self._new_scratch(self.SCRATCH_MIN)
         self._start = 0  # unparsed bytes are scratch[_start:_end]
         self._end = 0
+        self._grow = False  # the last read filled the scratch: make it bigger when it is next empty
+        self._reserved = False  # the frame at scratch[_start] holds its pool reservation
         self._body: bytearray | None = None  # a large frame being received in place
+        self._size = 0  # its declared size
         self._filled = 0
+        self._backlog = b""  # bytes given to feed() while blocked
+
+    def _new_scratch(self, size: int) -> None:
+        self._scratch = bytearray(size)
+        self._view = memoryview(self._scratch)
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         if self._body is not None:
+            if self._filled == len(self._body):
+                grown = bytearray(min(self._size, 2 * len(self._body)))
+                grown[:self._filled] = self._body
+                self._body = grown
             return memoryview(self._body)[self._filled:]
-        if self._end == len(self._scratch):
+        tail = self._end - self._start
+        if self._grow and len(self._scratch) < self.SCRATCH_MAX and (tail == 0 or self._end == len(self._scratch)):
+            unparsed = self._view[self._start:self._end]
+            self._new_scratch(2 * len(self._scratch))
+            self._scratch[:tail] = unparsed
+            self._start, self._end, self._grow = 0, tail, False
+        elif tail == 0:
+            self._start = self._end = 0
+        elif self._end == len(self._scratch):
             # move the unparsed tail to the front so the socket has room to write
-            tail = self._end - self._start
-            self._scratch[:tail] = self._scratch[self._start:self._end]
+            self._scratch[:tail] = self._view[self._start:self._end]
             self._start, self._end = 0, tail
         return self._view[self._end:]
 
-    def buffer_updated(self, nbytes: int) -> list[bytes]:
+    def buffer_updated(self, nbytes: int) -> list[bytearray | bytes]:
         """Account for ``nbytes`` received into the last buffer; return complete frames.
 
         Raises FrameTooLarge for a size outside [0, max_frame_bytes].
         """
         if self._body is not None:
             self._filled += nbytes
-            if self._filled < len(self._body):
+            if self._filled < self._size:
                 return []
             body, self._body = self._body, None
             return [body]
+        if self._end + nbytes == len(self._scratch):
+            self._grow = True
         self._end += nbytes
-        frames: list[bytes] = []
-        scratch = self._scratch
-        while self._end - self._start >= 4:
+        return self._parse()
+
+    def resume(self) -> list[bytearray | bytes]:
+        """Retry the reservation a blocked decoder waits for; return the frames that completes."""
+        self.blocked = False
+        frames = self._parse()
+        if self._backlog and not self.blocked:
+            backlog, self._backlog = self._backlog, b""
+            frames += self.feed(backlog)
+        return frames
+
+    def close(self) -> None:
+        """Release the reservation of a frame still being received (the connection is gone)."""
+        if self._body is not None:
+            self.pool.release(self._size)
+            self._body = None
+        elif self._reserved:
+            self.pool.release(_SIZE.unpack_from(self._scratch, self._start)[0])
+            self._reserved = False
+        self._start = self._end = 0
+
+    def shrink(self) -> None:
+        """Give back a grown scratch buffer (for a connection gone quiet); no-op while bytes are buffered."""
+        if self._start == self._end and self._body is None and len(self._scratch) > self.SCRATCH_MIN:
+            self._start = self._end = 0
+            self._new_scratch(self.SCRATCH_MIN)
+
+    def _parse(self) -> list[bytearray | bytes]:
+        frames: list[bytearray | bytes] = []
+        scratch, view = self._scratch, self._view
+        while not self.blocked and self._end - self._start >= 4:
             (size,) = _SIZE.unpack_from(scratch, self._start)
             if size < 0 or size > self.max_frame_bytes:
+                for done in frames:  # the connection closes: nobody will answer them
+                    self.pool.release(len(done))
                 raise FrameTooLarge(
                     f"frame size {size} outside [0, socket.request.max.bytes={self.max_frame_bytes}]")
+            if not self._reserved:
+                if not self.pool.try_reserve(size):
+                    self.blocked = True
+                    break
+                self._reserved = True
             available = self._end - self._start - 4
             if available >= size:
-                frames.append(bytes(scratch[self._start + 4:self._start + 4 + size]))
+                frames.append(bytes(view[self._start + 4:self._start + 4 + size]))
                 self._start += 4 + size
+                self._reserved = False
             elif size > len(scratch) // 2:
-                self._body = bytearray(size)
-                self._body[:available] = scratch[self._start + 4:self._end]
-                self._filled = available
+                self._body = bytearray(min(size, max(self.BODY_MIN, 2 * available)))
+                self._body[:available] = view[self._start + 4:self._end]
+                self._size, self._filled = size, available
                 self._start = self._end = 0
+                self._reserved = False
                 break
             else:
                 break
-        if self._start == self._end:
-            self._start = self._end = 0
         return frames
 
-    def feed(self, data) -> list[bytes]:
-        """Copy ``data`` in through get_buffer/buffer_updated (for callers holding bytes)."""
-        frames: list[bytes] = []
+    def feed(self, data) -> list[bytearray | bytes]:
+        """Copy ``data`` in through get_buffer/buffer_updated (for callers holding bytes).
+
+        Bytes that arrive while the pool blocks the decoder are kept and parsed by ``resume``.
+        """
+        frames: list[bytearray | bytes] = []
         data = memoryview(data)
         while data:
+            if self.blocked:
+                self._backlog += bytes(data)
+                break
             buf = self.get_buffer(len(data))
             n = min(len(buf), len(data))
             buf[:n] = data[:n]
@@ -111,7 +254,13 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
+        """Bytes received and not yet returned in a frame."""
         return self._filled if self._body is not None else self._end - self._start
+
+    @property
+    def capacity(self) -> int:
+        """Bytes of buffer this decoder holds (what a connection costs while idle or mid-frame)."""
+        return len(self._scratch) + (len(self._body) if self._body is not None else 0)
 
 
 def peek_header(frame: bytes) -> tuple[int, int, int]:

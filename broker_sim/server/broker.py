@@ -73,7 +73,7 @@ from broker_sim.server.handlers import build_handlers
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.loop_monitor import LoopMonitor
 from broker_sim.server.metrics import BrokerMetrics, serve_metrics
-from broker_sim.server.network import KafkaConnection
+from broker_sim.server.network import Connections, KafkaConnection
 from broker_sim.storage.log import FDS_PER_PARTITION
 
 log = logging.getLogger(__name__)
@@ -168,13 +168,13 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
         self._stop_future: asyncio.Future | None = None
-        self._connections: set[KafkaConnection] = set()
+        self.connections = Connections.from_config(self.config)  # live connections, quotas, request memory
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self.started_in_ms: float | None = None
         self.loop_monitor = LoopMonitor()  # event-loop stalls over 100 ms are logged and counted
-        self.request_memory = None  # the queued.max.request.bytes pool (used / available), once listening
+        self.request_memory = self.connections.pool  # the queued.max.request.bytes pool (used / available)
         self.metrics = BrokerMetrics(self)
         self.metrics_port: int | None = None  # where /metrics is served (metrics.port), once listening
         self._metrics_server: asyncio.AbstractServer | None = None
@@ -236,11 +236,6 @@ class Broker:
             await self._close()
 
     # --- used by handlers -------------------------------------------------
-    @property
-    def connections(self) -> set[KafkaConnection]:
-        """The open client connections."""
-        return self._connections
-
     def stop_future(self) -> asyncio.Future:
         """A future completed at shutdown (long polls wait on it too, so they end promptly)."""
         return asyncio.ensure_future(asyncio.shield(self._stop_future))
@@ -408,11 +403,11 @@ class Broker:
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
         self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics)
-        max_frame = self.config.get("socket.request.max.bytes")
         self._server = await self._loop.create_server(
-            lambda: KafkaConnection(self.dispatcher.handle, max_frame, self._connections),
+            lambda: KafkaConnection(self.dispatcher.handle, self.connections),
             self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        self.connections.start()
         self._isr_checks = None
         if self.cluster is not None:
             self.cluster.start(BrokerEndpoint(self.broker_id, self.advertised_host, self.port))
@@ -491,8 +486,7 @@ class Broker:
         self._server.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
-        for connection in list(self._connections):
-            connection.close()
+        self.connections.close()
         await asyncio.sleep(0)
         if self.cluster is not None:
             self.transactions.markers.close()  # ClusterMarkerWriter: its connections to other brokers

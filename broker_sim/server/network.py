@@ -1,4 +1,4 @@
-"""asyncio network layer: one ``KafkaConnection`` per client socket.
+"""asyncio network layer: one ``KafkaConnection`` per client socket, all of them in ``Connections``.
 
 Theory of operation: the socket reads straight into buffers of the sans-IO
 ``FrameDecoder`` (asyncio's buffered protocol); complete frames queue up and one task per
@@ -11,9 +11,32 @@ small, where a syscall round trip costs more than the copy.
 
 A frame that cannot be framed or decoded closes this connection only, with a
 log line naming the peer and the problem; the broker goes on serving every
-other connection.  Reading pauses while many requests are queued or the
-client is not reading its responses (back-pressure instead of buffering
-without bound).
+other connection.
+
+What one connection can make the broker hold (back-pressure instead of
+buffering without bound):
+
+* request bytes: each frame's size is reserved from the broker-wide pool
+  (``queued.max.request.bytes``, see ``framing.MemoryPool``) when its header
+  arrives and released once its response has been written; a connection whose
+  next frame does not fit stops being read until memory is released;
+* queued requests: at most ``MAX_QUEUED_REQUESTS`` frames or
+  ``MAX_QUEUED_REQUEST_BYTES`` bytes wait behind the one being handled, then
+  reading pauses (until half of both is left);
+* responses: the transport's write buffer pauses the connection above
+  ``WRITE_BUFFER_HIGH`` bytes and the next response waits until it drained, so
+  a client that does not read its responses holds at most one response (a
+  Fetch response is at most ``fetch.max.bytes`` plus headers) and
+  ``WRITE_BUFFER_HIGH``; its queue then fills and reading stops.
+
+``Connections`` owns the live connections: ``ConnectionQuotas``
+(``max.connections``, ``max.connections.per.ip[.overrides]``) at accept, and
+a periodic sweep (every tenth of ``connections.max.idle.ms``, at most
+``MAX_SWEEP_INTERVAL_S``) that closes connections idle that long — no request
+being handled and no bytes read or written — as Kafka's Selector does; a long
+poll Fetch in progress is being handled, so it is not idle.  The sweep also
+gives back the grown read buffers of connections that went quiet (it runs
+with ``connections.max.idle.ms=-1`` too, then closing nothing).
 """
 from __future__ import annotations
 
@@ -24,31 +47,113 @@ import socket
 from collections import deque
 from typing import Awaitable, Callable
 
-from broker_sim.protocol.framing import FrameDecoder, FrameError
+from broker_sim.protocol.framing import FrameDecoder, FrameError, MemoryPool
+from broker_sim.server.connection_quotas import ConnectionQuotas
 
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_REQUESTS = 64
+MAX_QUEUED_REQUEST_BYTES = 16 * 1024 * 1024
+WRITE_BUFFER_HIGH = 256 * 1024
 SENDFILE_MIN_BYTES = 64 * 1024
+MAX_SWEEP_INTERVAL_S = 10.0
 
 
 class CloseConnection(Exception):
     """Raised by a handler when Kafka would close the connection (malformed or unsupported request)."""
 
 
+class Connections:
+    """The listener's live connections, their quotas, the request memory pool and the idle sweep.
+
+    ``pool.used`` / ``pool.size`` are the request bytes held now and the bound (metrics read them);
+    ``len(connections)`` is the number of admitted connections.
+    """
+
+    def __init__(self, *, max_frame_bytes: int, queued_max_request_bytes: int, idle_ms: int,
+                 quotas: ConnectionQuotas) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self.pool = MemoryPool(queued_max_request_bytes)
+        self.idle_ms = idle_ms
+        self.quotas = quotas
+        self._live: set[KafkaConnection] = set()
+        self._sweeper: asyncio.Task | None = None
+
+    @classmethod
+    def from_config(cls, config) -> "Connections":
+        return cls(max_frame_bytes=config.get("socket.request.max.bytes"),
+                   queued_max_request_bytes=config.get("queued.max.request.bytes"),
+                   idle_ms=config.get("connections.max.idle.ms"),
+                   quotas=ConnectionQuotas(config.get("max.connections"), config.get("max.connections.per.ip"),
+                                           config.get("max.connections.per.ip.overrides")))
+
+    def __iter__(self):
+        return iter(list(self._live))
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def admit(self, connection: "KafkaConnection") -> bool:
+        refused = self.quotas.admit(connection.ip)
+        if refused is not None:
+            message = self.quotas.refusal_to_log(connection.ip, refused)
+            if message is not None:
+                log.warning("%s", message)
+            return False
+        self._live.add(connection)
+        return True
+
+    def discard(self, connection: "KafkaConnection") -> None:
+        if connection in self._live:
+            self._live.remove(connection)
+            self.quotas.release(connection.ip)
+
+    def start(self) -> None:
+        """Start the idle sweep (on the running loop)."""
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle())
+
+    def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for connection in self:
+            connection.close()
+
+    async def _sweep_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        closes = self.idle_ms >= 0
+        every = min(max(self.idle_ms / 10_000.0, 0.05), MAX_SWEEP_INTERVAL_S) if closes else MAX_SWEEP_INTERVAL_S
+        while True:
+            await asyncio.sleep(every)
+            now = loop.time()
+            for connection in self:
+                if connection.idle_for(now) * 1000.0 >= self.idle_ms and closes:
+                    log.info("closing connection from %s: idle for connections.max.idle.ms=%d",
+                             connection.peer, self.idle_ms)
+                    connection.close()
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handle: Callable[["KafkaConnection", bytes], Awaitable[list | None]],
-                 max_frame_bytes: int, connections: set) -> None:
+                 connections: Connections) -> None:
         self._handle = handle
-        self._decoder = FrameDecoder(max_frame_bytes)
         self._connections = connections
+        self._pool = connections.pool
+        self._decoder = FrameDecoder(connections.max_frame_bytes, connections.pool)
         self._queue: deque[bytes] = deque()
+        self._queued_bytes = 0
         self._wakeup: asyncio.Future | None = None
         self._drained: asyncio.Future | None = None
         self._reading_paused = False
         self._closed = False
+        self._handling = False
+        self._waiting_memory = False
+        # activity as the idle sweep sees it: counters it compares between passes (cheaper than a clock per read)
+        self._reads = self._writes = 0
+        self._seen: tuple = ()
+        self._last_active = 0.0
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.ip = "?"
         self.sendfile_ok = True
         self.inter_broker = False  # set by the dispatcher once the peer proved it is a broker of this cluster
         self._task: asyncio.Task | None = None
@@ -57,31 +162,63 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if peer:
+            self.ip = peer[0]
+            self.peer = f"{peer[0]}:{peer[1]}"
+        if not self._connections.admit(self):
+            self._closed = True
+            transport.abort()  # refused at accept: nothing read, nothing to flush
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sendfile_ok = sock is not None and transport.get_extra_info("sslcontext") is None
-        self._connections.add(self)
-        self._task = asyncio.get_running_loop().create_task(self._serve())
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        loop = asyncio.get_running_loop()
+        self._last_active = loop.time()
+        self._task = loop.create_task(self._serve())
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._decoder.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
+        self._reads += 1
         try:
             frames = self._decoder.buffer_updated(nbytes)
         except FrameError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.close()
             return
+        self._take(frames)
+
+    def _take(self, frames: list) -> None:
         if frames:
             self._queue.extend(frames)
-            if len(self._queue) >= MAX_QUEUED_REQUESTS and not self._reading_paused:
-                self._reading_paused = True
-                self.transport.pause_reading()
+            self._queued_bytes += sum(len(f) for f in frames)
             if self._wakeup is not None and not self._wakeup.done():
                 self._wakeup.set_result(None)
+        if self._decoder.blocked and not self._waiting_memory:
+            self._waiting_memory = True
+            self._pool.wait(self._memory_released)
+        self._update_reading()
+
+    def _memory_released(self) -> None:
+        self._waiting_memory = False
+        if not self._closed:
+            self._take(self._decoder.resume())
+
+    def _update_reading(self) -> None:
+        if self._closed:
+            return
+        if self._reading_paused:
+            if (not self._decoder.blocked and len(self._queue) < MAX_QUEUED_REQUESTS // 2
+                    and self._queued_bytes < MAX_QUEUED_REQUEST_BYTES // 2):
+                self._reading_paused = False
+                self.transport.resume_reading()
+        elif (self._decoder.blocked or len(self._queue) >= MAX_QUEUED_REQUESTS
+              or self._queued_bytes >= MAX_QUEUED_REQUEST_BYTES):
+            self._reading_paused = True
+            self.transport.pause_reading()
 
     def eof_received(self):
         return False
@@ -89,6 +226,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc) -> None:
         self._closed = True
         self._connections.discard(self)
+        self._pool.cancel_wait(self._memory_released)
+        while self._queue:  # requests nobody will answer give their memory back
+            self._pool.release(len(self._queue.popleft()))
+        self._queued_bytes = 0
+        self._decoder.close()
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
         if self._drained is not None and not self._drained.done():
@@ -101,6 +243,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def resume_writing(self) -> None:
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
+
+    # --- idle sweep ---------------------------------------------------------
+    def idle_for(self, now: float) -> float:
+        """Seconds since this connection last read or wrote a byte or handled a request (0 when busy)."""
+        activity = (self._reads, self._writes,
+                    self.transport.get_write_buffer_size() if self.transport is not None else 0)
+        if self._handling or activity != self._seen:
+            self._seen = activity
+            self._last_active = now
+            return 0.0
+        self._decoder.shrink()  # quiet since the last pass: drop a scratch buffer grown for a burst
+        return now - self._last_active
 
     # --- request loop -----------------------------------------------------
     def close(self) -> None:
@@ -119,17 +273,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._wakeup = None
                     continue
                 frame = self._queue.popleft()
-                if self._reading_paused and len(self._queue) < MAX_QUEUED_REQUESTS // 2:
-                    self._reading_paused = False
-                    self.transport.resume_reading()
+                self._queued_bytes -= len(frame)
+                self._update_reading()
                 try:
-                    parts = await self._handle(self, frame)
+                    self._handling = True
+                    try:
+                        parts = await self._handle(self, frame)
+                    finally:
+                        self._handling = False
+                    if parts:
+                        await self._send(parts)
                 except CloseConnection as exc:
                     log.warning("closing connection from %s: %s", self.peer, exc)
                     self.close()
                     return
-                if parts:
-                    await self._send(parts)
+                finally:
+                    # answered (or never will be): its bytes go back to the pool
+                    self._pool.release(len(frame))
+                    del frame  # a large request is not kept alive while waiting for the next one
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -141,6 +302,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         for part in parts:
             if self._closed:
                 return
+            self._writes += 1
             if isinstance(part, (bytes, bytearray, memoryview)):
                 transport.write(part)
             elif part.size >= SENDFILE_MIN_BYTES and self.sendfile_ok:

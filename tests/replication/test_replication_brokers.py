@@ -25,6 +25,7 @@ from kafka.protocol.producer import ProduceRequest
 from broker_sim.controller.cluster_state import BrokerEndpoint, PartitionState
 from broker_sim.replication.client import BrokerClient
 from broker_sim.server.broker import Broker
+from broker_sim.server.inter_broker import InterBrokerIdentity
 from replication_helpers import build_batch
 
 TOPIC = "replicated"
@@ -38,6 +39,9 @@ BROKER_CONFIG = {
     "replica.lag.time.max.ms": 1500,
     "replica.socket.timeout.ms": 5000,
 }
+# what ZooKeeper's shared secret gives a real cluster: followers' fetches (and this test's wire requests,
+# which play brokers) prove they come from brokers, so they are not refused as clients' follower fetches
+IDENTITY = InterBrokerIdentity("replication-test secret")
 
 
 def wait_until(condition, timeout: float = 10.0, what: str = "condition"):
@@ -63,6 +67,7 @@ class TestCluster:
         self._lock = threading.Lock()
         self._isr_checks: dict[int, asyncio.Task] = {}
         for broker in self.brokers:
+            broker.inter_broker = IDENTITY
             broker.start()
         for broker in self.brokers:
             self.call(broker, self._install, broker)
@@ -70,6 +75,7 @@ class TestCluster:
     def _install(self, broker) -> None:
         broker.replicas.resolve_broker = self.endpoint
         broker.replicas.isr_writer = self._isr_writer
+        broker.replicas.inter_broker_client_id = IDENTITY.client_id
         self._isr_checks[broker.broker_id] = asyncio.get_running_loop().create_task(self._check_isr(broker))
 
     async def _check_isr(self, broker) -> None:
@@ -165,7 +171,7 @@ def wire(bootstrap: str, *requests):
     host, port = bootstrap.rsplit(":", 1)
 
     async def run():
-        client = BrokerClient(host, int(port), client_id="replication-test", timeout_s=15)
+        client = BrokerClient(host, int(port), client_id=IDENTITY.client_id("replication-test"), timeout_s=15)
         try:
             return await asyncio.gather(*(client.request(r) for r in requests))
         finally:

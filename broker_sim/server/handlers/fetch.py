@@ -1,18 +1,24 @@
 """Fetch: long-poll reads served from segment files, zero copy where the connection allows.
 
 Kafka's rules kept here: the response holds at most ``max_bytes`` overall
+— never more than the broker's ``fetch.max.bytes``, whatever the client asks —
 and ``partition_max_bytes`` per partition, except that the first partition
 with data returns at least one whole batch so a consumer always progresses
-(KIP-74); the broker answers once ``min_bytes`` are available or
-``max_wait_ms`` has passed, waiting on appends rather than polling; consumers
+(KIP-74); a partition named twice in one request is answered once, at its
+first position with its last fetch parameters (Kafka collects the request
+into a LinkedHashMap keyed by partition); the broker answers once
+``min_bytes`` are available or ``max_wait_ms`` has passed, waiting on appends rather than polling; consumers
 see only offsets below the high watermark; under read_committed only offsets
 below the last stable offset, with the list of aborted transactions
 (producer id, first offset) overlapping the returned range, which the client
 uses to drop aborted records.  Every answer carries the real last stable offset.
 
 Replication: only a partition's leader answers Fetch (NOT_LEADER_OR_FOLLOWER
-otherwise).  A fetch with ``replica_id`` >= 0 comes from a follower: it reads
-up to the log end offset (not the high watermark), and its fetch offset is
+otherwise).  A fetch with ``replica_id`` >= 0 comes from a follower; from a
+connection that is not another broker's (``ctx.inter_broker``) it is answered
+as Kafka answers a follower without the ClusterAction ACL: every partition
+TOPIC_AUTHORIZATION_FAILED, nothing read, no follower state touched.  A
+follower's fetch reads up to the log end offset (not the high watermark), and its fetch offset is
 the follower's log end offset, reported to the partition
 (``update_follower_fetch``), which may move the high watermark and the ISR.
 Long polls wake on appends and on high watermark moves, so a consumer waiting
@@ -23,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import os
 
+import kafka.errors as Errors
 from kafka.protocol.consumer import FetchResponse
 
 from broker_sim.protocol.splice import new_placeholder, splice
@@ -43,19 +50,34 @@ class _Read:
         self.regions, self.size, self.diverging, self.aborted = regions, size, diverging, aborted
 
 
-def _read_all(broker, request, version):
-    budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+def fetch_data(request) -> list[tuple[str, list]]:
+    """The request's partitions as Kafka's ``FetchRequest.fetchData`` sees them: one entry per
+    (topic, partition) at its first position with its last data, runs of one topic grouped."""
+    entries: dict[tuple[str, int], object] = {}
+    for topic in request.topics:
+        for data in topic.partitions:
+            entries[(topic.topic, data.partition)] = data  # dict keeps the first insertion's position
+    grouped: list[tuple[str, list]] = []
+    for (name, _), data in entries.items():
+        if grouped and grouped[-1][0] == name:
+            grouped[-1][1].append(data)
+        else:
+            grouped.append((name, [data]))
+    return grouped
+
+
+def _read_all(broker, request, version, partitions_by_topic, from_follower):
+    budget = min(request.max_bytes if request.max_bytes > 0 else 2**31 - 1, broker.config.get("fetch.max.bytes"))
     committed = request.isolation_level == READ_COMMITTED
     replica_id = request.replica_id
-    from_follower = replica_id is not None and replica_id >= 0
     now_ms = broker.now_ms() if from_follower else 0
     min_one = True
     topics, total = [], 0
-    for topic in request.topics:
+    for name, partitions in partitions_by_topic:
         reads = []
-        for data in topic.partitions:
+        for data in partitions:
             try:
-                partition = broker.replicas.get_leader(topic.topic, data.partition)
+                partition = broker.replicas.get_leader(name, data.partition)
                 partition.check_leader_epoch(data.current_leader_epoch)
                 if version >= 12 and data.last_fetched_epoch >= 0:
                     epoch, end = partition.end_offset_for_epoch(data.last_fetched_epoch)
@@ -74,7 +96,7 @@ def _read_all(broker, request, version):
             except Exception as exc:  # per-partition error code
                 code, message = error_of(exc)
                 reads.append(_Read(data.partition, code, message,
-                                   partition=broker.replicas.partitions.get((topic.topic, data.partition))))
+                                   partition=broker.replicas.partitions.get((name, data.partition))))
                 continue
             size = sum(r.size for r in regions)
             if size:
@@ -84,8 +106,15 @@ def _read_all(broker, request, version):
             aborted = (partition.aborted_transactions(data.fetch_offset, partition.last_stable_offset)
                        if committed and size else ())
             reads.append(_Read(data.partition, partition=partition, regions=regions, size=size, aborted=aborted))
-        topics.append((topic.topic, reads))
+        topics.append((name, reads))
     return topics, total
+
+
+def _refused(partitions_by_topic):
+    return [(name, [_Read(data.partition, Errors.TopicAuthorizationFailedError.errno,
+                          "a follower fetch (replica_id >= 0) needs ClusterAction: brokers only")
+                    for data in partitions])
+            for name, partitions in partitions_by_topic]
 
 
 def _has_error(topics) -> bool:
@@ -93,10 +122,14 @@ def _has_error(topics) -> bool:
 
 
 async def fetch(broker, ctx, request):
+    partitions_by_topic = fetch_data(request)
+    from_follower = request.replica_id is not None and request.replica_id >= 0
+    if from_follower and not ctx.inter_broker:
+        return _encode(ctx, request, _refused(partitions_by_topic))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000.0
     while True:
-        topics, total = _read_all(broker, request, ctx.version)
+        topics, total = _read_all(broker, request, ctx.version, partitions_by_topic, from_follower)
         remaining = deadline - loop.time()
         if total >= request.min_bytes or remaining <= 0 or _has_error(topics) or broker.stopping:
             break

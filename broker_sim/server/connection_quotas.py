@@ -1,0 +1,88 @@
+"""Connection counts per broker and per client IP (Kafka's ``ConnectionQuotas``), sans-IO.
+
+Theory of operation: the listener asks ``admit(ip)`` for every accepted socket
+and calls ``release(ip)`` exactly once for every admitted one when it closes, so
+the counts stay exact under any churn.  A connection is refused when the
+broker already holds ``max.connections`` or its IP already holds its limit:
+``max.connections.per.ip`` or that IP's entry in
+``max.connections.per.ip.overrides`` (hosts given by name are resolved once,
+at start, as Kafka does).  The listener closes a refused socket at once.
+
+Deviation from Kafka: at ``max.connections`` Kafka's acceptor stops accepting
+and lets new connections wait in the TCP backlog; asyncio's server cannot
+pause accepting, so here the extra connection is closed like a per-IP refusal
+(clients reconnect with backoff either way).
+
+A flood of refused connections must not flood the log: ``refusal_to_log``
+answers at most one message per IP per ``WARN_INTERVAL_S``, counting the
+refusals it swallowed meanwhile.  Time is injected.
+"""
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from typing import Callable, Mapping
+
+WARN_INTERVAL_S = 5.0
+
+
+def _normalise(host: str) -> str:
+    """The IP a peer address would show for ``host`` (a literal stays itself; a name is resolved)."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        try:
+            return socket.gethostbyname(host)
+        except OSError:
+            return host  # never matches a peer; harmless, as an unknown host in Kafka's overrides
+
+
+class ConnectionQuotas:
+    def __init__(self, max_connections: int, max_per_ip: int, overrides: Mapping[str, int] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.overrides = {_normalise(host): count for host, count in (overrides or {}).items()}
+        self.total = 0
+        self.per_ip: dict[str, int] = {}
+        self._clock = clock
+        self._warned: dict[str, tuple[float, int]] = {}  # ip -> (last warning, refusals not logged since)
+
+    def limit_for(self, ip: str) -> int:
+        return self.overrides.get(ip, self.max_per_ip)
+
+    def admit(self, ip: str) -> str | None:
+        """Count a new connection from ``ip``; or, if over a limit, count nothing and return why."""
+        if self.total >= self.max_connections:
+            return f"max.connections={self.max_connections} reached"
+        count = self.per_ip.get(ip, 0)
+        limit = self.limit_for(ip)
+        if count >= limit:
+            name = "max.connections.per.ip.overrides" if ip in self.overrides else "max.connections.per.ip"
+            return f"{name}={limit} reached for {ip}"
+        self.total += 1
+        self.per_ip[ip] = count + 1
+        return None
+
+    def release(self, ip: str) -> None:
+        """Uncount a connection ``admit`` counted."""
+        self.total -= 1
+        left = self.per_ip[ip] - 1
+        if left:
+            self.per_ip[ip] = left
+        else:
+            del self.per_ip[ip]
+
+    def refusal_to_log(self, ip: str, reason: str) -> str | None:
+        """The warning to log for this refusal, or None while ``ip`` was warned about recently."""
+        now = self._clock()
+        last, swallowed = self._warned.get(ip, (None, 0))
+        if last is not None and now - last < WARN_INTERVAL_S:
+            self._warned[ip] = (last, swallowed + 1)
+            return None
+        if len(self._warned) > 4096:  # forget quiet IPs so a scan of many addresses cannot grow this
+            self._warned = {k: v for k, v in self._warned.items() if now - v[0] < WARN_INTERVAL_S}
+        self._warned[ip] = (now, 0)
+        more = f" ({swallowed} more refused since the last warning)" if swallowed else ""
+        return f"refused connection from {ip}: {reason}{more}"
