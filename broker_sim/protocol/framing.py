@@ -20,19 +20,28 @@ What a client can make the decoder hold, and why:
   ``SCRATCH_MIN`` bytes, doubles up to ``SCRATCH_MAX`` while reads fill it (a
   burst of small requests) and goes back to ``SCRATCH_MIN`` on ``shrink`` (the
   network layer calls it for connections gone quiet);
-* every frame's declared size is reserved from the broker-wide ``MemoryPool``
-  (``queued.max.request.bytes``) when its header is parsed and released by the
-  caller once the request has been answered.  When the pool is out of memory
-  the decoder stops (``blocked``): the caller stops reading the socket, and
-  ``resume`` retries once memory was released.  Nothing is allocated while
-  waiting.
+* request bytes come from the broker-wide ``MemoryPool``
+  (``queued.max.request.bytes``) and go back when the caller releases the
+  answered frame: a small frame (one that fits the scratch buffer) reserves
+  its declared size when its header is parsed; a large frame reserves its
+  buffer as the buffer grows, so what it holds is what its sender actually
+  sent (at most twice that).  Kafka reserves a large frame's whole declared
+  size at its header; then two connections that each send only a header
+  declaring 100 MB hold a 200 MB pool, and every other connection stops being
+  read until they are closed.  When the pool is out of memory the decoder
+  stops (``blocked``): the caller stops reading the socket, and ``resume``
+  retries once memory was released.  Nothing is allocated while waiting.
+  Partly received frames could all wait for each other to finish; so one
+  growing frame at a time may go past the pool's size (``try_grow``), and
+  ``reserved`` says what a decoder holds for an unfinished frame (the network
+  layer closes a sender that stopped halfway while others wait for memory).
 
 ``MemoryPool`` is Kafka's ``SimpleMemoryPool`` in its non-strict mode (the one
 Kafka's SocketServer uses): a reservation succeeds while *any* memory is
 available, so a frame larger than the whole pool (a pool smaller than
 ``socket.request.max.bytes``) is still served once the pool is otherwise empty
-instead of waiting forever.  Usage therefore peaks below ``size +
-socket.request.max.bytes``.
+instead of waiting forever; with the one growing frame allowed past the size,
+usage peaks below ``size + 2 × socket.request.max.bytes``.
 
 Every request frame starts with the same three fields (api key, api version,
 correlation id): ``peek_header`` reads them so the dispatcher can choose the
@@ -65,12 +74,14 @@ class MemoryPool:
     owned by the broker's event loop.
     """
 
-    __slots__ = ("size", "used", "_waiters")
+    __slots__ = ("size", "used", "releases", "_waiters", "_priority")
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.used = 0
-        self._waiters: deque[Callable[[], None]] = deque()
+        self.releases = 0  # count of release() calls: the network layer sees whether memory moved
+        self._waiters: deque[tuple[Callable[[], None], bool]] = deque()  # (callback, wants to grow a frame)
+        self._priority: object | None = None  # the one growing frame that may go past the size
 
     @property
     def bounded(self) -> bool:
@@ -88,20 +99,60 @@ class MemoryPool:
         self.used += nbytes
         return True
 
+    def try_grow(self, nbytes: int, owner: object) -> bool:
+        """Reserve ``nbytes`` more for ``owner``'s partly received frame.
+
+        Like ``try_reserve``, and when the pool is out of memory one frame at a time — the first to ask,
+        until ``done_growing`` — may grow anyway: partly received frames then never all wait for each other
+        (each holds only what arrived), and usage stays below ``size`` + one frame.
+        """
+        if self.try_reserve(nbytes):
+            return True
+        if self._priority is None or self._priority is owner:
+            self._priority = owner
+            self.used += nbytes
+            return True
+        return False
+
+    def done_growing(self, owner: object) -> None:
+        """``owner``'s frame is complete (or abandoned): another frame may take the priority."""
+        if self._priority is owner:
+            self._priority = None
+            self._wake()
+
     def release(self, nbytes: int) -> None:
         self.used -= nbytes
-        while self._waiters and self.available > 0:
-            self._waiters.popleft()()
+        self.releases += 1
+        self._wake()
 
-    def wait(self, callback: Callable[[], None]) -> None:
+    def _wake(self) -> None:
+        """Let waiters retry, oldest first, while memory is left — or, with none left, let the oldest
+        waiter growing a frame take a free growing-frame priority; a waiter that still does not fit
+        registers again."""
+        if self.available > 0:
+            while self._waiters and self.available > 0:
+                self._waiters.popleft()[0]()
+        elif self._priority is None:
+            for waiter in self._waiters:
+                if waiter[1]:
+                    self._waiters.remove(waiter)
+                    waiter[0]()
+                    return
+
+    @property
+    def waiting(self) -> int:
+        """How many reservations wait for memory."""
+        return len(self._waiters)
+
+    def wait(self, callback: Callable[[], None], *, growing: bool = False) -> None:
         """Call ``callback`` (once) when memory is released; a waiter should retry its reservation then."""
-        self._waiters.append(callback)
+        self._waiters.append((callback, growing))
 
     def cancel_wait(self, callback: Callable[[], None]) -> None:
-        try:
-            self._waiters.remove(callback)
-        except ValueError:
-            pass
+        for waiter in self._waiters:
+            if waiter[0] == callback:
+                self._waiters.remove(waiter)
+                return
 
 
 UNBOUNDED = MemoryPool(-1)
@@ -142,11 +193,7 @@ class FrameDecoder:
         self._view = memoryview(self._scratch)
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
-        if self._body is not None:
-            if self._filled == len(self._body):
-                grown = bytearray(min(self._size, 2 * len(self._body)))
-                grown[:self._filled] = self._body
-                self._body = grown
+        if self._body is not None:  # never full here: buffer_updated grew it (or blocked reading)
             return memoryview(self._body)[self._filled:]
         tail = self._end - self._start
         if self._grow and len(self._scratch) < self.SCRATCH_MAX and (tail == 0 or self._end == len(self._scratch)):
@@ -170,18 +217,35 @@ class FrameDecoder:
         if self._body is not None:
             self._filled += nbytes
             if self._filled < self._size:
+                if self._filled == len(self._body):
+                    self._grow_body()
                 return []
             body, self._body = self._body, None
+            self.pool.done_growing(self)
             return [body]
         if self._end + nbytes == len(self._scratch):
             self._grow = True
         self._end += nbytes
         return self._parse()
 
+    def _grow_body(self) -> None:
+        """Double a large frame's full buffer (capped at its size), reserving the growth; else block."""
+        grown_size = min(self._size, 2 * len(self._body))
+        if not self.pool.try_grow(grown_size - len(self._body), self):
+            self.blocked = True
+            return
+        grown = bytearray(grown_size)
+        grown[:self._filled] = self._body
+        self._body = grown
+
     def resume(self) -> list[bytearray | bytes]:
         """Retry the reservation a blocked decoder waits for; return the frames that completes."""
         self.blocked = False
-        frames = self._parse()
+        if self._body is not None:
+            self._grow_body()
+            frames = []
+        else:
+            frames = self._parse()
         if self._backlog and not self.blocked:
             backlog, self._backlog = self._backlog, b""
             frames += self.feed(backlog)
@@ -190,8 +254,9 @@ class FrameDecoder:
     def close(self) -> None:
         """Release the reservation of a frame still being received (the connection is gone)."""
         if self._body is not None:
-            self.pool.release(self._size)
+            self.pool.release(len(self._body))
             self._body = None
+            self.pool.done_growing(self)
         elif self._reserved:
             self.pool.release(_SIZE.unpack_from(self._scratch, self._start)[0])
             self._reserved = False
@@ -213,23 +278,27 @@ class FrameDecoder:
                     self.pool.release(len(done))
                 raise FrameTooLarge(
                     f"frame size {size} outside [0, socket.request.max.bytes={self.max_frame_bytes}]")
+            available = self._end - self._start - 4
+            if available < size and size > len(scratch) // 2 and not self._reserved:
+                # a large frame: received in its own buffer, reserved as that buffer grows
+                initial = min(size, max(self.BODY_MIN, 2 * available))
+                if not self.pool.try_grow(initial, self):
+                    self.blocked = True
+                    break
+                self._body = bytearray(initial)
+                self._body[:available] = view[self._start + 4:self._end]
+                self._size, self._filled = size, available
+                self._start = self._end = 0
+                break
             if not self._reserved:
                 if not self.pool.try_reserve(size):
                     self.blocked = True
                     break
                 self._reserved = True
-            available = self._end - self._start - 4
             if available >= size:
                 frames.append(bytes(view[self._start + 4:self._start + 4 + size]))
                 self._start += 4 + size
                 self._reserved = False
-            elif size > len(scratch) // 2:
-                self._body = bytearray(min(size, max(self.BODY_MIN, 2 * available)))
-                self._body[:available] = view[self._start + 4:self._end]
-                self._size, self._filled = size, available
-                self._start = self._end = 0
-                self._reserved = False
-                break
             else:
                 break
         return frames
@@ -256,6 +325,18 @@ class FrameDecoder:
     def buffered(self) -> int:
         """Bytes received and not yet returned in a frame."""
         return self._filled if self._body is not None else self._end - self._start
+
+    @property
+    def growing(self) -> bool:
+        """A large frame is being received (a block now waits to grow it, see MemoryPool.try_grow)."""
+        return self._body is not None
+
+    @property
+    def reserved(self) -> int:
+        """Pool bytes held for a frame not yet complete."""
+        if self._body is not None:
+            return len(self._body)
+        return _SIZE.unpack_from(self._scratch, self._start)[0] if self._reserved else 0
 
     @property
     def capacity(self) -> int:

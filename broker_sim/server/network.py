@@ -16,10 +16,14 @@ other connection.
 What one connection can make the broker hold (back-pressure instead of
 buffering without bound):
 
-* request bytes: each frame's size is reserved from the broker-wide pool
-  (``queued.max.request.bytes``, see ``framing.MemoryPool``) when its header
-  arrives and released once its response has been written; a connection whose
-  next frame does not fit stops being read until memory is released;
+* request bytes: each frame reserves from the broker-wide pool
+  (``queued.max.request.bytes``, see ``framing.MemoryPool``) — a small frame
+  its size at its header, a large one its buffer as its bytes arrive — and
+  releases once its response has been written; a connection whose next bytes
+  do not fit stops being read until memory is released.  When connections
+  have waited ``STALLED_FRAME_S`` for memory and none was released meanwhile,
+  those holding memory for a frame they stopped sending are closed (a sender
+  that stopped halfway cannot keep everyone else waiting);
 * queued requests: at most ``MAX_QUEUED_REQUESTS`` frames or
   ``MAX_QUEUED_REQUEST_BYTES`` bytes wait behind the one being handled, then
   reading pauses (until half of both is left);
@@ -57,6 +61,8 @@ MAX_QUEUED_REQUEST_BYTES = 16 * 1024 * 1024
 WRITE_BUFFER_HIGH = 256 * 1024
 SENDFILE_MIN_BYTES = 64 * 1024
 MAX_SWEEP_INTERVAL_S = 10.0
+STARVED_CHECK_S = 1.0  # how often the sweep looks for connections starved of request memory
+STALLED_FRAME_S = 5.0  # starved this long with no memory released: the largest partial-frame holder is closed
 
 
 class CloseConnection(Exception):
@@ -122,14 +128,41 @@ class Connections:
         loop = asyncio.get_running_loop()
         closes = self.idle_ms >= 0
         every = min(max(self.idle_ms / 10_000.0, 0.05), MAX_SWEEP_INTERVAL_S) if closes else MAX_SWEEP_INTERVAL_S
+        tick = min(every, STARVED_CHECK_S) if self.pool.bounded else every
+        next_idle_pass = loop.time() + every
+        starved: dict | None = None  # connection -> its read count when the starvation began
+        releases = self.pool.releases
+        starved_since = 0.0
         while True:
-            await asyncio.sleep(every)
+            await asyncio.sleep(tick)
             now = loop.time()
+            if not self.pool.waiting or self.pool.releases != releases:
+                starved, releases = None, self.pool.releases
+            elif starved is None:
+                starved, starved_since = {c: c.reads for c in self if c.reserved_for_partial_frame}, now
+            elif now - starved_since >= STALLED_FRAME_S:
+                self._close_stalled_senders(starved)
+                starved = None
+            if now < next_idle_pass:
+                continue
+            next_idle_pass = now + every
             for connection in self:
                 if connection.idle_for(now) * 1000.0 >= self.idle_ms and closes:
                     log.info("closing connection from %s: idle for connections.max.idle.ms=%d",
                              connection.peer, self.idle_ms)
                     connection.close()
+
+    def _close_stalled_senders(self, read_counts: dict) -> None:
+        """Connections waited STALLED_FRAME_S for request memory and none was released: close those that
+        hold some for a frame they stopped sending meanwhile (not those the pool itself keeps waiting)."""
+        for connection, reads in read_counts.items():
+            if (connection.reserved_for_partial_frame and connection.reads == reads
+                    and not connection.waiting_for_memory):
+                log.warning("closing connection from %s: it stopped sending a frame for which it holds %d bytes "
+                            "of queued.max.request.bytes=%d while %d connection(s) waited %.0f s for memory",
+                            connection.peer, connection.reserved_for_partial_frame, self.pool.size,
+                            self.pool.waiting, STALLED_FRAME_S)
+                connection.close()
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -199,7 +232,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._wakeup.set_result(None)
         if self._decoder.blocked and not self._waiting_memory:
             self._waiting_memory = True
-            self._pool.wait(self._memory_released)
+            self._pool.wait(self._memory_released, growing=self._decoder.growing)
         self._update_reading()
 
     def _memory_released(self) -> None:
@@ -245,6 +278,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._drained.set_result(None)
 
     # --- idle sweep ---------------------------------------------------------
+    @property
+    def reserved_for_partial_frame(self) -> int:
+        """Request-pool bytes this connection holds for a frame it has not finished receiving."""
+        return 0 if self._closed else self._decoder.reserved
+
+    @property
+    def reads(self) -> int:
+        """How many times bytes arrived on this connection."""
+        return self._reads
+
+    @property
+    def waiting_for_memory(self) -> bool:
+        """The pool keeps this connection from being read (its next bytes do not fit)."""
+        return self._waiting_memory
+
     def idle_for(self, now: float) -> float:
         """Seconds since this connection last read or wrote a byte or handled a request (0 when busy)."""
         activity = (self._reads, self._writes,

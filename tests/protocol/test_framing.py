@@ -139,3 +139,58 @@ def test_frames_parsed_before_a_bad_size_give_their_memory_back():
 def test_an_unbounded_pool_still_counts_usage():
     pool = MemoryPool(-1)
     assert pool.try_reserve(10 << 30) and pool.used == 10 << 30
+
+
+def test_a_large_frame_reserves_what_arrived_not_what_its_header_declares():
+    pool = MemoryPool(1 << 20)
+    decoder = FrameDecoder(100 << 20, pool)
+    decoder.feed(struct.pack(">i", 50 << 20) + b"x" * 10)
+    assert pool.used == decoder.reserved == FrameDecoder.BODY_MIN  # not 50 MB
+    other = FrameDecoder(100 << 20, pool)  # a second connection's small frame still fits
+    assert other.feed(struct.pack(">i", 3) + b"abc") == [b"abc"] and not other.blocked
+    decoder.close()
+    assert pool.used == 3
+
+
+def test_partly_received_frames_never_all_wait_for_each_other():
+    pool = MemoryPool(200 * 1024)
+    decoders = [FrameDecoder(1 << 20, pool) for _ in range(3)]
+    body = b"y" * (512 * 1024)
+    sent = 150 * 1024
+    for decoder in decoders:
+        assert decoder.feed(struct.pack(">i", len(body)) + body[:sent]) == []
+    assert pool.available <= 0 and any(d.blocked for d in decoders)
+    assert not all(d.blocked for d in decoders)  # one frame at a time may grow past the pool
+    received: dict[int, list] = {i: [] for i in range(3)}
+
+    def take(i, frames):
+        received[i] += frames
+        if decoders[i].blocked:
+            pool.wait(lambda: take(i, decoders[i].resume()), growing=True)
+
+    for i, decoder in enumerate(decoders):  # the rest of every frame arrives (kept aside while blocked)
+        if decoder.blocked:
+            pool.wait(lambda i=i: take(i, decoders[i].resume()), growing=True)
+            decoder.feed(body[sent:])
+        else:
+            take(i, decoder.feed(body[sent:]))
+    answered = set()
+    for _ in range(10):  # answer what is complete; its release lets the next frame grow
+        for i in range(3):
+            if received[i] == [body] and i not in answered:
+                answered.add(i)
+                pool.release(len(body))
+    assert answered == {0, 1, 2} and pool.used == 0
+
+
+def test_the_growing_priority_goes_to_a_growing_waiter_once_free():
+    pool = MemoryPool(10)
+    a, b = object(), object()
+    assert pool.try_reserve(10)          # the pool is full
+    assert pool.try_grow(50, a)          # out of memory: a takes the priority
+    assert not pool.try_grow(5, b)       # only one frame at a time
+    order = []
+    pool.wait(lambda: order.append("small"), growing=False)
+    pool.wait(lambda: order.append("b") or pool.try_grow(5, b), growing=True)
+    pool.done_growing(a)
+    assert order == ["b"] and pool.used == 65  # b took the free priority; the small frame still waits

@@ -23,6 +23,7 @@ from broker_sim.server.network import CloseConnection
 class FakeConnection:
     peer = "fuzz"
     sendfile_ok = False
+    inter_broker = False
 
 
 def _valid_requests():
