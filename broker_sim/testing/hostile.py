@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import signal
@@ -198,21 +197,27 @@ def unknown_api(port, rng, cache):
     return _send_and_drain(port, [struct.pack(">i", len(header)) + header], read_s=1)
 
 
-def declared_but_never_sent(port, rng, cache):
-    """Frame headers declaring 100 MB on 20 connections, held open for a while, bodies never sent."""
+def _hold_connections(port: int, count: int, hold_s: float, first_bytes: bytes = b"") -> int:
+    """Open ``count`` connections, send ``first_bytes`` on each, hold them ``hold_s``, close; connections made."""
     socks = []
     try:
-        for _ in range(20):
+        for _ in range(count):
             sock = _connect(port)
-            sock.sendall(struct.pack(">i", 100 * 1024 * 1024) + b"\x00\x00\x00\x00")
             socks.append(sock)
-        time.sleep(1.0)
-    except OSError:
+            if first_bytes:
+                sock.sendall(first_bytes)
+        time.sleep(hold_s)
+    except OSError:  # refused or reset: the broker's limits at work
         pass
     finally:
         for sock in socks:
             sock.close()
     return len(socks)
+
+
+def declared_but_never_sent(port, rng, cache):
+    """Frame headers declaring 100 MB on 20 connections, held open for a while, bodies never sent."""
+    return _hold_connections(port, 20, 1.0, struct.pack(">i", 100 * 1024 * 1024) + b"\x00\x00\x00\x00")
 
 
 def half_sent_frame(port, rng, cache):
@@ -306,17 +311,7 @@ def illegal_topic_names(port, rng, cache):
 
 
 def idle_connection_flood(port, rng, cache):
-    socks = []
-    try:
-        for _ in range(100):
-            socks.append(_connect(port))
-        time.sleep(0.5)
-    except OSError:
-        pass
-    finally:
-        for sock in socks:
-            sock.close()
-    return len(socks)
+    return _hold_connections(port, 100, 0.5)
 
 
 ATTACKS = [

@@ -8,13 +8,18 @@ import uuid
 from client_helpers import Record, consume_confluent, consume_kafka_python, produce_confluent, produce_kafka_python
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident set size of a process (Linux /proc)."""
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
+    """Resident set size of a process (Linux /proc); ``field="VmHWM"``: its peak so far."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
+    raise AssertionError(f"no {field} for pid {pid}")
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """Peak resident set size of a process (VmHWM): catches a spike that RSS after the fact would not."""
+    return rss_bytes(pid, "VmHWM")
 
 
 def assert_alive(broker) -> None:

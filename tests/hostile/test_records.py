@@ -13,7 +13,7 @@ import pytest
 import zstandard
 from client_helpers import (
     Record, consume_confluent, consume_kafka_python, create_topic, produce_confluent, produce_kafka_python)
-from hostile import assert_serving, rss_bytes
+from hostile import assert_serving, peak_rss_bytes, rss_bytes
 from kafka.protocol.metadata import MetadataRequest
 from kafka_wire import WireClient, crafted_batch, crafted_record, one_record_bomb, produce_request
 
@@ -23,15 +23,6 @@ GOOD = [Record(b"key %d" % i, b"acknowledged %d" % i) for i in range(5)]
 # What a bomb may add to the broker's peak resident memory: the bound that stops it
 # (message.max.decompressed.bytes, 32 MiB) plus a chunk, the request and allocator slack.
 BOMB_RSS_GROWTH = 100 << 20
-
-
-def peak_rss_bytes(pid: int) -> int:
-    """Peak resident set size of a process (VmHWM): catches a spike that RSS after the fact would not."""
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmHWM for pid {pid}")
 
 
 @contextlib.contextmanager
