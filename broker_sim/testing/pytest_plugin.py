@@ -10,10 +10,28 @@ Install pylog and write::
 an ephemeral port, with its data in pytest's ``tmp_path``; it is stopped when
 the test ends.  ``pylog_broker_factory`` starts brokers with configs of your
 choice (``pylog_broker_factory(config={"num.partitions": 3})``).
+
+kafka-python 3.x loads its message schemas with ``importlib.resources``'
+legacy ``read_text``, which warns once per schema: some 200
+DeprecationWarnings on every import of ``kafka``, which the broker (and any
+test that talks to it) does. ``pytest_configure`` filters exactly those two
+messages, as attributed to kafka-python's loader and to the legacy function
+it calls; every other warning reaches the user as before, and ``-W`` or a
+user's own ``filterwarnings`` still wins over these ini-level filters.
 """
 from __future__ import annotations
 
 import pytest
+
+KAFKA_PYTHON_WARNINGS = (
+    "ignore:read_text is deprecated:DeprecationWarning:kafka.protocol.schemas.load_json",
+    "ignore:open_text is deprecated:DeprecationWarning:importlib.resources._legacy",
+)
+
+
+def pytest_configure(config):
+    for line in KAFKA_PYTHON_WARNINGS:
+        config.addinivalue_line("filterwarnings", line)
 
 
 @pytest.fixture
