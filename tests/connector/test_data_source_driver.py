@@ -33,7 +33,7 @@ def test_a_misspelled_source_option_is_warned_about_once_naming_the_closest_opti
 
 
 def test_a_misspelled_sink_option_is_warned_about(caplog, monkeypatch):
-    monkeypatch.setattr("connector.sink.prepare_sink", lambda schema, options: schema)
+    monkeypatch.setattr("connector.sink.prepare_sink", lambda schema, options, checkpoint=None: schema)
     options = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t", "deliveryGuarentee": "at_least_once"}
     with caplog.at_level(logging.WARNING, logger="connector.options"):
         PylogDataSource(options).streamWriter(VALUE_ONLY, False)
