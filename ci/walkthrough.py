@@ -65,7 +65,7 @@ def clicks(spec) -> list[dict]:
 def job(bootstrap: str, checkpoint: str) -> None:
     """The ported Kafka job; runs in its own driver process (``walkthrough.py job``)."""
     from pyspark.sql import SparkSession
-    from pyspark.sql.functions import col, from_json, timestamp_millis, to_json, struct, window
+    from pyspark.sql.functions import col, from_json, struct, timestamp_millis, to_json, window
 
     import connector
 

@@ -258,7 +258,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         fetch_offset_num_retries=_positive_int(params, "fetchoffset.numretries", "fetchOffset.numRetries") or 3,
         fetch_offset_retry_interval_ms=_non_negative_int(params, "fetchoffset.retryintervalms",
                                                          "fetchOffset.retryIntervalMs", 1000),
-        bootstrap_timeout_ms=_bootstrap_timeout_ms(params),
+        bootstrap_timeout_ms=_positive_int(params, "bootstraptimeoutms", "bootstrapTimeoutMs") or 10_000,
         client_config=tuple(sorted(client_config.items())),
     )
 
@@ -284,13 +284,6 @@ def default_group_id(strategy: str, topics, pattern, assigned, prefix: str = "py
     else:
         spec = "assign=" + ",".join(f"{t}:{p}" for t, p in sorted(assigned))
     return f"{prefix}-" + hashlib.sha256(spec.encode()).hexdigest()[:12]
-
-
-def _bootstrap_timeout_ms(params) -> int:
-    key = "bootstraptimeoutms"
-    if key not in params:
-        return 10_000
-    return _positive_int(params, key, "bootstrapTimeoutMs")
 
 
 # Every option the source and the sink read (kafka.* aside), as users spell them; checked by warn_unknown_options.
@@ -687,7 +680,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         request_bytes=max(sizes["kafka.max.request.size"], sizes["kafka.batch.size"] + 1024),
         request_timeout_ms=request_timeout,
         delivery_timeout_ms=sizes["kafka.delivery.timeout.ms"],
-        bootstrap_timeout_ms=_bootstrap_timeout_ms(params),
+        bootstrap_timeout_ms=_positive_int(params, "bootstraptimeoutms", "bootstrapTimeoutMs") or 10_000,
         client_config=tuple(sorted(client_config.items())),
     )
 

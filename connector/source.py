@@ -271,7 +271,7 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
         else:
             latest = reader.latest(reader.partitions())
         self._latest = latest
-        end = self._plan_end(start, start_offsets, latest, limit)
+        end = self._plan_end(start_offsets, latest, limit)
         if end is None:
             return start
         if end != start_offsets:
@@ -279,7 +279,7 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
                      self.options.subscription(), to_json_dict(end), offsets_behind(end, latest))
         return self._to_json(end, group)
 
-    def _plan_end(self, start: dict, start_offsets: dict, latest: dict, limit: ReadLimit) -> dict | None:
+    def _plan_end(self, start_offsets: dict, latest: dict, limit: ReadLimit) -> dict | None:
         """The next batch's end offsets under ``limit``, or None to wait (minOffsetsPerTrigger)."""
         if isinstance(limit, ReadAllAvailable):
             return latest
