@@ -64,6 +64,8 @@ def foreach_batch(options: Mapping[str, str] | None = None, /, **more: str) -> C
         if not query_id:
             raise PylogOptionError("connector.foreach_batch must be given to writeStream.foreachBatch(): it found no "
                                    "streaming query id (local property sql.streaming.queryId) on this thread")
+        # Registered by hand so the writer works wherever this function could be imported, even where Spark's
+        # discovery of pyspark_pylog cannot see pylog (a notebook that put a checkout on sys.path itself).
         from connector.source import PylogDataSource
         session.dataSource.register(PylogDataSource)
         (batch_df.write.format("pylog").options(**merged)
