@@ -1,6 +1,7 @@
 """Per-query default consumer groups, offsets behind latest (connector.progress), and a broker that goes away."""
 from __future__ import annotations
 
+import logging
 import tempfile
 
 import pytest
@@ -63,7 +64,7 @@ def test_progress_reports_offsets_behind_latest_like_spark_kafka_metrics(spark, 
     assert connector.progress(query)[0]["subscription"] == ["behind"]
 
 
-def test_the_stream_reader_carries_its_group_in_its_offsets(pylog_broker):
+def test_the_stream_reader_carries_its_group_in_its_offsets_and_logs_offsets_behind(pylog_broker, caplog):
     bootstrap = pylog_broker.bootstrap_servers
     create_topic(bootstrap, "carried", partitions=1)
     options = parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": "carried",
@@ -74,8 +75,14 @@ def test_the_stream_reader_carries_its_group_in_its_offsets(pylog_broker):
         assert starts[0][GROUP_KEY] != starts[1][GROUP_KEY]
         assert all(s[GROUP_KEY].startswith(options.group_id + "-") for s in starts)
         produce(bootstrap, "carried", numbered(0, 0, 3))
-        from pyspark.sql.streaming.datasource import ReadAllAvailable
-        end = readers[0].latestOffset(starts[0], ReadAllAvailable())
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+        with caplog.at_level(logging.INFO, logger="connector.source"):
+            middle = readers[0].latestOffset(starts[0], ReadMaxRows(2))
+        assert middle == {"carried": {"0": 2}, GROUP_KEY: starts[0][GROUP_KEY]}
+        assert "next batch ends at {'carried': {'0': 2}}; offsets behind latest after it: " \
+               "{'avgOffsetsBehindLatest': 1.0, 'maxOffsetsBehindLatest': 1, 'minOffsetsBehindLatest': 1}" \
+               in caplog.text
+        end = readers[0].latestOffset(middle, ReadAllAvailable())
         assert end == {"carried": {"0": 3}, GROUP_KEY: starts[0][GROUP_KEY]}
         readers[0].commit(end)
         assert _group_offsets(bootstrap, starts[0][GROUP_KEY], "carried") == {("carried", 0): 3}
