@@ -12,8 +12,9 @@ on a plain TCP connect to ``kafka.bootstrap.servers``
 (``connector.wire.check_bootstrap``): an address that refuses connections
 fails the query at once with the address and the reason, instead of after
 ``fetchOffset.numRetries`` rounds of the clients' own minute-long patience.
-Once a broker answered, a broker that goes away is waited for as Spark's
-Kafka source does.
+Once a broker answered, brokers that go away get the Java clients' patience
+(default.api.timeout.ms, 60 s) to accept connections again before each new
+client, and then fail the query with the same kind of message.
 """
 from __future__ import annotations
 
@@ -234,8 +235,13 @@ class OffsetReader:
 
     def _admin_client(self):
         if self._admin is None:
-            if not self._reached:
-                from connector.wire import check_bootstrap
+            from connector.wire import check_bootstrap
+            if self._reached:
+                # A new client after a failure: kafka-python would hang ~30 s per attempt on brokers that refuse
+                # connections and then say only "Unable to bootstrap"; give them the Java clients' patience.
+                check_bootstrap(self.options.bootstrap_servers, int(DEFAULT_API_TIMEOUT_S * 1000),
+                                "default.api.timeout.ms")
+            else:
                 check_bootstrap(self.options.bootstrap_servers, self.options.bootstrap_timeout_ms)
                 self._reached = True
             from kafka import KafkaAdminClient
