@@ -33,8 +33,11 @@ fi
 # an install from another checkout (an editable one elsewhere) would test that code, not this
 here="$(pwd -P)"
 where="$(cd / && "$PYTHON" -c 'import broker_sim, os; print(os.path.dirname(os.path.dirname(os.path.realpath(broker_sim.__file__))))' 2>/dev/null || echo "a checkout that is gone")"
-if [ "$where" != "$here" ]; then
-  echo "ci/setup.sh: pointing the pylog install at $here (was $where)" >&2
+# Spark finds format("pylog") through pkgutil.iter_modules(), which does not see the import hook of editable
+# installs made before pyproject.toml set package-dir: reinstall those so the checkout is a sys.path entry.
+discoverable="$(cd / && "$PYTHON" -c 'import pkgutil; print(any(m.name == "pyspark_pylog" for m in pkgutil.iter_modules()))' 2>/dev/null || echo False)"
+if [ "$where" != "$here" ] || [ "$discoverable" != True ]; then
+  echo "ci/setup.sh: pointing the pylog install at $here (was $where; Spark-discoverable: $discoverable)" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .
 fi
 echo "$PYTHON"

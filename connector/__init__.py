@@ -1,1 +1,10 @@
-"""The Spark data source "pylog": Kafka-protocol topics into Spark (``connector.source``)."""
+"""The Spark data source "pylog": Kafka-protocol topics into Spark (``connector.source``) and back (``connector.sink``).
+
+Two helpers for driver code: ``foreach_batch`` (``connector.sink_foreach``), the exactly-once sink as a
+``foreachBatch`` function for update mode, and ``progress`` (``connector.query_progress``), Spark's Kafka source
+metrics (offsets behind latest) for a running query.
+"""
+from connector.query_progress import progress
+from connector.sink_foreach import foreach_batch
+
+__all__ = ["foreach_batch", "progress"]

@@ -6,6 +6,15 @@ created on first use (readers are pickled, clients are not), and answers in
 plain values: sorted ``(topic, partition)`` lists and ``{(topic, partition):
 offset}`` dicts. Every call is retried ``fetchOffset.numRetries`` times with
 a fresh client, as Spark does. It speaks only the Kafka protocol.
+
+Before its first client, the reader spends at most ``bootstrapTimeoutMs``
+on a plain TCP connect to ``kafka.bootstrap.servers``
+(``connector.wire.check_bootstrap``): an address that refuses connections
+fails the query at once with the address and the reason, instead of after
+``fetchOffset.numRetries`` rounds of the clients' own minute-long patience.
+Once a broker answered, brokers that go away get the Java clients' patience
+(default.api.timeout.ms, 60 s) to accept connections again before each new
+client, and then fail the query with the same kind of message.
 """
 from __future__ import annotations
 
@@ -14,6 +23,7 @@ import time
 from typing import Callable, Iterable, TypeVar
 
 from connector.offsets import PartitionOffsets, TopicPartition, describe
+from connector.wire import BootstrapUnreachable
 from connector.options import (
     BOUND_EARLIEST,
     BOUND_GROUP,
@@ -68,6 +78,7 @@ class OffsetReader:
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._admin = None
+        self._reached = False   # a bootstrap server accepted a connection (check_bootstrap passed)
 
     def close(self) -> None:
         if self._admin is not None:
@@ -207,23 +218,32 @@ class OffsetReader:
 
         return self._with_retries(lookup)
 
-    def commit_group_offsets(self, offsets: PartitionOffsets) -> None:
-        """Commit ``offsets`` to the group as a non-member (generation -1, no member id); raises on failure."""
+    def commit_group_offsets(self, group_id: str, offsets: PartitionOffsets) -> None:
+        """Commit ``offsets`` to ``group_id`` as a non-member (generation -1, no member id); raises on failure."""
         from kafka.structs import OffsetAndMetadata
         from kafka.structs import TopicPartition as KafkaTopicPartition
         payload = {KafkaTopicPartition(t, p): OffsetAndMetadata(o, "", None) for (t, p), o in offsets.items()}
         if not payload:
             return
-        answer = self._admin_client().alter_group_offsets(self.options.group_id, payload)
+        answer = self._admin_client().alter_group_offsets(group_id, payload)
         failed = {f"{tp.topic}-{tp.partition}": error.__name__ for tp, error in answer.items()
                   if getattr(error, "errno", 0) != 0}
         if failed:
-            raise RuntimeError(f"OffsetCommit to group '{self.options.group_id}' failed: {failed}")
+            raise RuntimeError(f"OffsetCommit to group '{group_id}' failed: {failed}")
 
     # -- plumbing -----------------------------------------------------------------
 
     def _admin_client(self):
         if self._admin is None:
+            from connector.wire import check_bootstrap
+            if self._reached:
+                # A new client after a failure: kafka-python would hang ~30 s per attempt on brokers that refuse
+                # connections and then say only "Unable to bootstrap"; give them the Java clients' patience.
+                check_bootstrap(self.options.bootstrap_servers, int(DEFAULT_API_TIMEOUT_S * 1000),
+                                "default.api.timeout.ms")
+            else:
+                check_bootstrap(self.options.bootstrap_servers, self.options.bootstrap_timeout_ms)
+                self._reached = True
             from kafka import KafkaAdminClient
             kwargs = {k: v for k, v in self.options.client_kwargs.items() if k in _ADMIN_KWARGS}
             kwargs.setdefault("client_id", "pylog-source-driver")
@@ -243,12 +263,26 @@ class OffsetReader:
             try:
                 return with_patience(lambda: body(self._admin_client()), "a Kafka offsets lookup",
                                      on_retry=self.close)
-            except NoMatchingOffsetError:
+            except (NoMatchingOffsetError, BootstrapUnreachable):
                 raise
             except Exception as exc:  # any client failure: retry with a fresh client, as Spark does
                 if attempt == attempts:
-                    raise
+                    unreachable = self._unreachable(exc)
+                    if unreachable is None:
+                        raise
+                    raise unreachable from exc
                 log.warning("Error in attempt %d getting Kafka offsets: %r", attempt, exc)
                 self.close()
                 time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
         raise AssertionError("unreachable")
+
+    def _unreachable(self, exc: Exception) -> BootstrapUnreachable | None:
+        """After the last attempt: kafka-python says only "Unable to bootstrap" when the brokers are gone, so ask
+        the operating system why (``check_bootstrap``, no waiting); None when a bootstrap server answers."""
+        from connector.wire import check_bootstrap
+        try:
+            check_bootstrap(self.options.bootstrap_servers, 0)
+        except BootstrapUnreachable as unreachable:
+            return BootstrapUnreachable(f"Kafka offsets lookup failed after fetchOffset.numRetries="
+                                        f"{self.options.fetch_offset_num_retries} attempts ({exc!r}). {unreachable}")
+        return None

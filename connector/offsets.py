@@ -2,10 +2,13 @@
 
 Theory of operation: the source's offset, as Spark stores it in the
 checkpoint's ``offsets/`` log, is the JSON Spark's own Kafka source writes:
-``{"topic": {"partition": next offset to read}}`` (schemas/source-offsets.json).
+``{"topic": {"partition": next offset to read}}`` (broker_sim/schemas/source-offsets.json).
 Topics and partitions are always emitted in sorted order so that the same
 positions serialise to the same JSON: Spark decides "no new data" by
-comparing offsets' JSON text.
+comparing offsets' JSON text. A streaming query that uses the default
+consumer group also carries the group's name under ``GROUP_KEY``
+("pylog:group" — a colon is not allowed in topic names), so the group
+survives restarts with the checkpoint (``connector.source``).
 
 A batch of work is a list of ``OffsetRange`` (topic, partition, from, until),
 produced by ``plan_ranges`` (new/deleted partitions, data-loss checks) and
@@ -21,6 +24,7 @@ from typing import Callable, Mapping
 
 TopicPartition = tuple[str, int]
 PartitionOffsets = dict[TopicPartition, int]
+GROUP_KEY = "pylog:group"
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,19 @@ def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict:
 
 
 def from_json_dict(offset: Mapping | None) -> PartitionOffsets:
-    """The inverse of ``to_json_dict``."""
+    """The inverse of ``to_json_dict`` (``GROUP_KEY`` is not a topic and is left out)."""
     return {(topic, int(partition)): int(value)
-            for topic, partitions in (offset or {}).items() for partition, value in partitions.items()}
+            for topic, partitions in (offset or {}).items() if topic != GROUP_KEY
+            for partition, value in partitions.items()}
+
+
+def offsets_behind(end: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> dict[str, float]:
+    """Spark's Kafka source metrics: avg/max/min of latest minus end over the partitions of ``latest``."""
+    behind = [max(0, latest[tp] - end.get(tp, 0)) for tp in latest]
+    if not behind:
+        return {}
+    return {"avgOffsetsBehindLatest": sum(behind) / len(behind), "maxOffsetsBehindLatest": max(behind),
+            "minOffsetsBehindLatest": min(behind)}
 
 
 def describe(tp: TopicPartition) -> str:

@@ -17,6 +17,7 @@ built, without parsing the strings again.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import logging
@@ -79,12 +80,14 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     isolation_level: str = "read_committed"
-    group_id: str = ""
+    group_id: str = ""                             # groupId / kafka.group.id, else the subscription's hash
+    group_id_set: bool = False                     # False: each query gets its own group (connector.source)
     commit_offsets_to_group: bool = True
     group_fallback: str = "earliest"
     poll_timeout_ms: int = 120_000
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000
+    bootstrap_timeout_ms: int = 10_000
     client_config: tuple[tuple[str, object], ...] = ()  # kafka-python keyword arguments, sorted
 
     def for_stream(self) -> "SourceOptions":
@@ -93,6 +96,9 @@ class SourceOptions:
             if self.ending.kind in (BOUND_TIMESTAMP, BOUND_TIMESTAMPS):
                 raise PylogOptionError("ending timestamp not valid in streaming queries")
             raise PylogOptionError("ending offset not valid in streaming queries")
+        if self.starting is not None and self.starting.kind == BOUND_GROUP and not self.group_id_set:
+            raise PylogOptionError("startingOffsets=group needs the option 'groupId' (the consumer group to start "
+                                   "from): by default every query commits to a consumer group of its own")
         return replace(self, starting=self.starting or OffsetBound(BOUND_LATEST))
 
     def for_batch(self) -> "SourceOptions":
@@ -222,8 +228,9 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         raise PylogOptionError(f"Option 'kafka.isolation.level' must be one of {', '.join(_ISOLATION_LEVELS)}, "
                                f"got '{isolation}'")
 
-    group_id = (params.get("groupid", "").strip() or kafka_group_id
-                or default_group_id(strategy, topics, pattern, assigned))
+    explicit_group = params.get("groupid", "").strip() or kafka_group_id
+    prefix = params.get("groupidprefix", "").strip() or "pylog"
+    group_id = explicit_group or default_group_id(strategy, topics, pattern, assigned, prefix)
 
     return SourceOptions(
         bootstrap_servers=bootstrap,
@@ -244,28 +251,31 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         include_headers=_boolean(params, "includeheaders", "includeHeaders", False),
         isolation_level=isolation,
         group_id=group_id,
+        group_id_set=bool(explicit_group),
         commit_offsets_to_group=_boolean(params, "commitoffsetstogroup", "commitOffsetsToGroup", True),
         group_fallback=_choice(params, "groupfallback", "groupFallback", ("earliest", "latest", "error"), "earliest"),
         poll_timeout_ms=_positive_int(params, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs") or 120_000,
         fetch_offset_num_retries=_positive_int(params, "fetchoffset.numretries", "fetchOffset.numRetries") or 3,
         fetch_offset_retry_interval_ms=_non_negative_int(params, "fetchoffset.retryintervalms",
                                                          "fetchOffset.retryIntervalMs", 1000),
+        bootstrap_timeout_ms=_positive_int(params, "bootstraptimeoutms", "bootstrapTimeoutMs") or 10_000,
         client_config=tuple(sorted(client_config.items())),
     )
 
 
-def default_group_id(strategy: str, topics, pattern, assigned) -> str:
-    """``pylog-<12 hex>``: stable for one subscription, so a restarted query commits to the same group.
+def default_group_id(strategy: str, topics, pattern, assigned, prefix: str = "pylog") -> str:
+    """``<groupIdPrefix, default pylog>-<12 hex of the subscription>``: the stem of each query's default group.
 
-    Python data sources are not told the query's checkpoint location, so the
-    hash covers what the query reads (strategy and its value). Two queries
-    reading the same subscription share the default group: give each its own
-    ``groupId`` when that matters.
+    Python data sources are not told the query's checkpoint location, so a
+    streaming query's default group is this stem plus a token drawn when the
+    query starts, carried in its checkpointed offsets (``connector.source``);
+    checkpoints written before that use the stem alone.
 
     (Checked against pyspark 4.3: ``PythonScan.toMicroBatchStream`` drops the
     checkpoint location it receives, the streaming source runner gets only the
     ``readStream`` options, and the data source is built at ``load()``, before
-    ``writeStream`` names a checkpoint; no conf carries the query's location.)
+    ``writeStream`` names a checkpoint; no conf carries the query's location.
+    Sinks, unlike sources, do receive ``checkpointLocation`` and ``queryName``.)
     """
     if strategy == "subscribe":
         spec = "subscribe=" + ",".join(sorted(topics))
@@ -273,7 +283,60 @@ def default_group_id(strategy: str, topics, pattern, assigned) -> str:
         spec = "subscribePattern=" + pattern
     else:
         spec = "assign=" + ",".join(f"{t}:{p}" for t, p in sorted(assigned))
-    return "pylog-" + hashlib.sha256(spec.encode()).hexdigest()[:12]
+    return f"{prefix}-" + hashlib.sha256(spec.encode()).hexdigest()[:12]
+
+
+# Every option the source and the sink read (kafka.* aside), as users spell them; checked by warn_unknown_options.
+SOURCE_OPTION_NAMES = (
+    "assign", "subscribe", "subscribePattern", "startingOffsets", "startingOffsetsByTimestamp", "startingTimestamp",
+    "startingOffsetsByTimestampStrategy", "endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
+    "failOnDataLoss", "includeHeaders", "groupId", "commitOffsetsToGroup", "groupFallback",
+    "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "bootstrapTimeoutMs",
+    "groupIdPrefix",
+)
+SINK_OPTION_NAMES = (
+    "topic", "deliveryGuarantee", "sinkId", "transactionTimeoutMs", "sinkLogTopic", "bootstrapTimeoutMs",
+)
+# Options Spark itself puts into a data source's option map, and connector.foreach_batch's internal ones.
+_SPARK_OPTION_NAMES = ("path", "paths", "checkpointLocation", "queryName", "pylog.queryId", "pylog.batchId")
+
+
+def unknown_options(options: Mapping[str, str], known: tuple[str, ...]) -> list[tuple[str, str | None]]:
+    """[(option as given, closest known name or None)] for every option of ``options`` that is not read.
+
+    Spark ignores options a source does not know; so does pylog, but a
+    misspelled one (``startingOffset``) silently changes what a query does, so
+    the readers and writers warn once per query (``warn_unknown_options``).
+    ``kafka.*`` options are checked where they are mapped (``_client_config``).
+    """
+    names = {name.lower(): name for name in (*known, *_SPARK_OPTION_NAMES)}
+    found = []
+    for key in options:
+        lowered = str(key).lower()
+        if lowered in names or lowered.startswith("kafka."):
+            continue
+        close = difflib.get_close_matches(lowered, list(names), n=1, cutoff=0.6)
+        found.append((str(key), names[close[0]] if close else None))
+    return sorted(found)
+
+
+_WARNED: set[tuple] = set()
+
+
+def warn_unknown_options(options: Mapping[str, str], known: tuple[str, ...], what: str) -> None:
+    """Log one WARNING per unknown option, naming the closest known one; once per process for the same options.
+
+    Spark builds a writer more than once per query in the same Python worker,
+    hence the memory of what was already said.
+    """
+    for given, closest in unknown_options(options, known):
+        said = (what, given, tuple(sorted((str(k).lower(), str(v)) for k, v in options.items())))
+        if said in _WARNED:
+            continue
+        _WARNED.add(said)
+        hint = f"; did you mean '{closest}'?" if closest else ""
+        log.warning("pylog %s: unknown option '%s' is ignored%s", what, given, hint)
 
 
 def _strategy(params):
@@ -549,6 +612,7 @@ class SinkOptions:
     request_bytes: int = 4 << 20                    # kafka.max.request.size: largest Produce request sent
     request_timeout_ms: int = 30_000                # kafka.request.timeout.ms
     delivery_timeout_ms: int = 120_000              # kafka.delivery.timeout.ms: how long a write retries
+    bootstrap_timeout_ms: int = 10_000              # bootstrapTimeoutMs: first connection, before any write
     client_config: tuple[tuple[str, object], ...] = ()  # kafka-python style keyword arguments, sorted
 
     @property
@@ -616,6 +680,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         request_bytes=max(sizes["kafka.max.request.size"], sizes["kafka.batch.size"] + 1024),
         request_timeout_ms=request_timeout,
         delivery_timeout_ms=sizes["kafka.delivery.timeout.ms"],
+        bootstrap_timeout_ms=_positive_int(params, "bootstraptimeoutms", "bootstrapTimeoutMs") or 10_000,
         client_config=tuple(sorted(client_config.items())),
     )
 

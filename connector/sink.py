@@ -93,13 +93,39 @@ def validate_schema(schema: StructType, options: SinkOptions) -> StructType:
     return schema
 
 
-def prepare_sink(schema: StructType, options: SinkOptions) -> StructType:
-    """Driver side, before a job or micro-batch: validate ``schema``; exactly_once also needs the sink log topic."""
+def prepare_sink(schema: StructType, options: SinkOptions, checkpoint: str | None = None) -> StructType:
+    """Driver side, before a job or micro-batch: validate ``schema`` and reach a bootstrap server; exactly_once also
+    needs the sink log topic.
+
+    Spark builds a stream writer for every micro-batch. Before a query's first
+    committed batch (and for batch jobs) the brokers get ``bootstrapTimeoutMs``
+    to accept a connection, so a wrong address fails at once; later (a broker
+    gone mid-stream) they get ``kafka.delivery.timeout.ms``, the patience the
+    tasks' writes have. Either way the failure names the address and the
+    operating system's reason (``connector.wire.check_bootstrap``), which Spark
+    shows in ``query.exception()``, where a task's failure would show only
+    "Writing job failed".
+    """
     validate_schema(schema, options)
+    from connector.wire import check_bootstrap
+    started = checkpoint is not None and _has_committed_batch(checkpoint)
+    if started:
+        check_bootstrap(options.bootstrap_servers, options.delivery_timeout_ms, "kafka.delivery.timeout.ms")
+    else:
+        check_bootstrap(options.bootstrap_servers, options.bootstrap_timeout_ms)
     if options.exactly_once:
         from connector.sink_log import ensure_log_topic
         ensure_log_topic(options)
     return schema
+
+
+def _has_committed_batch(checkpoint: str) -> bool:
+    """True when the query's checkpoint records a committed batch (a local checkpoint; remote ones count as
+    started, which only means the longer patience)."""
+    if "://" in checkpoint and not checkpoint.startswith("file:"):
+        return True
+    commits = os.path.join(checkpoint.removeprefix("file://").removeprefix("file:"), "commits")
+    return os.path.isdir(commits) and any(name.isdigit() for name in os.listdir(commits))
 
 
 def _is_headers_type(data_type) -> bool:
@@ -133,20 +159,23 @@ class SinkCommitMessage(WriterCommitMessage):
 class _PylogWriter:
     """Shared by the stream and batch writers: options, the batch's nonce, the task write and the driver commit."""
 
-    def __init__(self, options: SinkOptions, schema: StructType, job_id: str | None = None) -> None:
+    def __init__(self, options: SinkOptions, schema: StructType, job_id: str | None = None, batch_id: int = 0,
+                 keep_entry: bool = True) -> None:
         self.options = options
         self.schema = schema
         self.nonce = secrets.token_hex(4)
-        self.job_id = job_id   # batch writes: stands in for the streaming query id
+        self.job_id = job_id       # batch writes: stands in for the streaming query id
+        self.batch_id = batch_id   # batch writes: the batch id tasks and the commit use
+        self.keep_entry = keep_entry
 
     def write(self, iterator: Iterator) -> SinkCommitMessage:
-        return write_task(self.options, self.nonce, self.job_id, iterator)
+        return write_task(self.options, self.nonce, self.job_id, self.batch_id, iterator)
 
     def _commit(self, messages, batch_id: int) -> None:
         if not self.options.exactly_once:
             return
         from connector.sink_commit import commit_batch
-        commit_batch(self.options, [m for m in messages if m is not None], batch_id, keep_entry=self.job_id is None)
+        commit_batch(self.options, [m for m in messages if m is not None], batch_id, keep_entry=self.keep_entry)
 
     def _abort(self, messages, batch_id: int) -> None:
         if not self.options.exactly_once:
@@ -166,26 +195,33 @@ class PylogStreamWriter(_PylogWriter, DataSourceStreamArrowWriter):
 
 
 class PylogBatchWriter(_PylogWriter, DataSourceArrowWriter):
-    """``df.write.format("pylog")``: one job, committed as batch 0 of its own job id."""
+    """``df.write.format("pylog").mode("append")``: one job, committed as batch 0 of its own job id; or, from
+    ``connector.sink_foreach``, one micro-batch of a streaming query, committed under that query's id and batch id
+    with its sink log entry kept, so a replay of the batch finds it COMPLETED."""
 
-    def __init__(self, options: SinkOptions, schema: StructType) -> None:
-        super().__init__(options, schema, job_id=f"job-{uuid.uuid4().hex[:12]}")
+    def __init__(self, options: SinkOptions, schema: StructType, query_id: str | None = None,
+                 batch_id: int = 0) -> None:
+        if query_id is None:
+            super().__init__(options, schema, job_id=f"job-{uuid.uuid4().hex[:12]}", keep_entry=False)
+        else:
+            super().__init__(options, schema, job_id=query_id, batch_id=batch_id)
 
     def commit(self, messages) -> None:
-        self._commit(messages, 0)
+        self._commit(messages, self.batch_id)
 
     def abort(self, messages) -> None:
-        self._abort(messages, 0)
+        self._abort(messages, self.batch_id)
 
 
-def write_task(options: SinkOptions, nonce: str, job_id: str | None, iterator: Iterator) -> SinkCommitMessage:
+def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_id: int,
+               iterator: Iterator) -> SinkCommitMessage:
     """Write one task's Arrow batches; see the module docstring."""
     from pyspark import TaskContext
 
     from connector.sink_producer import TaskProducer
 
     context = TaskContext.get()
-    batch_id = int(context.getLocalProperty("streaming.sql.batchId") or 0) if job_id is None else 0
+    batch_id = int(context.getLocalProperty("streaming.sql.batchId") or 0) if job_id is None else job_batch_id
     query_id = job_id or context.getLocalProperty("sql.streaming.queryId") or "no-query-id"
     partition_id, attempt = context.partitionId(), context.attemptNumber()
     message = SinkCommitMessage(query_id, batch_id, partition_id, attempt, 0)

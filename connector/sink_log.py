@@ -17,7 +17,7 @@ entries and a new checkpoint starts afresh:
                                 attempts that never reported back (crashed, retried, speculative).
 
 A ``Txn`` is ``{"partition", "attempt", "id", "pid", "epoch", "records": {"topic-partition": count}}``
-(``schemas/sink-log.json``). Resolved entries are deleted with tombstones;
+(``broker_sim/schemas/sink-log.json``). Resolved entries are deleted with tombstones;
 batch entries are kept for the last ``KEEP_BATCHES`` batches (Spark re-runs at
 most the last uncommitted one). All of one sink and query's records go to one
 partition of the log (murmur2 of the prefix), so they are read back in order;

@@ -35,10 +35,27 @@ plans each micro-batch as offset ranges (``connector.offsets``) and, on
 pickles the reader and each ``RangeInputPartition`` to executors, where
 ``read`` fetches the range with raw Fetch requests and yields Arrow
 RecordBatches (``connector.partition_reader``).
+
+The consumer group: ``groupId`` (or ``kafka.group.id``) when given; else each
+query gets its own, ``<groupIdPrefix>-<hash of the subscription>-<token>``,
+the token drawn by ``initialOffset``. Spark tells a Python source nothing
+about its query (no checkpoint location, no query id), so the group's name
+travels in the query's offsets (``GROUP_KEY``), which Spark checkpoints and
+hands back on restart; checkpoints written without it keep the old shared
+default, the hash alone.
+
+Progress: Spark 4.3's Python streaming API has no source description and no
+``metrics()`` (``PythonMicroBatchStream`` implements neither
+``ReportsSourceMetrics`` nor a ``toString``), so ``lastProgress`` names the
+source ``PythonMicroBatchStream...@hash`` with empty metrics. What it does
+carry is ``endOffset`` and, from ``reportLatestOffset``, ``latestOffset``:
+``connector.progress`` turns those into Spark's Kafka metrics
+(``avgOffsetsBehindLatest``, ...), and every planned batch logs them at INFO.
 """
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from typing import Iterator
 
@@ -56,8 +73,25 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connector.offsets import from_json_dict, plan_ranges, rate_limit, split_ranges, to_json_dict
-from connector.options import SinkOptions, SourceOptions, parse_sink_options, parse_source_options
+from connector.offsets import (
+    GROUP_KEY,
+    from_json_dict,
+    offsets_behind,
+    plan_ranges,
+    rate_limit,
+    split_ranges,
+    to_json_dict,
+)
+from connector.options import (
+    SINK_OPTION_NAMES,
+    SOURCE_OPTION_NAMES,
+    PylogOptionError,
+    SinkOptions,
+    SourceOptions,
+    parse_sink_options,
+    parse_source_options,
+    warn_unknown_options,
+)
 
 log = logging.getLogger(__name__)
 
@@ -106,23 +140,42 @@ class PylogDataSource(DataSource):
         return source_schema(self.source_options.include_headers)
 
     def reader(self, schema: StructType) -> "PylogBatchReader":
+        warn_unknown_options(self.options, SOURCE_OPTION_NAMES, "source")
         return PylogBatchReader(self.source_options.for_batch(), schema)
 
     def streamReader(self, schema: StructType) -> "PylogStreamReader":
+        warn_unknown_options(self.options, SOURCE_OPTION_NAMES, "source")
         return PylogStreamReader(self.source_options.for_stream(), schema)
 
     def sink_options(self) -> SinkOptions:
         return parse_sink_options(self.options)
 
     def writer(self, schema: StructType, overwrite: bool):
+        """``df.write``: Spark passes ``overwrite`` for mode("overwrite"), which a topic cannot honour."""
+        if overwrite:
+            raise PylogOptionError(OVERWRITE_MESSAGE)
         from connector.sink import PylogBatchWriter, prepare_sink
+        from connector.sink_foreach import BATCH_ID_OPTION, QUERY_ID_OPTION
         options = self.sink_options()
-        return PylogBatchWriter(options, prepare_sink(schema, options))
+        query_id = self.options.get(QUERY_ID_OPTION)
+        if query_id is None:   # connector.foreach_batch checked its options once, when the query was built
+            warn_unknown_options(self.options, SINK_OPTION_NAMES, "sink")
+            return PylogBatchWriter(options, prepare_sink(schema, options))
+        return PylogBatchWriter(options, prepare_sink(schema, options), query_id, int(self.options[BATCH_ID_OPTION]))
 
     def streamWriter(self, schema: StructType, overwrite: bool):
+        """``writeStream``: append mode, and complete mode (``overwrite``), which Spark's Kafka sink also
+        accepts by appending each batch's full result. Update mode never reaches Python (see the README)."""
         from connector.sink import PylogStreamWriter, prepare_sink
+        warn_unknown_options(self.options, SINK_OPTION_NAMES, "sink")
         options = self.sink_options()
-        return PylogStreamWriter(options, prepare_sink(schema, options))
+        return PylogStreamWriter(options, prepare_sink(schema, options, self.options.get("checkpointLocation")))
+
+
+OVERWRITE_MESSAGE = (
+    "pylog does not support save mode Overwrite: a Kafka topic cannot be truncated, and appending instead would "
+    "duplicate data (Spark's Kafka sink refuses it too). Write with df.write.format(\"pylog\").mode(\"append\")"
+    ".save(); Spark's default mode (ErrorIfExists) and Ignore are refused by Spark for Python data sources.")
 
 
 def _read(partition: InputPartition, schema: StructType) -> Iterator:
@@ -159,7 +212,7 @@ class _DriverState:
 
 
 class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batch reader: offsets are ``{"topic": {"partition": next offset}}`` (schemas/source-offsets.json)."""
+    """Micro-batch reader: offsets ``{"topic": {"partition": next offset}}``, broker_sim/schemas/source-offsets.json."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
@@ -168,14 +221,29 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
         self._available_now = False
         self._available_now_target = None     # latest offsets snapshotted for Trigger.AvailableNow
         self._last_trigger_ms = 0.0           # for minOffsetsPerTrigger / maxTriggerDelay
-        self._group_offsets = None            # offsets last committed to the consumer group
+        self._group_offsets = None            # (group, offsets) last committed to the consumer group
 
     def initialOffset(self) -> dict:
         reader = self.offset_reader
         offsets = reader.resolve_bound(self.options.starting, reader.partitions(), starting=True,
                                        option=_starting_option_name(self.options))
-        log.info("pylog source %s starts at %s", self.options.subscription(), offsets)
-        return to_json_dict(offsets)
+        group = self.options.group_id if self.options.group_id_set else \
+            f"{self.options.group_id}-{secrets.token_hex(4)}"
+        log.info("pylog source %s starts at %s; consumer group '%s' follows its progress",
+                 self.options.subscription(), offsets, group)
+        return self._to_json(offsets, group)
+
+    def _group_of(self, offset: dict) -> str:
+        """The consumer group of the query whose offset this is (see the module docstring)."""
+        if self.options.group_id_set:
+            return self.options.group_id
+        return offset.get(GROUP_KEY) or self.options.group_id
+
+    def _to_json(self, offsets: dict, group: str) -> dict:
+        result = to_json_dict(offsets)
+        if group != self.options.group_id:
+            result[GROUP_KEY] = group
+        return result
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = True
@@ -192,9 +260,10 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         reader = self.offset_reader
         start_offsets = from_json_dict(start)
+        group = self._group_of(start)
         # Spark plans the next batch from the end of the last completed one, and calls commit(end) only
         # when that next batch starts: committing ``start`` here keeps the group current while idle.
-        self._commit_to_group(start_offsets)
+        self._commit_to_group(group, start_offsets)
         if self._available_now:
             if self._available_now_target is None:
                 self._available_now_target = reader.latest(reader.partitions())
@@ -202,17 +271,27 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
         else:
             latest = reader.latest(reader.partitions())
         self._latest = latest
+        end = self._plan_end(start_offsets, latest, limit)
+        if end is None:
+            return start
+        if end != start_offsets:
+            log.info("pylog source %s: next batch ends at %s; offsets behind latest after it: %s",
+                     self.options.subscription(), to_json_dict(end), offsets_behind(end, latest))
+        return self._to_json(end, group)
+
+    def _plan_end(self, start_offsets: dict, latest: dict, limit: ReadLimit) -> dict | None:
+        """The next batch's end offsets under ``limit``, or None to wait (minOffsetsPerTrigger)."""
         if isinstance(limit, ReadAllAvailable):
-            return to_json_dict(latest)
+            return latest
         min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.options.min_offsets_per_trigger
         if min_rows is not None and not self._available_now and self._delay_batch(min_rows, start_offsets, latest):
-            return start
+            return None
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_offsets_per_trigger
         if max_rows is None:
-            return to_json_dict(latest)
+            return latest
         new = [tp for tp in latest if tp not in start_offsets]
-        earliest_of_new = reader.earliest(new) if new else {}
-        return to_json_dict(rate_limit(max_rows, start_offsets, latest, earliest_of_new))
+        earliest_of_new = self.offset_reader.earliest(new) if new else {}
+        return rate_limit(max_rows, start_offsets, latest, earliest_of_new)
 
     def _delay_batch(self, min_rows: int, start: dict, latest: dict) -> bool:
         """Spark's delayBatch: wait for minOffsetsPerTrigger new offsets, at most maxTriggerDelay."""
@@ -248,17 +327,17 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
 
     def commit(self, end: dict) -> None:
         """Copy the committed batch's end offsets to the consumer group (failures are logged, never raised)."""
-        self._commit_to_group(from_json_dict(end))
+        self._commit_to_group(self._group_of(end), from_json_dict(end))
 
-    def _commit_to_group(self, offsets: dict) -> None:
-        if not self.options.commit_offsets_to_group or not offsets or offsets == self._group_offsets:
+    def _commit_to_group(self, group: str, offsets: dict) -> None:
+        if not self.options.commit_offsets_to_group or not offsets or (group, offsets) == self._group_offsets:
             return
         try:
-            self.offset_reader.commit_group_offsets(offsets)
-            self._group_offsets = dict(offsets)
+            self.offset_reader.commit_group_offsets(group, offsets)
+            self._group_offsets = (group, dict(offsets))
         except Exception as exc:  # a lag-reporting side channel must never fail the query
             log.warning("pylog source: committing offsets %s to consumer group '%s' failed: %r",
-                        to_json_dict(offsets), self.options.group_id, exc)
+                        to_json_dict(offsets), group, exc)
 
     def stop(self) -> None:
         if self._offset_reader is not None:

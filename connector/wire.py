@@ -14,12 +14,19 @@ error codes as values and leave retrying to the caller.
 
 ``BrokerConnection.call`` returns the decoded response or raises
 ``BrokerUnavailable`` (connect/IO failure, closed connection).
+
+``check_bootstrap`` is the first-connection budget the driver spends before a
+query or a batch job starts: Kafka clients retry a refused address for
+minutes, which turns a typo in ``kafka.bootstrap.servers`` into a three-minute
+hang with a vague error; a plain TCP connect names the address and the
+operating system's reason at once.
 """
 from __future__ import annotations
 
 import socket
 import ssl
 import struct
+import time
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import (
@@ -66,6 +73,37 @@ COORDINATOR_GROUP, COORDINATOR_TRANSACTION = 0, 1
 
 class BrokerUnavailable(ConnectionError):
     """The broker could not be reached or closed the connection mid-request."""
+
+
+class BootstrapUnreachable(BrokerUnavailable):
+    """No address of ``kafka.bootstrap.servers`` accepted a TCP connection within ``bootstrapTimeoutMs``."""
+
+
+def check_bootstrap(servers: str, timeout_ms: int, budget: str = "bootstrapTimeoutMs") -> str:
+    """The first ``host:port`` of ``servers`` that accepts a TCP connection, tried in turn for ``timeout_ms``.
+
+    Raises ``BootstrapUnreachable`` naming the option, every address and the
+    last error each gave (connection refused, unknown host, timed out), and
+    ``budget``, the option ``timeout_ms`` came from.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    errors: dict[str, str] = {}
+    addresses = [s.strip() for s in servers.split(",") if s.strip()]
+    while True:
+        for address in addresses:
+            host, _, port = address.rpartition(":")
+            try:
+                timeout = max(0.1, min(5.0, deadline - time.monotonic()))
+                socket.create_connection((host or "localhost", int(port or 9092)), timeout=timeout).close()
+                return address
+            except (OSError, ValueError) as exc:
+                errors[address] = str(exc) or type(exc).__name__
+        if time.monotonic() >= deadline:
+            reasons = "; ".join(f"{a}: {why}" for a, why in errors.items())
+            raise BootstrapUnreachable(
+                f"Cannot connect to kafka.bootstrap.servers={servers} within {budget}={timeout_ms}: "
+                f"{reasons}")
+        time.sleep(0.2)
 
 
 class BrokerConnection:

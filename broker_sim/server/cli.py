@@ -36,7 +36,9 @@ def _parse_config(items: list[str]) -> dict[str, str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pylog-broker", description="Run a pylog Kafka-protocol broker in the foreground.",
-        epilog="Broker configs: " + ", ".join(sorted(BROKER_CONFIGS)))
+        epilog="Also: `pylog-broker cluster --brokers N --data-dir DIR` starts a local ZooKeeper and N brokers "
+               "(see `pylog-broker cluster --help`). A broker logs to stderr (--log-level); its data and metadata "
+               "live in --data-dir. Broker configs: " + ", ".join(sorted(BROKER_CONFIGS)))
     parser.add_argument("--data-dir", required=True, help="directory for segments and metadata (log.dirs)")
     parser.add_argument("--port", type=int, default=9092, help="TCP port (0 = any free port); default 9092")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind; default 127.0.0.1")

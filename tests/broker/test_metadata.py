@@ -23,7 +23,7 @@ def test_file_matches_documented_format(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     MetadataStore(tmp_path, broker_id=0).create_topic("a.b", 2, {"retention.ms": "5"})
     doc = json.loads((tmp_path / "pylog-topics.json").read_text())
-    schema = json.loads((Path(__file__).parents[2] / "schemas" / "topic-metadata.json").read_text())
+    schema = json.loads((Path(__file__).parents[2] / "broker_sim" / "schemas" / "topic-metadata.json").read_text())
     jsonschema.validate(doc, schema)
     doc["topics"][0]["partitions"] = 0
     with pytest.raises(jsonschema.ValidationError):

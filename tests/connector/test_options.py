@@ -5,7 +5,14 @@ import pickle
 
 import pytest
 
-from connector.options import OffsetBound, PylogOptionError, parse_source_options
+from connector.options import (
+    SINK_OPTION_NAMES,
+    SOURCE_OPTION_NAMES,
+    OffsetBound,
+    PylogOptionError,
+    parse_source_options,
+    unknown_options,
+)
 
 BASE = {"kafka.bootstrap.servers": "h:1", "subscribe": "a,b"}
 
@@ -54,3 +61,33 @@ def test_default_group_is_stable_per_subscription_and_kafka_group_id_overrides_i
 def test_errors_are_value_errors_naming_the_option():
     with pytest.raises(PylogOptionError, match="Option 'groupFallback' must be one of earliest, latest, error"):
         parse_source_options({**BASE, "groupFallback": "skip"})
+
+
+def test_default_group_stem_takes_group_id_prefix_and_only_explicit_groups_count_as_set():
+    assert parse_source_options({**BASE, "groupIdPrefix": "etl"}).group_id.startswith("etl-")
+    assert not parse_source_options(BASE).group_id_set
+    assert parse_source_options({**BASE, "groupId": "mine"}).group_id_set
+    assert parse_source_options({**BASE, "kafka.group.id": "legacy"}).group_id_set
+
+
+def test_starting_offsets_group_needs_an_explicit_group_id_in_streams():
+    with pytest.raises(PylogOptionError, match="startingOffsets=group needs the option 'groupId'"):
+        parse_source_options({**BASE, "startingOffsets": "group"}).for_stream()
+    chosen = parse_source_options({**BASE, "startingOffsets": "group", "groupId": "g"}).for_stream()
+    assert chosen.starting == OffsetBound("group")
+
+
+def test_bootstrap_timeout_is_a_positive_number_of_milliseconds():
+    assert parse_source_options(BASE).bootstrap_timeout_ms == 10_000
+    assert parse_source_options({**BASE, "bootstrapTimeoutMs": "2500"}).bootstrap_timeout_ms == 2500
+    with pytest.raises(PylogOptionError, match="Option 'bootstrapTimeoutMs' must be a positive integer, got 'soon'"):
+        parse_source_options({**BASE, "bootstrapTimeoutMs": "soon"})
+
+
+def test_unknown_options_are_named_with_the_closest_known_one():
+    found = unknown_options({**BASE, "startingOffset": "earliest", "maxOffsetPerTrigger": "5", "zzz": "1",
+                             "checkpointLocation": "/c", "kafka.whatever": "1"}, SOURCE_OPTION_NAMES)
+    assert found == [("maxOffsetPerTrigger", "maxOffsetsPerTrigger"), ("startingOffset", "startingOffsets"),
+                     ("zzz", None)]
+    assert unknown_options({"kafka.bootstrap.servers": "h:1", "topics": "t"}, SINK_OPTION_NAMES) == \
+        [("topics", "topic")]

@@ -11,7 +11,7 @@ import pytest
 from broker_sim.controller import zk_layout as L
 from broker_sim.controller.cluster_state import NO_LEADER, BrokerEndpoint, PartitionState
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "zookeeper-layout.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "broker_sim" / "schemas" / "zookeeper-layout.json"
 
 
 @pytest.fixture(scope="module")

@@ -274,7 +274,7 @@ def test_coordinator_is_a_plain_object_without_a_running_loop(offsets_topic, clo
 
 def test_records_match_the_documented_format(make_coordinator, offsets_topic):
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((Path(__file__).parents[2] / "schemas" / "consumer-offsets.json").read_text())
+    schema = json.loads((Path(__file__).parents[2] / "broker_sim" / "schemas" / "consumer-offsets.json").read_text())
     coordinator = make_coordinator()
     member, generation = stable_member(coordinator)
     commit(coordinator, member=member, generation=generation, metadata="m")

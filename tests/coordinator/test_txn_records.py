@@ -75,7 +75,7 @@ def test_records_replay_from_a_batch_and_render_as_json():
 
 def test_records_match_the_documented_format():
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((Path(__file__).parents[2] / "schemas" / "transaction-state.json").read_text())
+    schema = json.loads((Path(__file__).parents[2] / "broker_sim" / "schemas" / "transaction-state.json").read_text())
     for txn in (TXN, StoredTxn(5, 4, 60_000, EMPTY, frozenset(), 10, -1)):
         jsonschema.validate(record_to_json(encode_key("tx"), encode_value(txn)), schema)
     jsonschema.validate(record_to_json(encode_key("tx"), None), schema)

@@ -10,6 +10,8 @@ from pathlib import Path
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
+from connector.offsets import GROUP_KEY
+
 _query_names = itertools.count()
 
 
@@ -88,9 +90,13 @@ def run_available_now(df, checkpoint: str | None = None, timeout_s: float = 120)
 
 
 def source_progress(query, field: str, index: int = -1):
-    """A source field of the query's progress (offsets are JSON text there), decoded."""
+    """A source field of the query's progress (offsets are JSON text there), decoded; offsets without the
+    query's default consumer group (``GROUP_KEY``, tested in test_source_progress)."""
     value = query.recentProgress[index]["sources"][0][field]
-    return json.loads(value) if isinstance(value, str) else value
+    value = json.loads(value) if isinstance(value, str) else value
+    if isinstance(value, dict):
+        value.pop(GROUP_KEY, None)
+    return value
 
 
 _BATCH_FILE = re.compile(r"\d+")

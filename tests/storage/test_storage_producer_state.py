@@ -170,6 +170,6 @@ def test_snapshot_file_matches_its_published_json_schema(open_log, state, batche
     produce_idempotent(log, state, batches, seq=0)
     produce_idempotent(log, state, batches, pid=8, epoch=3, seq=0)
     state.take_snapshot(log.log_end_offset)
-    schema = json.loads((Path(__file__).parents[2] / "schemas" / "producer-snapshot.json").read_text())
+    schema = json.loads((Path(__file__).parents[2] / "broker_sim" / "schemas" / "producer-snapshot.json").read_text())
     document = json.loads((log.directory / f"{6:020d}.snapshot").read_text())
     jsonschema.validate(document, schema)

@@ -1,0 +1,83 @@
+"""pylog as users install it: a fresh virtualenv, `pip install .`, `pip install -e .` and a wheel, each followed by a
+Spark job run from a directory outside the checkout.
+
+The checkout is copied (without .git, tests and build leftovers) so the
+editable install points at a tree of its own, and the job runs with no
+PYTHONPATH: whatever it imports comes from the virtualenv (or, editable,
+from the copy). One plain virtualenv (no system site-packages) serves the
+three installs in turn, since the first one brings pyspark and the other
+dependencies from pip's cache or the registry, which takes the longest.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = Path(__file__).with_name("install_job.py")
+PIP_TIMEOUT_S = 1200
+JOB_TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="module")
+def environment(tmp_path_factory):
+    """(virtualenv python, copy of the checkout, a directory outside both, environment variables)."""
+    base = tmp_path_factory.mktemp("pylog-install")
+    source = base / "pylog-src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", "tests", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis", ".venv"))
+    venv.EnvBuilder(with_pip=True, clear=True).create(base / "venv")
+    python = base / "venv" / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    outside = base / "elsewhere"
+    outside.mkdir()
+    return python, source, outside, env
+
+
+def _run(args, cwd, env, timeout):
+    done = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(map(str, args))} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+def _install(mode: str, python: Path, source: Path, outside: Path, env) -> None:
+    _run([python, "-m", "pip", "uninstall", "-q", "-y", "pylog"], outside, env, PIP_TIMEOUT_S)
+    pip = [python, "-m", "pip", "install", "-q"]
+    if mode == "wheel":
+        wheels = outside / "wheels"
+        shutil.rmtree(wheels, ignore_errors=True)
+        _run([python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, source], outside, env, PIP_TIMEOUT_S)
+        _run(pip + [next(wheels.glob("pylog-*.whl"))], outside, env, PIP_TIMEOUT_S)
+    elif mode == "editable":
+        _run(pip + ["-e", source], outside, env, PIP_TIMEOUT_S)
+    else:
+        _run(pip + [source], outside, env, PIP_TIMEOUT_S)
+
+
+@pytest.mark.parametrize("mode", ["install", "editable", "wheel"])
+def test_format_pylog_works_after_each_kind_of_install_from_outside_the_checkout(environment, mode):
+    python, source, outside, env = environment
+    _install(mode, python, source, outside, env)
+    output = _run([python, JOB], outside, env, JOB_TIMEOUT_S)
+    report = json.loads(next(line for line in output.splitlines() if line.startswith("PYLOG-REPORT "))[13:])
+
+    home = source if mode == "editable" else python.parent.parent
+    assert Path(report["connector"]).resolve().is_relative_to(home.resolve()), report["connector"]
+    assert report["discovered"] == ["pyspark_pylog"]             # what Spark's lookup iterates
+    assert report["values"] == ["x", "y", "z"]                     # format("pylog") with no registration
+    assert 'does not support save mode Overwrite' in report["overwrite"]
+    assert 'mode("append")' in report["overwrite"]
+    assert report["update"] == ["a=2", "b=1"]                      # update mode through foreach_batch
+    # packaging: test tools only as extras, schemas inside the package, no top-level "schemas"
+    runtime = [r for r in report["requires"] if "extra ==" not in r]
+    assert not [r for r in runtime if r.split(">")[0].split("=")[0].strip() in ("pytest", "testcontainers")]
+    assert "source-offsets.json" in report["schemas"] and not report["top_level_schemas"]
