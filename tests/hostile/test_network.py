@@ -288,3 +288,26 @@ def _fifty_accepted(broker) -> bool:
     finally:
         for client in clients:
             client.close()
+
+
+def test_a_sender_that_stops_halfway_is_closed_while_others_wait_for_request_memory(hostile_broker):
+    # a 1 MB pool; the attacker's frame grows past it (one growing frame may) and then stops coming, with
+    # Kafka's 10 min idle timeout still far away: the broker closes it once others have waited 5 s for memory
+    broker = hostile_broker(config={"queued.max.request.bytes": MB, "message.max.bytes": 4 * MB})
+    topic = "stalled"
+    with WireClient(broker.bootstrap_servers) as client:
+        metadata(client, [topic])
+        wait_until(lambda: produce_result(client.call(produce_request(topic, 0, record_batch([b"x"]))))[0] == 0,
+                   10, message="topic ready")
+    attacker = _connect(broker)
+    attacker.sendall(struct.pack(">i", 50 * MB) + bytes(2 * MB))
+    time.sleep(0.5)
+    started = time.monotonic()
+    with WireClient(broker.bootstrap_servers, timeout=30) as client:
+        answer = client.call(produce_request(topic, 0, record_batch([bytes(1536 * 1024)], key=None)))
+    assert produce_result(answer)[0] == 0
+    assert time.monotonic() - started < 25
+    assert _closed_by_peer(attacker, 10)
+    attacker.close()
+    assert_serving(broker)
+    assert_serving(hostile_broker.restart(broker))
