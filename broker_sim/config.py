@@ -186,6 +186,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "How often expired transactional ids are removed."),
     ConfigDef("transaction.partition.verification.enable", "true", _parse_bool,
               "Refuse transactional produce to partitions not added to the transaction (INVALID_TXN_STATE)."),
+    # --- listeners (server/listeners.py; without them: one PLAINTEXT listener at --host/--port) ---
+    ConfigDef("listeners", "", str, "Sockets to bind: NAME://host:port,... (port 0: any free port)."),
+    ConfigDef("advertised.listeners", "", str,
+              "Addresses published per listener (to clients on that listener and in ZooKeeper); default: listeners."),
+    ConfigDef("listener.security.protocol.map",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", str,
+              "Security protocol of each listener name (NAME:PROTOCOL,...)."),
+    ConfigDef("inter.broker.listener.name", "", str,
+              "Listener other brokers connect to; default: the only listener, else PLAINTEXT."),
     # --- clusters (ZooKeeper mode; ignored by a single node) ---
     ConfigDef("zookeeper.connect", "", str, "ZooKeeper HOST:PORT[,HOST:PORT][/chroot]; empty: single node."),
     ConfigDef("zookeeper.session.timeout.ms", "18000", _parse_int(1),

@@ -7,17 +7,32 @@ new object, so a reader on the broker's event loop never sees a half update.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 NO_LEADER = -1
 
 
 @dataclass(frozen=True)
 class BrokerEndpoint:
+    """A live broker: ``host``/``port`` reach it from other brokers; ``listeners`` lists every advertised
+    (name, protocol, host, port), so a client is answered with the addresses of the listener it came in on."""
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    listeners: tuple[tuple[str, str, str, int], ...] = ()
+
+    def on(self, listener: str) -> "BrokerEndpoint | None":
+        """This broker as reached through ``listener`` (None when it does not advertise that listener).
+
+        A registration without a listener list (an older pylog) is reachable on every listener at host/port.
+        """
+        if not self.listeners:
+            return self
+        for name, _protocol, host, port in self.listeners:
+            if name == listener:
+                return self if (host, port) == (self.host, self.port) else replace(self, host=host, port=port)
+        return None
 
 
 @dataclass(frozen=True)

@@ -142,12 +142,15 @@ def decode_cluster_id(data: bytes) -> str:
 # --- /brokers/ids/<id> ---
 
 def encode_broker(endpoint: BrokerEndpoint, timestamp_ms: int | None = None) -> bytes:
+    """Kafka's registration (version 4): every advertised listener in ``endpoints`` with its protocol in
+    ``listener_security_protocol_map``; host/port name the endpoint other brokers use."""
+    listeners = endpoint.listeners or (("PLAINTEXT", "PLAINTEXT", endpoint.host, endpoint.port),)
     return _dump({
         "version": BROKER_REGISTRATION_VERSION,
         "host": endpoint.host,
         "port": endpoint.port,
-        "endpoints": [f"PLAINTEXT://{endpoint.host}:{endpoint.port}"],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": [f"{name}://{_address(host, port)}" for name, _, host, port in listeners],
+        "listener_security_protocol_map": {name: protocol for name, protocol, _, _ in listeners},
         "jmx_port": -1,
         "timestamp": str(_now_ms() if timestamp_ms is None else timestamp_ms),
         "rack": endpoint.rack,
@@ -155,18 +158,28 @@ def encode_broker(endpoint: BrokerEndpoint, timestamp_ms: int | None = None) -> 
     })
 
 
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def decode_broker(broker_id: int, data: bytes) -> BrokerEndpoint:
-    """The PLAINTEXT endpoint of a registration (first listener mapped to PLAINTEXT), else host/port."""
+    """A registration: every endpoint as a listener; host/port from the payload, else the first PLAINTEXT one."""
     what = broker_path(broker_id)
     obj = _load(data, what)
     protocols = obj.get("listener_security_protocol_map") or {"PLAINTEXT": "PLAINTEXT"}
+    listeners = []
     for listener in obj.get("endpoints") or ():
-        name, sep, address = listener.partition("://")
-        if sep and protocols.get(name, name) == "PLAINTEXT":
-            host, _, port = address.rpartition(":")
-            return BrokerEndpoint(broker_id, host.strip("[]"), int(port), obj.get("rack"))
-    return BrokerEndpoint(broker_id, str(_field(obj, "host", what)), int(_field(obj, "port", what)),
-                          obj.get("rack"))
+        name, sep, address = str(listener).partition("://")
+        host, colon, port = address.rpartition(":")
+        if sep and colon and port.isdigit():
+            listeners.append((name, str(protocols.get(name, name)), host.strip("[]"), int(port)))
+    host, port = obj.get("host"), obj.get("port")
+    if not isinstance(host, str) or not host or not isinstance(port, int) or port < 0:
+        plain = [entry for entry in listeners if entry[1] == "PLAINTEXT"] or listeners
+        if not plain:
+            raise LayoutError(f"{what}: no host/port and no endpoint")
+        host, port = plain[0][2], plain[0][3]
+    return BrokerEndpoint(broker_id, host, port, obj.get("rack"), tuple(listeners))
 
 
 # --- /controller and /controller_epoch ---

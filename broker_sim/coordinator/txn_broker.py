@@ -191,6 +191,7 @@ class ClusterMarkerWriter:
         client = self._clients.get(broker_id)
         if client is None:
             endpoint = self._broker.metadata.brokers.get(broker_id)
+            endpoint = endpoint.on(self._broker.inter_broker_listener) if endpoint is not None else None
             if endpoint is None:
                 return None
             from broker_sim.replication.client import BrokerClient

@@ -71,6 +71,8 @@ from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
 from broker_sim.server.inter_broker import InterBrokerIdentity
+from broker_sim.server.listeners import Listener, format_address, inter_broker_listener_name
+from broker_sim.server.listeners import configure as listeners_from_config
 from broker_sim.server.loop_monitor import LoopMonitor
 from broker_sim.server.metrics import BrokerMetrics, serve_metrics
 from broker_sim.server.network import Connections, KafkaConnection
@@ -149,9 +151,14 @@ class Broker:
         self.broker_id = self.config.get("broker.id")
         self._owns_data_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="pylog-broker-"))
-        self.host = host
-        self.port = port
-        self.advertised_host = advertised_host or host
+        # listeners / advertised.listeners (server/listeners.py); without them one PLAINTEXT listener at host:port
+        self.listeners: list[Listener] = listeners_from_config(self.config, host=host, port=port,
+                                                               advertised_host=advertised_host)
+        self.inter_broker_listener = inter_broker_listener_name(self.config, self.listeners)
+        first = self.listeners[0]
+        self.host = first.host or "0.0.0.0"  # where the first listener (and metrics.port) binds
+        self.port = first.port  # the first listener's port (bound port once started)
+        self.advertised_host = first.advertised_host or self.host
         self.now_ms = now_ms
         self.stopping = False
         self.metadata: MetadataStore | None = None
@@ -164,7 +171,7 @@ class Broker:
         self.cluster = None  # ClusterMember in cluster mode
         self.inter_broker: InterBrokerIdentity | None = None  # cluster mode: proves this broker to its peers
         self.dispatcher: Dispatcher | None = None
-        self._server: asyncio.AbstractServer | None = None
+        self._servers: list[asyncio.AbstractServer] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
         self._stop_future: asyncio.Future | None = None
@@ -184,8 +191,28 @@ class Broker:
     # --- public API -------------------------------------------------------
     @property
     def bootstrap_servers(self) -> str:
-        host = f"[{self.advertised_host}]" if ":" in self.advertised_host else self.advertised_host
-        return f"{host}:{self.port}"
+        """The first listener's advertised address (``bootstrap_servers_for`` names another listener's)."""
+        return self.bootstrap_servers_for(self.listeners[0].name)
+
+    def bootstrap_servers_for(self, listener: str) -> str:
+        for candidate in self.listeners:
+            if candidate.name == listener.upper():
+                host, port = candidate.advertised or (candidate.host or "127.0.0.1", candidate.port)
+                return format_address(host, port)
+        raise KeyError(f"no listener named {listener} (listeners: {', '.join(l.name for l in self.listeners)})")
+
+    def endpoint_on(self, listener: str | None) -> BrokerEndpoint:
+        """This broker's address for a client on ``listener`` (the inter-broker one if it is not advertised)."""
+        endpoint = self.endpoint()
+        return (endpoint.on(listener) if listener else None) or endpoint
+
+    def endpoint(self) -> BrokerEndpoint:
+        """This broker as registered: every advertised listener; host/port = the inter-broker listener's."""
+        advertised = [(l.name, l.protocol) + l.advertised for l in self.listeners if l.advertised]
+        first = self.listeners[0]
+        inter = next((entry for entry in advertised if entry[0] == self.inter_broker_listener),
+                     advertised[0] if advertised else (first.name, first.protocol, self.host, self.port))
+        return BrokerEndpoint(self.broker_id, inter[2], inter[3], None, tuple(advertised))
 
     def start(self, timeout: float = 30.0) -> "Broker":
         """Run the broker on a background thread; return once it accepts connections."""
@@ -224,8 +251,11 @@ class Broker:
         started = time.monotonic()
         await self._open()
         self.started_in_ms = (time.monotonic() - started) * 1000
-        log.info("pylog broker %d listening on %s (data dir %s, ready in %.0f ms)",
-                 self.broker_id, self.bootstrap_servers, self.data_dir, self.started_in_ms)
+        log.info("pylog broker %d listening on %s (data dir %s, ready in %.0f ms)", self.broker_id,
+                 ", ".join(f"{format_address(l.host or '0.0.0.0', l.port)} ({l.name}"
+                           + (f" as {format_address(*l.advertised)}" if l.advertised and
+                              l.advertised != (l.host, l.port) else "") + ")" for l in self.listeners),
+                 self.data_dir, self.started_in_ms)
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._stop_event.set)
@@ -403,14 +433,17 @@ class Broker:
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
         self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics)
-        self._server = await self._loop.create_server(
-            lambda: KafkaConnection(self.dispatcher.handle, self.connections),
-            self.host, self.port, reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
+        for index, listener in enumerate(self.listeners):
+            server = await self._loop.create_server(
+                lambda name=listener.name: KafkaConnection(self.dispatcher.handle, self.connections, listener=name),
+                listener.bind_host, listener.port, reuse_address=True)
+            self._servers.append(server)
+            self.listeners[index] = listener.bound(server.sockets[0].getsockname()[1])
+        self.port = self.listeners[0].port
         self.connections.start()
         self._isr_checks = None
         if self.cluster is not None:
-            self.cluster.start(BrokerEndpoint(self.broker_id, self.advertised_host, self.port))
+            self.cluster.start(self.endpoint())
             self._isr_checks = self._loop.create_task(self._check_isr())
         if self.config.get("metrics.port") >= 0:
             self._metrics_server = await serve_metrics(self.metrics, self.host, self.config.get("metrics.port"))
@@ -483,7 +516,8 @@ class Broker:
         self.groups.close()
         if self._cleaning is not None:
             self._cleaning.cancel()
-        self._server.close()
+        for server in self._servers:
+            server.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
         self.connections.close()

@@ -87,7 +87,9 @@ class ClusterMember:
 
     # --- seams for the replica manager ------------------------------------------------------------
     def resolve_broker(self, broker_id: int) -> BrokerEndpoint | None:
-        return self.store.brokers.get(broker_id)
+        """A broker as reached on inter.broker.listener.name (None: unknown, or it lacks that listener)."""
+        endpoint = self.store.brokers.get(broker_id)
+        return endpoint.on(self.broker.inter_broker_listener) if endpoint is not None else None
 
     def topic_exists(self, topic: str) -> bool:
         return topic in self.store.topics

@@ -167,8 +167,9 @@ class Connections:
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handle: Callable[["KafkaConnection", bytes], Awaitable[list | None]],
-                 connections: Connections) -> None:
+                 connections: Connections, *, listener: str = "PLAINTEXT") -> None:
         self._handle = handle
+        self.listener = listener  # the listener name it came in on: Metadata answers that listener's addresses
         self._connections = connections
         self._pool = connections.pool
         self._decoder = FrameDecoder(connections.max_frame_bytes, connections.pool)

@@ -59,8 +59,10 @@ def test_broker_registration(znodes):
     obj = json.loads(data)
     assert obj["endpoints"] == ["PLAINTEXT://127.0.0.1:19092"] and obj["timestamp"] == "1700000000000"
     assert obj["version"] == 5 and obj["jmx_port"] == -1
-    assert L.decode_broker(2, data) == endpoint
-    racked = BrokerEndpoint(4, "h", 1, rack="r1")
+    # an endpoint without a listener list is registered as one PLAINTEXT listener at host:port
+    assert L.decode_broker(2, data) == BrokerEndpoint(2, "127.0.0.1", 19092, None,
+                                                      (("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 19092),))
+    racked = BrokerEndpoint(4, "h", 1, rack="r1", listeners=(("PLAINTEXT", "PLAINTEXT", "h", 1),))
     assert L.decode_broker(4, L.encode_broker(racked)) == racked
 
 
@@ -69,7 +71,10 @@ def test_broker_registration_written_by_kafka_with_named_listeners():
                         "endpoints": ["CLIENT://h1:9092", "REPLICATION://h1:9093"],
                         "listener_security_protocol_map": {"CLIENT": "PLAINTEXT", "REPLICATION": "SSL"},
                         "rack": "dc1", "features": {}}).encode()
-    assert L.decode_broker(7, kafka) == BrokerEndpoint(7, "h1", 9092, "dc1")
+    decoded = L.decode_broker(7, kafka)
+    assert decoded == BrokerEndpoint(7, "h1", 9092, "dc1", (("CLIENT", "PLAINTEXT", "h1", 9092),
+                                                            ("REPLICATION", "SSL", "h1", 9093)))
+    assert decoded.on("REPLICATION").port == 9093 and decoded.on("OTHER") is None
 
 
 def test_controller_and_epoch(znodes):

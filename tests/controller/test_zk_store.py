@@ -25,7 +25,8 @@ def test_brokers_register_and_vanish_with_their_session(make_store, wait_until):
     a = make_store(1)
     b = make_store(2)
     wait_until(lambda: set(a.brokers) == {1, 2})
-    assert a.brokers[2] == BrokerEndpoint(2, "127.0.0.1", 19002)
+    assert a.brokers[2].on("PLAINTEXT") == BrokerEndpoint(2, "127.0.0.1", 19002, None,
+                                                          (("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 19002),))
     before = a.brokers
     b.close()
     wait_until(lambda: set(a.brokers) == {1})

@@ -47,13 +47,19 @@ def _cluster_topic_metadata(broker, info) -> Topic:
                  partitions=partitions)
 
 
-def _brokers(broker) -> tuple[list[tuple[int, str, int, str | None]], int]:
-    """(id, host, port, rack) of the live brokers, and the controller's id."""
+def _brokers(broker, ctx) -> tuple[list[tuple[int, str, int, str | None]], int]:
+    """(id, host, port, rack) of the live brokers on the listener the request came in on, and the controller's id.
+
+    As Kafka's metadata cache answers per listener: a broker that does not
+    advertise the client's listener is left out.
+    """
+    listener = getattr(ctx.connection, "listener", None)
     if broker.cluster is None:
-        return [(broker.broker_id, broker.advertised_host, broker.port, None)], broker.broker_id
+        endpoint = broker.endpoint_on(listener)
+        return [(broker.broker_id, endpoint.host, endpoint.port, None)], broker.broker_id
     store = broker.metadata
-    return ([(b.broker_id, b.host, b.port, b.rack) for b in sorted(store.brokers.values(), key=lambda b: b.broker_id)],
-            store.controller_id)
+    found = [b.on(listener) if listener else b for b in sorted(store.brokers.values(), key=lambda b: b.broker_id)]
+    return [(b.broker_id, b.host, b.port, b.rack) for b in found if b is not None], store.controller_id
 
 
 def _error_topic(error, name=None, topic_id=None) -> Topic:
@@ -87,7 +93,7 @@ async def metadata(broker, ctx, request):
                     continue
             topics.append(_topic_metadata(broker, info) if info is not None
                           else _error_topic(Errors.UnknownTopicOrPartitionError, name=name))
-    brokers, controller_id = _brokers(broker)
+    brokers, controller_id = _brokers(broker, ctx)
     return MetadataResponse(throttle_time_ms=0, cluster_id=store.cluster_id, controller_id=controller_id,
                             topics=topics, brokers=[MetadataResponse.MetadataResponseBroker(
                                 node_id=node, host=host, port=port, rack=rack) for node, host, port, rack in brokers])
@@ -99,7 +105,7 @@ async def describe_cluster(broker, ctx, request):
             throttle_time_ms=0, error_code=Errors.UnsupportedEndpointTypeError.errno,
             error_message=f"endpoint type {request.endpoint_type} is not served by a broker",
             endpoint_type=request.endpoint_type, cluster_id=broker.metadata.cluster_id, brokers=[])
-    brokers, controller_id = _brokers(broker)
+    brokers, controller_id = _brokers(broker, ctx)
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.metadata.cluster_id,
         controller_id=controller_id,

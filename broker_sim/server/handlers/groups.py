@@ -37,11 +37,12 @@ def _client_host(ctx) -> str:
 async def find_coordinator(broker, ctx, request):
     key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
     keys = request.coordinator_keys if ctx.version >= 4 else [request.key]
+    listener = getattr(ctx.connection, "listener", None)
     found = []
     for key in keys:
         if broker.cluster is not None and key_type in (GROUP_KEY, TRANSACTION_KEY):
             found.append((key,) + _cluster_coordinator(
-                broker, broker.groups if key_type == GROUP_KEY else broker.transactions, key))
+                broker, broker.groups if key_type == GROUP_KEY else broker.transactions, key, listener))
             continue
         if key_type == GROUP_KEY:
             error = broker.groups.find_coordinator(key)
@@ -54,7 +55,8 @@ async def find_coordinator(broker, ctx, request):
         if error:
             found.append((key, error, message, -1, "", -1))
         else:
-            found.append((key, 0, None, broker.broker_id, broker.advertised_host, broker.port))
+            me = broker.endpoint_on(listener)
+            found.append((key, 0, None, broker.broker_id, me.host, me.port))
     if ctx.version >= 4:
         coordinators = [FindCoordinatorResponse.Coordinator(key=k, node_id=n, host=h, port=p, error_code=e,
                                                             error_message=m)
@@ -65,7 +67,7 @@ async def find_coordinator(broker, ctx, request):
                                    host=host, port=port)
 
 
-def _cluster_coordinator(broker, owner, key: str) -> tuple[int, str | None, int, str, int]:
+def _cluster_coordinator(broker, owner, key: str, listener: str | None) -> tuple[int, str | None, int, str, int]:
     """The leader of the key's internal partition, wherever it is (Kafka's answer in a cluster).
 
     The internal topic is created on first use; until it has a leader the
@@ -81,6 +83,8 @@ def _cluster_coordinator(broker, owner, key: str) -> tuple[int, str | None, int,
     index = owner.partition_of(key)
     state = broker.metadata.partition_states.get((topic.name, index))
     endpoint = broker.metadata.brokers.get(state.leader) if state is not None and state.has_leader else None
+    if endpoint is not None and listener:
+        endpoint = endpoint.on(listener)  # the address on the client's listener, as Kafka answers
     if endpoint is None:
         return (Errors.CoordinatorNotAvailableError.errno, f"{topic.name}-{index} has no leader now", -1, "", -1)
     return 0, None, endpoint.broker_id, endpoint.host, endpoint.port
