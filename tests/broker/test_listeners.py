@@ -21,6 +21,7 @@ from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.server.broker import Broker
 from broker_sim.server.cli import main as broker_main
 from broker_sim.server.listeners import configure
+from broker_sim.testing.requirements import require_zookeeper
 
 TWO = {"listeners": "PLAINTEXT://127.0.0.1:0,BROKER://127.0.0.1:0",
        "advertised.listeners": "PLAINTEXT://127.0.0.1:0,BROKER://localhost:0",
@@ -139,10 +140,8 @@ def test_a_cluster_replicates_over_the_inter_broker_listener_and_publishes_each_
     listener are told that listener's addresses of *both* brokers.
     Mutation: followers resolving the leader's PLAINTEXT endpoint -> no inter-broker connection on BROKER.
     """
-    from broker_sim.controller.zookeeper_server import ZooKeeperServer, zookeeper_available
-    reason = zookeeper_available()
-    if reason:
-        pytest.skip(reason)
+    from broker_sim.controller.zookeeper_server import ZooKeeperServer
+    require_zookeeper()
     fast = {"zookeeper.session.timeout.ms": "3000", "replica.fetch.wait.max.ms": "200",
             "offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",
             "controlled.shutdown.timeout.ms": "5000", "inter.broker.listener.name": "BROKER"}

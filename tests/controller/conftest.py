@@ -9,14 +9,13 @@ import uuid
 
 import pytest
 
-from broker_sim.controller.zookeeper_server import ZooKeeperServer, zookeeper_available
+from broker_sim.controller.zookeeper_server import ZooKeeperServer
+from broker_sim.testing.requirements import require_zookeeper
 
 
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory):
-    reason = zookeeper_available()
-    if reason:
-        pytest.skip(reason)
+    require_zookeeper()
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_ms=500)
     server.start(timeout=60)
     try:

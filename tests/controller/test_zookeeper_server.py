@@ -7,6 +7,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from broker_sim.controller.zookeeper_server import ZooKeeperServer, four_letter_word, zookeeper_available
+from broker_sim.testing.requirements import require_zookeeper
 
 
 def test_server_answers_ruok_and_kazoo(zookeeper):
@@ -23,9 +24,7 @@ def test_server_answers_ruok_and_kazoo(zookeeper):
 
 
 def test_stop_ends_the_process_and_is_idempotent(tmp_path):
-    reason = zookeeper_available()
-    if reason:
-        pytest.skip(reason)
+    require_zookeeper()
     with ZooKeeperServer(tmp_path / "zk") as server:
         pid = server.process.pid
         assert server.port != 0
@@ -38,9 +37,7 @@ def test_stop_ends_the_process_and_is_idempotent(tmp_path):
 
 
 def test_context_manager_accepts_an_already_started_server(tmp_path):
-    reason = zookeeper_available()
-    if reason:
-        pytest.skip(reason)
+    require_zookeeper()
     with ZooKeeperServer(tmp_path / "zk").start(timeout=60) as server:
         assert four_letter_word(server.host, server.port, "ruok") == "imok"
     assert server.process is None
