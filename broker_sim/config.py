@@ -195,6 +195,23 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "Security protocol of each listener name (NAME:PROTOCOL,...)."),
     ConfigDef("inter.broker.listener.name", "", str,
               "Listener other brokers connect to; default: the only listener, else PLAINTEXT."),
+    # --- TLS of SSL listeners (security/tls.py; each may be set per listener: listener.name.<l>.<config>) ---
+    ConfigDef("ssl.keystore.type", "PEM", str, "Keystore format: PEM (KIP-651)."),
+    ConfigDef("ssl.keystore.location", "", str, "PEM file with the certificate chain and private key."),
+    ConfigDef("ssl.keystore.certificate.chain", "", str, "The certificate chain as PEM text."),
+    ConfigDef("ssl.keystore.key", "", str, "The private key as PEM text.", sensitive=True),
+    ConfigDef("ssl.key.password", "", str, "Password of an encrypted private key.", sensitive=True),
+    ConfigDef("ssl.truststore.type", "PEM", str, "Truststore format: PEM."),
+    ConfigDef("ssl.truststore.location", "", str, "PEM file of the trusted CA certificates."),
+    ConfigDef("ssl.truststore.certificates", "", str, "The trusted CA certificates as PEM text."),
+    ConfigDef("ssl.client.auth", "none", _parse_choice("none", "requested", "required"),
+              "Mutual TLS: ask for (requested) or insist on (required) a client certificate."),
+    ConfigDef("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", str, "TLS versions accepted."),
+    ConfigDef("ssl.cipher.suites", "", str, "Cipher suites (OpenSSL names); empty: OpenSSL's defaults."),
+    ConfigDef("ssl.principal.mapping.rules", "DEFAULT", str,
+              "Client certificate subject -> principal name: RULE:pattern/replacement/[LU],...,DEFAULT."),
+    ConfigDef("ssl.endpoint.identification.algorithm", "https", str,
+              "A broker connecting to a peer's SSL listener checks its host name (https) or not (empty)."),
     # --- clusters (ZooKeeper mode; ignored by a single node) ---
     ConfigDef("zookeeper.connect", "", str, "ZooKeeper HOST:PORT[,HOST:PORT][/chroot]; empty: single node."),
     ConfigDef("zookeeper.session.timeout.ms", "18000", _parse_int(1),
@@ -283,15 +300,41 @@ def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     return dict(configs)
 
 
+_PER_LISTENER = ("ssl.", "sasl.")
+
+
+def _listener_setting(name: str) -> tuple[str | None, str]:
+    """('BROKER', 'ssl.keystore.location') for 'listener.name.broker.ssl.keystore.location', else (None, name)."""
+    if not name.startswith("listener.name."):
+        return None, name
+    listener, _, setting = name[len("listener.name."):].partition(".")
+    if not listener or not setting.startswith(_PER_LISTENER):
+        raise ConfigError(f"{name!r}: per-listener configs are listener.name.<listener>.ssl.* (or sasl.*)")
+    return listener.upper(), setting
+
+
 class BrokerConfig:
     """Broker-wide settings (strings as given, parsed on access)."""
 
     def __init__(self, overrides: Mapping[str, object] | None = None) -> None:
         self._values: dict[str, str] = {}
+        self._listener_overrides: dict[tuple[str, str], str] = {}
         for name, value in (overrides or {}).items():
             text = str(value).lower() if isinstance(value, bool) else str(value)
+            listener, setting = _listener_setting(name)
+            if listener is not None:  # listener.name.<listener>.<config>, as Kafka's per-listener overrides
+                try:
+                    _check(BROKER_CONFIGS, setting, text)
+                except ConfigError as exc:
+                    raise ConfigError(f"{name}: {exc}") from None
+                self._listener_overrides[(listener, setting)] = text
+                continue
             _check(BROKER_CONFIGS, name, text)
             self._values[name] = text
+
+    def listener_override(self, listener: str, name: str) -> str | None:
+        """``listener.name.<listener>.<name>`` when set (listener names are case-insensitive)."""
+        return self._listener_overrides.get((listener.upper(), name))
 
     def raw(self, name: str) -> str:
         return self._values.get(name, BROKER_CONFIGS[name].default)

@@ -197,7 +197,8 @@ class ClusterMarkerWriter:
             from broker_sim.replication.client import BrokerClient
             client_id = self._broker.inter_broker.client_id(f"pylog-txn-markers-{self._broker.broker_id}")
             client = BrokerClient(endpoint.host, endpoint.port, client_id=client_id,
-                                  timeout_s=self._broker.config.get("replica.socket.timeout.ms") / 1000.0)
+                                  timeout_s=self._broker.config.get("replica.socket.timeout.ms") / 1000.0,
+                                  ssl=self._broker.inter_broker_ssl)
             self._clients[broker_id] = client
         return client
 

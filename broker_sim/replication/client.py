@@ -19,6 +19,7 @@ glue for WriteTxnMarkers.  Single event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import ssl as ssl_module
 import itertools
 import logging
 import struct
@@ -36,8 +37,10 @@ class BrokerClient:
     >>> response = await client.request(FetchRequest[12](...))                               # doctest: +SKIP
     """
 
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float,
+                 ssl: "ssl_module.SSLContext | None" = None) -> None:
         self.host = host
+        self.ssl = ssl  # the peer's inter-broker listener speaks TLS: verify it, present our certificate
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
@@ -65,7 +68,8 @@ class BrokerClient:
             if self._closed:
                 raise ConnectionError(f"{self!r} is closed")
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                    self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None),
                                                         self.timeout_s)
             except asyncio.TimeoutError:
                 raise ConnectionError(f"connecting to {self.host}:{self.port} timed out after {self.timeout_s} s") \

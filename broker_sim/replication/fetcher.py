@@ -193,7 +193,8 @@ class SourceFetcher:
             self.client = BrokerClient(endpoint.host, endpoint.port,
                                        client_id=self.manager.replicas.inter_broker_client_id(
                                            f"broker-{self.manager.broker_id}-fetcher-{self.leader_id}"),
-                                       timeout_s=self.manager.config.get("replica.socket.timeout.ms") / 1000.0)
+                                       timeout_s=self.manager.config.get("replica.socket.timeout.ms") / 1000.0,
+                                       ssl=self.manager.replicas.inter_broker_ssl)
         return self.client
 
     def _drop_client(self) -> None:

@@ -70,6 +70,7 @@ from broker_sim.coordinator.txn_service import TxnService
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
+from broker_sim.security import tls
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.listeners import Listener, format_address, inter_broker_listener_name
 from broker_sim.server.listeners import configure as listeners_from_config
@@ -134,6 +135,10 @@ def raise_open_file_limit() -> int:
     return soft
 
 
+# a TLS client must finish its handshake within this long (the connection is not a KafkaConnection yet, so
+# connections.max.idle.ms does not cover it)
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
 class Broker:
     """A single-node Kafka-protocol broker.
 
@@ -155,6 +160,11 @@ class Broker:
         self.listeners: list[Listener] = listeners_from_config(self.config, host=host, port=port,
                                                                advertised_host=advertised_host)
         self.inter_broker_listener = inter_broker_listener_name(self.config, self.listeners)
+        # TLS: loaded now, so a bad keystore fails the start naming its config, not the first handshake
+        self._tls = {l.name: tls.server_context(self.config, l.name) for l in self.listeners if l.protocol == "SSL"}
+        self._principals = tls.PrincipalMapper(self.config.raw("ssl.principal.mapping.rules"))
+        inter = next(l for l in self.listeners if l.name == self.inter_broker_listener)
+        self.inter_broker_ssl = tls.client_context(self.config, inter.name) if inter.protocol == "SSL" else None
         first = self.listeners[0]
         self.host = first.host or "0.0.0.0"  # where the first listener (and metrics.port) binds
         self.port = first.port  # the first listener's port (bound port once started)
@@ -434,9 +444,13 @@ class Broker:
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
         self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics)
         for index, listener in enumerate(self.listeners):
+            context = self._tls.get(listener.name)
             server = await self._loop.create_server(
-                lambda name=listener.name: KafkaConnection(self.dispatcher.handle, self.connections, listener=name),
-                listener.bind_host, listener.port, reuse_address=True)
+                lambda name=listener.name, tls_on=context is not None: KafkaConnection(
+                    self.dispatcher.handle, self.connections, listener=name,
+                    principal=self._principals if tls_on else None),
+                listener.bind_host, listener.port, reuse_address=True, ssl=context,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if context is not None else None)
             self._servers.append(server)
             self.listeners[index] = listener.bound(server.sockets[0].getsockname()[1])
         self.port = self.listeners[0].port
@@ -487,6 +501,7 @@ class Broker:
                                        isr_writer=self.cluster.write_isr, resolve_broker=self.cluster.resolve_broker,
                                        topic_exists=self.cluster.topic_exists,
                                        inter_broker_client_id=self.inter_broker.client_id)
+        self.replicas.inter_broker_ssl = self.inter_broker_ssl
         self.producer_ids = ZkProducerIdManager(store.zk, self.broker_id)
 
     async def _check_isr(self) -> None:

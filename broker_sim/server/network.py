@@ -52,6 +52,7 @@ from collections import deque
 from typing import Awaitable, Callable
 
 from broker_sim.protocol.framing import FrameDecoder, FrameError, MemoryPool
+from broker_sim.security.tls import ANONYMOUS, principal_of
 from broker_sim.server.connection_quotas import ConnectionQuotas
 
 log = logging.getLogger(__name__)
@@ -167,8 +168,10 @@ class Connections:
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handle: Callable[["KafkaConnection", bytes], Awaitable[list | None]],
-                 connections: Connections, *, listener: str = "PLAINTEXT") -> None:
+                 connections: Connections, *, listener: str = "PLAINTEXT", principal=None) -> None:
         self._handle = handle
+        self._principal_mapper = principal  # a TLS listener's ssl.principal.mapping.rules
+        self.principal = ANONYMOUS  # User:<certificate subject> for mutual TLS
         self.listener = listener  # the listener name it came in on: Metadata answers that listener's addresses
         self._connections = connections
         self._pool = connections.pool
@@ -203,6 +206,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._closed = True
             transport.abort()  # refused at accept: nothing read, nothing to flush
             return
+        if self._principal_mapper is not None:
+            self.principal = principal_of(transport, self._principal_mapper)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -1,0 +1,1 @@
+"""Security: TLS (tls.py); SASL and ACLs come next (the security issue)."""
