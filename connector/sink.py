@@ -261,5 +261,7 @@ def _maybe_fail_task(partition_id: int, attempt: int, batch_id: int) -> None:
         return
     target, _, min_batch = spec.partition(":")
     if int(target) == partition_id and batch_id >= int(min_batch or 0):
+        from connector.sink_commit import mark_fault
+        mark_fault(f"failtask-p{partition_id}-batch{batch_id}")
         raise RuntimeError(f"PYLOG_SINK_FAIL_TASK: injected failure of partition {partition_id} attempt {attempt} "
                            f"of batch {batch_id} after writing")

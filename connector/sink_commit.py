@@ -210,6 +210,21 @@ def _end_txn(cluster, options: SinkOptions, txn: Txn, *, committed: bool) -> int
         time.sleep(RETRY_BACKOFF_S)
 
 
+def mark_fault(name: str) -> None:
+    """Test hook: leave evidence that an injected fault fired (a file in PYLOG_FAULT_MARKERS, synced before
+    the fault happens), so a fault test can tell its fault from a timeout or a fault that never came."""
+    directory = os.environ.get("PYLOG_FAULT_MARKERS")
+    if not directory:
+        return
+    path = os.path.join(directory, f"{name}-pid{os.getpid()}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, f"{time.time()}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def crash_point(point: str, batch_id: int) -> None:
     """Test hook: SIGKILL the driver's process group at ``point`` when PYLOG_SINK_CRASH_AT names it.
 
@@ -223,4 +238,5 @@ def crash_point(point: str, batch_id: int) -> None:
     name, _, min_batch = spec.partition(":")
     if name == point and batch_id >= int(min_batch or 0):
         log.error("PYLOG_SINK_CRASH_AT=%s: killing the driver at batch %d", spec, batch_id)
+        mark_fault(f"crash-{point}-batch{batch_id}")
         os.killpg(int(os.environ.get("PYLOG_SINK_DRIVER_PGID", os.getpgid(0))), signal.SIGKILL)

@@ -13,6 +13,12 @@ four times on one checkpoint:
 Then the read_committed output must equal the transform of the input exactly — no loss, no duplicates — and
 no transaction may be left open. ``PYLOG_SINK_FAULT_ROUNDS`` (default 5) sets the rounds; ci/stress_sink.sh
 runs more.
+
+Every injected fault must be seen to fire: the hooks (``connector.sink_commit.mark_fault``) leave a marker file
+in PYLOG_FAULT_MARKERS before they kill or fail, a crash run must end by SIGKILL *and* leave its point's marker,
+and a job that overruns its deadline fails the test as a timeout — it is never counted as a crash.
+Mutation: crash_point and the injected task failure as no-ops -> "PYLOG_SINK_CRASH_AT=before_intent did not
+fire"; a sleep before the crash so the deadline kills the job -> "timed out ... not a crash".
 """
 from __future__ import annotations
 
@@ -40,6 +46,11 @@ COMMIT_POINTS = ("after_intent", "mid_commit", "before_completed", "after_comple
 RECORDS = 600
 
 
+# one Spark job's deadline; a round runs four, so the test's own timeout is above 4 x JOB_DEADLINE_S
+JOB_DEADLINE_S = 120
+ROUND_TIMEOUT_S = 4 * JOB_DEADLINE_S + 60
+
+
 def start_job(bootstrap, checkpoint, *, env=None, master="local[2]", topics=("in", "out")):
     return subprocess.Popen(
         [sys.executable, str(JOB), bootstrap, *topics, checkpoint, "--master", master, "--max-offsets", "300"],
@@ -47,13 +58,34 @@ def start_job(bootstrap, checkpoint, *, env=None, master="local[2]", topics=("in
         text=True)
 
 
-def finish(job, timeout=90) -> tuple[int, str]:
+class JobTimedOut(AssertionError):
+    pass
+
+
+def finish(job, timeout=JOB_DEADLINE_S) -> tuple[int, str]:
+    """The job's exit code and stderr; a job still running at the deadline is killed and fails the test."""
     try:
         _, err = job.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(job.pid, signal.SIGKILL)
         _, err = job.communicate()
+        raise JobTimedOut(f"the Spark job {job.args[2:5]} timed out after {timeout} s and was killed by the test "
+                          f"(not a crash):\n{err[-3000:]}")
     return job.returncode, err
+
+
+def fired(markers: Path, prefix: str) -> list[str]:
+    return sorted(p.name for p in markers.iterdir() if p.name.startswith(prefix))
+
+
+def run_crashing(bootstrap, checkpoint, topics, markers: Path, point: str) -> None:
+    """A run that must die by SIGKILL at ``point``: the hook's marker proves the crash was the injected one."""
+    before = set(fired(markers, f"crash-{point}-"))
+    code, err = finish(start_job(bootstrap, checkpoint, topics=topics,
+                                 env={"PYLOG_SINK_CRASH_AT": point, "PYLOG_FAULT_MARKERS": str(markers)}))
+    new = set(fired(markers, f"crash-{point}-")) - before
+    assert new, f"PYLOG_SINK_CRASH_AT={point} did not fire (exit code {code}):\n{err[-3000:]}"
+    assert code == -signal.SIGKILL, f"the job fired {point} but exited {code}, not by SIGKILL:\n{err[-3000:]}"
 
 
 class OpenTransactions:
@@ -78,8 +110,11 @@ def kill_while_tasks_write(bootstrap, checkpoint, topics) -> bool:
     """Run the job and SIGKILL its process group as soon as the output has an open transaction."""
     job = start_job(bootstrap, checkpoint, topics=topics)
     probe = OpenTransactions(bootstrap, topics[1], 3)
+    deadline = time.monotonic() + JOB_DEADLINE_S
     try:
         while job.poll() is None:
+            if time.monotonic() > deadline:
+                break  # finish() below kills it and fails the test as a timeout
             if probe():
                 os.killpg(job.pid, signal.SIGKILL)
                 job.wait()
@@ -91,8 +126,9 @@ def kill_while_tasks_write(bootstrap, checkpoint, topics) -> bool:
         finish(job)
 
 
+@pytest.mark.timeout(ROUND_TIMEOUT_S)
 @pytest.mark.parametrize("round_", range(ROUNDS))
-def test_driver_crashes_and_task_failures_write_exactly_once(pylog_broker, round_):
+def test_driver_crashes_and_task_failures_write_exactly_once(pylog_broker, round_, tmp_path):
     bootstrap = pylog_broker.bootstrap_servers
     topics = (f"in{round_}", f"out{round_}")
     create_topic(bootstrap, topics[0], partitions=3)
@@ -100,13 +136,16 @@ def test_driver_crashes_and_task_failures_write_exactly_once(pylog_broker, round
     produce(bootstrap, topics[0], [(i % 3, f"k{i}".encode(), f"v{i}".encode()) for i in range(RECORDS)])
     checkpoint = tempfile.mkdtemp(prefix="pylog-fault-ckpt-")
 
+    markers = tmp_path / "faults"
+    markers.mkdir()
+
     killed_while_writing = kill_while_tasks_write(bootstrap, checkpoint, topics)
     for point in ("before_intent", COMMIT_POINTS[round_ % len(COMMIT_POINTS)]):
-        code, err = finish(start_job(bootstrap, checkpoint, env={"PYLOG_SINK_CRASH_AT": point}, topics=topics))
-        assert code in (-signal.SIGKILL, 0), err[-3000:]
-    code, err = finish(start_job(bootstrap, checkpoint, env={"PYLOG_SINK_FAIL_TASK": "1"}, master="local[2,4]",
-                                 topics=topics))
+        run_crashing(bootstrap, checkpoint, topics, markers, point)
+    code, err = finish(start_job(bootstrap, checkpoint, master="local[2,4]", topics=topics,
+                                 env={"PYLOG_SINK_FAIL_TASK": "1", "PYLOG_FAULT_MARKERS": str(markers)}))
     assert code == 0, err[-3000:]
+    assert fired(markers, "failtask-p1-"), f"PYLOG_SINK_FAIL_TASK=1 never failed a task:\n{err[-3000:]}"
 
     output = Counter(r[2] for r in read_topic(bootstrap, topics[1]))
     expected = Counter(f"out:v{i}".encode() for i in range(RECORDS))
@@ -120,7 +159,7 @@ def test_driver_crashes_and_task_failures_write_exactly_once(pylog_broker, round
     assert killed_while_writing, "the job finished before a transaction was seen open"
 
 
-def test_recorded_transactions_aborted_by_timeout_are_replaced_by_the_rerun(pylog_broker_factory):
+def test_recorded_transactions_aborted_by_timeout_are_replaced_by_the_rerun(pylog_broker_factory, tmp_path):
     """The driver dies after INTENT and stays down past transaction.timeout.ms: the broker aborts the recorded
     transactions, and the restarted query commits its own re-run of the batch in their place."""
     broker = pylog_broker_factory(config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"})
@@ -131,12 +170,14 @@ def test_recorded_transactions_aborted_by_timeout_are_replaced_by_the_rerun(pylo
     checkpoint = tempfile.mkdtemp(prefix="pylog-fault-ckpt-")
 
     def job(env=None):
+        env = dict(env or {}, PYLOG_FAULT_MARKERS=str(tmp_path))
         return subprocess.Popen(
             [sys.executable, str(JOB), bootstrap, "in", "out", checkpoint, "--max-offsets", "300",
              "--txn-timeout-ms", "10000"], env={**os.environ, **(env or {})}, start_new_session=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     code, err = finish(job({"PYLOG_SINK_CRASH_AT": "after_intent"}))
+    assert fired(tmp_path, "crash-after_intent-"), f"PYLOG_SINK_CRASH_AT=after_intent did not fire:\n{err[-3000:]}"
     assert code == -signal.SIGKILL, err[-3000:]
     probe = OpenTransactions(bootstrap, "out", 3)
     try:
