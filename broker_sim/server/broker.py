@@ -139,6 +139,10 @@ def raise_open_file_limit() -> int:
 # connections.max.idle.ms does not cover it)
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
+class BrokerStopError(RuntimeError):
+    """A broker's event-loop thread did not end within stop()'s timeout."""
+
+
 class Broker:
     """A single-node Kafka-protocol broker.
 
@@ -240,12 +244,19 @@ class Broker:
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop a broker started with start(): close connections, flush and close logs."""
+        """Stop a broker started with start(): close connections, flush and close logs.
+
+        Raises BrokerStopError when its thread is still running after ``timeout`` seconds (the broker is left
+        as it is, so ``stop()`` can be called again); its data directory is kept then.
+        """
         if self._thread is None:
             return
-        if self._loop is not None and self._stop_event is not None:
+        if self._loop is not None and self._stop_event is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._stop_event.set)
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise BrokerStopError(f"broker {self.broker_id} did not stop within {timeout:g} s: its thread "
+                                  f"{self._thread.name} is still running (a shutdown step hangs; see its log)")
         self._thread = None
         if self._owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
