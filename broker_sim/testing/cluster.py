@@ -68,6 +68,14 @@ Checks (:func:`check`), each counted and with a few examples:
 acknowledged, the final read reached every partition's high watermark and the
 cluster healed. Indeterminate values are reported, never held against the
 cluster.
+
+A run is *inconclusive* (not valid, with the reasons in ``inconclusive``) when
+it lacks the evidence the checks need, so that a quiet run cannot pass as a
+good one: a partition written but never observed by its consumer, a
+partition whose replicas were not all compared (fewer logs than the
+replication factor), or a fault window -- from one fault to the next, or to
+the end of the nemesis -- in which fewer than ``min_acked_per_fault`` writes
+were acknowledged.
 """
 from __future__ import annotations
 
@@ -120,7 +128,9 @@ class History:
     * ``final_complete``: the final read reached each partition's high watermark;
     * ``replica_logs``: partition -> broker -> batch digests (see the module docstring);
     * ``healed``: the cluster was back to full ISRs before the final read;
-    * ``events``: nemesis and workload events (dicts with a ``t`` in seconds).
+    * ``events``: nemesis and workload events (dicts with a ``t`` in seconds);
+    * ``ack_times``: value -> ``t`` of its delivery report (fault windows count acknowledgements by it);
+    * ``replication_factor``: replicas per partition (0: unknown, taken as the most replica logs read).
     """
     sends: dict[str, list] = field(default_factory=dict)
     acks: dict[str, list] = field(default_factory=dict)
@@ -131,6 +141,8 @@ class History:
     replica_logs: dict[int, dict[int, list[list]]] = field(default_factory=dict)
     healed: bool = True
     events: list[dict] = field(default_factory=list)
+    ack_times: dict[str, float] = field(default_factory=dict)
+    replication_factor: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -158,7 +170,11 @@ def parse_value(value: str) -> tuple[str, int] | None:
 
 # --------------------------------------------------------------------------- the checker
 
-def check(history: History) -> dict:
+# a fault window (one fault to the next) with fewer acknowledged writes than this proves nothing about it
+MIN_ACKED_PER_FAULT = 10
+
+
+def check(history: History, *, min_acked_per_fault: int = MIN_ACKED_PER_FAULT) -> dict:
     """Check *history*; return a JSON-able result (see the module docstring for each count)."""
     found: dict[str, list[tuple[int, int]]] = {}
     at: dict[int, dict[int, str]] = {}
@@ -216,9 +232,13 @@ def check(history: History) -> dict:
     if not history.healed:
         problems.append("the cluster did not heal (full ISRs) before the final read")
     observed = sum(len(run) for run in history.polls)
+    inconclusive = _missing_evidence(history, min_acked_per_fault)
+    problems += [f"inconclusive: {reason}" for reason in inconclusive]
     return {
         "valid": not problems,
         "problems": problems,
+        "inconclusive": inconclusive,
+        "acked_per_fault_window": _acked_per_fault_window(history),
         "sent": len(history.sends),
         "acked": len(history.acks),
         "indeterminate": len(indeterminate),
@@ -235,6 +255,52 @@ def check(history: History) -> dict:
         "examples": {name: ex for name, ex in examples.items() if ex},
         "send_error_examples": sorted(set(history.send_errors.values()))[:EXAMPLES],
     }
+
+
+def _fault_windows(history: History) -> list[tuple[float, float, str]]:
+    """(start, end, fault) from each fault to the next one (the last to the nemesis' stop, or the end)."""
+    faults = [e for e in history.events if e.get("fault")]
+    stops = [e["t"] for e in history.events if e.get("nemesis_stopped")]
+    end = stops[0] if stops else max([e.get("t", 0.0) for e in history.events] + [float("inf")])
+    return [(f["t"], faults[i + 1]["t"] if i + 1 < len(faults) else end, str(f["fault"]))
+            for i, f in enumerate(faults)]
+
+
+def _acked_per_fault_window(history: History) -> list[int]:
+    times = sorted(history.ack_times.values())
+    return [sum(1 for t in times if start <= t < end) for start, end, _ in _fault_windows(history)]
+
+
+def _missing_evidence(history: History, min_acked_per_fault: int) -> list[str]:
+    """Why the history cannot support a verdict (empty: it can)."""
+    reasons = []
+    written = sorted({int(send[2]) for send in history.sends.values() if len(send) > 2})
+    observed: dict[int, int] = {}
+    for run in history.polls:
+        for partition, _offset, _value in run:
+            observed[partition] = observed.get(partition, 0) + 1
+    unobserved = [p for p in written if not observed.get(p)]
+    if unobserved:
+        reasons.append(f"no consumer observation of partitions {unobserved} that were written")
+    expected = history.replication_factor or max((len(r) for r in history.replica_logs.values()), default=0)
+    if expected < 2:
+        reasons.append(f"replica logs compared: at most {expected} per partition, so nothing was compared")
+    else:
+        short = {p: sorted(history.replica_logs.get(p, {})) for p in written
+                 if len(history.replica_logs.get(p, {})) < expected}
+        if short:
+            reasons.append(f"not every replica's log was compared (replication factor {expected}): "
+                           + ", ".join(f"partition {p} had {r}" for p, r in short.items()))
+    windows = _fault_windows(history)
+    if windows and history.acks and not history.ack_times:
+        reasons.append("faults were injected but no acknowledgement times were recorded")
+    elif windows:
+        thin = [(round(start, 2), fault, acked) for (start, _end, fault), acked
+                in zip(windows, _acked_per_fault_window(history)) if acked < min_acked_per_fault]
+        if thin:
+            reasons.append(f"fault windows with fewer than {min_acked_per_fault} acknowledged writes "
+                           f"(t, fault, acked): {thin[:EXAMPLES]}")
+    return reasons
 
 
 def _check_order(history: History, examples: dict, counts: dict) -> None:
@@ -355,6 +421,20 @@ class WorkloadOptions:
     log: Callable[[str], None] | None = None
 
 
+RESTART_TIMEOUT_S = 60.0  # a killed broker's restart by the nemesis
+THREAD_JOIN_S = 60.0  # all client threads at the end, together
+
+
+def workload_budget_s(options: WorkloadOptions) -> float:
+    """The longest :func:`run_workload` can take with these options before it returns or raises: every
+    phase has its own bound (a test's timeout must be above this, or a slow run is killed, not reported)."""
+    nemesis_join = options.fault_s[1] + RESTART_TIMEOUT_S + 5.0
+    return (options.duration_s + nemesis_join + 2 * options.heal_timeout_s
+            + options.message_timeout_ms / 1000.0 + 30.0  # producers flush, together
+            + 2 * options.final_read_timeout_s + 10.0     # high watermarks, final read, consumers catch up
+            + options.replica_sync_timeout_s + THREAD_JOIN_S + 60.0)  # + topic creation and full ISR
+
+
 class _Clock:
     def __init__(self) -> None:
         self.start = time.monotonic()
@@ -404,6 +484,7 @@ class _ProducerWorker(threading.Thread):
         self.clock, self.events = clock, events
         self.sends: dict[str, list] = {}
         self.acks: dict[str, list] = {}
+        self.ack_times: dict[str, float] = {}
         self.errors: dict[str, str] = {}
         self.incarnation = 0
         self._fatal = threading.Event()
@@ -413,6 +494,7 @@ class _ProducerWorker(threading.Thread):
         value = msg.value().decode()
         if err is None:
             self.acks[value] = [msg.partition(), msg.offset()]
+            self.ack_times[value] = self.clock()
         else:
             self.errors[value] = f"{err.name()}: {err.str()}"
 
@@ -635,7 +717,7 @@ class Nemesis(threading.Thread):
 
         if fault == "kill":
             try:
-                self.cluster.restart(broker_id, wait=True, timeout_s=60.0)
+                self.cluster.restart(broker_id, wait=True, timeout_s=RESTART_TIMEOUT_S)
             except ClusterError as exc:
                 self._log({"heal_failed": broker_id, "error": str(exc)[:2000]})
                 return
@@ -668,7 +750,7 @@ def run_workload(cluster, options: WorkloadOptions | None = None) -> History:
     options = options or WorkloadOptions()
     rng = random.Random(options.seed)
     clock = _Clock()
-    history = History()
+    history = History(replication_factor=options.replication_factor)
     events = history.events
 
     def log(message: str) -> None:
@@ -694,7 +776,7 @@ def run_workload(cluster, options: WorkloadOptions | None = None) -> History:
         stop_clients.wait(options.duration_s)
 
         stop_nemesis.set()
-        nemesis.join(120)
+        nemesis.join(options.fault_s[1] + RESTART_TIMEOUT_S + 5.0)
         events.append({"t": clock(), "nemesis_stopped": True})
         try:
             cluster.heal(wait=True, timeout_s=options.heal_timeout_s)
@@ -706,8 +788,9 @@ def run_workload(cluster, options: WorkloadOptions | None = None) -> History:
         log("healed; stopping producers")
 
         stop_clients.set()
+        flushed_by = time.monotonic() + options.message_timeout_ms / 1000 + 30
         for producer in producers:
-            producer.join(options.message_timeout_ms / 1000 + 30)
+            producer.join(max(0.0, flushed_by - time.monotonic()))
         ends = high_watermarks(bootstrap, options.topic, options.partitions, timeout_s=options.final_read_timeout_s)
         events.append({"t": clock(), "high_watermarks": {str(p): o for p, o in ends.items()}})
         history.final, history.final_complete = final_read(bootstrap, options.topic, ends,
@@ -721,11 +804,13 @@ def run_workload(cluster, options: WorkloadOptions | None = None) -> History:
         stop_nemesis.set()
         stop_clients.set()
         stop_consumers.set()
+        joined_by = time.monotonic() + THREAD_JOIN_S
         for thread in threads:
-            thread.join(60)
+            thread.join(max(0.0, joined_by - time.monotonic()))
     for producer in producers:
         history.sends.update(producer.sends)
         history.acks.update(producer.acks)
+        history.ack_times.update(producer.ack_times)
         history.send_errors.update(producer.errors)
     for consumer in consumers:
         history.polls.extend(run for run in consumer.runs if run)

@@ -181,6 +181,53 @@ def test_inconclusive_runs_are_not_valid(change, problem):
     assert result["valid"] is False and problem in result["problems"]
 
 
+def faulted_history(acked_in_windows=(20, 20)) -> History:
+    """The clean history with two fault windows (t 0-10, 10-20; the nemesis stops at 20) and ack times
+    putting ``acked_in_windows[i]`` acknowledgements in window i (the rest after the nemesis stopped)."""
+    history = clean_history()
+    history.replication_factor = 3
+    history.events += [{"t": 0.0, "fault": "kill", "broker": 1}, {"t": 10.0, "fault": "pause", "broker": 2},
+                       {"t": 20.0, "nemesis_stopped": True}]
+    values = list(history.acks)
+    times = [1.0] * acked_in_windows[0] + [11.0] * acked_in_windows[1]
+    times += [25.0] * (len(values) - len(times))
+    history.ack_times = dict(zip(values, times))
+    return history
+
+
+def test_a_faulted_run_with_evidence_everywhere_is_valid():
+    result = check(faulted_history())
+    assert result["valid"] is True, result
+    assert result["inconclusive"] == [] and result["acked_per_fault_window"] == [20, 20]
+
+
+@pytest.mark.parametrize("change, reason", [
+    # a consumer that observed nothing of a partition (here: of any partition)
+    (lambda h: setattr(h, "polls", []), "no consumer observation of partitions [0, 1, 2]"),
+    (lambda h: setattr(h, "polls", [r for r in h.polls if r[0][0] != 1]), "no consumer observation of partitions [1]"),
+    # one replica's log, or none, for a partition of a replication-factor-3 topic
+    (lambda h: h.replica_logs.__setitem__(0, {0: h.replica_logs[0][0]}), "not every replica's log was compared"),
+    (lambda h: h.replica_logs.pop(2), "partition 2 had []"),
+    (lambda h: (setattr(h, "replication_factor", 0), h.replica_logs.clear()), "nothing was compared"),
+    (lambda h: [h.replica_logs.__setitem__(p, {0: r[0]}) for p, r in list(h.replica_logs.items())]
+     and setattr(h, "replication_factor", 0), "nothing was compared"),
+    # one write acknowledged in a fault window (1 of 60 overall is the issue's example)
+    (lambda h: setattr(h, "ack_times", dict(list(faulted_history((1, 20)).ack_times.items()))),
+     "fewer than 10 acknowledged writes"),
+    (lambda h: setattr(h, "ack_times", {}), "no acknowledgement times were recorded"),
+])
+def test_a_run_without_the_evidence_is_inconclusive_not_valid(change, reason):
+    """Each vacuous history (no observations, unread replicas, a fault window without acknowledged writes)
+    was valid before; now it is inconclusive, naming why.
+    Mutation: _missing_evidence returning [] -> every case here was valid."""
+    history = faulted_history()
+    change(history)
+    result = check(history)
+    assert result["valid"] is False, result
+    assert any(reason in r for r in result["inconclusive"]), result["inconclusive"]
+    assert all(result[name] == 0 for name in ANOMALIES), "inconclusive, not an anomaly"
+
+
 def test_history_json_round_trip():
     history = clean_history()
     history.events.append({"t": 1.5, "fault": "kill", "broker": 1})

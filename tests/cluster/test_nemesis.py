@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from broker_sim.testing.cluster import WorkloadOptions, check, run_workload
+from broker_sim.testing.cluster import WorkloadOptions, check, run_workload, workload_budget_s
 
 pytestmark = pytest.mark.cluster
 
@@ -23,11 +23,26 @@ def nemesis_seconds() -> float:
     return float(os.environ.get("PYLOG_NEMESIS_SECONDS", "30"))
 
 
+def nemesis_options(seed: int) -> WorkloadOptions:
+    # every phase bounded (heal, flush, final read, replica sync) so the worst case fits the test's timeout
+    return WorkloadOptions(topic="jepsen", partitions=3, replication_factor=3, min_insync_replicas=2,
+                           producers=3, duration_s=nemesis_seconds(), seed=seed, heal_timeout_s=60.0,
+                           message_timeout_ms=20_000, final_read_timeout_s=30.0, replica_sync_timeout_s=30.0,
+                           log=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+# the run's own bounds plus the cluster fixture's start and stop: a slow run fails with the workload's
+# message (which phase, which broker), never by the pytest-timeout kill
+NEMESIS_TIMEOUT_S = int(workload_budget_s(nemesis_options(0)) + 120)
+
+
+@pytest.mark.timeout(NEMESIS_TIMEOUT_S)
 def test_acknowledged_writes_survive_leader_and_controller_faults(cluster, tmp_path):
+    """The checker now also demands evidence (consumer observations of every partition, every replica's log,
+    >= 10 acknowledged writes per fault window; tests/cluster/test_checker.py proves each rule on synthetic
+    histories), so this run is valid only if it really exercised the cluster under faults."""
     seed = int(os.environ.get("PYLOG_NEMESIS_SEED", str(int(time.time()))))
-    options = WorkloadOptions(topic="jepsen", partitions=3, replication_factor=3, min_insync_replicas=2,
-                              producers=3, duration_s=nemesis_seconds(), seed=seed,
-                              log=lambda line: print(line, file=sys.stderr, flush=True))
+    options = nemesis_options(seed)
     started = time.monotonic()
     history = run_workload(cluster, options)
     result = check(history)

@@ -131,13 +131,29 @@ def produce(bootstrap: str, topic: str, values: list[bytes], partition: int | No
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str = "read_uncommitted") -> dict[int, list]:
+    """Every record up to each partition's end offset (the LSO under read_committed), then one more poll so
+    a record past it would show in the result too.  Waits on positions, not on a quiet period: a slow
+    fetch on a loaded machine is waited for, and the exact content is the caller's assertion."""
+    import time
+
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation,
-                             consumer_timeout_ms=3000, auto_offset_reset="earliest")
+                             auto_offset_reset="earliest")
     try:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        assigned = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(assigned)
+        ends = consumer.end_offsets(assigned)
         seen: dict[int, list] = {p: [] for p in range(partitions)}
-        for record in consumer:
-            seen[record.partition].append((record.offset, record.value))
+        deadline = time.monotonic() + 30
+
+        def poll(timeout_ms: int) -> None:
+            for tp, records in consumer.poll(timeout_ms=timeout_ms).items():
+                seen[tp.partition].extend((r.offset, r.value) for r in records)
+
+        while any(consumer.position(tp) < ends[tp] for tp in assigned):
+            assert time.monotonic() < deadline, \
+                f"read {[consumer.position(tp) for tp in assigned]} of the end offsets {list(ends.values())}"
+            poll(500)
+        poll(200)
         return seen
     finally:
         consumer.close()
