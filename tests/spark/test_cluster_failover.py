@@ -7,6 +7,11 @@ sink while the nemesis SIGKILLs the leader of a sink partition and then of a sou
 sink creates its ``__pylog_sink_log`` with replication factor 3), so the group and transaction
 coordinators move with their partitions' leaders. The output, read read_committed, must hold
 every input record exactly once.
+
+The faults must be real: each kill hits a query that is active and mid-stream (its output not complete),
+leadership of the partition must move to another broker while the leader is down, and the query must commit
+new batches after each failover.
+Mutation: LocalCluster.kill as a no-op -> "leadership of clean-0 stayed on broker N".
 """
 from __future__ import annotations
 
@@ -33,12 +38,10 @@ CLUSTER_CONFIGS = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from broker_sim.controller.zookeeper_server import zookeeper_available
+    from broker_sim.testing.requirements import require_zookeeper
     from broker_sim.tools.cluster import LocalCluster
 
-    reason = zookeeper_available()
-    if reason:
-        pytest.skip(f"no ZooKeeper for cluster tests: {reason}")
+    require_zookeeper()
     running = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, configs=CLUSTER_CONFIGS).start()
     try:
         yield running
@@ -70,12 +73,45 @@ def produce_acks_all(bootstrap: str, topic: str, numbers: range, partitions: int
     assert producer.flush(90) == 0 and not failures, failures
 
 
-def kill_and_restart(cluster, topic: str, partition: int, down_s: float) -> int:
+def kill_and_restart(cluster, topic: str, partition: int, down_s: float) -> tuple[int, int]:
+    """SIGKILL the partition's leader, wait until another broker leads it, restart the old one after
+    ``down_s``; (old leader, leader while it was down)."""
     leader = cluster.leader_of(topic, partition)
+    killed_at = time.monotonic()
     cluster.kill(leader)
-    time.sleep(down_s)
+    deadline = killed_at + 60
+    while True:
+        try:
+            moved_to = cluster.leader_of(topic, partition, timeout_s=5.0)
+        except Exception:  # noqa: BLE001 - no leader during the election: ask again
+            moved_to = leader
+        if moved_to not in (leader, -1):
+            break
+        assert time.monotonic() < deadline, f"leadership of {topic}-{partition} stayed on broker {leader}"
+        time.sleep(0.2)
+    time.sleep(max(0.0, down_s - (time.monotonic() - killed_at)))
     cluster.restart(leader)
-    return leader
+    return leader, moved_to
+
+
+def batch_id(query) -> int:
+    progress = query.lastProgress
+    return progress["batchId"] if progress else -1
+
+
+def assert_running_mid_stream(query, bootstrap: str, expected: int) -> int:
+    """The fault is about to hit a live query that has not written everything yet; its last batch id."""
+    assert query.isActive and query.exception() is None, query.exception()
+    assert committed_count(bootstrap, "clean") < expected, "the stream had already finished"
+    return batch_id(query)
+
+
+def wait_for_new_batches(query, after: int, what: str) -> None:
+    deadline = time.monotonic() + 120
+    while batch_id(query) <= after + 1:
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, f"no new batch committed after {what}: {query.lastProgress}"
+        time.sleep(0.5)
 
 
 def committed_count(bootstrap: str, topic: str) -> int:
@@ -102,10 +138,14 @@ def test_stream_exactly_once_across_leader_failovers(spark, cluster):
             assert query.exception() is None, query.exception()
             assert time.monotonic() < deadline, f"no first batch: {query.lastProgress}"
             time.sleep(1)
+        before = assert_running_mid_stream(query, bootstrap, 700)
         killed = [kill_and_restart(cluster, "clean", 0, down_s=5)]          # the sink's leader
         produce_acks_all(bootstrap, "events", range(400, 600), 2)
+        wait_for_new_batches(query, before, f"the kill of clean-0's leader {killed[0]}")
+        before = assert_running_mid_stream(query, bootstrap, 700)
         killed.append(kill_and_restart(cluster, "events", 1, down_s=5))    # the source's leader
         produce_acks_all(bootstrap, "events", range(600, 700), 2)
+        wait_for_new_batches(query, before, f"the kill of events-1's leader {killed[1]}")
         deadline = time.monotonic() + 240
         while committed_count(bootstrap, "clean") < 700:
             assert query.exception() is None, query.exception()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 
 import pytest
 from kafka.partitioner.default import murmur2
@@ -111,15 +112,21 @@ def test_stream_at_least_once_from_rate_source(spark, pylog_broker):
              .writeStream.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("topic", "alo")
              .option("deliveryGuarantee", "at_least_once")
              .option("checkpointLocation", tempfile.mkdtemp(prefix="pylog-ckpt-")).start())
+    deadline = time.monotonic() + 120
     try:
         while sum(p["numInputRows"] for p in query.recentProgress) < 300:
-            assert query.exception() is None
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, f"300 rows not written in 120 s: {query.lastProgress}"
             query.awaitTermination(0.5)
     finally:
-        query.stop()
+        query.stop()  # possibly in the middle of a batch: its rows may be written or not
     written = sum(p["numInputRows"] for p in query.recentProgress)
     values = [int(v) for v in values_of(read_topic(bootstrap, "alo"))]
-    assert sorted(values) == list(range(written))   # the rate source numbers its rows 0, 1, 2, ...
+    # the rate source numbers its rows 0, 1, 2, ...: every row of a completed batch is there, once (no faults,
+    # so no retries); rows of the batch the stop interrupted may follow, without a gap
+    assert len(values) == len(set(values)), "a row was written twice without a retry"
+    assert sorted(values) == list(range(len(values))), "a gap in the rate source's numbering"
+    assert len(values) >= written, f"{written} rows in completed batches, {len(values)} written"
 
 
 BAD_SCHEMAS = [

@@ -70,13 +70,16 @@ def test_min_offsets_per_trigger_holds_the_batch_until_enough_offsets_arrive(spa
                        [(0, o) for o in range(3, 7)] + [(1, o) for o in range(2, 8)]]
 
 
+DELAY_S = 8  # well above the first batch's own run time, so a batch that did not wait shows
+
+
 def test_max_trigger_delay_releases_a_small_batch(spark, pylog_broker):
     bootstrap = pylog_broker.bootstrap_servers
     create_topic(bootstrap, "sparse", partitions=1)
     produce(bootstrap, "sparse", numbered(0, 0, 2))
     recorder = BatchRecorder()
     query = _start(stream(spark, bootstrap, subscribe="sparse", startingOffsets="earliest",
-                          minOffsetsPerTrigger=1000, maxTriggerDelay="3s"), recorder)
+                          minOffsetsPerTrigger=1000, maxTriggerDelay=f"{DELAY_S}s"), recorder)
     try:
         assert recorder.wait_for(1, 60) == [[(0, 0), (0, 1)]]
         produce(bootstrap, "sparse", numbered(0, 2, 3))
@@ -85,9 +88,19 @@ def test_max_trigger_delay_releases_a_small_batch(spark, pylog_broker):
     finally:
         query.stop()
     assert batches == [[(0, 0), (0, 1)], [(0, 2), (0, 3), (0, 4)]]
-    # The second batch ran on the delay, not on the row count: about maxTriggerDelay after the first. The source
-    # starts the delay inside the first trigger, after its initial offset lookups: a second of slack for those.
-    assert starts[1] - starts[0] >= 3.0 - 1.0
+    # The second batch ran on the delay, not on the row count (3 rows < 1000): its latestOffset decided to run
+    # no sooner than maxTriggerDelay after the first trigger's decision, which came after the first trigger
+    # started. The decision ends within the second trigger's execution, so this holds however slow the
+    # machine is (a fixed slack on trigger timestamps did not: the time from a trigger's start to its
+    # latestOffset call grows with load).
+    # Mutation: _delay_batch ignoring minOffsetsPerTrigger (no delay) -> decided ~3-4 s after the first start.
+    # An upper bound on when the second trigger's latestOffset returned: its start plus its execution time
+    # less the phases Spark runs after latestOffset (WAL commit, planning, the batch itself, the commit).
+    second = [p for p in query.recentProgress if p["numInputRows"]][1]["durationMs"]
+    after = sum(second.get(phase, 0) for phase in ("walCommit", "getBatch", "queryPlanning", "addBatch",
+                                                   "commitOffsets"))
+    decided_by = starts[1] + (second["triggerExecution"] - after) / 1000.0
+    assert decided_by - starts[0] >= DELAY_S, (starts, second)
 
 
 def test_progress_reports_the_latest_offset_beyond_a_capped_batch(spark, pylog_broker):
