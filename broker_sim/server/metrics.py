@@ -92,6 +92,12 @@ class BrokerCollector:
                                     "Request bytes held (queued.max.request.bytes pool)", value=pool.used)
             yield GaugeMetricFamily("kafka_network_socketserver_memorypoolavailable",
                                     "Request bytes still available in the pool", value=pool.available)
+        yield CounterMetricFamily("pylog_network_fetch_sendfile_bytes",
+                                  "Log bytes sent to fetchers with sendfile (zero-copy)",
+                                  value=broker.connections.sendfile_bytes)
+        yield CounterMetricFamily("pylog_network_fetch_copied_bytes",
+                                  "Log bytes sent to fetchers by read and write (TLS, small regions)",
+                                  value=broker.connections.copied_bytes)
         monitor = broker.loop_monitor
         yield CounterMetricFamily("pylog_event_loop_stalls", "Event-loop stalls over 100 ms", value=monitor.stalls)
         yield GaugeMetricFamily("pylog_event_loop_max_lag_ms", "Longest event-loop stall since start, ms",

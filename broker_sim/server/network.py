@@ -85,6 +85,10 @@ class Connections:
         self.quotas = quotas
         self._live: set[KafkaConnection] = set()
         self._sweeper: asyncio.Task | None = None
+        # fetched log bytes sent: by os.sendfile from the page cache (zero-copy), or read and written (TLS,
+        # small regions, no sendfile); the metrics endpoint exports both
+        self.sendfile_bytes = 0
+        self.copied_bytes = 0
 
     @classmethod
     def from_config(cls, config) -> "Connections":
@@ -363,6 +367,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 await self._sendfile(part)
             else:
                 transport.write(os.pread(part.file.fileno(), part.size, part.position))
+                self._connections.copied_bytes += part.size
         if self._drained is not None and not self._drained.done():
             await self._drained
 
@@ -375,7 +380,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         loop.sendfile leaves behind does not move appends.
         """
         try:
-            await asyncio.get_running_loop().sendfile(self.transport, region.file, region.position, region.size)
+            # fallback=False: a loop or transport without os.sendfile raises instead of quietly copying, so
+            # the zero-copy count below is only ever bytes the kernel sent from the page cache
+            await asyncio.get_running_loop().sendfile(self.transport, region.file, region.position, region.size,
+                                                      fallback=False)
+            self._connections.sendfile_bytes += region.size
+        except asyncio.SendfileNotAvailableError:
+            self.sendfile_ok = False
+            self.transport.write(os.pread(region.file.fileno(), region.size, region.position))
+            self._connections.copied_bytes += region.size
         except (OSError, RuntimeError, ValueError) as exc:
             log.warning("closing connection from %s: sendfile failed: %s", self.peer, exc)
             self.close()

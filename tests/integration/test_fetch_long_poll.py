@@ -1,9 +1,12 @@
 """Fetch long-polls: it answers as soon as data arrives or when max_wait_ms runs out; byte limits hold.
 
-Times are measured with the monotonic clock and allowed generous slack (a
-2-core CI box); what must hold is the shape: an append during the wait ends
-it early, an idle partition is answered after about ``max_wait_ms``, not at
-once and not much later.  ``max_bytes``/``partition_max_bytes`` bound the
+Times are measured with the monotonic clock. Lower bounds are exact (the broker
+must not answer an idle long poll before ``max_wait_ms``); upper bounds are
+generous (a loaded 2-core CI box schedules late), and "it returned because of
+the data" is proved by a long ``max_wait_ms`` that the answer comes far inside,
+carrying the record, not by a tight wall-clock window.
+Mutation: appends not waking parked fetches (Partition._wake_waiters a no-op) ->
+"answered after 20.04 s: the append at 0.3 s did not end the 20000 ms wait".  ``max_bytes``/``partition_max_bytes`` bound the
 response, except that the first partition with data returns at least one
 whole batch even when that batch is bigger (KIP-74).
 """
@@ -27,19 +30,23 @@ def _produce(bootstrap: str, topic: str, partition: int, values) -> int:
     return base
 
 
+WAKE_MAX_WAIT_MS = 20_000  # the woken poll must come back far inside this
+
+
 def test_long_poll_returns_soon_after_a_record_is_produced(pylog_broker):
     bootstrap = pylog_broker.bootstrap_servers
     create_topic(bootstrap, "poll")
     producer = threading.Timer(0.3, _produce, args=(bootstrap, "poll", 0, [b"wake up"]))
-    with WireClient(bootstrap) as client:
+    with WireClient(bootstrap, timeout=60) as client:
         started = time.monotonic()
         producer.start()
-        response = client.call(fetch_request("poll", 0, 0, max_wait_ms=MAX_WAIT_MS, min_bytes=1))
+        response = client.call(fetch_request("poll", 0, 0, max_wait_ms=WAKE_MAX_WAIT_MS, min_bytes=1))
         elapsed = time.monotonic() - started
     producer.join()
     (partition,) = fetched_partitions(response)
     assert [r.value for b in batches_of(partition.records) for r in b] == [b"wake up"]
-    assert 0.25 <= elapsed < 1.5, f"answered after {elapsed:.2f} s, the record came at 0.3 s"
+    assert elapsed < WAKE_MAX_WAIT_MS / 1000 / 2, \
+        f"answered after {elapsed:.2f} s: the append at 0.3 s did not end the {WAKE_MAX_WAIT_MS} ms wait"
 
 
 def test_long_poll_on_an_idle_partition_answers_after_max_wait(pylog_broker):
@@ -51,7 +58,8 @@ def test_long_poll_on_an_idle_partition_answers_after_max_wait(pylog_broker):
         elapsed = time.monotonic() - started
     (partition,) = fetched_partitions(response)
     assert partition.error_code == 0 and not partition.records
-    assert MAX_WAIT_MS / 1000 - 0.1 <= elapsed < MAX_WAIT_MS / 1000 + 1.5, f"answered after {elapsed:.2f} s"
+    assert MAX_WAIT_MS / 1000 - 0.05 <= elapsed, f"answered after {elapsed:.2f} s, before max_wait_ms"
+    assert elapsed < MAX_WAIT_MS / 1000 + 10, f"answered after {elapsed:.2f} s, long past max_wait_ms"
 
 
 def test_min_bytes_not_reached_waits_for_max_wait_and_returns_what_there_is(pylog_broker):
@@ -64,7 +72,8 @@ def test_min_bytes_not_reached_waits_for_max_wait_and_returns_what_there_is(pylo
         elapsed = time.monotonic() - started
     (partition,) = fetched_partitions(response)
     assert [r.value for b in batches_of(partition.records) for r in b] == [b"small"]
-    assert 0.4 <= elapsed < 2.0, f"answered after {elapsed:.2f} s"
+    assert 0.45 <= elapsed, f"answered after {elapsed:.2f} s, before max_wait_ms with min_bytes unmet"
+    assert elapsed < 10, f"answered after {elapsed:.2f} s, long past max_wait_ms"
 
 
 def test_partition_max_bytes_bounds_the_response_in_whole_batches(pylog_broker):

@@ -16,7 +16,7 @@ import time
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import InvalidProducerEpochError, KafkaError, KafkaTimeoutError, ProducerFencedError
 
 from client_helpers import create_topic, kcat, wait_until
 
@@ -281,6 +281,8 @@ def test_confluent_send_offsets_to_transaction(pylog_broker):
 # --- fencing, timeouts, restarts ------------------------------------------------------------------------------
 
 def test_a_zombie_with_an_open_transaction_is_fenced_and_its_records_aborted(pylog_broker):
+    """Mutation: the produce path's epoch check and partition verification off -> the zombie's send failed
+    with OutOfOrderSequenceNumberError, which the old `pytest.raises(KafkaError)` accepted; now it fails."""
     bootstrap = pylog_broker.bootstrap_servers
     create_topic(bootstrap, "zombies", 1)
     zombie = _producer(bootstrap, "worker-1")
@@ -292,9 +294,13 @@ def test_a_zombie_with_an_open_transaction_is_fenced_and_its_records_aborted(pyl
         successor.begin_transaction()
         _send(successor, "zombies", [b"fresh"])
         successor.commit_transaction()
-        with pytest.raises(KafkaError):
-            _send(zombie, "zombies", [b"late"])
+        # the fencing error itself: the broker refuses the zombie's old epoch (Kafka's INVALID_PRODUCER_EPOCH
+        # on the produce path), not a timeout or any other error
+        with pytest.raises(InvalidProducerEpochError):
+            zombie.send("zombies", value=b"late").get(timeout=10)
+        with pytest.raises(KafkaError) as raised:
             zombie.commit_transaction()
+        assert not isinstance(raised.value, KafkaTimeoutError), raised.value
     finally:
         zombie.close(timeout=2)
         if successor is not None:
@@ -311,7 +317,8 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(pylog
         producer.begin_transaction()
         _send(producer, "slow", [b"never"])
         wait_until(lambda: _state(broker, "sleepy") == "CompleteAbort", 10, message="the coordinator's abort")
-        with pytest.raises(KafkaError):
+        # the coordinator bumped the epoch when it aborted: EndTxn at the old one is PRODUCER_FENCED
+        with pytest.raises(ProducerFencedError):
             producer.commit_transaction()
     finally:
         producer.close(timeout=2)

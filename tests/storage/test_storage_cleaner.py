@@ -210,10 +210,30 @@ def test_delete_policy_logs_are_not_cleaned_and_compact_logs_keep_expired_segmen
     compacted = open_log(tmp_dir := deleting.directory.with_name("c-0"), **COMPACT, retention_ms=1)
     fill(compacted, produce, 40)
     assert compacted.enforce_retention() == 0
-    both = open_log(tmp_dir.with_name("b-0"), **{**COMPACT, "cleanup_policy": "compact,delete"}, retention_ms=1)
-    fill(both, produce, 40)
-    assert both.enforce_retention() > 0
-    assert clean_log(both, clock.now) is not None or len(both.segments) == 1
+
+
+def test_compact_delete_logs_lose_old_segments_to_retention_and_compact_the_rest(open_log, produce, clock):
+    """cleanup.policy=compact,delete: retention.bytes deletes whole old segments, then the cleaner compacts
+    what is left to the latest record per key (below its clean end).
+    Mutation: clean_log skipping logs whose policy is not exactly 'compact' -> 'the cleaner did not run';
+    retention ignoring the delete half of compact,delete -> 'retention deleted nothing'.
+    """
+    both = open_log(**{**COMPACT, "cleanup_policy": "compact,delete"}, retention_bytes=2000)
+    fill(both, produce, 60)
+    before = records(both)
+    assert len(both.segments) > 6
+    assert both.enforce_retention() > 0, "retention deleted nothing"
+    start = both.log_start_offset
+    assert start > 0 and len(both.segments) >= 3, "retention must leave several segments to compact"
+    assert both.size_in_bytes <= 2000 + 400
+    remaining = [row for row in before if row[0] >= start]
+    assert records(both) == remaining, "retention removed more (or other) than a prefix of whole segments"
+    result = clean_log(both, clock.now)
+    assert result is not None, "the cleaner did not run on a compact,delete log"
+    assert start < result.end_offset <= both.active_segment.base_offset
+    kept = records(both)
+    assert kept == latest_per_key(remaining, result.end_offset)
+    assert len(kept) < len(remaining), "compaction removed nothing"
 
 
 def test_rebuilt_batches_keep_producer_fields_offsets_and_codec(open_log, produce, clock):
