@@ -738,10 +738,12 @@ def create_topic(bootstrap: str, options: WorkloadOptions, *, timeout_s: float =
     futures[options.topic].result(timeout_s)
 
 
-def run_workload(cluster, options: WorkloadOptions | None = None) -> History:
+def run_workload(cluster, options: WorkloadOptions | None = None, *, nemesis_factory=None) -> History:
     """Run producers, consumers and the nemesis against *cluster* (a started LocalCluster).
 
-    Creates ``options.topic`` (it must not exist), runs for ``options.duration_s``,
+    ``nemesis_factory``: the fault thread's class (default :class:`Nemesis`: kills and pauses; the containers'
+    ``partition_nemesis()`` cuts the network instead). Creates ``options.topic`` (it must not exist), runs for
+    ``options.duration_s``,
     heals, reads everything and returns the :class:`History`. Client or nemesis
     thread crashes are raised as RuntimeError after cleanup.
     """
@@ -767,7 +769,7 @@ def run_workload(cluster, options: WorkloadOptions | None = None) -> History:
                  for p in range(options.partitions)]
     producers = [_ProducerWorker(i, bootstrap, options, stop_clients, clock, events)
                  for i in range(options.producers)]
-    nemesis = Nemesis(cluster, options, stop_nemesis, clock, events, rng)
+    nemesis = (nemesis_factory or Nemesis)(cluster, options, stop_nemesis, clock, events, rng)
     threads = [*consumers, *producers, nemesis]
     try:
         for thread in threads:

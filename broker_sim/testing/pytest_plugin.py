@@ -11,7 +11,14 @@ an ephemeral port, with its data in pytest's ``tmp_path``; it is stopped when
 the test ends.  ``pylog_broker_factory`` starts brokers with configs of your
 choice (``pylog_broker_factory(config={"num.partitions": 3})``).
 
-Both set ``group.initial.rebalance.delay.ms`` to 0 unless you give it, as
+With Docker (``pip install "pylog[containers]"`` and the images from ``bash ci/build_image.sh``):
+``pylog_container`` is one broker container for the whole session (``.get_bootstrap_server()``) and
+``pylog_topic`` a fresh topic name per test on it; ``pylog_cluster_containers`` is ZooKeeper and three
+broker containers with kill/pause/partition faults (``broker_sim.testing.containers``), one per module.
+They skip, naming why, when no Docker engine answers — unless ``PYLOG_REQUIRE_DOCKER=1`` or ``CI=true``,
+where they fail instead.
+
+The in-process fixtures set ``group.initial.rebalance.delay.ms`` to 0 unless you give it, as
 Kafka's own test harness does: the broker's default (Kafka's 3000) makes a new
 group wait 3 s for more members before its first rebalance, which saves
 rebalances in production but costs every group test 3 s.
@@ -62,3 +69,47 @@ def pylog_broker_factory(tmp_path_factory):
 @pytest.fixture
 def pylog_broker(pylog_broker_factory):
     return pylog_broker_factory()
+
+
+def _require_docker() -> None:
+    from broker_sim.testing.containers import docker_unavailable
+    from broker_sim.testing.requirements import missing
+
+    reason = docker_unavailable()
+    if reason:
+        missing("docker", reason)
+
+
+@pytest.fixture(scope="session")
+def pylog_container():
+    """One pylog broker container for the session (testcontainers; ports published on 127.0.0.1)."""
+    _require_docker()
+    from broker_sim.testing.containers import PylogContainer
+
+    container = PylogContainer(configs=TEST_CONFIG).start()
+    try:
+        yield container
+    finally:
+        container.stop()
+
+
+@pytest.fixture
+def pylog_topic(request):
+    """A topic name of this test's own (the session's container is shared)."""
+    import re
+    import uuid
+
+    return f"{re.sub(r'[^A-Za-z0-9._-]', '-', request.node.name)[:180]}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def pylog_cluster_containers():
+    """ZooKeeper and three pylog broker containers on a network of their own, healed and removed after."""
+    _require_docker()
+    from broker_sim.testing.containers import PylogClusterContainers
+
+    cluster = PylogClusterContainers(brokers=3).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

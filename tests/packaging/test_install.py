@@ -56,11 +56,11 @@ def _install(mode: str, python: Path, source: Path, outside: Path, env) -> None:
         wheels = outside / "wheels"
         shutil.rmtree(wheels, ignore_errors=True)
         _run([python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, source], outside, env, PIP_TIMEOUT_S)
-        _run(pip + [next(wheels.glob("pylog-*.whl"))], outside, env, PIP_TIMEOUT_S)
+        _run(pip + [f"{next(wheels.glob('pylog-*.whl'))}[spark]"], outside, env, PIP_TIMEOUT_S)
     elif mode == "editable":
-        _run(pip + ["-e", source], outside, env, PIP_TIMEOUT_S)
-    else:
-        _run(pip + [source], outside, env, PIP_TIMEOUT_S)
+        _run(pip + ["-e", f"{source}[spark]"], outside, env, PIP_TIMEOUT_S)
+    else:  # the Spark connector is the `spark` extra: `pip install pylog` alone is the broker and tools
+        _run(pip + [f"{source}[spark]"], outside, env, PIP_TIMEOUT_S)
 
 
 @pytest.mark.parametrize("mode", ["install", "editable", "wheel"])
