@@ -40,4 +40,30 @@ if [ "$where" != "$here" ] || [ "$discoverable" != True ]; then
   echo "ci/setup.sh: pointing the pylog install at $here (was $where; Spark-discoverable: $discoverable)" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .
 fi
+# Docker for the container tests (tests/containers, tests/spark/test_containers.py), when ci/test.sh asks:
+# install Debian's docker.io (and debootstrap, for the local base image) if no engine answers, start dockerd
+# if none runs (a running one is left alone), then build the images (ci/build_image.sh; cached after once).
+if [ "${PYLOG_SETUP_DOCKER:-0}" = 1 ]; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  if ! docker info >/dev/null 2>&1; then
+    need=()
+    command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+    command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+    if [ ${#need[@]} -gt 0 ]; then
+      echo "ci/setup.sh: installing Debian packages: ${need[*]}" >&2
+      export DEBIAN_FRONTEND=noninteractive
+      $SUDO apt-get update -qq >/dev/null || true
+      $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+    fi
+    if ! docker info >/dev/null 2>&1; then
+      echo "ci/setup.sh: starting dockerd (log: /var/log/pylog-dockerd.log)" >&2
+      $SUDO sh -c 'nohup dockerd > /var/log/pylog-dockerd.log 2>&1 &'
+      for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+      docker info >/dev/null 2>&1 || { tail -20 /var/log/pylog-dockerd.log >&2; echo "ci/setup.sh: dockerd did not start" >&2; exit 1; }
+    fi
+  fi
+  command -v debootstrap >/dev/null 2>&1 || { export DEBIAN_FRONTEND=noninteractive; $SUDO apt-get install -y -qq debootstrap >/dev/null; }
+  PYTHON="$PYTHON" bash ci/build_image.sh
+fi
 echo "$PYTHON"

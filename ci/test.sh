@@ -2,6 +2,9 @@
 # Set up (ci/setup.sh) and run the whole test suite.  Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the container tests need Docker and the images: setup installs/starts dockerd and builds them
+export PYLOG_SETUP_DOCKER=1
+[ "${CI:-}" = true ] && export PYLOG_REQUIRE_DOCKER=1 PYLOG_REQUIRE_ZOOKEEPER=1
 PYTHON="$(bash ci/setup.sh | tail -n 1)"
 export PYSPARK_PYTHON="$PYTHON"
 export PYTHONUNBUFFERED=1

@@ -6,7 +6,7 @@
   documented behaviour; the count is reported. No acks=all write is lost.
 * The Jepsen-style workload (broker_sim.testing.cluster) under the partition nemesis: a leader isolated,
   a follower isolated, ZooKeeper split from every broker, a bridge; heal after each; the checker must hold.
-  ``PYLOG_PARTITION_SECONDS`` (default 40) sets the faulty phase; ``ci/stress_partitions.sh N`` runs N
+  ``PYLOG_PARTITION_SECONDS`` (default 65) sets the faulty phase; ``ci/stress_partitions.sh N`` runs N
   longer rounds.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from broker_sim.testing.cluster import WorkloadOptions, check, run_workload, wor
 
 pytestmark = pytest.mark.containers
 
-PARTITION_SECONDS = float(os.environ.get("PYLOG_PARTITION_SECONDS", "40"))
+PARTITION_SECONDS = float(os.environ.get("PYLOG_PARTITION_SECONDS", "65"))  # 4 faults: one of each kind
 
 
 def _report(name: str, result: dict) -> None:
@@ -143,7 +143,7 @@ def test_partition_nemesis_keeps_every_acks_all_write(tmp_path):
     seed = int(os.environ.get("PYLOG_NEMESIS_SEED", str(int(time.time()))))
     options = WorkloadOptions(topic="partitions", partitions=3, replication_factor=3, min_insync_replicas=2,
                               producers=2, rate_per_producer=50.0, duration_s=PARTITION_SECONDS,
-                              nemesis_interval_s=2.0, fault_s=(8.0, 10.0), seed=seed, heal_timeout_s=90.0,
+                              nemesis_interval_s=2.0, fault_s=(7.0, 8.0), seed=seed, heal_timeout_s=90.0,
                               message_timeout_ms=30_000, final_read_timeout_s=30.0, replica_sync_timeout_s=30.0,
                               log=lambda line: print(line, file=sys.stderr, flush=True))
     started = time.monotonic()
@@ -170,6 +170,6 @@ def test_partition_nemesis_keeps_every_acks_all_write(tmp_path):
 
 # the run's own bounds, so a stuck phase fails with its message, not the pytest-timeout kill
 test_partition_nemesis_keeps_every_acks_all_write = pytest.mark.timeout(
-    int(workload_budget_s(WorkloadOptions(duration_s=PARTITION_SECONDS, fault_s=(8.0, 10.0), heal_timeout_s=90.0,
+    int(workload_budget_s(WorkloadOptions(duration_s=PARTITION_SECONDS, fault_s=(7.0, 8.0), heal_timeout_s=90.0,
                                           final_read_timeout_s=30.0, replica_sync_timeout_s=30.0)) + 180)
 )(test_partition_nemesis_keeps_every_acks_all_write)
