@@ -11,7 +11,7 @@ four times on one checkpoint:
 4. to the end on local[2,4] with attempt 0 of Spark partition 1 failing after writing, in every batch.
 
 Then the read_committed output must equal the transform of the input exactly — no loss, no duplicates — and
-no transaction may be left open. ``PYLOG_SINK_FAULT_ROUNDS`` (default 5) sets the rounds; ci/stress_sink.sh
+no transaction may be left open. ``PYLOG_SINK_FAULT_ROUNDS`` (default 4, one per commit point) sets the rounds; ci/stress_sink.sh
 runs more.
 
 Every injected fault must be seen to fire: the hooks (``connector.sink_commit.mark_fault``) leave a marker file
@@ -41,7 +41,7 @@ from spark_helpers import create_topic, produce
 pytestmark = pytest.mark.spark
 
 JOB = Path(__file__).parent / "faults" / "sink_job.py"
-ROUNDS = int(os.environ.get("PYLOG_SINK_FAULT_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("PYLOG_SINK_FAULT_ROUNDS", "4"))  # one per commit point
 COMMIT_POINTS = ("after_intent", "mid_commit", "before_completed", "after_completed")
 RECORDS = 600
 
