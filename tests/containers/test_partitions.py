@@ -52,8 +52,8 @@ def _read(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
 
 
 def test_an_isolated_leader_is_fenced_and_truncated_and_no_acks_all_write_is_lost(tmp_path):
-    """Mutation: PylogClusterContainers.partition a no-op -> "leadership never moved off the isolated
-    leader" (the test cannot pass on a fault that did not happen)."""
+    """Mutation: PylogClusterContainers.partition a no-op -> "an isolated leader acknowledged an acks=all
+    write: 3 == 0" (the test cannot pass on a fault that did not happen)."""
     from broker_sim.testing.containers import PylogClusterContainers
     from broker_sim.testing.requirements import missing
     from broker_sim.testing.containers import docker_unavailable
