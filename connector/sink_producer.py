@@ -43,6 +43,8 @@ _DUPLICATE_SEQUENCE = 46  # the broker already has this batch: an earlier send s
 _FENCED = {47, 90}        # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
 
 
+INVALID_PRODUCER_ID_MAPPING = 49
+
 class TaskProducer:
     """Writes one task's rows; ``counts`` holds records written per (topic, partition)."""
 
@@ -231,7 +233,12 @@ class TaskProducer:
             else:
                 why = ""
             failed = {tp: code for tp, code in codes.items() if code}
-            fatal = {tp: code for tp, code in failed.items() if code != -1 and code not in RETRIABLE}
+            # INVALID_PRODUCER_ID_MAPPING right after InitProducerId means the coordinator that answers now is
+            # not the one that initialised us (a failover of __transaction_state seen under load in the cluster
+            # failover test): nothing of this transaction is written yet, so ask the coordinator again until the
+            # deadline instead of failing the task at once
+            fatal = {tp: code for tp, code in failed.items()
+                     if code != -1 and code not in RETRIABLE and code != INVALID_PRODUCER_ID_MAPPING}
             if fatal:
                 tp, code = next(iter(fatal.items()))
                 raise SinkError(f"AddPartitionsToTxn({self.transactional_id}, {tp[0]}-{tp[1]}) failed: "
@@ -239,7 +246,7 @@ class TaskProducer:
             self._in_txn.update(tp for tp in pending if tp not in failed)
             pending = sorted(failed)
             if pending:
-                if any(code in NOT_COORDINATOR for code in failed.values()):
+                if any(code in NOT_COORDINATOR or code == INVALID_PRODUCER_ID_MAPPING for code in failed.values()):
                     self.cluster.drop()
                 if time.monotonic() > deadline:
                     raise SinkError(f"AddPartitionsToTxn({self.transactional_id}) gave up: "
