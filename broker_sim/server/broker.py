@@ -139,6 +139,7 @@ def raise_open_file_limit() -> int:
 # connections.max.idle.ms does not cover it)
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
+
 class BrokerStopError(RuntimeError):
     """A broker's event-loop thread did not end within stop()'s timeout."""
 

@@ -207,7 +207,7 @@ def test_delete_policy_logs_are_not_cleaned_and_compact_logs_keep_expired_segmen
     deleting = open_log(segment_bytes=400)
     fill(deleting, produce, 40)
     assert clean_log(deleting, clock.now) is None
-    compacted = open_log(tmp_dir := deleting.directory.with_name("c-0"), **COMPACT, retention_ms=1)
+    compacted = open_log(deleting.directory.with_name("c-0"), **COMPACT, retention_ms=1)
     fill(compacted, produce, 40)
     assert compacted.enforce_retention() == 0
 
