@@ -11,6 +11,7 @@ what the protocol carries) and are parsed once, here; a bad key or value raises
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -212,6 +213,22 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "Client certificate subject -> principal name: RULE:pattern/replacement/[LU],...,DEFAULT."),
     ConfigDef("ssl.endpoint.identification.algorithm", "https", str,
               "A broker connecting to a peer's SSL listener checks its host name (https) or not (empty)."),
+    # --- SASL of SASL_PLAINTEXT / SASL_SSL listeners (security/sasl.py; per listener: listener.name.<l>.<config>) ---
+    ConfigDef("sasl.enabled.mechanisms", "", str,
+              "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (comma-separated); empty: both SCRAM mechanisms, plus PLAIN "
+              "where the listener has a PLAIN JAAS config."),
+    ConfigDef("sasl.jaas.config", "", str,
+              "JAAS login module config; per listener and mechanism as "
+              "listener.name.<l>.<mechanism>.sasl.jaas.config (PLAIN users: user_<name>=\"<password>\"; "
+              "username/password: the broker's own inter-broker login).", sensitive=True),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", "", str,
+              "Mechanism brokers log in to each other with on a SASL inter-broker listener; "
+              "empty: the listener's first enabled mechanism."),
+    ConfigDef("connections.max.reauth.ms", "0", _parse_int(0),
+              "SASL session lifetime (KIP-368): clients re-authenticate before it ends, else their connection "
+              "closes; 0: sessions do not expire."),
+    ConfigDef("connection.failed.authentication.delay.ms", "100", _parse_int(0),
+              "Delay before answering a failed authentication (slows password guessing)."),
     # --- clusters (ZooKeeper mode; ignored by a single node) ---
     ConfigDef("zookeeper.connect", "", str, "ZooKeeper HOST:PORT[,HOST:PORT][/chroot]; empty: single node."),
     ConfigDef("zookeeper.session.timeout.ms", "18000", _parse_int(1),
@@ -301,6 +318,8 @@ def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
 
 
 _PER_LISTENER = ("ssl.", "sasl.")
+# Kafka's per-mechanism JAAS config of a listener: listener.name.<l>.scram-sha-256.sasl.jaas.config
+_MECHANISM_JAAS = re.compile(r"^(?i:plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config$")
 
 
 def _listener_setting(name: str) -> tuple[str | None, str]:
@@ -308,9 +327,10 @@ def _listener_setting(name: str) -> tuple[str | None, str]:
     if not name.startswith("listener.name."):
         return None, name
     listener, _, setting = name[len("listener.name."):].partition(".")
-    if not listener or not setting.startswith(_PER_LISTENER):
-        raise ConfigError(f"{name!r}: per-listener configs are listener.name.<listener>.ssl.* (or sasl.*)")
-    return listener.upper(), setting
+    if not listener or not (setting.startswith(_PER_LISTENER) or _MECHANISM_JAAS.match(setting)):
+        raise ConfigError(f"{name!r}: per-listener configs are listener.name.<listener>.ssl.*, sasl.* or "
+                          f"<mechanism>.sasl.jaas.config")
+    return listener.upper(), setting.lower() if _MECHANISM_JAAS.match(setting) else setting
 
 
 class BrokerConfig:
@@ -324,7 +344,7 @@ class BrokerConfig:
             listener, setting = _listener_setting(name)
             if listener is not None:  # listener.name.<listener>.<config>, as Kafka's per-listener overrides
                 try:
-                    _check(BROKER_CONFIGS, setting, text)
+                    _check(BROKER_CONFIGS, "sasl.jaas.config" if _MECHANISM_JAAS.match(setting) else setting, text)
                 except ConfigError as exc:
                     raise ConfigError(f"{name}: {exc}") from None
                 self._listener_overrides[(listener, setting)] = text

@@ -198,7 +198,7 @@ class ClusterMarkerWriter:
             client_id = self._broker.inter_broker.client_id(f"pylog-txn-markers-{self._broker.broker_id}")
             client = BrokerClient(endpoint.host, endpoint.port, client_id=client_id,
                                   timeout_s=self._broker.config.get("replica.socket.timeout.ms") / 1000.0,
-                                  ssl=self._broker.inter_broker_ssl)
+                                  ssl=self._broker.inter_broker_ssl, sasl=self._broker.inter_broker_sasl)
             self._clients[broker_id] = client
         return client
 

@@ -18,8 +18,10 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest, DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
     DescribeTransactionsRequest, DescribeTransactionsResponse, IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse, ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
-    ListTransactionsResponse,
+    ListTransactionsResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 )
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import (
     FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
@@ -95,6 +97,13 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.WriteTxnMarkers, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
     ApiSpec(ApiKey.DescribeTransactions, DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
     ApiSpec(ApiKey.ListTransactions, ListTransactionsRequest, ListTransactionsResponse, 0, 2),
+    # security: SASL (KIP-43, KIP-152, KIP-368) and SCRAM users (KIP-554)
+    ApiSpec(ApiKey.SaslHandshake, SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
+    ApiSpec(ApiKey.SaslAuthenticate, SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
+    ApiSpec(ApiKey.DescribeUserScramCredentials, DescribeUserScramCredentialsRequest,
+            DescribeUserScramCredentialsResponse, 0, 0),
+    ApiSpec(ApiKey.AlterUserScramCredentials, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+            0, 0),
 )
 
 

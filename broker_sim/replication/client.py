@@ -38,9 +38,10 @@ class BrokerClient:
     """
 
     def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float,
-                 ssl: "ssl_module.SSLContext | None" = None) -> None:
+                 ssl: "ssl_module.SSLContext | None" = None, sasl=None) -> None:
         self.host = host
         self.ssl = ssl  # the peer's inter-broker listener speaks TLS: verify it, present our certificate
+        self.sasl = sasl  # a SaslLogin: the peer's inter-broker listener speaks SASL (logged in at connect)
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
@@ -76,6 +77,36 @@ class BrokerClient:
                     from None
             self._reader, self._writer = reader, writer
             self._read_task = asyncio.get_running_loop().create_task(self._read_responses(reader))
+            if self.sasl is not None:
+                try:
+                    await self._login()
+                except BaseException:
+                    self._disconnect(ConnectionError(f"SASL login to {self.host}:{self.port} failed"))
+                    raise
+
+    async def _login(self) -> None:
+        """SaslHandshake v1 + SaslAuthenticate v1 with this client's login; ConnectionError naming the refusal."""
+        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+        from broker_sim.security.sasl import AuthenticationFailed
+
+        handshake = await self._request(SaslHandshakeRequest[1](mechanism=self.sasl.mechanism))
+        if handshake.error_code:
+            raise ConnectionError(f"{self.host}:{self.port} refused SASL mechanism {self.sasl.mechanism} "
+                                  f"(error {handshake.error_code}; it offers {handshake.mechanisms})")
+        steps = self.sasl.exchange()
+        token = next(steps)
+        while True:
+            answer = await self._request(SaslAuthenticateRequest[1](auth_bytes=token))
+            if answer.error_code:
+                raise ConnectionError(f"SASL login of {self.sasl.username!r} to {self.host}:{self.port} failed: "
+                                      f"{answer.error_message} (error {answer.error_code})")
+            try:
+                token = steps.send(bytes(answer.auth_bytes))
+            except StopIteration:
+                return
+            except AuthenticationFailed as exc:
+                raise ConnectionError(f"{self.host}:{self.port}: {exc}") from None
 
     async def request(self, request):
         """Send ``request`` (a versioned kafka-python request object); return its decoded response.
@@ -83,8 +114,11 @@ class BrokerClient:
         Raises ConnectionError when the connection fails, breaks or the
         request times out (every request in flight then fails).
         """
-        if not self.connected:
-            await self._connect()
+        if not self.connected or (self._connecting is not None and self._connecting.locked()):
+            await self._connect()  # (waits for a SASL login in progress on the new connection)
+        return await self._request(request)
+
+    async def _request(self, request):
         correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
         request.with_header(correlation_id=correlation_id, client_id=self.client_id)
         data = bytes(request.encode(header=True, framed=True))

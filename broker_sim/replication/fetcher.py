@@ -194,7 +194,8 @@ class SourceFetcher:
                                        client_id=self.manager.replicas.inter_broker_client_id(
                                            f"broker-{self.manager.broker_id}-fetcher-{self.leader_id}"),
                                        timeout_s=self.manager.config.get("replica.socket.timeout.ms") / 1000.0,
-                                       ssl=self.manager.replicas.inter_broker_ssl)
+                                       ssl=self.manager.replicas.inter_broker_ssl,
+                                       sasl=self.manager.replicas.inter_broker_sasl)
         return self.client
 
     def _drop_client(self) -> None:

@@ -80,6 +80,7 @@ class ReplicaManager:
         self.topic_exists = topic_exists
         self.inter_broker_client_id = inter_broker_client_id  # role -> client id proving we are a broker
         self.inter_broker_ssl = None  # SSLContext when inter.broker.listener.name is a TLS listener
+        self.inter_broker_sasl = None  # SaslLogin when it is a SASL listener
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.offline: dict[tuple[str, int], str] = {}  # partitions that failed to open -> why
         self.fetcher = ReplicaFetcherManager(self, broker_id=broker_id, config=config,

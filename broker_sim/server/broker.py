@@ -57,7 +57,7 @@ from typing import Callable, Mapping
 
 import kafka.errors as Errors
 
-from broker_sim.config import TOPIC_CONFIGS, BrokerConfig
+from broker_sim.config import TOPIC_CONFIGS, BrokerConfig, ConfigError
 from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.controller.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
 from broker_sim.coordinator.group_broker import group_service_for
@@ -70,7 +70,8 @@ from broker_sim.coordinator.txn_service import TxnService
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
-from broker_sim.security import tls
+from broker_sim.security import sasl, scram, tls
+from broker_sim.security.entity_configs import EntityConfigs, FileEntityConfigs, ZkEntityConfigs
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.listeners import Listener, format_address, inter_broker_listener_name
 from broker_sim.server.listeners import configure as listeners_from_config
@@ -153,7 +154,8 @@ class Broker:
 
     def __init__(self, data_dir: str | Path | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  broker_id: int | None = None, config: Mapping[str, object] | None = None,
-                 advertised_host: str | None = None, now_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 advertised_host: str | None = None, now_ms: Callable[[], int] = wall_clock_ms,
+                 add_scram: tuple[str, ...] | list[str] = ()) -> None:
         overrides = dict(config or {})
         if broker_id is not None:
             overrides["broker.id"] = broker_id
@@ -166,10 +168,20 @@ class Broker:
                                                                advertised_host=advertised_host)
         self.inter_broker_listener = inter_broker_listener_name(self.config, self.listeners)
         # TLS: loaded now, so a bad keystore fails the start naming its config, not the first handshake
-        self._tls = {l.name: tls.server_context(self.config, l.name) for l in self.listeners if l.protocol == "SSL"}
+        self._tls = {l.name: tls.server_context(self.config, l.name) for l in self.listeners
+                     if l.protocol in ("SSL", "SASL_SSL")}
         self._principals = tls.PrincipalMapper(self.config.raw("ssl.principal.mapping.rules"))
+        # SASL: mechanisms and PLAIN users checked now; SCRAM credentials come from entity_configs once open
+        self.entity_configs: EntityConfigs | None = None  # SCRAM credentials (and quotas) of users and clients
+        self._sasl = {l.name: sasl.SaslListener.from_config(self.config, l.name, None) for l in self.listeners
+                      if l.protocol.startswith("SASL_")}
+        self._add_scram = [scram.parse_add_scram(text) for text in add_scram]
         inter = next(l for l in self.listeners if l.name == self.inter_broker_listener)
-        self.inter_broker_ssl = tls.client_context(self.config, inter.name) if inter.protocol == "SSL" else None
+        self.inter_broker_ssl = (tls.client_context(self.config, inter.name)
+                                 if inter.protocol in ("SSL", "SASL_SSL") else None)
+        # a cluster's brokers log in to each other's SASL inter-broker listener (a single node has no peers)
+        self.inter_broker_sasl = (self._inter_broker_login(inter) if inter.protocol.startswith("SASL_")
+                                  and self.config.raw("zookeeper.connect") else None)
         first = self.listeners[0]
         self.host = first.host or "0.0.0.0"  # where the first listener (and metrics.port) binds
         self.port = first.port  # the first listener's port (bound port once started)
@@ -287,7 +299,20 @@ class Broker:
         finally:
             await self._close()
 
+    def _inter_broker_login(self, inter: Listener) -> "sasl.SaslLogin":
+        mechanism = self.config.raw("sasl.mechanism.inter.broker.protocol").strip().upper()
+        offered = self._sasl[inter.name].mechanisms
+        mechanism = mechanism or offered[0]
+        if mechanism not in offered:
+            raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on the inter-broker "
+                              f"listener {inter.name} (sasl.enabled.mechanisms there: {', '.join(offered)})")
+        return sasl.SaslLogin(mechanism, *sasl.client_login(self.config, inter.name, mechanism))
+
     # --- used by handlers -------------------------------------------------
+    def authorize_cluster(self, ctx, operation: str):
+        """None when the request's principal may ``operation`` the cluster, else the error class to answer."""
+        return None
+
     def stop_future(self) -> asyncio.Future:
         """A future completed at shutdown (long polls wait on it too, so they end promptly)."""
         return asyncio.ensure_future(asyncio.shield(self._stop_future))
@@ -454,13 +479,21 @@ class Broker:
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
+        if self.entity_configs is None:
+            self.entity_configs = FileEntityConfigs(self.data_dir)
+        for user, mechanism, credential in self._add_scram:  # pylog-broker --add-scram
+            await self._loop.run_in_executor(None, self.entity_configs.alter, "users", user,
+                                             {mechanism: credential.to_text()})
+            log.info("stored the %s credential of user %r (--add-scram)", mechanism, user)
+        for listener_sasl in self._sasl.values():
+            listener_sasl.credentials = self.entity_configs
         self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics)
         for index, listener in enumerate(self.listeners):
             context = self._tls.get(listener.name)
             server = await self._loop.create_server(
                 lambda name=listener.name, tls_on=context is not None: KafkaConnection(
                     self.dispatcher.handle, self.connections, listener=name,
-                    principal=self._principals if tls_on else None),
+                    principal=self._principals if tls_on else None, sasl=self._sasl.get(name)),
                 listener.bind_host, listener.port, reuse_address=True, ssl=context,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if context is not None else None)
             self._servers.append(server)
@@ -514,6 +547,8 @@ class Broker:
                                        topic_exists=self.cluster.topic_exists,
                                        inter_broker_client_id=self.inter_broker.client_id)
         self.replicas.inter_broker_ssl = self.inter_broker_ssl
+        self.replicas.inter_broker_sasl = self.inter_broker_sasl
+        self.entity_configs = await self._loop.run_in_executor(None, ZkEntityConfigs, store.zk)
         self.producer_ids = ZkProducerIdManager(store.zk, self.broker_id)
 
     async def _check_isr(self) -> None:

@@ -21,6 +21,7 @@ import logging
 import sys
 
 from broker_sim.config import BROKER_CONFIGS, ConfigError
+from broker_sim.security.scram import CredentialError
 
 
 def _parse_config(items: list[str]) -> dict[str, str]:
@@ -51,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a Kafka broker config, e.g. num.partitions=3 (repeatable)")
     parser.add_argument("--metrics-port", type=int, default=None, metavar="N",
                         help="serve Prometheus metrics at http://HOST:N/metrics (metrics.port; 0 = any free port)")
+    parser.add_argument("--add-scram", action="append", default=[], metavar="'MECHANISM=[name=USER,password=PW]'",
+                        help="store a SCRAM credential before serving (Kafka's kafka-storage --add-scram syntax, "
+                             "e.g. 'SCRAM-SHA-256=[name=admin,password=admin-secret]'; repeatable): in the data "
+                             "dir on a single node, in ZooKeeper /config/users in a cluster")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
 
@@ -72,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.metrics_port is not None:
             configs["metrics.port"] = args.metrics_port
         broker = Broker(args.data_dir, host=args.host, port=args.port, broker_id=args.broker_id,
-                        config=configs, advertised_host=args.advertised_host)
+                        config=configs, advertised_host=args.advertised_host, add_scram=args.add_scram)
         asyncio.run(broker.serve(handle_signals=True))
-    except ConfigError as exc:
+    except (ConfigError, CredentialError) as exc:
         print(f"pylog-broker: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

@@ -12,13 +12,19 @@ Kafka's rules for requests it cannot serve, which clients depend on:
 * any other unknown API key or unsupported version, or a body that does not
   decode, closes the connection (Kafka's ``InvalidRequestException`` path);
   only this connection, with a log line.
+On a SASL listener a connection that has not authenticated may send only
+ApiVersions, SaslHandshake and SaslAuthenticate (after a SaslHandshake v0,
+bare size-prefixed tokens); anything else closes it, as does any request
+after its session expired (``connections.max.reauth.ms``, KIP-368).
 Handlers raise nothing for per-partition problems: they put error codes in
 their responses.  An exception escaping a handler is a broker bug: it is
 logged with its traceback and closes the connection, never the broker.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
+import struct
 import time
 from typing import Awaitable, Callable, NamedTuple
 
@@ -27,12 +33,16 @@ from kafka.protocol.api_key import ApiKey
 from broker_sim.protocol.apis import APIS, api_versions_response
 from broker_sim.protocol.framing import FrameError, peek_header
 from broker_sim.protocol.validation import check_not_null
+from broker_sim.security.sasl import AuthenticationFailed, IllegalSaslState
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.metrics import BrokerMetrics
 from broker_sim.server.network import CloseConnection
 
 log = logging.getLogger(__name__)
 UNSUPPORTED_VERSION = 35
+_SIZE = struct.Struct(">i")
+# what a SASL listener serves before authentication completes (Kafka's SaslServerAuthenticator)
+SASL_EXCHANGE = frozenset((int(ApiKey.ApiVersions), int(ApiKey.SaslHandshake), int(ApiKey.SaslAuthenticate)))
 
 
 class RequestContext(NamedTuple):
@@ -64,6 +74,9 @@ class Dispatcher:
         self.requests_handled = 0
 
     async def handle(self, connection, frame: bytes) -> list | None:
+        authenticator = connection.authenticator
+        if authenticator is not None and authenticator.raw_tokens:  # after SaslHandshake v0: bare tokens
+            return await self._raw_token(connection, authenticator, frame)
         try:
             api_key, version, correlation_id = peek_header(frame)
         except FrameError as exc:
@@ -71,6 +84,13 @@ class Dispatcher:
         spec = APIS.get(api_key)
         if spec is None:
             raise CloseConnection(f"unknown API key {api_key} (version {version})")
+        if authenticator is not None:
+            if not authenticator.complete and api_key not in SASL_EXCHANGE:
+                raise CloseConnection(f"unexpected {spec.key.name} request during SASL authentication "
+                                      f"(only ApiVersions, SaslHandshake and SaslAuthenticate are served before it)")
+            if authenticator.expired() and api_key not in SASL_EXCHANGE:
+                raise CloseConnection(f"SASL session of {authenticator.principal} expired "
+                                      f"(connections.max.reauth.ms): the client did not re-authenticate")
         if not spec.supports(version):
             if api_key == ApiKey.ApiVersions:
                 return [self._encode(api_versions_response(0, UNSUPPORTED_VERSION), 0, correlation_id)]
@@ -98,6 +118,18 @@ class Dispatcher:
         if isinstance(result, list):
             return result
         return [self._encode(result, version, correlation_id)]
+
+    async def _raw_token(self, connection, authenticator, token: bytes) -> list:
+        """A SASL token framed only by its size (SaslHandshake v0, KIP-43): answered the same way; a failure
+        closes the connection (v0 has no error field), after connection.failed.authentication.delay.ms."""
+        try:
+            answer = authenticator.evaluate(bytes(token))
+        except (AuthenticationFailed, IllegalSaslState) as exc:
+            await asyncio.sleep(authenticator.listener.failure_delay_ms / 1000.0)
+            raise CloseConnection(f"SASL authentication failed: {exc}") from None
+        if authenticator.complete:
+            connection.principal = authenticator.principal
+        return [_SIZE.pack(len(answer)) + answer]
 
     @staticmethod
     def _encode(response, version: int, correlation_id: int) -> bytes:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from broker_sim.config import BrokerConfig, ConfigError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL")
+SUPPORTED_PROTOCOLS = PROTOCOLS
 DEFAULT_LISTENER = "PLAINTEXT"
 # Kafka's listener name rule (EndPoint.scala: uri parsing), and host:port with IPv6 in brackets
 _ENDPOINT = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)://(?P<host>\[[0-9A-Fa-f:.]*\]|[^:\[\]/]*):(?P<port>-?\d+)$")

@@ -55,6 +55,9 @@ class BrokerMetrics:
                                      "by API (Kafka: kafka.network:type=RequestMetrics,name=TotalTimeMs)",
                                      ["request"], buckets=LATENCY_BUCKETS_MS, registry=self.registry)
         self._children: dict[tuple[str, int], tuple] = {}
+        # SASL outcomes (Kafka: socket-server-metrics successful-/failed-authentication-total)
+        self.successful_authentications = 0
+        self.failed_authentications = 0
         self.registry.register(BrokerCollector(broker))
 
     def observe_request(self, api_name: str, version: int, seconds: float) -> None:
@@ -98,6 +101,12 @@ class BrokerCollector:
         yield CounterMetricFamily("pylog_network_fetch_copied_bytes",
                                   "Log bytes sent to fetchers by read and write (TLS, small regions)",
                                   value=broker.connections.copied_bytes)
+        yield CounterMetricFamily("kafka_server_socket_server_metrics_successful_authentication",
+                                  "SASL authentications that succeeded (Kafka: successful-authentication-total)",
+                                  value=broker.metrics.successful_authentications)
+        yield CounterMetricFamily("kafka_server_socket_server_metrics_failed_authentication",
+                                  "SASL authentications refused (Kafka: failed-authentication-total)",
+                                  value=broker.metrics.failed_authentications)
         monitor = broker.loop_monitor
         yield CounterMetricFamily("pylog_event_loop_stalls", "Event-loop stalls over 100 ms", value=monitor.stalls)
         yield GaugeMetricFamily("pylog_event_loop_max_lag_ms", "Longest event-loop stall since start, ms",

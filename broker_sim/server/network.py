@@ -63,6 +63,7 @@ WRITE_BUFFER_HIGH = 256 * 1024
 SENDFILE_MIN_BYTES = 64 * 1024
 MAX_SWEEP_INTERVAL_S = 10.0
 STARVED_CHECK_S = 1.0  # how often the sweep looks for connections starved of request memory
+CLOSE_GRACE_S = 0.5  # after a final error answer (failed SASL) before the broker closes the connection
 STALLED_FRAME_S = 5.0  # starved this long with no memory released: the largest partial-frame holder is closed
 
 
@@ -172,10 +173,13 @@ class Connections:
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, handle: Callable[["KafkaConnection", bytes], Awaitable[list | None]],
-                 connections: Connections, *, listener: str = "PLAINTEXT", principal=None) -> None:
+                 connections: Connections, *, listener: str = "PLAINTEXT", principal=None, sasl=None) -> None:
         self._handle = handle
         self._principal_mapper = principal  # a TLS listener's ssl.principal.mapping.rules
-        self.principal = ANONYMOUS  # User:<certificate subject> for mutual TLS
+        self.principal = ANONYMOUS  # User:<certificate subject> for mutual TLS, User:<name> once SASL completes
+        # a SASL listener's per-connection state (security/sasl.py): None on PLAINTEXT and SSL listeners
+        self.authenticator = sasl.authenticator() if sasl is not None else None
+        self.close_after_response = False  # set by a handler whose answer ends the connection (failed SASL)
         self.listener = listener  # the listener name it came in on: Metadata answers that listener's addresses
         self._connections = connections
         self._pool = connections.pool
@@ -210,7 +214,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._closed = True
             transport.abort()  # refused at accept: nothing read, nothing to flush
             return
-        if self._principal_mapper is not None:
+        if self._principal_mapper is not None and self.authenticator is None:  # SASL_SSL: SASL names the principal
             self.principal = principal_of(transport, self._principal_mapper)
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -341,6 +345,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         self._handling = False
                     if parts:
                         await self._send(parts)
+                    if self.close_after_response:
+                        # the answer (a failed authentication) is sent; read nothing more and close after a
+                        # grace period, so the client reads the error before it sees the connection end
+                        self.transport.pause_reading()
+                        loop.call_later(CLOSE_GRACE_S, self.close)
+                        return
                 except CloseConnection as exc:
                     log.warning("closing connection from %s: %s", self.peer, exc)
                     self.close()

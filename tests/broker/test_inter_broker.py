@@ -11,10 +11,11 @@ from broker_sim.server.inter_broker import InterBrokerIdentity
 
 
 class _Connection:
-    """The two attributes the dispatcher reads of a KafkaConnection."""
+    """The attributes the dispatcher reads of a KafkaConnection (on a listener without SASL)."""
 
     def __init__(self) -> None:
         self.inter_broker = False
+        self.authenticator = None
         self.peer = "127.0.0.1:1"
 
 

@@ -57,9 +57,10 @@ def test_a_bad_listener_config_is_refused_naming_the_config_and_value(configs, n
         assert name in str(raised.value)
 
 
-def test_a_protocol_pylog_does_not_serve_yet_is_refused_at_start_not_silently_plaintext():
-    with pytest.raises(ConfigError, match="SASL_SSL"):
-        _listeners(listeners="SASL_SSL://127.0.0.1:0")
+def test_a_sasl_ssl_listener_without_a_keystore_is_refused_at_start_not_silently_plaintext(tmp_path):
+    from broker_sim.server.broker import Broker
+    with pytest.raises(ConfigError, match="ssl.keystore.location"):
+        Broker(tmp_path, config={"listeners": "SASL_SSL://127.0.0.1:0"})
 
 
 def test_without_listeners_host_port_and_advertised_host_make_one_plaintext_listener():

@@ -24,6 +24,10 @@ class FakeConnection:
     peer = "fuzz"
     sendfile_ok = False
     inter_broker = False
+    authenticator = None
+    close_after_response = False
+    listener = "PLAINTEXT"
+    principal = "User:ANONYMOUS"
 
 
 def _valid_requests():

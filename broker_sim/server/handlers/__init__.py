@@ -9,7 +9,7 @@ from functools import partial
 
 from kafka.protocol.api_key import ApiKey
 
-from broker_sim.server.handlers import cluster, fetch, groups, offsets, produce, topics, transactions
+from broker_sim.server.handlers import cluster, fetch, groups, offsets, produce, security, topics, transactions
 
 
 def build_handlers(broker) -> dict:
@@ -46,6 +46,10 @@ def build_handlers(broker) -> dict:
         ApiKey.ListGroups: groups.list_groups,
         ApiKey.DeleteGroups: groups.delete_groups,
         ApiKey.OffsetDelete: groups.offset_delete,
+        ApiKey.SaslHandshake: security.sasl_handshake,
+        ApiKey.SaslAuthenticate: security.sasl_authenticate,
+        ApiKey.DescribeUserScramCredentials: security.describe_user_scram_credentials,
+        ApiKey.AlterUserScramCredentials: security.alter_user_scram_credentials,
     }
     bound = {int(key): partial(handler, broker) for key, handler in table.items()}
     if broker.cluster is not None:

@@ -1,0 +1,221 @@
+"""Per-user and per-client configs: SCRAM credentials and quotas, where Kafka keeps them.
+
+Theory of operation: Kafka keeps a user's SCRAM credentials and quotas in one
+config map per entity — ZooKeeper ``/config/users/<user>`` (and
+``/config/clients/<client-id>``, ``/config/users/<user>/clients/<client-id>``
+for quotas) holding ``{"version":1,"config":{"SCRAM-SHA-256":"salt=...","producer_byte_rate":"1024"}}``.
+``EntityConfigs`` is that map of maps, readable on the event loop from a
+cache and changed with ``alter``:
+
+* ``FileEntityConfigs``: a single node keeps it in ``<data dir>/security/entity-configs.json``
+  (written atomically: temp file, fsync, rename; schema
+  ``broker_sim/schemas/entity-configs.json``).
+* ``ZkEntityConfigs``: a cluster keeps it in ZooKeeper; every broker watches
+  the znodes, so a credential or quota altered through one broker applies on
+  all of them without a restart.  Writes are compare-and-set on the znode
+  version (retried), so two brokers altering one user do not lose an update.
+
+Entity types are ``users`` and ``clients``; names are the user / client id,
+``<default>`` for the default entity, and ``<user>/clients/<client>`` for the
+(user, client-id) pair, as Kafka's paths spell them.  ``on_change`` callbacks
+run after every change (on kazoo's thread for ZooKeeper).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Callable, Mapping
+
+from broker_sim.config import ConfigError
+
+log = logging.getLogger(__name__)
+ENTITY_TYPES = ("users", "clients")
+VERSION = 1
+
+
+class EntityConfigs:
+    """The common read side: ``get``, ``entities``, change callbacks."""
+
+    def __init__(self) -> None:
+        self._configs: dict[str, dict[str, dict[str, str]]] = {t: {} for t in ENTITY_TYPES}
+        self._callbacks: list[Callable[[], None]] = []
+
+    def get(self, entity_type: str, name: str) -> dict[str, str]:
+        return dict(self._configs[entity_type].get(name, {}))
+
+    def entities(self, entity_type: str) -> dict[str, dict[str, str]]:
+        return {name: dict(config) for name, config in self._configs[entity_type].items()}
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    def _changed(self) -> None:
+        for callback in self._callbacks:
+            try:
+                callback()
+            except Exception:  # a listener's bug must not stop the store
+                log.exception("entity config listener failed")
+
+    def alter(self, entity_type: str, name: str, set_: Mapping[str, str], delete: tuple | list = ()) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+def _check_name(entity_type: str, name: str) -> None:
+    if entity_type not in ENTITY_TYPES:
+        raise ValueError(f"entity type {entity_type!r} is not one of {ENTITY_TYPES}")
+    if not name or "\x00" in name or name in (".", ".."):
+        raise ValueError(f"{entity_type} name {name!r} is not valid")
+
+
+class FileEntityConfigs(EntityConfigs):
+    """A single node's entity configs in ``<data dir>/security/entity-configs.json``."""
+
+    def __init__(self, data_dir: str | os.PathLike) -> None:
+        super().__init__()
+        self.path = Path(data_dir) / "security" / "entity-configs.json"
+        if self.path.exists():
+            try:
+                stored = json.loads(self.path.read_text(encoding="utf-8"))
+                if not isinstance(stored, dict) or stored.get("version") != VERSION:
+                    raise ValueError(f"unsupported version {stored.get('version') if isinstance(stored, dict) else stored!r}")
+                for entity_type in ENTITY_TYPES:
+                    for name, config in (stored.get(entity_type) or {}).items():
+                        self._configs[entity_type][str(name)] = {str(k): str(v) for k, v in config.items()}
+            except (OSError, ValueError, AttributeError) as exc:
+                raise ConfigError(f"{self.path} (SCRAM credentials and quotas) cannot be read: {exc}; restore it "
+                                  f"from a backup or remove it to start without users") from None
+
+    def alter(self, entity_type: str, name: str, set_: Mapping[str, str], delete: tuple | list = ()) -> None:
+        _check_name(entity_type, name)
+        configs = {t: {n: dict(c) for n, c in v.items()} for t, v in self._configs.items()}
+        config = configs[entity_type].setdefault(name, {})
+        config.update(set_)
+        for key in delete:
+            config.pop(key, None)
+        if not config:
+            del configs[entity_type][name]
+        self._write(configs)
+        self._configs = configs
+        self._changed()
+
+    def _write(self, configs: dict) -> None:
+        from broker_sim.controller.metadata import write_atomically
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"version": VERSION, **configs}
+        write_atomically(self.path, json.dumps(payload, indent=1, sort_keys=True).encode())
+        os.chmod(self.path, 0o600)  # salted credentials: readable by the broker's user only
+
+
+def config_path(entity_type: str, name: str) -> str:
+    return f"/config/{entity_type}/{name}"
+
+
+class ZkEntityConfigs(EntityConfigs):
+    """A cluster's entity configs in ZooKeeper ``/config/users`` and ``/config/clients`` (watched)."""
+
+    def __init__(self, zk) -> None:
+        super().__init__()
+        from kazoo.recipe.watchers import ChildrenWatch
+
+        self.zk = zk
+        self._lock = threading.RLock()
+        self._watched: set[tuple[str, str]] = set()
+        for entity_type in ENTITY_TYPES:
+            zk.ensure_path(f"/config/{entity_type}")
+            ChildrenWatch(zk, f"/config/{entity_type}", self._children_watcher(entity_type))
+
+    def _children_watcher(self, entity_type: str):
+        def on_children(children: list[str]):
+            for child in children:
+                self._watch(entity_type, child)
+                if entity_type == "users":  # (user, client-id) pairs: /config/users/<user>/clients/<client>
+                    self._watch_pairs(child)
+        return on_children
+
+    def _watch_pairs(self, user: str) -> None:
+        from kazoo.recipe.watchers import ChildrenWatch
+
+        key = ("users-clients", user)
+        with self._lock:
+            if key in self._watched:
+                return
+            self._watched.add(key)
+
+        def on_clients(children):
+            for client in children or ():
+                self._watch("users", f"{user}/clients/{client}")
+        ChildrenWatch(self.zk, f"/config/users/{user}/clients", on_clients, allow_session_lost=True)
+
+    def _watch(self, entity_type: str, name: str) -> None:
+        from kazoo.recipe.watchers import DataWatch
+
+        with self._lock:
+            if (entity_type, name) in self._watched:
+                return
+            self._watched.add((entity_type, name))
+
+        def on_data(data, stat):
+            config = _decode(data, config_path(entity_type, name)) if stat is not None else {}
+            with self._lock:
+                current = dict(self._configs[entity_type])
+                if config:
+                    current[name] = config
+                else:
+                    current.pop(name, None)
+                self._configs = {**self._configs, entity_type: current}
+            self._changed()
+        DataWatch(self.zk, config_path(entity_type, name), on_data)
+
+    def alter(self, entity_type: str, name: str, set_: Mapping[str, str], delete: tuple | list = ()) -> None:
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        _check_name(entity_type, name)
+        path = config_path(entity_type, name)
+        for _ in range(20):
+            try:
+                data, stat = self.zk.get(path)
+                config, version = _decode(data, path), stat.version
+            except NoNodeError:
+                config, version = {}, None
+            config.update(set_)
+            for key in delete:
+                config.pop(key, None)
+            payload = json.dumps({"version": VERSION, "config": config}, separators=(",", ":")).encode()
+            try:
+                if version is None:
+                    self.zk.create(path, payload, makepath=True)
+                else:
+                    self.zk.set(path, payload, version=version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # another broker changed it meanwhile: read again
+            # this broker sees its own write at once (the watch confirms it a moment later)
+            with self._lock:
+                current = dict(self._configs[entity_type])
+                if config:
+                    current[name] = dict(config)
+                else:
+                    current.pop(name, None)
+                self._configs = {**self._configs, entity_type: current}
+            self._watch(entity_type, name)
+            self._changed()
+            return
+        raise RuntimeError(f"{path}: changed concurrently 20 times in a row; try again")
+
+
+def _decode(data: bytes | None, path: str) -> dict[str, str]:
+    if not data:
+        return {}
+    try:
+        obj = json.loads(data)
+        config = obj.get("config") or {}
+        return {str(k): str(v) for k, v in config.items()}
+    except (ValueError, AttributeError) as exc:
+        log.error("%s: payload is not Kafka's {\"version\":1,\"config\":{...}} (%s); ignored", path, exc)
+        return {}

@@ -1,0 +1,172 @@
+"""SaslHandshake, SaslAuthenticate (KIP-43, KIP-152, KIP-368) and the SCRAM user APIs (KIP-554)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import kafka.errors as Errors
+from kafka.protocol.admin import (
+    AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse,
+)
+from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
+
+from broker_sim.security import scram
+from broker_sim.security.sasl import AuthenticationFailed, IllegalSaslState
+from broker_sim.server.network import CloseConnection
+
+log = logging.getLogger(__name__)
+SASL_AUTHENTICATION_FAILED = Errors.SaslAuthenticationFailedError.errno
+ILLEGAL_SASL_STATE = Errors.IllegalSaslStateError.errno
+UNSUPPORTED_SASL_MECHANISM = Errors.UnsupportedSaslMechanismError.errno
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
+
+
+async def sasl_handshake(broker, ctx, request):
+    authenticator = ctx.connection.authenticator
+    if authenticator is None:  # a PLAINTEXT or SSL listener: Kafka's KafkaApis answers this
+        return SaslHandshakeResponse(error_code=ILLEGAL_SASL_STATE, mechanisms=[])
+    mechanisms = list(authenticator.listener.mechanisms)
+    try:
+        accepted = authenticator.handshake(request.mechanism, ctx.version)
+    except IllegalSaslState as exc:
+        raise CloseConnection(f"SASL: {exc}") from None
+    if not accepted:
+        ctx.connection.close_after_response = True  # Kafka closes after UNSUPPORTED_SASL_MECHANISM
+        return SaslHandshakeResponse(error_code=UNSUPPORTED_SASL_MECHANISM, mechanisms=mechanisms)
+    return SaslHandshakeResponse(error_code=0, mechanisms=mechanisms)
+
+
+async def sasl_authenticate(broker, ctx, request):
+    connection = ctx.connection
+    authenticator = connection.authenticator
+    if authenticator is None or authenticator.complete:
+        return SaslAuthenticateResponse(error_code=ILLEGAL_SASL_STATE, error_message=(
+            "SaslAuthenticate request received after successful authentication" if authenticator is not None
+            else f"listener {connection.listener} does not use SASL"), auth_bytes=b"", session_lifetime_ms=0)
+    if authenticator.raw_tokens:
+        raise CloseConnection("SaslAuthenticate after a SaslHandshake v0 (tokens must be sent bare)")
+    try:
+        answer = authenticator.evaluate(bytes(request.auth_bytes or b""))
+    except (AuthenticationFailed, IllegalSaslState) as exc:
+        failed = isinstance(exc, AuthenticationFailed)
+        log.info("SASL authentication of %s on listener %s failed: %s", connection.peer, connection.listener, exc)
+        broker.metrics.failed_authentications += 1
+        await asyncio.sleep(authenticator.listener.failure_delay_ms / 1000.0)
+        connection.close_after_response = True
+        return SaslAuthenticateResponse(error_code=SASL_AUTHENTICATION_FAILED if failed else ILLEGAL_SASL_STATE,
+                                        error_message=str(exc), auth_bytes=b"", session_lifetime_ms=0)
+    if authenticator.complete:
+        connection.principal = authenticator.principal
+        broker.metrics.successful_authentications += 1
+    return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=answer,
+                                    session_lifetime_ms=authenticator.session_lifetime_ms())
+
+
+# --- KIP-554 -------------------------------------------------------------------------------------
+
+async def describe_user_scram_credentials(broker, ctx, request):
+    Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
+    Info = Result.CredentialInfo
+    denied = broker.authorize_cluster(ctx, "DESCRIBE")
+    if denied is not None:
+        return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=denied.errno,
+                                                    error_message="DESCRIBE on the cluster is needed", results=[])
+    store = broker.entity_configs
+    users = store.entities("users")
+
+    def infos(config):
+        out = []
+        for mechanism, text in sorted(config.items()):
+            if mechanism in scram.MECHANISM_IDS:
+                try:
+                    iterations = scram.ScramCredential.from_text(text).iterations
+                except scram.CredentialError:
+                    continue
+                out.append(Info(mechanism=scram.MECHANISM_IDS[mechanism], iterations=iterations))
+        return out
+
+    results = []
+    if request.users is None or not request.users:
+        for name in sorted(users):
+            found = infos(users[name])
+            if found:
+                results.append(Result(user=name, error_code=0, error_message=None, credential_infos=found))
+    else:
+        names = [u.name for u in request.users]
+        for name in dict.fromkeys(names):
+            if names.count(name) > 1:
+                results.append(Result(user=name, error_code=DUPLICATE_RESOURCE,
+                                      error_message=f"Cannot describe SCRAM credentials for the same user twice "
+                                                    f"in a single request: {name}", credential_infos=[]))
+                continue
+            found = infos(users.get(name, {}))
+            results.append(Result(user=name, error_code=0 if found else RESOURCE_NOT_FOUND,
+                                  error_message=None if found else f"Attempt to describe a user credential that "
+                                                                   f"does not exist: {name}",
+                                  credential_infos=found))
+    return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=0, error_message=None,
+                                                results=results)
+
+
+async def alter_user_scram_credentials(broker, ctx, request):
+    Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+    changes: dict[str, list] = {}
+    for deletion in request.deletions:
+        changes.setdefault(deletion.name, []).append(("delete", deletion))
+    for upsertion in request.upsertions:
+        changes.setdefault(upsertion.name, []).append(("upsert", upsertion))
+    denied = broker.authorize_cluster(ctx, "ALTER")
+    if denied is not None:
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            Result(user=name, error_code=denied.errno, error_message="ALTER on the cluster is needed")
+            for name in changes])
+    store = broker.entity_configs
+    results = []
+    for name, items in changes.items():
+        error = _check_changes(name, items, store.get("users", name))
+        if error is not None:
+            results.append(Result(user=name, error_code=error[0], error_message=error[1]))
+            continue
+        set_, delete = {}, []
+        for kind, item in items:
+            mechanism = scram.MECHANISM_NAMES[item.mechanism]
+            if kind == "delete":
+                delete.append(mechanism)
+            else:
+                set_[mechanism] = scram.ScramCredential.from_salted_password(
+                    mechanism, bytes(item.salted_password), bytes(item.salt), item.iterations).to_text()
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, store.alter, "users", name, set_, delete)
+        except Exception as exc:  # a failing disk or ZooKeeper: this user's change is not applied
+            log.error("storing the SCRAM credentials of %r failed: %s", name, exc)
+            results.append(Result(user=name, error_code=Errors.KafkaStorageError.errno, error_message=str(exc)))
+            continue
+        log.info("SCRAM credentials of user %r: %s%s", name, ", ".join(f"set {m}" for m in set_),
+                 ", ".join(f"deleted {m}" for m in delete))
+        results.append(Result(user=name, error_code=0, error_message=None))
+    return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results)
+
+
+def _check_changes(name: str, items: list, current: dict) -> tuple[int, str] | None:
+    """KIP-554's validation, in Kafka's order and words."""
+    if not name:
+        return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    seen = set()
+    for kind, item in items:
+        mechanism = scram.MECHANISM_NAMES.get(item.mechanism)
+        if mechanism is None:
+            return UNSUPPORTED_SASL_MECHANISM, f"Unknown SCRAM mechanism {item.mechanism}"
+        if mechanism in seen:
+            return DUPLICATE_RESOURCE, f"A user credential cannot be altered twice in the same request: {name}"
+        seen.add(mechanism)
+        if kind == "delete" and mechanism not in current:
+            return RESOURCE_NOT_FOUND, f"Attempt to delete a user credential that does not exist: {name} {mechanism}"
+        if kind == "upsert":
+            if not scram.MIN_ITERATIONS <= item.iterations <= scram.MAX_ITERATIONS:
+                return (UNACCEPTABLE_CREDENTIAL, f"Iterations {item.iterations} not in the range "
+                        f"[{scram.MIN_ITERATIONS}, {scram.MAX_ITERATIONS}] for {mechanism}")
+            if not item.salt or not item.salted_password:
+                return UNACCEPTABLE_CREDENTIAL, f"Salt and salted password are required: {name} {mechanism}"
+    return None
