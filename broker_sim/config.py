@@ -229,6 +229,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "closes; 0: sessions do not expire."),
     ConfigDef("connection.failed.authentication.delay.ms", "100", _parse_int(0),
               "Delay before answering a failed authentication (slows password guessing)."),
+    # --- ACLs (security/acl.py) ---
+    ConfigDef("authorizer.class.name", "", str,
+              "Enables ACL checks when set (Kafka's class names are accepted, e.g. "
+              "kafka.security.authorizer.AclAuthorizer or org.apache.kafka.metadata.authorizer.StandardAuthorizer)."),
+    ConfigDef("super.users", "", str, "Principals allowed everything, ';'-separated: User:admin;User:broker."),
+    ConfigDef("allow.everyone.if.no.acl.found", "false", _parse_bool,
+              "Allow an operation on a resource that has no ACL at all."),
     # --- clusters (ZooKeeper mode; ignored by a single node) ---
     ConfigDef("zookeeper.connect", "", str, "ZooKeeper HOST:PORT[,HOST:PORT][/chroot]; empty: single node."),
     ConfigDef("zookeeper.session.timeout.ms", "18000", _parse_int(1),

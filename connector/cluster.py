@@ -235,14 +235,15 @@ class OffsetReader:
 
     def _admin_client(self):
         if self._admin is None:
-            from connector.wire import check_bootstrap
+            from connector.wire import check_bootstrap, check_login
             if self._reached:
                 # A new client after a failure: kafka-python would hang ~30 s per attempt on brokers that refuse
                 # connections and then say only "Unable to bootstrap"; give them the Java clients' patience.
                 check_bootstrap(self.options.bootstrap_servers, int(DEFAULT_API_TIMEOUT_S * 1000),
                                 "default.api.timeout.ms")
             else:
-                check_bootstrap(self.options.bootstrap_servers, self.options.bootstrap_timeout_ms)
+                reached = check_bootstrap(self.options.bootstrap_servers, self.options.bootstrap_timeout_ms)
+                check_login(reached, self.options.client_kwargs)
                 self._reached = True
             from kafka import KafkaAdminClient
             kwargs = {k: v for k, v in self.options.client_kwargs.items() if k in _ADMIN_KWARGS}

@@ -141,6 +141,7 @@ _JAVA_TO_PYTHON = {
     "sasl.kerberos.service.name": "sasl_kerberos_service_name",
     "sasl.kerberos.domain.name": "sasl_kerberos_domain_name",
     "ssl.truststore.location": "ssl_cafile",
+    "ssl.ca.location": "ssl_cafile",
     "ssl.keystore.location": "ssl_certfile",
     "ssl.keystore.key.location": "ssl_keyfile",
     "ssl.key.location": "ssl_keyfile",
@@ -170,10 +171,8 @@ _INT_CLIENT_KWARGS = {
 }
 # Java settings with no kafka-python counterpart that are safe to ignore (logged, not rejected).
 _IGNORED_JAVA = {"ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "key.deserializer.encoding"}
-_JAAS = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
-
-# SASL needs a handshake the executors' raw Fetch client does not speak yet.
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 _STRATEGIES = ("assign", "subscribe", "subscribepattern")
 _TIME_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000,
@@ -491,9 +490,14 @@ def _client_config(params) -> tuple[dict[str, object], str | None]:
                                                   "kafka.isolation.level"):
             continue
         name = key[len("kafka."):]
-        if name == "sasl.jaas.config":
-            for field_name, field_value in _JAAS.findall(value):
-                config[f"sasl_plain_{field_name}"] = field_value
+        if name == "sasl.jaas.config":  # Kafka's JAAS string: PlainLoginModule or ScramLoginModule
+            from broker_sim.config import ConfigError
+            from broker_sim.security.sasl import jaas_credentials
+            try:
+                _, config["sasl_plain_username"], config["sasl_plain_password"] = jaas_credentials(
+                    value, "Option 'kafka.sasl.jaas.config'")
+            except ConfigError as exc:
+                raise PylogOptionError(str(exc)) from None
             continue
         if name == "ssl.endpoint.identification.algorithm":
             config["ssl_check_hostname"] = value.strip().lower() == "https"
@@ -517,6 +521,17 @@ def _client_config(params) -> tuple[dict[str, object], str | None]:
                                f"got '{config['security_protocol']}'")
     if "security_protocol" in config:
         config["security_protocol"] = protocol
+    if protocol.startswith("SASL_"):
+        mechanism = str(config.get("sasl_mechanism", "GSSAPI")).upper()
+        if mechanism not in _SASL_MECHANISMS:
+            raise PylogOptionError(f"Option 'kafka.sasl.mechanism' must be one of {', '.join(_SASL_MECHANISMS)} "
+                                   f"with kafka.security.protocol={protocol}, got '{mechanism}'")
+        config["sasl_mechanism"] = mechanism
+        if not config.get("sasl_plain_username") or "sasl_plain_password" not in config:
+            raise PylogOptionError(f"kafka.security.protocol={protocol} needs credentials: set kafka.sasl.jaas.config "
+                                   f"(e.g. org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                   f"username=\"alice\" password=\"...\";) or kafka.sasl.username and "
+                                   f"kafka.sasl.password")
     return config, kafka_group_id
 
 

@@ -134,7 +134,7 @@ class _LeaderConnection:
     """A connection to the leader of one partition, found through the bootstrap servers."""
 
     def __init__(self, options: SourceOptions, topic: str, partition: int) -> None:
-        from connector.wire import ssl_context_for
+        from connector.wire import sasl_login_for, ssl_context_for
 
         self._options = options
         self._topic, self._partition = topic, partition
@@ -142,6 +142,7 @@ class _LeaderConnection:
         self._timeout_s = int(config.get("request_timeout_ms", 30_000)) / 1000
         self._client_id = str(config.get("client_id", "pylog-source-executor"))
         self._ssl = ssl_context_for(config)
+        self._sasl = sasl_login_for(config)
         self._connection = None
 
     def close(self) -> None:
@@ -188,7 +189,8 @@ class _LeaderConnection:
             host, _, port = server.strip().rpartition(":")
             try:
                 bootstrap = BrokerConnection(host or "localhost", int(port or 9092), timeout_s=self._timeout_s,
-                                             client_id=self._client_id, ssl_context=self._ssl)
+                                             client_id=self._client_id, ssl_context=self._ssl,
+                                             sasl=self._sasl)
             except BrokerUnavailable as exc:
                 last_error = exc
                 continue
@@ -215,6 +217,6 @@ class _LeaderConnection:
             else:
                 bootstrap.close()
                 self._connection = BrokerConnection(host, port, timeout_s=self._timeout_s, client_id=self._client_id,
-                                                    ssl_context=self._ssl)
+                                                    ssl_context=self._ssl, sasl=self._sasl)
             return self._connection
         raise last_error or BrokerUnavailable("no bootstrap server configured")

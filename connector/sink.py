@@ -107,12 +107,13 @@ def prepare_sink(schema: StructType, options: SinkOptions, checkpoint: str | Non
     "Writing job failed".
     """
     validate_schema(schema, options)
-    from connector.wire import check_bootstrap
+    from connector.wire import check_bootstrap, check_login
     started = checkpoint is not None and _has_committed_batch(checkpoint)
     if started:
-        check_bootstrap(options.bootstrap_servers, options.delivery_timeout_ms, "kafka.delivery.timeout.ms")
+        reached = check_bootstrap(options.bootstrap_servers, options.delivery_timeout_ms, "kafka.delivery.timeout.ms")
     else:
-        check_bootstrap(options.bootstrap_servers, options.bootstrap_timeout_ms)
+        reached = check_bootstrap(options.bootstrap_servers, options.bootstrap_timeout_ms)
+    check_login(reached, options.client_kwargs)
     if options.exactly_once:
         from connector.sink_log import ensure_log_topic
         ensure_log_topic(options)

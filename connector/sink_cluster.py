@@ -15,7 +15,9 @@ import logging
 import time
 
 from connector.options import SinkOptions
-from connector.wire import COORDINATOR_TRANSACTION, BrokerConnection, BrokerUnavailable, ssl_context_for
+from connector.wire import (
+    COORDINATOR_TRANSACTION, BrokerConnection, BrokerUnavailable, sasl_login_for, ssl_context_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ class SinkCluster:
         self._timeout_s = options.request_timeout_ms / 1000
         self._client_id = str(config.get("client_id", client_id))
         self._ssl = ssl_context_for(config)
+        self._sasl = sasl_login_for(config)
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap: BrokerConnection | None = None
         self._brokers: dict[int, tuple[str, int]] = {}
@@ -146,4 +149,4 @@ class SinkCluster:
 
     def _connect(self, host: str, port: int) -> BrokerConnection:
         return BrokerConnection(host, port, timeout_s=self._timeout_s, client_id=self._client_id,
-                                ssl_context=self._ssl)
+                                ssl_context=self._ssl, sasl=self._sasl)

@@ -48,8 +48,12 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse
+
 _SIZE = struct.Struct(">i")
 _RESPONSES = {
+    SaslHandshakeRequest.API_KEY: SaslHandshakeResponse,
+    SaslAuthenticateRequest.API_KEY: SaslAuthenticateResponse,
     FetchRequest.API_KEY: FetchResponse,
     ListOffsetsRequest.API_KEY: ListOffsetsResponse,
     MetadataRequest.API_KEY: MetadataResponse,
@@ -110,7 +114,7 @@ class BrokerConnection:
     """One TCP (or TLS) connection to one broker; requests are answered in order."""
 
     def __init__(self, host: str, port: int, *, timeout_s: float, client_id: str,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, sasl=None) -> None:
         self.address = f"{host}:{port}"
         self._client_id = client_id
         self._correlation_id = 0
@@ -123,6 +127,35 @@ class BrokerConnection:
             raise BrokerUnavailable(f"cannot connect to {self.address}: {exc}") from exc
         response = self.call(ApiVersionsRequest[0]())
         self._versions = {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
+        if sasl is not None:
+            try:
+                self._authenticate(sasl)
+            except BaseException:
+                self._sock.close()
+                raise
+
+    def _authenticate(self, login) -> None:
+        """SaslHandshake v1 + SaslAuthenticate (KIP-152) with a ``broker_sim.security.sasl.SaslLogin``."""
+        from broker_sim.security.sasl import AuthenticationFailed
+
+        handshake = self.call(SaslHandshakeRequest[1](mechanism=login.mechanism))
+        if handshake.error_code:
+            raise SaslAuthenticationFailed(f"{self.address} does not offer SASL mechanism {login.mechanism} "
+                                           f"(kafka.sasl.mechanism); it offers {', '.join(handshake.mechanisms)}")
+        version = min(self._versions.get(SaslAuthenticateRequest.API_KEY, (0, 1))[1], 1)
+        steps = login.exchange()
+        token = next(steps)
+        while True:
+            answer = self.call(SaslAuthenticateRequest[version](auth_bytes=token))
+            if answer.error_code:
+                raise SaslAuthenticationFailed(f"{self.address} refused the SASL {login.mechanism} login of "
+                                               f"{login.username!r}: {answer.error_message}")
+            try:
+                token = steps.send(bytes(answer.auth_bytes))
+            except StopIteration:
+                return
+            except AuthenticationFailed as exc:
+                raise SaslAuthenticationFailed(f"{self.address}: {exc}") from None
 
     def close(self) -> None:
         self._sock.close()
@@ -278,6 +311,36 @@ class _TopLevelError:
         self.records = None
         self.aborted_transactions = None
         self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
+
+
+def check_login(address: str, config: dict, timeout_s: float = 30.0) -> None:
+    """With a SASL security protocol, log in to ``address`` once and hang up: wrong credentials then fail the
+    query at once with the broker's message (kafka-python's clients would only say "Unable to bootstrap"
+    after their timeouts).  Raises SaslAuthenticationFailed; does nothing for PLAINTEXT and SSL."""
+    login = sasl_login_for(config)
+    if login is None:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        BrokerConnection(host.strip("[]") or "localhost", int(port or 9092), timeout_s=timeout_s,
+                         client_id="pylog-login-check", ssl_context=ssl_context_for(config), sasl=login).close()
+    except BrokerUnavailable:
+        pass  # not reachable now: the clients' own retries and errors take over
+
+
+class SaslAuthenticationFailed(Exception):
+    """The broker refused the configured SASL credentials (not retried: the options must change)."""
+
+
+def sasl_login_for(config: dict):
+    """A ``SaslLogin`` from kafka-python's sasl_* settings when security_protocol is SASL_*, else None."""
+    protocol = str(config.get("security_protocol", "PLAINTEXT")).upper()
+    if not protocol.startswith("SASL_"):
+        return None
+    from broker_sim.security.sasl import SaslLogin
+
+    return SaslLogin(str(config.get("sasl_mechanism", "PLAIN")).upper(), str(config.get("sasl_plain_username")),
+                     str(config.get("sasl_plain_password")))
 
 
 def ssl_context_for(config: dict) -> ssl.SSLContext | None:

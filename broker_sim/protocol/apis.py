@@ -19,7 +19,8 @@ from kafka.protocol.admin import (
     DescribeTransactionsRequest, DescribeTransactionsResponse, IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse, ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
     ListTransactionsResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
-    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
+    DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
 )
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse
 from kafka.protocol.api_key import ApiKey
@@ -104,6 +105,10 @@ APIS: dict[int, ApiSpec] = _table(
             DescribeUserScramCredentialsResponse, 0, 0),
     ApiSpec(ApiKey.AlterUserScramCredentials, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
             0, 0),
+    # ACLs (KIP-140; v1+: pattern types, KIP-290)
+    ApiSpec(ApiKey.DescribeAcls, DescribeAclsRequest, DescribeAclsResponse, 1, 3),
+    ApiSpec(ApiKey.CreateAcls, CreateAclsRequest, CreateAclsResponse, 1, 3),
+    ApiSpec(ApiKey.DeleteAcls, DeleteAclsRequest, DeleteAclsResponse, 1, 3),
 )
 
 

@@ -70,7 +70,8 @@ from broker_sim.coordinator.txn_service import TxnService
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
-from broker_sim.security import sasl, scram, tls
+from broker_sim.security import acl, sasl, scram, tls
+from broker_sim.security.acl import FileAclStore
 from broker_sim.security.entity_configs import EntityConfigs, FileEntityConfigs, ZkEntityConfigs
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.listeners import Listener, format_address, inter_broker_listener_name
@@ -173,6 +174,9 @@ class Broker:
         self._principals = tls.PrincipalMapper(self.config.raw("ssl.principal.mapping.rules"))
         # SASL: mechanisms and PLAIN users checked now; SCRAM credentials come from entity_configs once open
         self.entity_configs: EntityConfigs | None = None  # SCRAM credentials (and quotas) of users and clients
+        self.acls: acl.AclStore | None = None  # ACL bindings: the data dir's file, or ZooKeeper /kafka-acl
+        self.authorizer: acl.Authorizer | None = None  # set when authorizer.class.name is (handlers/access.py)
+        acl.parse_super_users(self.config.raw("super.users"))  # a malformed list fails the start
         self._sasl = {l.name: sasl.SaslListener.from_config(self.config, l.name, None) for l in self.listeners
                       if l.protocol.startswith("SASL_")}
         self._add_scram = [scram.parse_add_scram(text) for text in add_scram]
@@ -309,10 +313,6 @@ class Broker:
         return sasl.SaslLogin(mechanism, *sasl.client_login(self.config, inter.name, mechanism))
 
     # --- used by handlers -------------------------------------------------
-    def authorize_cluster(self, ctx, operation: str):
-        """None when the request's principal may ``operation`` the cluster, else the error class to answer."""
-        return None
-
     def stop_future(self) -> asyncio.Future:
         """A future completed at shutdown (long polls wait on it too, so they end promptly)."""
         return asyncio.ensure_future(asyncio.shield(self._stop_future))
@@ -481,6 +481,9 @@ class Broker:
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
         if self.entity_configs is None:
             self.entity_configs = FileEntityConfigs(self.data_dir)
+        if self.acls is None:
+            self.acls = FileAclStore(self.data_dir)
+        self.authorizer = acl.Authorizer.from_config(self.config, self.acls)
         for user, mechanism, credential in self._add_scram:  # pylog-broker --add-scram
             await self._loop.run_in_executor(None, self.entity_configs.alter, "users", user,
                                              {mechanism: credential.to_text()})
@@ -549,6 +552,7 @@ class Broker:
         self.replicas.inter_broker_ssl = self.inter_broker_ssl
         self.replicas.inter_broker_sasl = self.inter_broker_sasl
         self.entity_configs = await self._loop.run_in_executor(None, ZkEntityConfigs, store.zk)
+        self.acls = await self._loop.run_in_executor(None, acl.ZkAclStore, store.zk)
         self.producer_ids = ZkProducerIdManager(store.zk, self.broker_id)
 
     async def _check_isr(self) -> None:

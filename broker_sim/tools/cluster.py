@@ -220,7 +220,9 @@ class BrokerNode:
 class LocalCluster:
     """ZooKeeper plus *brokers* broker processes on 127.0.0.1; see the module docstring.
 
-    *configs* are Kafka broker configs given to every broker (``--config k=v``).
+    *configs* are Kafka broker configs given to every broker (``--config k=v``); ``{port}`` in a value is the
+    broker's own port (``listeners=SASL_SSL://127.0.0.1:{port}`` secures each broker's one listener).
+    *broker_args*: more ``pylog-broker`` arguments for every broker (e.g. ``--add-scram ...``).
     *base_port*: broker ``i`` listens on ``base_port + i``; None picks free ports.
     Use as a context manager, or call :meth:`start` and :meth:`stop_all`.
     """
@@ -228,11 +230,12 @@ class LocalCluster:
     def __init__(self, data_dir: str | Path, brokers: int = 3, *, configs: Mapping[str, object] | None = None,
                  base_port: int | None = None, zookeeper_port: int = 0, log_level: str = "INFO",
                  start_timeout_s: float = START_TIMEOUT_S, stop_timeout_s: float = STOP_TIMEOUT_S,
-                 zookeeper_tick_ms: int = 500) -> None:
+                 zookeeper_tick_ms: int = 500, broker_args: tuple[str, ...] | list[str] = ()) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
         self.data_dir = Path(data_dir).resolve()
         self.configs = {str(k): str(v) for k, v in (configs or {}).items()}
+        self.broker_args = list(broker_args)
         self.log_level = log_level
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
@@ -336,9 +339,9 @@ class LocalCluster:
         command = [sys.executable, "-m", "broker_sim", "--zookeeper", self.zookeeper_connect,
                    "--broker-id", str(node.broker_id), "--data-dir", str(node.data_dir),
                    "--port", str(node.port), "--host", HOST, "--log-level", self.log_level]
-        for key, value in self.configs.items():
-            command += ["--config", f"{key}={value}"]
-        return command
+        for key, value in self.configs.items():  # "{port}" in a value: this broker's port (per-broker listeners)
+            command += ["--config", f"{key}={value.replace('{port}', str(node.port))}"]
+        return command + list(self.broker_args)
 
     def registered_brokers(self) -> list[int]:
         """Broker ids registered in ZooKeeper right now (``/brokers/ids`` children)."""

@@ -199,14 +199,6 @@ def _authenticate(client: WireClient, mechanism: str, tokens_for, version: int =
             return response
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _wire_classes():
-    from tests.integration import kafka_wire
-    from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
-    kafka_wire.RESPONSE_CLASSES.setdefault(SaslHandshakeRequest.API_KEY, SaslHandshakeResponse)
-    kafka_wire.RESPONSE_CLASSES.setdefault(SaslAuthenticateRequest.API_KEY, SaslAuthenticateResponse)
-
-
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_wrong_password_and_unknown_user_get_the_same_refusal_then_the_connection_closes(sasl_broker, mechanism):
     """SASL_AUTHENTICATION_FAILED with a message, then the connection ends; an unknown user is refused with the

@@ -91,3 +91,14 @@ def test_unknown_options_are_named_with_the_closest_known_one():
                      ("zzz", None)]
     assert unknown_options({"kafka.bootstrap.servers": "h:1", "topics": "t"}, SINK_OPTION_NAMES) == \
         [("topics", "topic")]
+
+
+def test_sasl_options_take_kafkas_jaas_string():
+    """Spark users pass Kafka's JAAS string; username and password come out of it (quotes escaped)."""
+    options = parse_source_options({**BASE, "kafka.security.protocol": "sasl_ssl", "kafka.sasl.mechanism": "scram-sha-512",
+                                    "kafka.ssl.ca.location": "/ca.pem", "kafka.sasl.jaas.config":
+                                    'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                    'username="alice" password="p\\"w";'})
+    assert options.client_kwargs == {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                                     "ssl_cafile": "/ca.pem", "sasl_plain_username": "alice",
+                                     "sasl_plain_password": 'p"w'}

@@ -39,7 +39,13 @@ def test_producer_settings_are_typed():
     ({"kafka.compression.type": "brotli"}, "Option 'kafka.compression.type' must be one of none, gzip"),
     ({"transactionTimeoutMs": "0"}, "Option 'transactionTimeoutMs' must be a positive integer"),
     ({"sinkId": "a b"}, "Option 'sinkId' must be 1-100 characters"),
-    ({"kafka.security.protocol": "SASL_PLAINTEXT"}, "Option 'kafka.security.protocol' must be one of"),
+    ({"kafka.security.protocol": "KERBEROS"}, "Option 'kafka.security.protocol' must be one of"),
+    ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"},
+     "kafka.security.protocol=SASL_PLAINTEXT needs credentials: set kafka.sasl.jaas.config"),
+    ({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI"},
+     "Option 'kafka.sasl.mechanism' must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    ({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN",
+      "kafka.sasl.jaas.config": "com.example.KerberosModule required;"}, "login module com.example.KerberosModule"),
 ])
 def test_bad_options_name_the_option(extra, message):
     with pytest.raises(PylogOptionError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -15,7 +15,9 @@ import time
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.admin import CreateAclsRequest, CreateAclsResponse, DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
@@ -28,6 +30,10 @@ RESPONSE_CLASSES = {
     MetadataRequest.API_KEY: MetadataResponse,
     ApiVersionsRequest.API_KEY: ApiVersionsResponse,
     InitProducerIdRequest.API_KEY: InitProducerIdResponse,
+    SaslHandshakeRequest.API_KEY: SaslHandshakeResponse,
+    SaslAuthenticateRequest.API_KEY: SaslAuthenticateResponse,
+    CreateAclsRequest.API_KEY: CreateAclsResponse,
+    DescribeClusterRequest.API_KEY: DescribeClusterResponse,
 }
 
 

@@ -7,10 +7,12 @@ from kafka import KafkaConsumer
 from kafka.structs import TopicPartition
 
 
-def read_topic(bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout_s: float = 30):
-    """[(partition, key, value, headers)] of every record up to the end (the LSO under read_committed)."""
+def read_topic(bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout_s: float = 30,
+               client_kwargs: dict | None = None):
+    """[(partition, key, value, headers)] of every record up to the end (the LSO under read_committed);
+    ``client_kwargs``: kafka-python security settings of a secured broker."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
-                             group_id=None, fetch_max_wait_ms=100)
+                             group_id=None, fetch_max_wait_ms=100, **(client_kwargs or {}))
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         consumer.assign(partitions)

@@ -43,8 +43,10 @@ AT_LOAD = [
     ({"subscribe": "t", "kafka.interceptor.classes": "x"}, "Kafka option 'interceptor.classes' is not supported"),
     ({"subscribe": "t", "kafka.isolation.level": "dirty"},
      "Option 'kafka.isolation.level' must be one of read_committed, read_uncommitted"),
-    ({"subscribe": "t", "kafka.security.protocol": "SASL_SSL"},
-     "Option 'kafka.security.protocol' must be one of PLAINTEXT, SSL"),
+    ({"subscribe": "t", "kafka.security.protocol": "SASL"},
+     "Option 'kafka.security.protocol' must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    ({"subscribe": "t", "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-256"},
+     "kafka.security.protocol=SASL_SSL needs credentials"),
     ({"subscribe": "t", "kafka.request.timeout.ms": "soon"}, "Option 'kafka.request.timeout.ms' must be an integer"),
 ]
 

@@ -50,6 +50,9 @@ def build_handlers(broker) -> dict:
         ApiKey.SaslAuthenticate: security.sasl_authenticate,
         ApiKey.DescribeUserScramCredentials: security.describe_user_scram_credentials,
         ApiKey.AlterUserScramCredentials: security.alter_user_scram_credentials,
+        ApiKey.DescribeAcls: security.describe_acls,
+        ApiKey.CreateAcls: security.create_acls,
+        ApiKey.DeleteAcls: security.delete_acls,
     }
     bound = {int(key): partial(handler, broker) for key, handler in table.items()}
     if broker.cluster is not None:

@@ -7,6 +7,10 @@ from kafka.protocol.metadata import MetadataResponse
 
 from broker_sim.controller.metadata import MetadataError
 from broker_sim.protocol.apis import api_versions_response
+from broker_sim.security.acl import CLUSTER_NAME
+from broker_sim.server.handlers import access
+
+NOT_REQUESTED = None  # authorized_operations when the client did not ask (INT32_MIN on the wire)
 
 Topic = MetadataResponse.MetadataResponseTopic
 PartitionMeta = Topic.MetadataResponsePartition
@@ -66,10 +70,18 @@ def _error_topic(error, name=None, topic_id=None) -> Topic:
     return Topic(error_code=error.errno, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
+def _describable(broker, ctx, name: str) -> bool:
+    return access.allowed(broker, ctx, access.DESCRIBE, access.TOPIC, name)
+
+
 async def metadata(broker, ctx, request):
+    """Kafka's ACL rules: a request for all topics lists those the principal may DESCRIBE; a named topic it may
+    not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED (whether it exists or not), and auto-creation needs
+    CREATE on the cluster or the topic."""
     store = broker.metadata
     if request.topics is None or (ctx.version == 0 and not request.topics):
-        topics = [_topic_metadata(broker, info) for info in list(store.topics.values())]
+        topics = [_topic_metadata(broker, info) for info in list(store.topics.values())
+                  if _describable(broker, ctx, info.name)]
     else:
         allow_create = request.allow_auto_topic_creation if ctx.version >= 4 else True
         topics = []
@@ -77,10 +89,20 @@ async def metadata(broker, ctx, request):
             name = wanted.name
             if name is None and ctx.version >= 10:
                 info = store.topics_by_id.get(wanted.topic_id)
+                if info is not None and not _describable(broker, ctx, info.name):
+                    info = None  # Kafka: an id the principal may not describe is unknown
                 topics.append(_topic_metadata(broker, info) if info is not None
                               else _error_topic(Errors.UnknownTopicIdError, topic_id=wanted.topic_id))
                 continue
+            if not _describable(broker, ctx, name):
+                topics.append(_error_topic(Errors.TopicAuthorizationFailedError, name=name))
+                continue
             info = store.topics.get(name)
+            if info is None and allow_create and broker.config.get("auto.create.topics.enable") and not (
+                    access.allowed_cluster(broker, ctx, access.CREATE)
+                    or access.allowed(broker, ctx, access.CREATE, access.TOPIC, name)):
+                topics.append(_error_topic(Errors.TopicAuthorizationFailedError, name=name))
+                continue
             if info is None and allow_create and broker.config.get("auto.create.topics.enable"):
                 try:
                     broker.auto_create_topic(name)
@@ -93,8 +115,17 @@ async def metadata(broker, ctx, request):
                     continue
             topics.append(_topic_metadata(broker, info) if info is not None
                           else _error_topic(Errors.UnknownTopicOrPartitionError, name=name))
+    if ctx.version >= 8 and request.include_topic_authorized_operations:
+        for topic in topics:
+            if not topic.error_code and topic.name:
+                topic.authorized_operations = access.authorized_operations(broker, ctx, access.TOPIC, topic.name)
+    cluster_fields = {}  # kafka-python's name for cluster_authorized_operations (v8-10)
+    if 8 <= ctx.version <= 10 and request.include_cluster_authorized_operations:
+        cluster_fields["authorized_operations"] = access.authorized_operations(broker, ctx, access.CLUSTER,
+                                                                               CLUSTER_NAME)
     brokers, controller_id = _brokers(broker, ctx)
     return MetadataResponse(throttle_time_ms=0, cluster_id=store.cluster_id, controller_id=controller_id,
+                            **cluster_fields,
                             topics=topics, brokers=[MetadataResponse.MetadataResponseBroker(
                                 node_id=node, host=host, port=port, rack=rack) for node, host, port, rack in brokers])
 
@@ -106,8 +137,10 @@ async def describe_cluster(broker, ctx, request):
             error_message=f"endpoint type {request.endpoint_type} is not served by a broker",
             endpoint_type=request.endpoint_type, cluster_id=broker.metadata.cluster_id, brokers=[])
     brokers, controller_id = _brokers(broker, ctx)
+    operations = (access.authorized_operations(broker, ctx, access.CLUSTER, CLUSTER_NAME)
+                  if request.include_cluster_authorized_operations else NOT_REQUESTED)
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.metadata.cluster_id,
-        controller_id=controller_id,
+        controller_id=controller_id, authorized_operations=operations,
         brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=rack)
                  for node, host, port, rack in brokers])

@@ -33,6 +33,7 @@ import kafka.errors as Errors
 from kafka.protocol.consumer import FetchResponse
 
 from broker_sim.protocol.splice import new_placeholder, splice
+from broker_sim.server.handlers import access
 from broker_sim.server.handlers.errors import error_of
 from broker_sim.server.network import SENDFILE_MIN_BYTES
 
@@ -110,9 +111,8 @@ def _read_all(broker, request, version, partitions_by_topic, from_follower):
     return topics, total
 
 
-def _refused(partitions_by_topic):
-    return [(name, [_Read(data.partition, Errors.TopicAuthorizationFailedError.errno,
-                          "a follower fetch (replica_id >= 0) needs ClusterAction: brokers only")
+def _refused(partitions_by_topic, reason="a follower fetch (replica_id >= 0) needs ClusterAction: brokers only"):
+    return [(name, [_Read(data.partition, Errors.TopicAuthorizationFailedError.errno, reason)
                     for data in partitions])
             for name, partitions in partitions_by_topic]
 
@@ -124,21 +124,29 @@ def _has_error(topics) -> bool:
 async def fetch(broker, ctx, request):
     partitions_by_topic = fetch_data(request)
     from_follower = request.replica_id is not None and request.replica_id >= 0
-    if from_follower and not ctx.inter_broker:
+    if from_follower and not access.cluster_action(broker, ctx):
         return _encode(ctx, request, _refused(partitions_by_topic))
+    denied = []
+    if not from_follower and broker.authorizer is not None:  # a consumer needs READ on each topic
+        permitted = []
+        for entry in partitions_by_topic:
+            (permitted if access.allowed(broker, ctx, access.READ, access.TOPIC, entry[0]) else denied).append(entry)
+        if denied:
+            partitions_by_topic = permitted
+            denied = _refused(denied, "READ on the topic is not allowed")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000.0
     while True:
         topics, total = _read_all(broker, request, ctx.version, partitions_by_topic, from_follower)
         remaining = deadline - loop.time()
-        if total >= request.min_bytes or remaining <= 0 or _has_error(topics) or broker.stopping:
+        if total >= request.min_bytes or remaining <= 0 or _has_error(topics) or broker.stopping or denied:
             break
         waiters = [read.partition.wait_for_append() for _, reads in topics for read in reads if read.partition]
         waiters.append(broker.stop_future())
         _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         for future in pending:
             future.cancel()
-    return _encode(ctx, request, topics)
+    return _encode(ctx, request, topics + denied)
 
 
 def _encode(ctx, request, topics) -> list:

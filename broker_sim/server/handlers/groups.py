@@ -20,6 +20,12 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from broker_sim.coordinator.group_metadata import JoinRequest
 from broker_sim.coordinator.group_records import CommittedOffset
 from broker_sim.coordinator.group_state import parse_state
+from broker_sim.server.handlers.access import (
+    DELETE, DESCRIBE, GROUP, READ, TOPIC, TXN, allowed, allowed_cluster, authorized_operations)
+
+GROUP_AUTHORIZATION_FAILED = Errors.GroupAuthorizationFailedError.errno
+TOPIC_AUTHORIZATION_FAILED = Errors.TopicAuthorizationFailedError.errno
+TXN_AUTHORIZATION_FAILED = Errors.TransactionalIdAuthorizationFailedError.errno
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
@@ -40,6 +46,12 @@ async def find_coordinator(broker, ctx, request):
     listener = getattr(ctx.connection, "listener", None)
     found = []
     for key in keys:
+        if key_type in (GROUP_KEY, TRANSACTION_KEY) and not allowed(
+                broker, ctx, DESCRIBE, GROUP if key_type == GROUP_KEY else TXN, key):
+            error = GROUP_AUTHORIZATION_FAILED if key_type == GROUP_KEY else TXN_AUTHORIZATION_FAILED
+            found.append((key, error, f"DESCRIBE on {'group' if key_type == GROUP_KEY else 'transactional id'} "
+                                      f"{key!r} is not allowed", -1, "", -1))
+            continue
         if broker.cluster is not None and key_type in (GROUP_KEY, TRANSACTION_KEY):
             found.append((key,) + _cluster_coordinator(
                 broker, broker.groups if key_type == GROUP_KEY else broker.transactions, key, listener))
@@ -94,6 +106,10 @@ def _cluster_coordinator(broker, owner, key: str, listener: str | None) -> tuple
 
 async def join_group(broker, ctx, request):
     version = ctx.version
+    if not allowed(broker, ctx, READ, GROUP, request.group_id):
+        return JoinGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                                 protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
+                                 skip_assignment=False, member_id=request.member_id or "", members=[])
     join = JoinRequest(
         member_id=request.member_id or "",
         group_instance_id=request.group_instance_id if version >= 5 else None,
@@ -119,6 +135,9 @@ async def join_group(broker, ctx, request):
 
 async def sync_group(broker, ctx, request):
     version = ctx.version
+    if not allowed(broker, ctx, READ, GROUP, request.group_id):
+        return SyncGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, protocol_type=None,
+                                 protocol_name=None, assignment=b"")
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await broker.groups.sync_group(
         request.group_id, request.member_id, request.group_instance_id if version >= 3 else None,
@@ -129,12 +148,16 @@ async def sync_group(broker, ctx, request):
 
 
 async def heartbeat(broker, ctx, request):
+    if not allowed(broker, ctx, READ, GROUP, request.group_id):
+        return HeartbeatResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
     error = broker.groups.heartbeat(request.group_id, request.member_id,
                                     request.group_instance_id if ctx.version >= 3 else None, request.generation_id)
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
 async def leave_group(broker, ctx, request):
+    if not allowed(broker, ctx, READ, GROUP, request.group_id):
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, members=[])
     if ctx.version >= 3:
         leaving = [(m.member_id or "", m.group_instance_id) for m in request.members]
     else:
@@ -155,8 +178,16 @@ CommitPartition = CommitTopic.OffsetCommitResponsePartition
 
 async def offset_commit(broker, ctx, request):
     version = ctx.version
+    if not allowed(broker, ctx, READ, GROUP, request.group_id):
+        return OffsetCommitResponse(throttle_time_ms=0, topics=[
+            CommitTopic(name=t.name, partitions=[CommitPartition(partition_index=p.partition_index,
+                                                                 error_code=GROUP_AUTHORIZATION_FAILED)
+                                                 for p in t.partitions]) for t in request.topics])
+    denied = {t.name for t in request.topics if not allowed(broker, ctx, READ, TOPIC, t.name)}
     commits = []
     for topic in request.topics:
+        if topic.name in denied:
+            continue
         for p in topic.partitions:
             commits.append((topic.name, p.partition_index, CommittedOffset(
                 offset=p.committed_offset,
@@ -171,7 +202,8 @@ async def offset_commit(broker, ctx, request):
         commits)
     topics = [CommitTopic(name=topic.name, partitions=[
                   CommitPartition(partition_index=p.partition_index,
-                                  error_code=results[(topic.name, p.partition_index)])
+                                  error_code=TOPIC_AUTHORIZATION_FAILED if topic.name in denied
+                                  else results[(topic.name, p.partition_index)])
                   for p in topic.partitions])
               for topic in request.topics]
     return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
@@ -184,14 +216,32 @@ FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
 FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
 
 
-def _fetch(broker, group_id: str, topics, version: int):
-    """(group error, [(topic, [(partition, committed or None, partition error)])]) for one group."""
+def _fetch(broker, ctx, group_id: str, topics, version: int):
+    """(group error, [(topic, [(partition, committed or None, partition error)])]) for one group.
+
+    Kafka's checks: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); topics named in the request
+    without DESCRIBE answer TOPIC_AUTHORIZATION_FAILED, and a fetch of all topics leaves them out."""
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    error, offsets = broker.groups.fetch_offsets(group_id, wanted)
+    if not allowed(broker, ctx, DESCRIBE, GROUP, group_id):
+        error = GROUP_AUTHORIZATION_FAILED
+        if version < 2:
+            return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
+        return error, []
+    denied = set()
+    if wanted is not None:
+        denied = {name for name, _ in wanted if not allowed(broker, ctx, DESCRIBE, TOPIC, name)}
+        asked = [(name, indexes) for name, indexes in wanted if name not in denied]
+    else:
+        asked = None
+    error, offsets = broker.groups.fetch_offsets(group_id, asked)
     if error and version < 2:
         # no top-level error code before v2: every partition carries it
         return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
-    return error, [(name, [(p, value, 0) for p, value in parts.items()]) for name, parts in offsets.items()]
+    found = [(name, [(p, value, 0) for p, value in parts.items()]) for name, parts in offsets.items()
+             if wanted is not None or allowed(broker, ctx, DESCRIBE, TOPIC, name)]
+    found.extend((name, [(p, None, TOPIC_AUTHORIZATION_FAILED) for p in indexes])
+                 for name, indexes in wanted or [] if name in denied)
+    return error, found
 
 
 def _fetched(cls, partition: int, value: CommittedOffset | None, error: int):
@@ -207,12 +257,12 @@ async def offset_fetch(broker, ctx, request):
     if version >= 8:
         groups = []
         for group in request.groups:
-            error, topics = _fetch(broker, group.group_id, group.topics, version)
+            error, topics = _fetch(broker, ctx, group.group_id, group.topics, version)
             groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=[
                 FetchGroupTopic(name=name, partitions=[_fetched(FetchGroupPartition, *p) for p in parts])
                 for name, parts in topics]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    error, topics = _fetch(broker, request.group_id, request.topics, version)
+    error, topics = _fetch(broker, ctx, request.group_id, request.topics, version)
     return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
         FetchTopic(name=name, partitions=[_fetched(FetchPartition, *p) for p in parts]) for name, parts in topics])
 
@@ -222,8 +272,13 @@ DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
 
 
 async def offset_delete(broker, ctx, request):
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    if not allowed(broker, ctx, DELETE, GROUP, request.group_id):
+        return OffsetDeleteResponse(error_code=GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+    denied = {t.name for t in request.topics if not allowed(broker, ctx, READ, TOPIC, t.name)}
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name not in denied]
     error, results = broker.groups.delete_offsets(request.group_id, wanted)
+    results.update({(t.name, p.partition_index): TOPIC_AUTHORIZATION_FAILED
+                    for t in request.topics if t.name in denied for p in t.partitions})
     topics = [] if error else [
         DeleteTopic(name=t.name, partitions=[DeletePartition(partition_index=p.partition_index,
                                                              error_code=results[(t.name, p.partition_index)])
@@ -241,6 +296,11 @@ DescribedMember = Described.DescribedGroupMember
 async def describe_groups(broker, ctx, request):
     groups = []
     for group_id in request.groups:
+        if not allowed(broker, ctx, DESCRIBE, GROUP, group_id):
+            groups.append(Described(error_code=GROUP_AUTHORIZATION_FAILED, error_message=None, group_id=group_id,
+                                    group_state="", protocol_type="", protocol_data="", members=[],
+                                    authorized_operations=None))
+            continue
         d = broker.groups.describe(group_id)
         members = [DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                                    client_host=m.client_host, member_metadata=m.metadata,
@@ -248,7 +308,9 @@ async def describe_groups(broker, ctx, request):
                    for m in d.members]
         groups.append(Described(error_code=d.error, error_message=None, group_id=group_id, group_state=d.state,
                                 protocol_type=d.protocol_type, protocol_data=d.protocol, members=members,
-                                authorized_operations=None))  # None: not requested / not computed (INT32_MIN)
+                                authorized_operations=(authorized_operations(broker, ctx, GROUP, group_id)
+                                                       if ctx.version >= 3 and request.include_authorized_operations
+                                                       else None)))  # None: not asked for (INT32_MIN)
     return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
 
@@ -259,6 +321,8 @@ async def list_groups(broker, ctx, request):
         listed = []  # only unknown states asked for: nothing matches
     else:
         listed = broker.groups.list_groups([s for s in states if s is not None])
+    if not allowed_cluster(broker, ctx, DESCRIBE):  # Kafka: without DESCRIBE on the cluster, the groups it may DESCRIBE
+        listed = [entry for entry in listed if allowed(broker, ctx, DESCRIBE, GROUP, entry[0])]
     groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
                                              group_type="classic")
               for group_id, protocol_type, state in listed]
@@ -266,7 +330,9 @@ async def list_groups(broker, ctx, request):
 
 
 async def delete_groups(broker, ctx, request):
-    results = broker.groups.delete_groups(list(request.groups_names))
+    permitted = [g for g in request.groups_names if allowed(broker, ctx, DELETE, GROUP, g)]
+    results = dict.fromkeys(request.groups_names, GROUP_AUTHORIZATION_FAILED)
+    results.update(broker.groups.delete_groups(permitted))
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=results[group_id])
         for group_id in request.groups_names])

@@ -11,6 +11,7 @@ import kafka.errors as Errors
 from kafka.protocol.admin import DeleteRecordsResponse
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 
+from broker_sim.server.handlers import access
 from broker_sim.server.handlers.errors import error_of
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
@@ -43,6 +44,8 @@ async def list_offsets(broker, ctx, request):
         partitions = []
         for data in topic.partitions:
             try:
+                if not access.allowed(broker, ctx, access.DESCRIBE, access.TOPIC, topic.name):
+                    raise Errors.TopicAuthorizationFailedError(f"DESCRIBE on topic {topic.name!r} is not allowed")
                 partition = broker.replicas.get_leader(topic.name, data.partition_index)
                 partition.check_leader_epoch(data.current_leader_epoch)
                 timestamp, offset = _lookup(partition, data.timestamp, ctx.version, read_committed)
@@ -63,10 +66,16 @@ EpochEnd = EpochTopic.EpochEndOffset
 
 async def offset_for_leader_epoch(broker, ctx, request):
     topics = []
+    # a follower's (replica_id >= 0, v3+) needs CLUSTER_ACTION; a client's DESCRIBE on each topic
+    follower = ctx.version >= 3 and request.replica_id is not None and request.replica_id >= 0
     for topic in request.topics:
         partitions = []
+        permitted = (access.cluster_action(broker, ctx) if follower
+                     else access.allowed(broker, ctx, access.DESCRIBE, access.TOPIC, topic.topic))
         for data in topic.partitions:
             try:
+                if not permitted:
+                    raise Errors.TopicAuthorizationFailedError(f"not allowed on topic {topic.topic!r}")
                 partition = broker.replicas.get_leader(topic.topic, data.partition)
                 partition.check_leader_epoch(data.current_leader_epoch)
                 epoch, end = partition.end_offset_for_epoch(data.leader_epoch)
@@ -88,6 +97,8 @@ async def delete_records(broker, ctx, request):
         partitions = []
         for data in topic.partitions:
             try:
+                if not access.allowed(broker, ctx, access.DELETE, access.TOPIC, topic.name):
+                    raise Errors.TopicAuthorizationFailedError(f"DELETE on topic {topic.name!r} is not allowed")
                 partition = broker.replicas.get_leader(topic.name, data.partition_index)
                 low = partition.delete_records_before(data.offset)
                 partitions.append(DeletePartition(partition_index=data.partition_index, low_watermark=low,

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 import kafka.errors as Errors
 from kafka.protocol.producer import ProduceResponse
 
+from broker_sim.server.handlers import access
 from broker_sim.server.handlers.errors import error_of
 from broker_sim.server.network import CloseConnection
 from broker_sim.storage.batch import decode_header, parse_batches
@@ -62,9 +63,22 @@ async def produce(broker, ctx, request):
     responses = []
     failed = None
     waits = []  # (partition responses list, position, partition, offset to reach, min ISR) for acks=-1
+    # Kafka's checks: WRITE on the transactional id, then WRITE on each topic
+    txn_denied = request.transactional_id is not None and not access.allowed(
+        broker, ctx, access.WRITE, access.TXN, request.transactional_id)
     for topic in request.topic_data:
         partitions = []
+        denied = None
+        if txn_denied:
+            denied = (Errors.TransactionalIdAuthorizationFailedError.errno,
+                      f"WRITE on transactional id {request.transactional_id!r} is not allowed")
+        elif not access.allowed(broker, ctx, access.WRITE, access.TOPIC, topic.name):
+            denied = (Errors.TopicAuthorizationFailedError.errno, f"WRITE on topic {topic.name!r} is not allowed")
         for data in topic.partition_data:
+            if denied is not None:
+                failed = failed or f"{topic.name}-{data.index}: {denied[1]}"
+                partitions.append(_partition_error(data.index, *denied))
+                continue
             batches, (code, message, record_errors) = await _validate(broker, topic.name, data, acks)
             if not code:
                 code, message = _append(broker, topic.name, data, batches, acks, request.transactional_id)

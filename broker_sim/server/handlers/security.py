@@ -6,11 +6,13 @@ import logging
 
 import kafka.errors as Errors
 from kafka.protocol.admin import (
-    AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse,
+    AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
+    DescribeUserScramCredentialsResponse,
 )
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from broker_sim.security import scram
+from broker_sim.security import acl, scram
+from broker_sim.server.handlers import access
 from broker_sim.security.sasl import AuthenticationFailed, IllegalSaslState
 from broker_sim.server.network import CloseConnection
 
@@ -69,9 +71,8 @@ async def sasl_authenticate(broker, ctx, request):
 async def describe_user_scram_credentials(broker, ctx, request):
     Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
     Info = Result.CredentialInfo
-    denied = broker.authorize_cluster(ctx, "DESCRIBE")
-    if denied is not None:
-        return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=denied.errno,
+    if not access.allowed_cluster(broker, ctx, access.DESCRIBE):
+        return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
                                                     error_message="DESCRIBE on the cluster is needed", results=[])
     store = broker.entity_configs
     users = store.entities("users")
@@ -117,10 +118,9 @@ async def alter_user_scram_credentials(broker, ctx, request):
         changes.setdefault(deletion.name, []).append(("delete", deletion))
     for upsertion in request.upsertions:
         changes.setdefault(upsertion.name, []).append(("upsert", upsertion))
-    denied = broker.authorize_cluster(ctx, "ALTER")
-    if denied is not None:
+    if not access.allowed_cluster(broker, ctx, access.ALTER):
         return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
-            Result(user=name, error_code=denied.errno, error_message="ALTER on the cluster is needed")
+            Result(user=name, error_code=CLUSTER_AUTHORIZATION_FAILED, error_message="ALTER on the cluster is needed")
             for name in changes])
     store = broker.entity_configs
     results = []
@@ -170,3 +170,114 @@ def _check_changes(name: str, items: list, current: dict) -> tuple[int, str] | N
             if not item.salt or not item.salted_password:
                 return UNACCEPTABLE_CREDENTIAL, f"Salt and salted password are required: {name} {mechanism}"
     return None
+
+
+# --- ACLs: CreateAcls, DescribeAcls, DeleteAcls ---------------------------------------------------
+
+SECURITY_DISABLED = Errors.SecurityDisabledError.errno
+CLUSTER_AUTHORIZATION_FAILED = Errors.ClusterAuthorizationFailedError.errno
+INVALID_REQUEST = Errors.InvalidRequestError.errno
+_NO_AUTHORIZER = "No Authorizer is configured on the broker (set authorizer.class.name)"
+
+
+def _enum(cls, value):
+    try:
+        return cls(value)
+    except ValueError:
+        return cls.UNKNOWN
+
+
+def _filter(request_filter, version: int) -> acl.AclFilter:
+    return acl.AclFilter(
+        _enum(acl.ResourceType, request_filter.resource_type_filter), request_filter.resource_name_filter,
+        _enum(acl.PatternType, request_filter.pattern_type_filter) if version >= 1 else acl.PatternType.LITERAL,
+        request_filter.principal_filter, request_filter.host_filter, _enum(acl.Operation, request_filter.operation),
+        _enum(acl.Permission, request_filter.permission_type))
+
+
+async def create_acls(broker, ctx, request):
+    Result = CreateAclsResponse.AclCreationResult
+    if broker.authorizer is None:
+        return CreateAclsResponse(throttle_time_ms=0, results=[
+            Result(error_code=SECURITY_DISABLED, error_message=_NO_AUTHORIZER) for _ in request.creations])
+    if not access.allowed_cluster(broker, ctx, access.ALTER):
+        return CreateAclsResponse(throttle_time_ms=0, results=[
+            Result(error_code=CLUSTER_AUTHORIZATION_FAILED, error_message="ALTER on the cluster is needed")
+            for _ in request.creations])
+    results, valid = [], []
+    for creation in request.creations:
+        binding = acl.AclBinding(
+            _enum(acl.ResourceType, creation.resource_type), creation.resource_name,
+            _enum(acl.PatternType, creation.resource_pattern_type) if ctx.version >= 1 else acl.PatternType.LITERAL,
+            creation.principal, creation.host, _enum(acl.Operation, creation.operation),
+            _enum(acl.Permission, creation.permission_type))
+        try:
+            binding.check()
+        except acl.AclError as exc:
+            results.append(Result(error_code=INVALID_REQUEST, error_message=str(exc)))
+            continue
+        valid.append((len(results), binding))
+        results.append(Result(error_code=0, error_message=None))
+    if valid:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, broker.acls.add, [b for _, b in valid])
+            log.info("ACLs added by %s: %s", ctx.connection.principal, [b for _, b in valid])
+        except Exception as exc:  # a failing disk or ZooKeeper: nothing of this request was stored
+            log.error("storing ACLs failed: %s", exc)
+            for position, _ in valid:
+                results[position] = Result(error_code=Errors.UnknownError.errno, error_message=f"not stored: {exc}")
+    return CreateAclsResponse(throttle_time_ms=0, results=results)
+
+
+def _described(bindings) -> list:
+    Resource = DescribeAclsResponse.DescribeAclsResource
+    by_resource: dict = {}
+    for b in bindings:
+        by_resource.setdefault((b.resource_type, b.name, b.pattern_type), []).append(b)
+    return [Resource(resource_type=int(rtype), resource_name=name, pattern_type=int(pattern), acls=[
+                Resource.AclDescription(principal=b.principal, host=b.host, operation=int(b.operation),
+                                        permission_type=int(b.permission)) for b in group])
+            for (rtype, name, pattern), group in sorted(by_resource.items())]
+
+
+async def describe_acls(broker, ctx, request):
+    if broker.authorizer is None:
+        return DescribeAclsResponse(throttle_time_ms=0, error_code=SECURITY_DISABLED, error_message=_NO_AUTHORIZER,
+                                    resources=[])
+    if not access.allowed_cluster(broker, ctx, access.DESCRIBE):
+        return DescribeAclsResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                    error_message="DESCRIBE on the cluster is needed", resources=[])
+    found = _filter(request, ctx.version)
+    return DescribeAclsResponse(throttle_time_ms=0, error_code=0, error_message=None,
+                                resources=_described(b for b in broker.acls.bindings() if found.matches(b)))
+
+
+async def delete_acls(broker, ctx, request):
+    FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
+    Matching = FilterResult.DeleteAclsMatchingAcl
+    if broker.authorizer is None or not access.allowed_cluster(broker, ctx, access.ALTER):
+        code = SECURITY_DISABLED if broker.authorizer is None else CLUSTER_AUTHORIZATION_FAILED
+        message = _NO_AUTHORIZER if broker.authorizer is None else "ALTER on the cluster is needed"
+        return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+            FilterResult(error_code=code, error_message=message, matching_acls=[]) for _ in request.filters])
+    bindings = broker.acls.bindings()
+    matches = [[b for b in bindings if _filter(f, ctx.version).matches(b)] for f in request.filters]
+    doomed = list({b for group in matches for b in group})
+    error = None
+    if doomed:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, broker.acls.remove, doomed)
+            log.info("ACLs removed by %s: %s", ctx.connection.principal, doomed)
+        except Exception as exc:
+            log.error("removing ACLs failed: %s", exc)
+            error = str(exc)
+    results = []
+    for group in matches:
+        if error is not None:
+            results.append(FilterResult(error_code=Errors.UnknownError.errno, error_message=error, matching_acls=[]))
+            continue
+        results.append(FilterResult(error_code=0, error_message=None, matching_acls=[
+            Matching(error_code=0, error_message=None, resource_type=int(b.resource_type), resource_name=b.name,
+                     pattern_type=int(b.pattern_type), principal=b.principal, host=b.host,
+                     operation=int(b.operation), permission_type=int(b.permission)) for b in group]))
+    return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)

@@ -16,7 +16,23 @@ from kafka.protocol.admin import (
 
 from broker_sim.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, validate_topic_configs
 from broker_sim.controller.metadata import MetadataError
+from broker_sim.server.handlers import access
 from broker_sim.server.handlers.errors import error_of
+
+
+def _require(allowed: bool, error, message: str) -> None:
+    if not allowed:
+        raise MetadataError(error, message)
+
+
+def _require_topic(broker, ctx, operation, name: str) -> None:
+    _require(access.allowed(broker, ctx, operation, access.TOPIC, name), Errors.TopicAuthorizationFailedError,
+             f"{operation.name} on topic {name!r} is not allowed for {ctx.connection.principal}")
+
+
+def _require_cluster(broker, ctx, operation) -> None:
+    _require(access.allowed_cluster(broker, ctx, operation), Errors.ClusterAuthorizationFailedError,
+             f"{operation.name} on the cluster is not allowed for {ctx.connection.principal}")
 
 TOPIC, BROKER = 2, 4
 # DescribeConfigs config sources
@@ -52,6 +68,7 @@ async def create_topics(broker, ctx, request):
     seen = {}
     for topic in request.topics:
         seen[topic.name] = seen.get(topic.name, 0) + 1
+    create_any = access.allowed_cluster(broker, ctx, access.CREATE)  # Kafka: CREATE on the cluster or the topic
     for topic in request.topics:
         configs = {c.name: c.value for c in topic.configs}
         partitions = topic.num_partitions
@@ -59,6 +76,8 @@ async def create_topics(broker, ctx, request):
         try:
             if seen[topic.name] > 1:
                 raise MetadataError(Errors.InvalidRequestError, f"topic {topic.name!r} appears more than once")
+            if not create_any:
+                _require_topic(broker, ctx, access.CREATE, topic.name)
             if topic.name in broker.internal_topics and topic.name not in broker.metadata.topics:
                 # its coordinator creates it on first use with its own configs (an existing one: ALREADY_EXISTS)
                 raise MetadataError(Errors.InvalidRequestError,
@@ -126,6 +145,7 @@ async def delete_topics(broker, ctx, request):
                 if info is None:
                     raise MetadataError(Errors.UnknownTopicIdError, f"no topic has id {topic_id}")
                 name = info.name
+            _require_topic(broker, ctx, access.DELETE, name)
             await broker.delete_topic(name)
             code, message = 0, None
         except Exception as exc:
@@ -138,6 +158,7 @@ async def create_partitions(broker, ctx, request):
     results = []
     for topic in request.topics:
         try:
+            _require_topic(broker, ctx, access.ALTER, topic.name)
             info = broker.metadata.check_partition_count(topic.name, topic.count)
             if topic.assignments is not None:
                 if len(topic.assignments) != topic.count - info.partitions:
@@ -160,12 +181,13 @@ async def create_partitions(broker, ctx, request):
 
 
 class _Entry:
-    __slots__ = ("name", "value", "read_only", "config_source", "is_default", "synonyms", "doc", "type")
+    __slots__ = ("name", "value", "read_only", "config_source", "is_default", "synonyms", "doc", "type", "sensitive")
 
     def __init__(self, name, value, read_only, source, synonyms, doc, config_type):
         self.name, self.value, self.read_only, self.config_source = name, value, read_only, source
         self.is_default = source == DEFAULT_CONFIG
         self.synonyms, self.doc, self.type = synonyms, doc, config_type
+        self.sensitive = False
 
 
 def _config_type(name: str, default: str) -> int:
@@ -211,9 +233,11 @@ def _broker_entries(broker, keys, synonyms, docs) -> list[_Entry]:
         if (keys is not None and name not in keys) or _internal(name):
             continue
         source = STATIC_BROKER_CONFIG if broker.config.is_set(name) else DEFAULT_CONFIG
-        value = broker.config.raw(name)
-        entries.append(_Entry(name, value, True, source, [(name, value, source)] if synonyms else [],
-                              definition.doc if docs else None, _config_type(name, definition.default)))
+        value = None if definition.sensitive else broker.config.raw(name)  # Kafka: sensitive values are null
+        entry = _Entry(name, value, True, source, [(name, value, source)] if synonyms else [],
+                       definition.doc if docs else None, _config_type(name, definition.default))
+        entry.sensitive = definition.sensitive
+        entries.append(entry)
     return entries
 
 
@@ -227,10 +251,12 @@ async def describe_configs(broker, ctx, request):
         keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
         try:
             if resource.resource_type == TOPIC:
+                _require_topic(broker, ctx, access.DESCRIBE_CONFIGS, resource.resource_name)
                 info = broker.metadata.get(resource.resource_name)
                 entries = _topic_entries(broker, info.configs, keys, request.include_synonyms,
                                          request.include_documentation)
             elif resource.resource_type == BROKER:
+                _require_cluster(broker, ctx, access.DESCRIBE_CONFIGS)
                 if resource.resource_name not in ("", str(broker.broker_id)):
                     raise MetadataError(Errors.InvalidRequestError,
                                         f"this is broker {broker.broker_id}, not {resource.resource_name!r}")
@@ -244,7 +270,7 @@ async def describe_configs(broker, ctx, request):
             entries = []
         configs = [DescribedConfig(
             name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
-            is_default=e.is_default, is_sensitive=False,
+            is_default=e.is_default, is_sensitive=e.sensitive,
             synonyms=[DescribedConfig.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
             config_type=e.type, documentation=e.doc) for e in entries]
         results.append(Described(error_code=code, error_message=message, resource_type=resource.resource_type,
@@ -280,9 +306,12 @@ async def incremental_alter_configs(broker, ctx, request):
     results = []
     for resource in request.resources:
         try:
+            if resource.resource_type == BROKER:
+                _require_cluster(broker, ctx, access.ALTER_CONFIGS)
             if resource.resource_type != TOPIC:
                 raise MetadataError(Errors.InvalidRequestError,
                                     "only topic configs can be altered; broker configs are set at start (--config)")
+            _require_topic(broker, ctx, access.ALTER_CONFIGS, resource.resource_name)
             info = broker.metadata.get(resource.resource_name)
             configs = _altered(info.configs, resource.configs)
             try:

@@ -8,8 +8,10 @@ and builds the response; the rules live in the coordinators.  The one rule
 kept here is Kafka's per-version error mapping: PRODUCER_FENCED (KIP-588)
 reaches clients only on the versions that know it, older ones get
 INVALID_PRODUCER_EPOCH.  WriteTxnMarkers is a broker-to-broker API: from a
-client (``ctx.inter_broker`` false) every partition answers
-CLUSTER_AUTHORIZATION_FAILED, as Kafka without the CLUSTER_ACTION permission.
+client (``ctx.inter_broker`` false) without CLUSTER_ACTION every partition answers
+CLUSTER_AUTHORIZATION_FAILED, as Kafka does.  ACL checks (``handlers/access.py``) are Kafka's:
+WRITE on the transactional id for InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
+TxnOffsetCommit; WRITE on each topic added; READ on the group whose offsets join the transaction.
 """
 from __future__ import annotations
 
@@ -23,10 +25,19 @@ from kafka.protocol.producer import (
 from broker_sim.coordinator.group_records import OFFSETS_TOPIC, CommittedOffset
 from broker_sim.coordinator import txn_broker
 from broker_sim.coordinator.txn_state import parse_state
+from broker_sim.server.handlers import access
 
 PRODUCER_FENCED = Errors.ProducerFencedError.errno
 INVALID_PRODUCER_EPOCH = Errors.InvalidProducerEpochError.errno
 CLUSTER_AUTHORIZATION_FAILED = Errors.ClusterAuthorizationFailedError.errno
+TXN_AUTHORIZATION_FAILED = Errors.TransactionalIdAuthorizationFailedError.errno
+TOPIC_AUTHORIZATION_FAILED = Errors.TopicAuthorizationFailedError.errno
+GROUP_AUTHORIZATION_FAILED = Errors.GroupAuthorizationFailedError.errno
+OPERATION_NOT_ATTEMPTED = Errors.OperationNotAttemptedError.errno
+
+
+def _txn_allowed(broker, ctx, transactional_id: str) -> bool:
+    return access.allowed(broker, ctx, access.WRITE, access.TXN, transactional_id)
 
 
 def _fenced_as(error: int, version: int, first_version: int) -> int:
@@ -41,9 +52,17 @@ async def init_producer_id(broker, ctx, request):
     expected_id = request.producer_id if version >= 3 else -1
     expected_epoch = request.producer_epoch if version >= 3 else -1
     if request.transactional_id is None:
+        # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+        if not (access.allowed_cluster(broker, ctx, access.IDEMPOTENT_WRITE)
+                or access.allowed_any(broker, ctx, access.WRITE, access.TOPIC)):
+            return InitProducerIdResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                          producer_id=-1, producer_epoch=-1)
         producer_id, epoch = broker.producer_ids.init_idempotent(expected_id, expected_epoch)
         return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id,
                                       producer_epoch=epoch)
+    if not _txn_allowed(broker, ctx, request.transactional_id):
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED, producer_id=-1,
+                                      producer_epoch=-1)
     result = broker.transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
                                                   expected_id, expected_epoch)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=_fenced_as(result.error, version, 4),
@@ -66,16 +85,33 @@ def _topic_results(cls, results: dict[tuple[str, int], int], version: int) -> li
     return [cls(name=topic, results_by_partition=partitions) for topic, partitions in by_topic.items()]
 
 
+def _add_partitions_denied(broker, ctx, transactional_id: str, partitions) -> dict | None:
+    """Kafka's checks: WRITE on the transactional id (every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    then WRITE on each topic (those TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED)."""
+    if not _txn_allowed(broker, ctx, transactional_id):
+        return dict.fromkeys(partitions, TXN_AUTHORIZATION_FAILED)
+    denied = {t for t, _ in partitions if not access.allowed(broker, ctx, access.WRITE, access.TOPIC, t)}
+    if denied:
+        return {(t, p): TOPIC_AUTHORIZATION_FAILED if t in denied else OPERATION_NOT_ATTEMPTED for t, p in partitions}
+    return None
+
+
 async def add_partitions_to_txn(broker, ctx, request):
     version = ctx.version
     if version <= 3:
         partitions = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-        results = broker.transactions.add_partitions(request.v3_and_below_transactional_id,
-                                                     request.v3_and_below_producer_id,
-                                                     request.v3_and_below_producer_epoch, partitions)
+        results = _add_partitions_denied(broker, ctx, request.v3_and_below_transactional_id, partitions)
+        if results is None:
+            results = broker.transactions.add_partitions(request.v3_and_below_transactional_id,
+                                                         request.v3_and_below_producer_id,
+                                                         request.v3_and_below_producer_epoch, partitions)
         return AddPartitionsToTxnResponse(throttle_time_ms=0,
                                           results_by_topic_v3_and_below=_topic_results(TopicResult, results, version))
     answers = []
+    # v4 is the broker-to-broker form: with an authorizer it needs CLUSTER_ACTION, as in Kafka
+    if broker.authorizer is not None and not access.cluster_action(broker, ctx):
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                          results_by_transaction=[])
     for txn in request.transactions:
         partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
         results = broker.transactions.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
@@ -87,6 +123,10 @@ async def add_partitions_to_txn(broker, ctx, request):
 
 
 async def add_offsets_to_txn(broker, ctx, request):
+    if not _txn_allowed(broker, ctx, request.transactional_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED)
+    if not access.allowed(broker, ctx, access.READ, access.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
     broker.groups.ensure_topic()
     error = broker.transactions.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
                                             request.group_id, broker.groups.partition_of(request.group_id))
@@ -96,6 +136,8 @@ async def add_offsets_to_txn(broker, ctx, request):
 # --- EndTxn ----------------------------------------------------------------------------------
 
 async def end_txn(broker, ctx, request):
+    if not _txn_allowed(broker, ctx, request.transactional_id):
+        return EndTxnResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED)
     error = broker.transactions.end_transaction(request.transactional_id, request.producer_id,
                                                 request.producer_epoch, request.committed)
     return EndTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
@@ -113,11 +155,25 @@ async def txn_offset_commit(broker, ctx, request):
                    offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
                    metadata=p.committed_metadata or ""))
                for topic in request.topics for p in topic.partitions]
-    broker.groups.ensure_topic()
-    error = broker.transactions.verify_partition(request.transactional_id, request.producer_id,
-                                                 request.producer_epoch, OFFSETS_TOPIC,
-                                                 broker.groups.partition_of(request.group_id))
-    if error:
+    denied_error = None
+    if not _txn_allowed(broker, ctx, request.transactional_id):
+        denied_error = TXN_AUTHORIZATION_FAILED
+    elif not access.allowed(broker, ctx, access.READ, access.GROUP, request.group_id):
+        denied_error = GROUP_AUTHORIZATION_FAILED
+    denied_topics = {t.name for t in request.topics if not access.allowed(broker, ctx, access.READ, access.TOPIC,
+                                                                          t.name)}
+    error = 0
+    if denied_error is None:
+        broker.groups.ensure_topic()
+        error = broker.transactions.verify_partition(request.transactional_id, request.producer_id,
+                                                     request.producer_epoch, OFFSETS_TOPIC,
+                                                     broker.groups.partition_of(request.group_id))
+    if denied_error is not None:
+        results = {(t, p): denied_error for t, p, _ in commits}
+    elif denied_topics:
+        results = {(t, p): TOPIC_AUTHORIZATION_FAILED if t in denied_topics else OPERATION_NOT_ATTEMPTED
+                   for t, p, _ in commits}
+    elif error:
         results = {(t, p): error for t, p, _ in commits}
     else:
         results = broker.groups.commit_txn_offsets(
@@ -144,7 +200,7 @@ async def write_txn_markers(broker, ctx, request):
     answers = []
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-        if not ctx.inter_broker:
+        if not access.cluster_action(broker, ctx):
             # a broker-to-broker API: a client's markers would commit or abort other producers' transactions
             results = dict.fromkeys(partitions, CLUSTER_AUTHORIZATION_FAILED)
         elif broker.cluster is not None:  # answered once the ISR has the markers
@@ -174,6 +230,7 @@ async def list_transactions(broker, ctx, request):
             [s for s in states if s is not None], request.producer_id_filters or [],
             request.duration_filter if version >= 1 else -1,
             request.transactional_id_pattern if version >= 2 else None)
+    listed = [entry for entry in listed if access.allowed(broker, ctx, access.DESCRIBE, access.TXN, entry[0])]
     return ListTransactionsResponse(
         throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
         transaction_states=[ListTransactionsResponse.TransactionState(transactional_id=txn_id, producer_id=pid,
@@ -187,6 +244,11 @@ Described = DescribeTransactionsResponse.TransactionState
 async def describe_transactions(broker, ctx, request):
     described = []
     for txn_id in request.transactional_ids:
+        if not access.allowed(broker, ctx, access.DESCRIBE, access.TXN, txn_id):
+            described.append(Described(error_code=TXN_AUTHORIZATION_FAILED, transactional_id=txn_id,
+                                       transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                                       producer_id=-1, producer_epoch=-1, topics=[]))
+            continue
         d = broker.transactions.describe(txn_id)
         topics: dict[str, list[int]] = {}
         for topic, index in d.partitions:

@@ -1,0 +1,68 @@
+"""What handlers ask the authorizer: may this request's principal do an operation on a resource?
+
+Kafka's KafkaApis checks, per API, in its words (the table is in the README's Security section):
+a handler calls ``allowed`` / ``allowed_cluster`` / ``allowed_any`` and answers the Kafka error of the
+refusal (TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+CLUSTER_AUTHORIZATION_FAILED) for what was refused.  Without ``authorizer.class.name`` everything is
+allowed and ``authorized_operations`` answers every supported operation, as Kafka does.  A connection that
+proved it is another broker of this cluster (``KafkaConnection.inter_broker``) is allowed everything.
+"""
+from __future__ import annotations
+
+from broker_sim.security.acl import CLUSTER_NAME, Operation, ResourceType, all_operations
+
+TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE,
+                                                Operation.ALTER, Operation.DESCRIBE)
+CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = (
+    Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE)
+
+
+def _who(ctx) -> tuple[str, str]:
+    connection = ctx.connection
+    return getattr(connection, "principal", "User:ANONYMOUS"), getattr(connection, "ip", "")
+
+
+def _unchecked(broker, ctx) -> bool:
+    return broker.authorizer is None or getattr(ctx.connection, "inter_broker", False)
+
+
+def allowed(broker, ctx, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+    if _unchecked(broker, ctx):
+        return True
+    principal, host = _who(ctx)
+    return broker.authorizer.authorize(principal, host, operation, resource_type, name)
+
+
+def allowed_cluster(broker, ctx, operation: Operation) -> bool:
+    return allowed(broker, ctx, operation, CLUSTER, CLUSTER_NAME)
+
+
+def allowed_any(broker, ctx, operation: Operation, resource_type: ResourceType) -> bool:
+    """At least one resource of the type (Kafka's authorizeByResourceType, KIP-679)."""
+    if _unchecked(broker, ctx):
+        return True
+    principal, host = _who(ctx)
+    return broker.authorizer.authorize_any(principal, host, operation, resource_type)
+
+
+def authorized_operations(broker, ctx, resource_type: ResourceType, name: str) -> set[int]:
+    """The operations allowed on the resource, as the set of operation codes kafka-python encodes as Kafka's
+    32-bit ``authorized_operations`` field (None there means "not requested")."""
+    if _unchecked(broker, ctx):
+        bits = all_operations(resource_type)
+    else:
+        principal, host = _who(ctx)
+        bits = broker.authorizer.authorized_operations(principal, host, resource_type, name)
+    return {code for code in range(31) if bits >> code & 1}
+
+
+def cluster_action(broker, ctx) -> bool:
+    """The inter-broker APIs (follower Fetch, WriteTxnMarkers, ...): a broker of this cluster, or with an
+    authorizer a principal allowed CLUSTER_ACTION (Kafka's inter-broker principal: a super user)."""
+    if getattr(ctx.connection, "inter_broker", False):
+        return True
+    if broker.authorizer is None:
+        return False
+    principal, host = _who(ctx)
+    return broker.authorizer.authorize(principal, host, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
