@@ -9,7 +9,11 @@ Install pylog and write::
 ``pylog_broker`` is a fresh in-process broker for each test, on 127.0.0.1 and
 an ephemeral port, with its data in pytest's ``tmp_path``; it is stopped when
 the test ends.  ``pylog_broker_factory`` starts brokers with configs of your
-choice (``pylog_broker_factory(config={"num.partitions": 3})``).
+choice (``pylog_broker_factory(config={"num.partitions": 3})``).  ``pylog_secured_broker``
+(needs ``cryptography``, in ``pylog[test]``) is a broker with a throwaway CA, one SASL_SSL listener,
+SCRAM users and ACLs enforced (``broker_sim.testing.secured.SecuredBroker``: ``kafka_python()``,
+``confluent()``, ``spark_options()`` give each client's settings; ``add_user`` and ``allow`` go
+through the admin API), so users test their secured pipelines locally.
 
 With Docker (``pip install "pylog[containers]"`` and the images from ``bash ci/build_image.sh``):
 ``pylog_container`` is one broker container for the whole session (``.get_bootstrap_server()``) and
@@ -69,6 +73,15 @@ def pylog_broker_factory(tmp_path_factory):
 @pytest.fixture
 def pylog_broker(pylog_broker_factory):
     return pylog_broker_factory()
+
+
+@pytest.fixture
+def pylog_secured_broker(tmp_path_factory):
+    from broker_sim.testing.secured import SecuredBroker
+
+    secured = SecuredBroker(tmp_path_factory.mktemp("pylog-secured")).start()
+    yield secured
+    secured.stop()
 
 
 def _require_docker() -> None:

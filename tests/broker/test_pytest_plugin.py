@@ -24,3 +24,26 @@ def test_installed_plugin_provides_a_working_broker_fixture(pytester: pytest.Pyt
     # a subprocess with no conftest: the fixtures can only come from the installed entry point
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=2)
+
+
+def test_the_secured_broker_fixture_enforces_what_it_is_given(pylog_secured_broker):
+    """A user's test: a new user with one ACL reads what the admin wrote; without the ACL it may not."""
+    from kafka import KafkaConsumer, KafkaProducer
+    secured = pylog_secured_broker
+    producer = KafkaProducer(**secured.kafka_python())
+    producer.send("private", b"secret").get(10)
+    producer.close()
+    secured.add_user("reader", "reader-secret")
+    consumer = KafkaConsumer("private", **secured.kafka_python("reader", "reader-secret"), group_id=None,
+                             auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    assert list(consumer) == []  # the topic is hidden from a principal that may not DESCRIBE it
+    consumer.close()
+    secured.allow("User:reader", "READ", "TOPIC", "private")
+    consumer = KafkaConsumer("private", **secured.kafka_python("reader", "reader-secret"), group_id=None,
+                             auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    got = []
+    for message in consumer:
+        got.append(message.value)
+        break
+    consumer.close()
+    assert got == [b"secret"]
