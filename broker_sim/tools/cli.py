@@ -2,7 +2,7 @@
 
 Usage::
 
-    pylog [--bootstrap-server HOST:PORT] [--connect-timeout-ms MS] COMMAND ...
+    pylog [--bootstrap-server HOST:PORT] [--connect-timeout-ms MS] [--command-config FILE] COMMAND ...
 
     pylog topics create NAME [--partitions N] [--replication-factor N] [--config k=v ...] [--if-not-exists]
     pylog topics list [--all]
@@ -24,6 +24,12 @@ Usage::
     pylog top [--interval S] [--iterations N] [--group G ...] [--format text|json]
     pylog transactions list [--state STATE ...] [--format text|json]
     pylog transactions describe TRANSACTIONAL-ID ... [--format text|json]
+    pylog acls add|remove (--allow-principal|--deny-principal) User:NAME --operation OP ...
+                        (--topic T | --group G | --transactional-id ID | --cluster) [--resource-pattern-type prefixed]
+    pylog acls list [--topic T | --group G | --transactional-id ID | --cluster] [--principal P] [--format json]
+    pylog users add NAME --password PW [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N]
+    pylog users list [--format text|json]
+    pylog users remove NAME [--mechanism M]
     pylog bench [--records N] [--record-size B] [--rounds R] [--brokers pylog,tansu]
                 [--skip-kafka-python] [--output FILE] [--progress]
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
@@ -50,7 +56,7 @@ from typing import Sequence
 
 from kafka.errors import KafkaError
 
-from broker_sim.tools import bench, bench_cluster, bench_groups, console, groups, top, topics, transactions
+from broker_sim.tools import bench, bench_cluster, bench_groups, console, groups, security, top, topics, transactions
 from broker_sim.tools import cluster as cluster_tool
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.tools.errors import ToolError
@@ -115,6 +121,9 @@ def _connection_options(on_subcommand: bool) -> argparse.ArgumentParser:
     parser.add_argument("--connect-timeout-ms", type=positive_int, metavar="MS",
                         default=argparse.SUPPRESS if on_subcommand else 10_000,
                         help="how long to wait for the broker to answer (default: 10000)")
+    parser.add_argument("--command-config", metavar="FILE", default=argparse.SUPPRESS if on_subcommand else None,
+                        help="Kafka client properties: security.protocol, sasl.mechanism, sasl.jaas.config (or "
+                             "sasl.username/sasl.password), ssl.truststore.location, ...")
     return parser
 
 
@@ -228,6 +237,45 @@ def build_parser() -> argparse.ArgumentParser:
     txn_describe.add_argument("transactional_ids", nargs="+", metavar="TRANSACTIONAL-ID")
     txn_describe.add_argument("--format", choices=["text", "json"], default="text")
 
+    acls_parser = commands.add_parser("acls", help="add, list and remove ACLs (kafka-acls.sh)")
+    acl_commands = acls_parser.add_subparsers(dest="acls_command", required=True, metavar="ACTION")
+    for action, text in (("add", "create ACL bindings"), ("list", "list ACL bindings"),
+                         ("remove", "delete ACL bindings")):
+        acl_parser = acl_commands.add_parser(action, parents=[common], help=text)
+        resource = acl_parser.add_mutually_exclusive_group()
+        resource.add_argument("--topic", metavar="T")
+        resource.add_argument("--group", metavar="G")
+        resource.add_argument("--transactional-id", metavar="ID")
+        resource.add_argument("--cluster", action="store_true")
+        if action == "list":
+            acl_parser.add_argument("--principal", metavar="User:NAME", help="only this principal's bindings")
+            acl_parser.add_argument("--format", choices=["text", "json"], default="text")
+            continue
+        acl_parser.add_argument("--allow-principal", action="append", metavar="User:NAME")
+        acl_parser.add_argument("--deny-principal", action="append", metavar="User:NAME")
+        acl_parser.add_argument("--allow-host", action="append", metavar="HOST", help="default: * (any host)")
+        acl_parser.add_argument("--deny-host", action="append", metavar="HOST", help="default: * (any host)")
+        acl_parser.add_argument("--operation", action="append", metavar="OP", type=str.upper,
+                                choices=["READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
+                                         "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALL"])
+        acl_parser.add_argument("--resource-pattern-type", choices=["literal", "prefixed"], default="literal",
+                                type=str.lower)
+
+    users_parser = commands.add_parser("users", help="SCRAM users (AlterUserScramCredentials, KIP-554)")
+    user_commands = users_parser.add_subparsers(dest="users_command", required=True, metavar="ACTION")
+    user_add = user_commands.add_parser("add", parents=[common], help="set a user's SCRAM credentials")
+    user_add.add_argument("name")
+    user_add.add_argument("--password", required=True)
+    user_add.add_argument("--mechanism", action="append", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"],
+                          help="repeatable; default: both")
+    user_add.add_argument("--iterations", type=positive_int, default=4096, help="4096-16384 (default 4096)")
+    user_list = user_commands.add_parser("list", parents=[common], help="users and their SCRAM mechanisms")
+    user_list.add_argument("--format", choices=["text", "json"], default="text")
+    user_remove = user_commands.add_parser("remove", parents=[common], help="delete a user's SCRAM credentials")
+    user_remove.add_argument("name")
+    user_remove.add_argument("--mechanism", action="append", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"],
+                             help="repeatable; default: both")
+
     bench_parser = commands.add_parser("bench", parents=[progress],
                                        help="throughput, start-time and group benchmarks, pylog vs Tansu (JSON)")
     bench.add_arguments(bench_parser)
@@ -248,7 +296,22 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     if args.command == "bench":
         runner = {"groups": bench_groups, "cluster": bench_cluster}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
-    conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms)
+    conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
+                      security=security.client_settings(args.command_config))
+    if args.command == "acls":
+        {"add": security.add_acls, "list": security.list_acls, "remove": security.remove_acls}[
+            args.acls_command](conn, args, out)
+        return 0
+    if args.command == "users":
+        if args.users_command == "add":
+            security.add_user(conn, args.name, args.password, args.mechanism or ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+                              args.iterations, out)
+        elif args.users_command == "list":
+            security.list_users(conn, args.format, out)
+        else:
+            users = args.mechanism or ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+            security.remove_user(conn, args.name, users, out)
+        return 0
     if args.command == "groups":
         _run_groups(args, conn, out, err)
         return 0

@@ -12,7 +12,7 @@ Example::
 """
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import ACLOperation
@@ -53,12 +53,14 @@ class Connection:
 
     bootstrap_servers: str
     timeout_ms: int = 10_000
+    security: dict = field(default_factory=dict)  # kafka-python settings from --command-config (TLS, SASL)
 
     def _common(self) -> dict:
         return {
             "bootstrap_servers": self.bootstrap_servers,
             "client_id": CLIENT_ID,
             "bootstrap_timeout_ms": self.timeout_ms,
+            **self.security,
         }
 
     def _build(self, client_type, config):

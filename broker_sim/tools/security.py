@@ -1,0 +1,237 @@
+"""``pylog acls`` and ``pylog users``, and ``--command-config`` (Kafka's client properties file).
+
+Examples::
+
+    $ pylog --command-config admin.properties acls add --allow-principal User:alice --operation READ \\
+          --operation DESCRIBE --topic events
+    $ pylog acls add --allow-principal User:spark --operation WRITE --transactional-id pylog-sink- \\
+          --resource-pattern-type prefixed
+    $ pylog acls list [--topic events] [--principal User:alice] [--format json]
+    $ pylog acls remove --allow-principal User:alice --operation READ --topic events
+    $ pylog users add alice --password alice-secret [--mechanism SCRAM-SHA-512] [--iterations 8192]
+    $ pylog users list [--format json]
+    $ pylog users remove alice [--mechanism SCRAM-SHA-256]
+
+``acls`` is ``kafka-acls.sh`` (CreateAcls / DescribeAcls / DeleteAcls); ``users`` is
+``kafka-configs.sh --entity-type users --alter --add-config 'SCRAM-SHA-256=[password=...]'``
+(AlterUserScramCredentials / DescribeUserScramCredentials, KIP-554).
+
+``--command-config FILE`` reads a Kafka client properties file, as every Kafka tool does::
+
+    security.protocol=SASL_SSL
+    sasl.mechanism=SCRAM-SHA-512
+    sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
+        username="admin" password="admin-secret";
+    ssl.truststore.location=/etc/pylog/ca.crt
+
+(``sasl.username``/``sasl.password`` and librdkafka's ``ssl.ca.location`` work too.)
+"""
+from __future__ import annotations
+
+import json
+from contextlib import closing
+from pathlib import Path
+from typing import TextIO
+
+from kafka.admin import (
+    ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourcePatternFilter,
+    ResourceType, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+)
+from kafka.errors import KafkaError
+
+from broker_sim.tools.clients import Connection
+from broker_sim.tools.errors import ToolError
+from broker_sim.tools.groups import _print_table
+
+# Kafka client property -> kafka-python keyword
+_PROPERTIES = {
+    "security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+    "ssl.truststore.location": "ssl_cafile", "ssl.ca.location": "ssl_cafile",
+    "ssl.keystore.location": "ssl_certfile", "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password",
+}
+_IGNORED = {"ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "ssl.keystore.password",
+            "client.id", "request.timeout.ms"}
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file: ``key=value`` / ``key: value`` lines, ``#``/``!`` comments, ``\\`` continuations."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ToolError(f"--command-config {path}: cannot read it: {exc.strerror or exc}") from None
+    properties: dict[str, str] = {}
+    pending = ""
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = pending + raw.strip() if pending else raw.strip()
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        separator = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if separator < 0:
+            raise ToolError(f"--command-config {path}: line {number} is not key=value: {raw.strip()!r}")
+        properties[line[:separator].strip()] = line[separator + 1:].strip()
+    return properties
+
+
+def client_settings(path: str | None) -> dict:
+    """kafka-python keyword arguments from a ``--command-config`` file (empty without one)."""
+    if not path:
+        return {}
+    from broker_sim.config import ConfigError
+    from broker_sim.security.sasl import jaas_credentials
+
+    settings: dict = {}
+    for key, value in read_properties(path).items():
+        if key == "sasl.jaas.config":
+            try:
+                _, settings["sasl_plain_username"], settings["sasl_plain_password"] = jaas_credentials(
+                    value, f"--command-config {path}: sasl.jaas.config")
+            except ConfigError as exc:
+                raise ToolError(str(exc)) from None
+        elif key == "ssl.endpoint.identification.algorithm":
+            settings["ssl_check_hostname"] = value.lower() == "https"
+        elif key in _PROPERTIES:
+            settings[_PROPERTIES[key]] = value
+        elif key not in _IGNORED:
+            raise ToolError(f"--command-config {path}: {key} is not a client setting pylog's tools use "
+                            f"(known: {', '.join(sorted(_PROPERTIES))}, sasl.jaas.config, "
+                            f"ssl.endpoint.identification.algorithm)")
+    if "security_protocol" in settings:
+        settings["security_protocol"] = settings["security_protocol"].upper()
+    return settings
+
+
+# --- acls ------------------------------------------------------------------------------------------
+
+def _resource(args) -> tuple[ResourceType, str] | None:
+    chosen = [(ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
+              (ResourceType.TRANSACTIONAL_ID, args.transactional_id),
+              (ResourceType.CLUSTER, "kafka-cluster" if args.cluster else None)]
+    given = [(t, n) for t, n in chosen if n is not None]
+    if len(given) > 1:
+        raise ToolError("give one resource: --topic, --group, --transactional-id or --cluster")
+    return given[0] if given else None
+
+
+def _bindings(args) -> list[ACL]:
+    resource = _resource(args)
+    if resource is None:
+        raise ToolError("name the resource: --topic T, --group G, --transactional-id ID or --cluster")
+    principals = ([(p, ACLPermissionType.ALLOW) for p in args.allow_principal or []]
+                  + [(p, ACLPermissionType.DENY) for p in args.deny_principal or []])
+    if not principals:
+        raise ToolError("give --allow-principal User:NAME or --deny-principal User:NAME")
+    if not args.operation:
+        raise ToolError("give --operation (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, "
+                        "DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE or ALL), repeatable")
+    pattern = ACLResourcePatternType[args.resource_pattern_type.upper()]
+    acls = []
+    for principal, permission in principals:
+        hosts = (args.allow_host if permission == ACLPermissionType.ALLOW else args.deny_host) or ["*"]
+        for host in hosts:
+            for operation in args.operation:
+                acls.append(ACL(principal, host, ACLOperation[operation.upper()], permission,
+                                ResourcePattern(resource[0], resource[1], pattern)))
+    return acls
+
+
+def _row(acl) -> dict:
+    pattern = acl.resource_pattern
+    return {"resource_type": pattern.resource_type.name, "name": pattern.resource_name,
+            "pattern_type": pattern.pattern_type.name, "principal": acl.principal, "host": acl.host,
+            "operation": acl.operation.name, "permission": acl.permission_type.name}
+
+
+def add_acls(conn: Connection, args, out: TextIO) -> None:
+    acls = _bindings(args)
+    with closing(conn.admin()) as admin:
+        try:
+            result = admin.create_acls(acls)
+        except KafkaError as exc:
+            raise ToolError(f"CreateAcls failed: {exc}") from None
+    if result["failed"]:
+        raise ToolError("the broker refused: " + "; ".join(f"{_row(a)}: {e}" for a, e in result["failed"]))
+    for acl in acls:
+        print(f"added {json.dumps(_row(acl))}", file=out)
+
+
+def list_acls(conn: Connection, args, out: TextIO) -> list[dict]:
+    resource = _resource(args)
+    pattern = ResourcePatternFilter(resource[0] if resource else ResourceType.ANY, resource[1] if resource else None,
+                                    ACLResourcePatternType.ANY)
+    with closing(conn.admin()) as admin:
+        try:
+            acls, error = admin.describe_acls(ACLFilter(args.principal, None, ACLOperation.ANY,
+                                                        ACLPermissionType.ANY, pattern))
+        except KafkaError as exc:
+            raise ToolError(f"DescribeAcls failed: {exc}") from None
+    rows = sorted((_row(a) for a in acls), key=lambda r: tuple(r.values()))
+    if args.format == "json":
+        print(json.dumps(rows, indent=2), file=out)
+    else:
+        _print_table(["RESOURCE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION"],
+                     [list(r.values()) for r in rows], out)
+    return rows
+
+
+def remove_acls(conn: Connection, args, out: TextIO) -> None:
+    filters = [ACLFilter(a.principal, a.host, a.operation, a.permission_type,
+                         ResourcePatternFilter(a.resource_pattern.resource_type, a.resource_pattern.resource_name,
+                                               a.resource_pattern.pattern_type)) for a in _bindings(args)]
+    with closing(conn.admin()) as admin:
+        try:
+            results = admin.delete_acls(filters)
+        except KafkaError as exc:
+            raise ToolError(f"DeleteAcls failed: {exc}") from None
+    removed = [acl for _, matched, _ in results for acl in matched]
+    for acl in removed:
+        print(f"removed {json.dumps(_row(acl))}", file=out)
+    if not removed:
+        raise ToolError("no ACL matched")
+
+
+# --- users ------------------------------------------------------------------------------------------
+
+_MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
+
+
+def add_user(conn: Connection, name: str, password: str, mechanisms: list[str], iterations: int, out: TextIO) -> None:
+    changes = [UserScramCredentialUpsertion(name, _MECHANISMS[m], password, iterations=iterations)
+               for m in mechanisms]
+    _alter(conn, name, changes)
+    print(f"user {name}: {', '.join(mechanisms)} credentials set ({iterations} iterations)", file=out)
+
+
+def remove_user(conn: Connection, name: str, mechanisms: list[str], out: TextIO) -> None:
+    _alter(conn, name, [UserScramCredentialDeletion(name, _MECHANISMS[m]) for m in mechanisms])
+    print(f"user {name}: {', '.join(mechanisms)} credentials removed", file=out)
+
+
+def _alter(conn: Connection, name: str, changes) -> None:
+    with closing(conn.admin()) as admin:
+        try:
+            errors = admin.alter_user_scram_credentials(changes)
+        except KafkaError as exc:
+            raise ToolError(f"AlterUserScramCredentials failed: {exc}") from None
+    if errors.get(name):
+        raise ToolError(f"the broker refused: {errors[name]}")
+
+
+def list_users(conn: Connection, output_format: str, out: TextIO) -> list[dict]:
+    with closing(conn.admin()) as admin:
+        try:
+            described = admin.describe_user_scram_credentials()
+        except KafkaError as exc:
+            raise ToolError(f"DescribeUserScramCredentials failed: {exc}") from None
+    rows = [{"user": user, "mechanism": info["mechanism"].name.replace("_", "-"), "iterations": info["iterations"]}
+            for user, entry in sorted(described.items()) for info in entry.get("credential_infos") or ()]
+    if output_format == "json":
+        print(json.dumps(rows, indent=2), file=out)
+    else:
+        _print_table(["USER", "MECHANISM", "ITERATIONS"], [list(r.values()) for r in rows], out)
+    return rows
