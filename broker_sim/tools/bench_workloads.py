@@ -47,13 +47,13 @@ def payload(record_size: int) -> bytes:
     return os.urandom(record_size)
 
 
-def create_topic(bootstrap_servers: str, topic: str, timeout_s: float) -> None:
+def create_topic(bootstrap_servers: str, topic: str, timeout_s: float, security: dict | None = None) -> None:
     """Create a one-partition topic with kafka-python's admin client and wait
-    until its leader is in the metadata."""
+    until its leader is in the metadata (``security``: kafka-python TLS/SASL settings)."""
     from kafka import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="pylog-bench",
-                             bootstrap_timeout_ms=int(timeout_s * 1000))
+                             bootstrap_timeout_ms=int(timeout_s * 1000), **(security or {}))
     with closing(admin):
         admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 1}},
                             wait_for_metadata=True)
@@ -74,8 +74,8 @@ def _failure(message: str, records: int) -> dict:
 
 
 def confluent_produce(bootstrap_servers: str, topic: str, records: int, record_size: int, acks: str,
-                      timeout_s: float, progress: Progress) -> dict:
-    """Produce with confluent-kafka (librdkafka) to partition 0 and flush."""
+                      timeout_s: float, progress: Progress, security: dict | None = None) -> dict:
+    """Produce with confluent-kafka (librdkafka) to partition 0 and flush (``security``: librdkafka settings)."""
     from confluent_kafka import KafkaException, Producer
 
     errors: list[str] = []
@@ -85,7 +85,7 @@ def confluent_produce(bootstrap_servers: str, topic: str, records: int, record_s
             errors.append(str(err))
 
     producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": acks,
-                         "message.timeout.ms": int(timeout_s * 1000), **CONFLUENT_PRODUCER})
+                         "message.timeout.ms": int(timeout_s * 1000), **CONFLUENT_PRODUCER, **(security or {})})
     value = payload(record_size)
     started = time.perf_counter()
     deadline = started + timeout_s
@@ -139,11 +139,11 @@ def confluent_enqueue_ceiling(records: int, record_size: int, unused_port: int) 
 
 
 def confluent_consume(bootstrap_servers: str, topic: str, records: int, record_size: int,
-                      timeout_s: float, progress: Progress) -> dict:
+                      timeout_s: float, progress: Progress, security: dict | None = None) -> dict:
     """Read *records* records from partition 0, offset 0, with confluent-kafka."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, **CONFLUENT_CONSUMER})
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, **CONFLUENT_CONSUMER, **(security or {})})
     received = 0
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
