@@ -236,6 +236,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("super.users", "", str, "Principals allowed everything, ';'-separated: User:admin;User:broker."),
     ConfigDef("allow.everyone.if.no.acl.found", "false", _parse_bool,
               "Allow an operation on a resource that has no ACL at all."),
+    # --- client quotas (security/quotas.py; the quotas themselves: AlterClientQuotas) ---
+    ConfigDef("quota.window.num", "11", _parse_int(1), "Samples a quota's rate is measured over."),
+    ConfigDef("quota.window.size.seconds", "1", _parse_int(1), "Length of one quota sample."),
     # --- clusters (ZooKeeper mode; ignored by a single node) ---
     ConfigDef("zookeeper.connect", "", str, "ZooKeeper HOST:PORT[,HOST:PORT][/chroot]; empty: single node."),
     ConfigDef("zookeeper.session.timeout.ms", "18000", _parse_int(1),

@@ -20,7 +20,8 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse, ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
     ListTransactionsResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
-    DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
+    DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse, AlterClientQuotasRequest,
+    AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
 )
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse
 from kafka.protocol.api_key import ApiKey
@@ -109,6 +110,9 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.DescribeAcls, DescribeAclsRequest, DescribeAclsResponse, 1, 3),
     ApiSpec(ApiKey.CreateAcls, CreateAclsRequest, CreateAclsResponse, 1, 3),
     ApiSpec(ApiKey.DeleteAcls, DeleteAclsRequest, DeleteAclsResponse, 1, 3),
+    # client quotas (KIP-546)
+    ApiSpec(ApiKey.DescribeClientQuotas, DescribeClientQuotasRequest, DescribeClientQuotasResponse, 0, 1),
+    ApiSpec(ApiKey.AlterClientQuotas, AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1),
 )
 
 

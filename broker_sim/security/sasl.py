@@ -298,7 +298,9 @@ class ScramServer:
 
     def _credential(self, name: str) -> tuple[scram.ScramCredential, bool]:
         """The user's credential for this mechanism, or a fake one (same shape) and False."""
-        text = self.listener.credentials.get("users", name).get(self.mechanism)
+        from broker_sim.security.quotas import sanitize
+
+        text = self.listener.credentials.get("users", sanitize(name)).get(self.mechanism)
         if text:
             try:
                 return scram.ScramCredential.from_text(text), True

@@ -72,6 +72,7 @@ from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
 from broker_sim.security import acl, sasl, scram, tls
 from broker_sim.security.acl import FileAclStore
+from broker_sim.security.quotas import QuotaManager, sanitize
 from broker_sim.security.entity_configs import EntityConfigs, FileEntityConfigs, ZkEntityConfigs
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.listeners import Listener, format_address, inter_broker_listener_name
@@ -176,6 +177,7 @@ class Broker:
         self.entity_configs: EntityConfigs | None = None  # SCRAM credentials (and quotas) of users and clients
         self.acls: acl.AclStore | None = None  # ACL bindings: the data dir's file, or ZooKeeper /kafka-acl
         self.authorizer: acl.Authorizer | None = None  # set when authorizer.class.name is (handlers/access.py)
+        self.quotas: QuotaManager | None = None  # client quotas (security/quotas.py), once entity_configs is open
         acl.parse_super_users(self.config.raw("super.users"))  # a malformed list fails the start
         self._sasl = {l.name: sasl.SaslListener.from_config(self.config, l.name, None) for l in self.listeners
                       if l.protocol.startswith("SASL_")}
@@ -485,12 +487,13 @@ class Broker:
             self.acls = FileAclStore(self.data_dir)
         self.authorizer = acl.Authorizer.from_config(self.config, self.acls)
         for user, mechanism, credential in self._add_scram:  # pylog-broker --add-scram
-            await self._loop.run_in_executor(None, self.entity_configs.alter, "users", user,
+            await self._loop.run_in_executor(None, self.entity_configs.alter, "users", sanitize(user),
                                              {mechanism: credential.to_text()})
             log.info("stored the %s credential of user %r (--add-scram)", mechanism, user)
         for listener_sasl in self._sasl.values():
             listener_sasl.credentials = self.entity_configs
-        self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics)
+        self.quotas = QuotaManager.from_config(self.config, self.entity_configs)
+        self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics, quotas=self.quotas)
         for index, listener in enumerate(self.listeners):
             context = self._tls.get(listener.name)
             server = await self._loop.create_server(

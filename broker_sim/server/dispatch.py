@@ -33,6 +33,7 @@ from kafka.protocol.api_key import ApiKey
 from broker_sim.protocol.apis import APIS, api_versions_response
 from broker_sim.protocol.framing import FrameError, peek_header
 from broker_sim.protocol.validation import check_not_null
+from broker_sim.security.quotas import REQUEST as REQUEST_PERCENTAGE
 from broker_sim.security.sasl import AuthenticationFailed, IllegalSaslState
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.metrics import BrokerMetrics
@@ -43,6 +44,28 @@ UNSUPPORTED_VERSION = 35
 _SIZE = struct.Struct(">i")
 # what a SASL listener serves before authentication completes (Kafka's SaslServerAuthenticator)
 SASL_EXCHANGE = frozenset((int(ApiKey.ApiVersions), int(ApiKey.SaslHandshake), int(ApiKey.SaslAuthenticate)))
+
+
+async def _timed(coroutine):
+    """(result, seconds the coroutine itself ran on the loop): its own steps, not the time it waited
+    (a long-poll Fetch waiting for records costs no request time, as in Kafka's request-time quota)."""
+    busy = 0.0
+    error = None
+    while True:
+        step = time.perf_counter()
+        try:
+            yielded = coroutine.send(None) if error is None else coroutine.throw(error)
+        except StopIteration as done:
+            return done.value, busy + time.perf_counter() - step
+        busy += time.perf_counter() - step
+        error = None
+        try:
+            if yielded is None:
+                await asyncio.sleep(0)
+            else:  # the future the coroutine awaits; it reads the outcome itself when resumed
+                await asyncio.wait([yielded])
+        except BaseException as exc:  # cancelled (the broker stops): the coroutine gets it
+            error = exc
 
 
 class RequestContext(NamedTuple):
@@ -64,13 +87,14 @@ Handler = Callable[[RequestContext, object], Awaitable[object]]
 
 class Dispatcher:
     def __init__(self, handlers: dict[int, Handler], inter_broker: InterBrokerIdentity | None = None,
-                 metrics: BrokerMetrics | None = None) -> None:
+                 metrics: BrokerMetrics | None = None, quotas=None) -> None:
         missing = set(APIS) - set(handlers)
         if missing:
             raise ValueError(f"no handler for API keys {sorted(missing)}")
         self.handlers = handlers
         self.inter_broker = inter_broker  # None on a single node: no connection is a broker's
         self.metrics = metrics
+        self.quotas = quotas  # QuotaManager: request_percentage quotas are measured here
         self.requests_handled = 0
 
     async def handle(self, connection, frame: bytes) -> list | None:
@@ -106,7 +130,16 @@ class Dispatcher:
             connection.inter_broker = True
         ctx = RequestContext(api_key, version, correlation_id, client_id, connection)
         started = time.monotonic()
-        result = await self.handlers[api_key](ctx, request)
+        quotas = self.quotas
+        if quotas is not None and quotas.any_request_quota and not connection.inter_broker:
+            result, busy_s = await _timed(self.handlers[api_key](ctx, request))
+            throttle = quotas.record(REQUEST_PERCENTAGE, connection.principal, client_id, busy_s * 1000.0)
+            if throttle:
+                if hasattr(result, "throttle_time_ms"):
+                    result.throttle_time_ms = max(result.throttle_time_ms or 0, throttle)
+                connection.throttle(throttle)
+        else:
+            result = await self.handlers[api_key](ctx, request)
         self.requests_handled += 1
         elapsed = time.monotonic() - started
         if self.metrics is not None:

@@ -189,6 +189,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._wakeup: asyncio.Future | None = None
         self._drained: asyncio.Future | None = None
         self._reading_paused = False
+        self._muted = False  # a quota throttled this connection: nothing is read until the time has passed
         self._closed = False
         self._handling = False
         self._waiting_memory = False
@@ -254,15 +255,34 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._closed:
             self._take(self._decoder.resume())
 
+    def throttle(self, milliseconds: int) -> None:
+        """KIP-219: a quota was exceeded; read nothing more from this client for ``milliseconds``
+        (its response, carrying throttle_time_ms, is sent meanwhile)."""
+        if milliseconds <= 0 or self._closed or self.transport is None:
+            return
+        if not self._muted:
+            self._muted = True
+            self._update_reading()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + milliseconds / 1000.0
+        if until > getattr(self, "_muted_until", 0.0):
+            self._muted_until = until
+            loop.call_at(until, self._unmute, until)
+
+    def _unmute(self, until: float) -> None:
+        if self._muted and until >= self._muted_until:
+            self._muted = False
+            self._update_reading()
+
     def _update_reading(self) -> None:
         if self._closed:
             return
         if self._reading_paused:
-            if (not self._decoder.blocked and len(self._queue) < MAX_QUEUED_REQUESTS // 2
+            if (not self._muted and not self._decoder.blocked and len(self._queue) < MAX_QUEUED_REQUESTS // 2
                     and self._queued_bytes < MAX_QUEUED_REQUEST_BYTES // 2):
                 self._reading_paused = False
                 self.transport.resume_reading()
-        elif (self._decoder.blocked or len(self._queue) >= MAX_QUEUED_REQUESTS
+        elif (self._muted or self._decoder.blocked or len(self._queue) >= MAX_QUEUED_REQUESTS
               or self._queued_bytes >= MAX_QUEUED_REQUEST_BYTES):
             self._reading_paused = True
             self.transport.pause_reading()

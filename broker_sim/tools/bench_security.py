@@ -24,6 +24,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -121,7 +122,9 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     from broker_sim.tools import bench
 
     records = min(args.records, 300_000)
-    bench.print_report(run(records, args.record_size, args.rounds, err), args.output, out=out)
+    report = run(records, args.record_size, args.rounds, err)
+    report["quotas"] = run_quotas(1_000_000, 20.0, 10_000, err)
+    bench.print_report(report, args.output, out=out)
     return 0
 
 
@@ -130,9 +133,98 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quota-only", action="store_true", help="only the quota run")
+    parser.add_argument("--quota", type=int, default=1_000_000, help="bytes/s of the quota run")
+    parser.add_argument("--quota-seconds", type=float, default=20.0)
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.records, args.record_size, args.rounds, sys.stderr), indent=2))
+    report = {} if args.quota_only else run(args.records, args.record_size, args.rounds, sys.stderr)
+    report["quotas"] = run_quotas(args.quota, args.quota_seconds, 10_000, sys.stderr)
+    print(json.dumps(report, indent=2))
     return 0
+
+
+
+# --- quotas: how close a throttled client lands to its quota --------------------------------------------
+
+def _alter_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:
+    """AlterClientQuotas for one client id over a plain socket (kafka-python has no admin call for it)."""
+    import socket
+    import struct
+
+    from kafka.protocol.admin import AlterClientQuotasRequest, AlterClientQuotasResponse
+
+    entry = AlterClientQuotasRequest.EntryData
+    request = AlterClientQuotasRequest[1](entries=[entry(
+        entity=[entry.EntityData(entity_type="client-id", entity_name=client_id)],
+        ops=[entry.OpData(key=key, value=float(value), remove=False)])], validate_only=False)
+    request.with_header(correlation_id=1, client_id="pylog-bench")
+    host, _, port = bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        payload = sock.recv(size, socket.MSG_WAITALL)
+    response = AlterClientQuotasResponse.decode(payload, version=1, header=True)
+    if response.entries[0].error_code:
+        raise RuntimeError(f"AlterClientQuotas failed: {response.entries[0].error_message}")
+
+
+def run_quotas(rate: int, seconds: float, record_size: int, err: TextIO) -> dict:
+    """A confluent-kafka producer and then a consumer, each with a quota of ``rate`` bytes/s, running
+    flat out for ``seconds``: the rate they achieve after the first quota window, against the quota."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    process = BrokerProcess(pylog_broker())
+    process.start()
+    bootstrap = process.bootstrap_servers
+    try:
+        workloads.create_topic(bootstrap, "quota-bench", 30.0)
+        _alter_quota(bootstrap, "bench-throttled-producer", "producer_byte_rate", rate)
+        _alter_quota(bootstrap, "bench-throttled-consumer", "consumer_byte_rate", rate)
+        value = workloads.payload(record_size)
+        acked: list[float] = []
+        throttles: list[int] = []
+        producer = Producer({"bootstrap.servers": bootstrap, "client.id": "bench-throttled-producer",
+                             "linger.ms": 5, "queue.buffering.max.kbytes": 4096,
+                             "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            try:
+                producer.produce("quota-bench", value, partition=0,
+                                 on_delivery=lambda e, m: acked.append(time.monotonic()) if e is None else None)
+            except BufferError:
+                producer.poll(0.05)
+            producer.poll(0)
+        producer.flush(120)
+        warm = started + seconds / 4  # past the first quota window
+        produced = sum(1 for t in acked if warm <= t <= started + seconds) * record_size / (seconds * 3 / 4)
+        # the consumer: the topic now holds more than it may read in the time
+        consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": "bench-throttled-consumer",
+                             "group.id": "quota-bench", "enable.auto.commit": False,
+                             "fetch.max.bytes": 1 << 20, "max.partition.fetch.bytes": 1 << 20})
+        consumer.assign([TopicPartition("quota-bench", 0, OFFSET_BEGINNING)])
+        received: list[float] = []
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            for message in consumer.consume(1000, 0.2):
+                if message.error() is None:
+                    received.append(time.monotonic())
+        consumer.close()
+        warm = started + seconds / 4
+        consumed = sum(1 for t in received if warm <= t) * record_size / (seconds * 3 / 4)
+    finally:
+        process.stop()
+    result = {"quota_bytes_per_s": rate, "producer_bytes_per_s": round(produced), "consumer_bytes_per_s":
+              round(consumed), "producer_ratio": round(produced / rate, 3), "consumer_ratio": round(consumed / rate, 3),
+              "producer_throttle_reports": len(throttles),
+              "max_producer_throttle_s": round(max(throttles), 3) if throttles else 0,
+              "workload": {"seconds": seconds, "record_size": record_size, "client": "confluent-kafka",
+                           "measured": "after the first quarter of the run (the quota window filling)",
+                           "within_20_percent": None}}
+    result["workload"]["within_20_percent"] = all(0.8 <= result[k] <= 1.2 for k in ("producer_ratio",
+                                                                                      "consumer_ratio"))
+    print(f"quota {rate} B/s: producer {result['producer_ratio']}x, consumer {result['consumer_ratio']}x",
+          file=err)
+    return result
 
 
 if __name__ == "__main__":

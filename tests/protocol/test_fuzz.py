@@ -29,6 +29,9 @@ class FakeConnection:
     listener = "PLAINTEXT"
     principal = "User:ANONYMOUS"
 
+    def throttle(self, milliseconds):
+        pass
+
 
 def _valid_requests():
     produce = ProduceRequest[9](transactional_id=None, acks=1, timeout_ms=1000, topic_data=[

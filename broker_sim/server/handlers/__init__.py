@@ -53,6 +53,8 @@ def build_handlers(broker) -> dict:
         ApiKey.DescribeAcls: security.describe_acls,
         ApiKey.CreateAcls: security.create_acls,
         ApiKey.DeleteAcls: security.delete_acls,
+        ApiKey.DescribeClientQuotas: security.describe_client_quotas,
+        ApiKey.AlterClientQuotas: security.alter_client_quotas,
     }
     bound = {int(key): partial(handler, broker) for key, handler in table.items()}
     if broker.cluster is not None:

@@ -33,6 +33,7 @@ import kafka.errors as Errors
 from kafka.protocol.consumer import FetchResponse
 
 from broker_sim.protocol.splice import new_placeholder, splice
+from broker_sim.security.quotas import FETCH as CONSUMER_BYTE_RATE
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.errors import error_of
 from broker_sim.server.network import SENDFILE_MIN_BYTES
@@ -146,10 +147,15 @@ async def fetch(broker, ctx, request):
         _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         for future in pending:
             future.cancel()
-    return _encode(ctx, request, topics + denied)
+    throttle = 0
+    if not from_follower and broker.quotas is not None and not ctx.connection.inter_broker:
+        # consumer_byte_rate: the bytes this response carries (followers are not throttled)
+        throttle = broker.quotas.record(CONSUMER_BYTE_RATE, ctx.connection.principal, ctx.client_id, total)
+        ctx.connection.throttle(throttle)
+    return _encode(ctx, request, topics + denied, throttle)
 
 
-def _encode(ctx, request, topics) -> list:
+def _encode(ctx, request, topics, throttle_ms: int = 0) -> list:
     committed = request.isolation_level == READ_COMMITTED
     zero_copy = ctx.connection.sendfile_ok
     spliced = []
@@ -179,7 +185,7 @@ def _encode(ctx, request, topics) -> list:
                                                                         end_offset=read.diverging[1])
             partitions.append(PartitionData(**fields))
         responses.append(TopicResponse(topic=name, partitions=partitions))
-    response = FetchResponse(version=ctx.version, throttle_time_ms=0, error_code=0, session_id=0,
+    response = FetchResponse(version=ctx.version, throttle_time_ms=throttle_ms, error_code=0, session_id=0,
                              responses=responses)
     response.with_header(correlation_id=ctx.correlation_id)
     encoded = response.encode(header=True, framed=True)

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 import kafka.errors as Errors
 from kafka.protocol.producer import ProduceResponse
 
+from broker_sim.security.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.errors import error_of
 from broker_sim.server.network import CloseConnection
@@ -96,12 +97,25 @@ async def produce(broker, ctx, request):
         responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
     if waits:
         await _await_replication(waits, request.timeout_ms)
+    throttle = _throttle(broker, ctx, request)
     if acks == 0:
         if failed:
             # acks=0 has no response to carry the error; Kafka closes the connection so the client notices
             raise CloseConnection(f"acks=0 produce failed: {failed}")
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return ProduceResponse(responses=responses, throttle_time_ms=throttle)
+
+
+def _throttle(broker, ctx, request) -> int:
+    """producer_byte_rate: the request's record bytes against the client's quota; mutes the connection
+    (KIP-219) and returns the throttle time for the response."""
+    quotas = broker.quotas
+    if quotas is None or ctx.connection.inter_broker:
+        return 0
+    size = sum(len(data.records or b"") for topic in request.topic_data for data in topic.partition_data)
+    throttle = quotas.record(PRODUCER_BYTE_RATE, ctx.connection.principal, ctx.client_id, size)
+    ctx.connection.throttle(throttle)
+    return throttle
 
 
 async def _await_replication(waits, timeout_ms: int) -> None:

@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from urllib.parse import unquote
 
 import kafka.errors as Errors
 from kafka.protocol.admin import (
-    AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
+    AlterClientQuotasResponse, DescribeClientQuotasResponse, AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
     DescribeUserScramCredentialsResponse,
 )
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from broker_sim.security import acl, scram
+from broker_sim.security import quotas
+from broker_sim.security.quotas import sanitize
 from broker_sim.server.handlers import access
 from broker_sim.security.sasl import AuthenticationFailed, IllegalSaslState
 from broker_sim.server.network import CloseConnection
@@ -75,7 +78,8 @@ async def describe_user_scram_credentials(broker, ctx, request):
         return DescribeUserScramCredentialsResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
                                                     error_message="DESCRIBE on the cluster is needed", results=[])
     store = broker.entity_configs
-    users = store.entities("users")
+    # stored under Kafka's sanitized names; (user, client-id) quota entities are not users
+    users = {unquote(name): config for name, config in store.entities("users").items() if "/" not in name}
 
     def infos(config):
         out = []
@@ -125,7 +129,7 @@ async def alter_user_scram_credentials(broker, ctx, request):
     store = broker.entity_configs
     results = []
     for name, items in changes.items():
-        error = _check_changes(name, items, store.get("users", name))
+        error = _check_changes(name, items, store.get("users", sanitize(name)) if name else {})
         if error is not None:
             results.append(Result(user=name, error_code=error[0], error_message=error[1]))
             continue
@@ -138,7 +142,7 @@ async def alter_user_scram_credentials(broker, ctx, request):
                 set_[mechanism] = scram.ScramCredential.from_salted_password(
                     mechanism, bytes(item.salted_password), bytes(item.salt), item.iterations).to_text()
         try:
-            await asyncio.get_running_loop().run_in_executor(None, store.alter, "users", name, set_, delete)
+            await asyncio.get_running_loop().run_in_executor(None, store.alter, "users", sanitize(name), set_, delete)
         except Exception as exc:  # a failing disk or ZooKeeper: this user's change is not applied
             log.error("storing the SCRAM credentials of %r failed: %s", name, exc)
             results.append(Result(user=name, error_code=Errors.KafkaStorageError.errno, error_message=str(exc)))
@@ -281,3 +285,123 @@ async def delete_acls(broker, ctx, request):
                      pattern_type=int(b.pattern_type), principal=b.principal, host=b.host,
                      operation=int(b.operation), permission_type=int(b.permission)) for b in group]))
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)
+
+
+# --- client quotas: DescribeClientQuotas, AlterClientQuotas (KIP-546) ---------------------------------
+
+_ENTITY_TYPES = {"user": "users", "client-id": "clients"}
+MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
+
+
+def _entity_of(components) -> tuple[str | None, str | None, str]:
+    """(user, client) of an entity given as [(type, name or None for default)]: "" for an absent component,
+    None for <default>; error text when the entity is not one Kafka knows."""
+    parts: dict[str, str | None] = {}
+    for kind, name in components:
+        if kind not in _ENTITY_TYPES:
+            return None, None, f"Unsupported quota entity type {kind!r} (pylog: user, client-id)"
+        if kind in parts:
+            return None, None, f"Duplicate quota entity type {kind!r}"
+        parts[kind] = name
+    if not parts:
+        return None, None, "Empty quota entity"
+    return parts.get("user", ""), parts.get("client-id", ""), ""
+
+
+def _entities(broker) -> list[tuple[str, str, dict]]:
+    """Every stored quota entity as (user, client, quotas), names unsanitized ("" absent, None <default>)."""
+    found = []
+
+    def name_of(text):
+        return None if text == quotas.DEFAULT else unquote(text)
+    for kind in ("users", "clients"):
+        for name, config in broker.entity_configs.entities(kind).items():
+            values = {k: v for k, v in config.items() if k in quotas.QUOTA_TYPES}
+            if not values:
+                continue
+            if kind == "clients":
+                found.append(("", name_of(name), values))
+            elif "/clients/" in name:
+                user, _, client = name.partition("/clients/")
+                found.append((name_of(user), name_of(client), values))
+            else:
+                found.append((name_of(name), "", values))
+    return found
+
+
+async def describe_client_quotas(broker, ctx, request):
+    Response = DescribeClientQuotasResponse
+    Entry = Response.EntryData
+    if not access.allowed_cluster(broker, ctx, access.DESCRIBE_CONFIGS):
+        return Response(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                        error_message="DESCRIBE_CONFIGS on the cluster is needed", entries=None)
+    wanted = {}
+    for component in request.components:
+        if component.entity_type not in _ENTITY_TYPES or component.entity_type in wanted:
+            return Response(throttle_time_ms=0, error_code=INVALID_REQUEST, entries=None,
+                            error_message=f"Invalid or repeated entity type {component.entity_type!r}")
+        wanted[component.entity_type] = component
+
+    def matches(kind, value):
+        component = wanted.get(kind)
+        if component is None:
+            return not request.strict or value == ""
+        if value == "":
+            return False
+        if component.match_type == MATCH_EXACT:
+            return value == component.match
+        if component.match_type == MATCH_DEFAULT:
+            return value is None
+        return True
+
+    entries = []
+    for user, client, values in _entities(broker):
+        if matches("user", user) and matches("client-id", client):
+            entity = [Entry.EntityData(entity_type=k, entity_name=v) for k, v in (("user", user), ("client-id", client))
+                      if v != ""]
+            entries.append(Entry(entity=entity, values=[Entry.ValueData(key=k, value=float(v))
+                                                        for k, v in sorted(values.items())]))
+    return Response(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
+
+
+async def alter_client_quotas(broker, ctx, request):
+    Response = AlterClientQuotasResponse
+    Entry = Response.EntryData
+
+    def answer(entry, code, message):
+        return Entry(error_code=code, error_message=message, entity=[
+            Entry.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+
+    allowed = access.allowed_cluster(broker, ctx, access.ALTER_CONFIGS)
+    results = []
+    for entry in request.entries:
+        if not allowed:
+            results.append(answer(entry, CLUSTER_AUTHORIZATION_FAILED, "ALTER_CONFIGS on the cluster is needed"))
+            continue
+        user, client, problem = _entity_of([(e.entity_type, e.entity_name) for e in entry.entity])
+        set_, delete = {}, []
+        for op in entry.ops:
+            if op.key not in quotas.QUOTA_TYPES:
+                problem = problem or f"Unknown quota key {op.key!r} (pylog: {', '.join(quotas.QUOTA_TYPES)})"
+            elif op.remove:
+                delete.append(op.key)
+            elif not op.value > 0 or (op.key != quotas.REQUEST and op.value != int(op.value)):
+                problem = problem or f"Invalid value {op.value} for {op.key}: a positive " \
+                                     f"{'number' if op.key == quotas.REQUEST else 'integer'} is needed"
+            else:
+                set_[op.key] = str(int(op.value)) if op.key != quotas.REQUEST else repr(float(op.value))
+        if problem:
+            results.append(answer(entry, INVALID_REQUEST, problem))
+            continue
+        if not request.validate_only:
+            kind, name = quotas.entity_path(user, client)
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, broker.entity_configs.alter, kind, name,
+                                                                 set_, delete)
+            except Exception as exc:
+                log.error("storing quotas of %s %s failed: %s", kind, name, exc)
+                results.append(answer(entry, Errors.UnknownError.errno, f"not stored: {exc}"))
+                continue
+            log.info("quotas of %s/%s: set %s, removed %s", kind, name, set_, delete)
+        results.append(answer(entry, 0, None))
+    return Response(throttle_time_ms=0, entries=results)

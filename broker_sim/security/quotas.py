@@ -1,0 +1,160 @@
+"""Client quotas: Kafka's ClientQuotaManager — byte rates and request time per user / client id.
+
+Quota types (Kafka's names): ``producer_byte_rate`` (Produce request bytes per second),
+``consumer_byte_rate`` (Fetch response bytes per second, consumers only: followers are not throttled) and
+``request_percentage`` (time spent handling the entity's requests, as a percentage of one thread over the
+quota window).
+
+Entities, as Kafka keeps them in ``/config/users`` and ``/config/clients`` (``EntityConfigs``; names are
+sanitized as Kafka's Sanitizer does): a user, a client id, or a (user, client id) pair, each possibly
+``<default>``.  A request's quota is the first entity that sets the quota type, in Kafka's order::
+
+    users/<user>/clients/<client>, users/<user>/clients/<default>, users/<user>,
+    users/<default>/clients/<client>, users/<default>/clients/<default>, users/<default>,
+    clients/<client>, clients/<default>
+
+and all connections matching that entity share one rate (Kafka's quota metric per entity).
+
+Rates are Kafka's sampled ``Rate``: ``quota.window.num`` samples of ``quota.window.size.seconds`` each;
+the rate is the total over the samples divided by their span, at least ``(num - 1) * size``.  A request that
+takes the rate over the quota gets ``throttle_time_ms = (rate - quota) / quota * window`` (at most the whole
+window), in its response where the response has the field, and its connection is muted that long after the
+response is sent (KIP-219: the broker answers at once, then reads nothing more until the time has passed).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from urllib.parse import quote
+
+from broker_sim.security.entity_configs import EntityConfigs
+
+PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+QUOTA_TYPES = (PRODUCE, FETCH, REQUEST)
+DEFAULT = "<default>"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer: URL-encoding (``*`` as %2A, space as %20, ``~`` kept) of an entity name in a path."""
+    return quote(name, safe="~")
+
+
+def quota_user(principal: str) -> str:
+    """The user of a principal, as quotas name it (``User:alice`` -> ``alice``)."""
+    return principal.split(":", 1)[1] if ":" in principal else principal
+
+
+def entity_path(user: str | None, client: str | None) -> tuple[str, str]:
+    """(entity type, name) of a quota entity; None for a component means its ``<default>``,
+    "" means the component is absent."""
+    def part(value):
+        return DEFAULT if value is None else sanitize(value)
+    if user != "" and client != "":
+        return "users", f"{part(user)}/clients/{part(client)}"
+    if user != "":
+        return "users", part(user)
+    return "clients", part(client)
+
+
+class Rate:
+    """Kafka's SampledStat Rate: ``samples`` windows of ``window_s`` seconds."""
+
+    def __init__(self, samples: int, window_s: float) -> None:
+        self.samples, self.window_s = samples, window_s
+        self._windows: deque = deque()  # [start, total]
+
+    def record(self, value: float, now: float) -> None:
+        if not self._windows or now - self._windows[-1][0] >= self.window_s:
+            self._windows.append([now, 0.0])
+            while len(self._windows) > self.samples:
+                self._windows.popleft()
+        self._windows[-1][1] += value
+
+    def _purge(self, now: float) -> None:
+        while self._windows and now - self._windows[0][0] >= self.samples * self.window_s:
+            self._windows.popleft()
+
+    def window(self, now: float) -> float:
+        """The span the rate is measured over, seconds (at least ``(samples - 1) * window_s``)."""
+        self._purge(now)
+        elapsed = now - self._windows[0][0] if self._windows else 0.0
+        return max(elapsed, (self.samples - 1) * self.window_s)
+
+    def measure(self, now: float) -> float:
+        self._purge(now)
+        return sum(total for _, total in self._windows) / self.window(now)
+
+
+class QuotaManager:
+    """Quotas of one broker (see the module docstring).  ``record`` returns the throttle time in ms."""
+
+    def __init__(self, configs: EntityConfigs, samples: int = 11, window_s: float = 1.0,
+                 clock=time.monotonic) -> None:
+        self.configs = configs
+        self.samples, self.window_s, self.clock = samples, window_s, clock
+        self._rates: dict[tuple[str, str, str], Rate] = {}
+        self._resolved: dict[tuple[str, str, str], tuple[str, str, float] | None] = {}
+        self._lock = threading.Lock()
+        self.any_request_quota = False
+        self.throttled = {t: 0 for t in QUOTA_TYPES}  # responses throttled, per quota type (metrics)
+        configs.on_change(self._changed)
+        self._changed()
+
+    @classmethod
+    def from_config(cls, config, configs: EntityConfigs) -> "QuotaManager":
+        return cls(configs, config.get("quota.window.num"), float(config.get("quota.window.size.seconds")))
+
+    def _changed(self) -> None:
+        with self._lock:
+            self._resolved = {}
+            self.any_request_quota = any(REQUEST in c for kind in ("users", "clients")
+                                         for c in self.configs.entities(kind).values())
+
+    def _quota(self, kind: str, user: str, client: str) -> tuple[str, str, float] | None:
+        key = (kind, user, client)
+        found = self._resolved.get(key, False)
+        if found is not False:
+            return found
+        u, c = sanitize(user), sanitize(client)
+        order = (("users", f"{u}/clients/{c}"), ("users", f"{u}/clients/{DEFAULT}"), ("users", u),
+                 ("users", f"{DEFAULT}/clients/{c}"), ("users", f"{DEFAULT}/clients/{DEFAULT}"),
+                 ("users", DEFAULT), ("clients", c), ("clients", DEFAULT))
+        found = None
+        for entity_type, name in order:
+            value = self.configs.get(entity_type, name).get(kind)
+            if value is not None:
+                try:
+                    found = (entity_type, name, float(value))
+                except ValueError:
+                    continue
+                break
+        with self._lock:
+            if len(self._resolved) > 100_000:  # client ids are client-chosen: bound the cache
+                self._resolved.clear()
+            self._resolved[key] = found
+        return found
+
+    def record(self, kind: str, principal: str, client_id: str | None, value: float) -> int:
+        """Record ``value`` (bytes, or ms of handler time for request_percentage) against the entity's rate;
+        the throttle time in ms (0 within the quota, or without one)."""
+        quota = self._quota(kind, quota_user(principal), client_id or "")
+        if quota is None:
+            return 0
+        entity_type, name, bound = quota
+        if kind == REQUEST:
+            bound = bound / 100.0 * 1000.0  # percent of one thread -> ms of handler time per second
+        if bound <= 0:
+            return int(self.samples * self.window_s * 1000)
+        now = self.clock()
+        key = (kind, entity_type, name)
+        rate = self._rates.get(key)
+        if rate is None:
+            rate = self._rates[key] = Rate(self.samples, self.window_s)
+        rate.record(value, now)
+        observed = rate.measure(now)
+        if observed <= bound:
+            return 0
+        self.throttled[kind] += 1
+        throttle = (observed - bound) / bound * rate.window(now) * 1000.0
+        return int(min(throttle, self.samples * self.window_s * 1000.0))

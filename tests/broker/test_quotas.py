@@ -1,0 +1,141 @@
+"""Client quotas: AlterClientQuotas / DescribeClientQuotas (KIP-546), throttle_time_ms in responses, the
+connection muted for that long (KIP-219), and a real client reporting the throttle.
+
+Whether a throttled producer or consumer lands within ±20 % of its quota is a figure of
+``pylog bench --workload quotas``, not an assertion here.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Producer as ConfluentProducer
+from kafka.protocol.admin import (
+    AlterClientQuotasRequest, AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+)
+from kafka.protocol.metadata import MetadataRequest
+
+from broker_sim.security.quotas import Rate
+from broker_sim.server.broker import Broker
+from tests.integration import kafka_wire
+from tests.integration.kafka_wire import WireClient, fetch_request, metadata, produce_request, record_batch
+
+kafka_wire.RESPONSE_CLASSES.setdefault(AlterClientQuotasRequest.API_KEY, AlterClientQuotasResponse)
+kafka_wire.RESPONSE_CLASSES.setdefault(DescribeClientQuotasRequest.API_KEY, DescribeClientQuotasResponse)
+Entity = AlterClientQuotasRequest.EntryData.EntityData
+Op = AlterClientQuotasRequest.EntryData.OpData
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with Broker(tmp_path, config={"group.initial.rebalance.delay.ms": "0"}) as running:
+        yield running
+
+
+def _alter(broker, entity: dict, ops: dict, remove=()):
+    with WireClient(broker.bootstrap_servers) as client:
+        response = client.call(AlterClientQuotasRequest[1](entries=[AlterClientQuotasRequest.EntryData(
+            entity=[Entity(entity_type=k, entity_name=v) for k, v in entity.items()],
+            ops=[Op(key=k, value=float(v), remove=False) for k, v in ops.items()]
+            + [Op(key=k, value=0.0, remove=True) for k in remove])], validate_only=False))
+    return response.entries[0]
+
+
+def _describe(broker, components, strict=False):
+    Component = DescribeClientQuotasRequest.ComponentData
+    with WireClient(broker.bootstrap_servers) as client:
+        response = client.call(DescribeClientQuotasRequest[1](components=[
+            Component(entity_type=t, match_type=m, match=v) for t, m, v in components], strict=strict))
+    assert response.error_code == 0, response
+    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+            for entry in response.entries}
+
+
+def test_quotas_are_stored_described_and_removed(broker):
+    assert _alter(broker, {"client-id": "app"}, {"producer_byte_rate": 1024}).error_code == 0
+    assert _alter(broker, {"user": None}, {"consumer_byte_rate": 2048}).error_code == 0  # the default user
+    assert _alter(broker, {"user": "alice", "client-id": "app"}, {"request_percentage": 12.5}).error_code == 0
+    everything = _describe(broker, [])
+    assert everything[(("client-id", "app"),)] == {"producer_byte_rate": 1024.0}
+    assert everything[(("user", None),)] == {"consumer_byte_rate": 2048.0}
+    assert everything[(("user", "alice"), ("client-id", "app"))] == {"request_percentage": 12.5}
+    only_alice = _describe(broker, [("user", 0, "alice")])
+    assert list(only_alice) == [(("user", "alice"), ("client-id", "app"))]
+    assert _describe(broker, [("user", 0, "alice")], strict=True) == {}
+    assert _alter(broker, {"client-id": "app"}, {}, remove=["producer_byte_rate"]).error_code == 0
+    assert (("client-id", "app"),) not in _describe(broker, [])
+
+
+def test_bad_quotas_are_refused_naming_the_problem(broker):
+    unknown = _alter(broker, {"client-id": "app"}, {"bytes_per_fortnight": 1})
+    assert unknown.error_code == 42 and "bytes_per_fortnight" in unknown.error_message  # INVALID_REQUEST
+    negative = _alter(broker, {"client-id": "app"}, {"producer_byte_rate": -5})
+    assert negative.error_code == 42 and "positive" in negative.error_message
+    ip = _alter(broker, {"ip": "10.0.0.1"}, {"connection_creation_rate": 5})
+    assert ip.error_code == 42 and "ip" in ip.error_message
+
+
+def test_a_producer_over_its_quota_is_throttled_and_muted(broker):
+    """Past producer_byte_rate the Produce answer carries throttle_time_ms, and the connection reads nothing
+    more until it has passed: the next request's answer comes no sooner.
+    Mutation: KafkaConnection.throttle not muting -> the next Metadata answers at once."""
+    # 100 KB against 9 KB/s over Kafka's 10 s minimum window: 10 KB/s, 1.1 s of throttle
+    assert _alter(broker, {"client-id": "pylog-integration"}, {"producer_byte_rate": 9_000}).error_code == 0
+    batch = record_batch([b"x" * 100_000])
+    with WireClient(broker.bootstrap_servers) as client:
+        metadata(client, ["quota-topic"])
+        first = client.call(produce_request("quota-topic", 0, batch))
+        throttle = first.throttle_time_ms
+        assert throttle > 0
+        started = time.monotonic()
+        client.call(MetadataRequest[12](topics=[], allow_auto_topic_creation=False,
+                                        include_topic_authorized_operations=False))
+        assert time.monotonic() - started >= throttle / 1000.0 * 0.8
+    assert broker.quotas.throttled["producer_byte_rate"] >= 1
+
+
+def test_a_consumer_over_its_quota_gets_throttle_time_in_its_fetch(broker):
+    assert _alter(broker, {"client-id": None}, {"consumer_byte_rate": 10_000}).error_code == 0  # every client
+    with WireClient(broker.bootstrap_servers) as client:
+        metadata(client, ["fetch-quota"])
+        assert client.call(produce_request("fetch-quota", 0, record_batch([b"y" * 200_000]))).responses
+        response = client.call(fetch_request("fetch-quota", 0, 0))
+        assert response.throttle_time_ms > 0
+
+
+def test_request_percentage_throttles_a_busy_client(broker):
+    assert _alter(broker, {"client-id": "pylog-integration"}, {"request_percentage": 0.001}).error_code == 0
+    throttle = 0
+    with WireClient(broker.bootstrap_servers) as client:
+        for _ in range(200):  # until the first throttled answer (the connection is muted after it)
+            throttle = client.call(MetadataRequest[12](topics=None, allow_auto_topic_creation=False,
+                                                       include_topic_authorized_operations=False)).throttle_time_ms
+            if throttle:
+                break
+    assert throttle > 0
+    assert broker.quotas.throttled["request_percentage"] >= 1
+
+
+def test_librdkafka_reports_the_broker_throttle(broker):
+    assert _alter(broker, {"client-id": "throttled-app"}, {"producer_byte_rate": 50_000}).error_code == 0
+    events = []
+    producer = ConfluentProducer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "throttled-app",
+                                  "throttle_cb": lambda event: events.append(event.throttle_time),
+                                  "linger.ms": 5})
+    for _ in range(40):
+        producer.produce("librdkafka-quota", b"z" * 20_000)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    deadline = time.monotonic() + 10
+    while not events and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert events and max(events) > 0
+
+
+def test_rate_is_kafkas_sampled_rate():
+    """11 one-second samples: the window is at least 10 s, so 1000 bytes at once measure 100 B/s."""
+    rate = Rate(11, 1.0)
+    rate.record(1000, now=100.0)
+    assert rate.measure(100.0) == pytest.approx(100.0)
+    rate.record(1000, now=112.0)  # the first sample has left the window
+    assert rate.measure(112.0) == pytest.approx(100.0)
