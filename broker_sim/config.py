@@ -229,6 +229,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "closes; 0: sessions do not expire."),
     ConfigDef("connection.failed.authentication.delay.ms", "100", _parse_int(0),
               "Delay before answering a failed authentication (slows password guessing)."),
+    ConfigDef("sasl.server.max.receive.size", "524288", _parse_int(1),
+              "Largest frame a SASL listener reads before the client authenticated (a bigger one closes it)."),
     # --- ACLs (security/acl.py) ---
     ConfigDef("authorizer.class.name", "", str,
               "Enables ACL checks when set (Kafka's class names are accepted, e.g. "

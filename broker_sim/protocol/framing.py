@@ -168,7 +168,7 @@ class FrameDecoder:
     in place, so a memoryview the transport still holds never blocks a resize.
     """
 
-    __slots__ = ("max_frame_bytes", "pool", "blocked", "_scratch", "_view", "_start", "_end", "_grow",
+    __slots__ = ("max_frame_bytes", "limit_name", "pool", "blocked", "_scratch", "_view", "_start", "_end", "_grow",
                  "_reserved", "_body", "_size", "_filled", "_backlog")
     SCRATCH_MIN = 4 * 1024
     SCRATCH_MAX = 64 * 1024
@@ -176,6 +176,7 @@ class FrameDecoder:
 
     def __init__(self, max_frame_bytes: int, pool: MemoryPool = UNBOUNDED) -> None:
         self.max_frame_bytes = max_frame_bytes
+        self.limit_name = "socket.request.max.bytes"  # the config named when a frame is over the limit
         self.pool = pool
         self.blocked = False  # the next frame's size could not be reserved; see resume()
         self._new_scratch(self.SCRATCH_MIN)
@@ -277,7 +278,7 @@ class FrameDecoder:
                 for done in frames:  # the connection closes: nobody will answer them
                     self.pool.release(len(done))
                 raise FrameTooLarge(
-                    f"frame size {size} outside [0, socket.request.max.bytes={self.max_frame_bytes}]")
+                    f"frame size {size} outside [0, {self.limit_name}={self.max_frame_bytes}]")
             available = self._end - self._start - 4
             if available < size and size > len(scratch) // 2 and not self._reserved:
                 # a large frame: received in its own buffer, reserved as that buffer grows

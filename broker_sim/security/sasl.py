@@ -149,6 +149,7 @@ class SaslListener:
     credentials: EntityConfigs
     reauth_ms: int
     failure_delay_ms: int
+    max_receive_size: int = 524288
     secret: bytes = field(default_factory=lambda: os.urandom(32))  # fake salts and keys of unknown users
 
     @classmethod
@@ -156,7 +157,7 @@ class SaslListener:
         mechanisms = enabled_mechanisms(config, listener)
         plain = plain_users(config, listener) if "PLAIN" in mechanisms else {}
         return cls(listener, mechanisms, plain, credentials, config.get("connections.max.reauth.ms"),
-                   config.get("connection.failed.authentication.delay.ms"))
+                   config.get("connection.failed.authentication.delay.ms"), config.get("sasl.server.max.receive.size"))
 
     def authenticator(self) -> "Authenticator":
         return Authenticator(self)

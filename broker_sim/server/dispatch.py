@@ -161,7 +161,7 @@ class Dispatcher:
             await asyncio.sleep(authenticator.listener.failure_delay_ms / 1000.0)
             raise CloseConnection(f"SASL authentication failed: {exc}") from None
         if authenticator.complete:
-            connection.principal = authenticator.principal
+            connection.authenticated(authenticator.principal)
         return [_SIZE.pack(len(answer)) + answer]
 
     @staticmethod

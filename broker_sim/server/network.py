@@ -184,6 +184,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._connections = connections
         self._pool = connections.pool
         self._decoder = FrameDecoder(connections.max_frame_bytes, connections.pool)
+        if sasl is not None:  # Kafka's sasl.server.max.receive.size: small frames until the client authenticated
+            self._decoder.max_frame_bytes = min(connections.max_frame_bytes, sasl.max_receive_size)
+            self._decoder.limit_name = "sasl.server.max.receive.size (before SASL authentication completes)"
         self._queue: deque[bytes] = deque()
         self._queued_bytes = 0
         self._wakeup: asyncio.Future | None = None
@@ -310,6 +313,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def resume_writing(self) -> None:
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
+
+    def authenticated(self, principal: str) -> None:
+        """SASL completed: the connection is ``principal``'s and may send frames up to socket.request.max.bytes."""
+        self.principal = principal
+        self._decoder.max_frame_bytes = self._connections.max_frame_bytes
+        self._decoder.limit_name = "socket.request.max.bytes"
 
     # --- idle sweep ---------------------------------------------------------
     @property

@@ -439,3 +439,19 @@ class _OneUser:
 
     def get(self, entity_type, name):
         return {"SCRAM-SHA-256": self.credential.to_text()} if name == self.name else {}
+
+
+def test_a_big_frame_before_authentication_closes_the_connection(sasl_broker):
+    """sasl.server.max.receive.size (512 KB): an unauthenticated client cannot make the broker hold a 100 MB
+    request (socket.request.max.bytes); after authentication the usual limit applies again.
+    Mutation: the SASL limit not applied -> the broker waits for the 50 MB body instead of closing."""
+    with WireClient(sasl_broker.bootstrap_servers_for("SASL_PLAINTEXT")) as client:
+        client.send_bytes((50 * 1024 * 1024).to_bytes(4, "big") + b"\x00" * 64)
+        assert client.is_closed_by_peer(timeout=5)
+    with WireClient(sasl_broker.bootstrap_servers_for("SASL_PLAINTEXT")) as client:
+        response = _authenticate(client, "SCRAM-SHA-256", sasl.SaslLogin("SCRAM-SHA-256", "bob", "bob-secret").exchange())
+        assert response.error_code == 0
+        big = client.call(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="x" * 200, topic_id=None)]
+                                              * 3000, allow_auto_topic_creation=False,
+                                              include_topic_authorized_operations=False))
+        assert len(big.topics) == 3000  # a ~600 KB request, over the pre-authentication limit, is served

@@ -136,3 +136,41 @@ def test_a_broker_with_a_wrong_inter_broker_password_cannot_replicate(secured_cl
         assert list(states.isr) == [0]
         segments = list((tmp_path / "broker-3" / "outsider-0").glob("*.log"))
         assert sum(s.stat().st_size for s in segments) == 0, "broker 3 replicated records without logging in"
+
+
+def test_quotas_set_through_one_broker_apply_on_the_others(secured_cluster):
+    """AlterClientQuotas on broker 0 lands in ZooKeeper /config/clients; broker 2 describes it at once and
+    throttles a producer over it."""
+    from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+    from broker_sim.security.sasl import SaslLogin
+    from tests.broker.test_sasl import _authenticate
+    from tests.integration.kafka_wire import WireClient, produce_request, record_batch
+    import tests.broker.test_quotas  # noqa: F401  (registers the quota response classes with the wire client)
+
+    sasl = _sasl_addresses(secured_cluster)
+    entry = AlterClientQuotasRequest.EntryData
+
+    def logged_in(address):
+        client = WireClient(address)
+        assert _authenticate(client, "SCRAM-SHA-256",
+                             SaslLogin("SCRAM-SHA-256", "admin", "admin-secret").exchange()).error_code == 0
+        return client
+
+    with logged_in(sasl[0]) as client:
+        altered = client.call(AlterClientQuotasRequest[1](entries=[entry(
+            entity=[entry.EntityData(entity_type="client-id", entity_name="pylog-integration")],
+            ops=[entry.OpData(key="producer_byte_rate", value=9000.0, remove=False)])], validate_only=False))
+        assert altered.entries[0].error_code == 0
+    deadline = time.monotonic() + 10
+    with logged_in(sasl[2]) as client:
+        while True:
+            described = client.call(DescribeClientQuotasRequest[1](components=[], strict=False))
+            if any(v.key == "producer_byte_rate" for e in described.entries for v in e.values):
+                break
+            assert time.monotonic() < deadline, "broker 2 never saw the quota set through broker 0"
+            time.sleep(0.2)
+    with logged_in(sasl[2]) as client:
+        # super users are throttled too (Kafka exempts only the inter-broker principal); 100 KB over 9 KB/s
+        answer = client.call(produce_request("quota-secured", 0, record_batch([b"q" * 100_000])))
+        assert answer.throttle_time_ms > 0

@@ -63,7 +63,7 @@ async def sasl_authenticate(broker, ctx, request):
         return SaslAuthenticateResponse(error_code=SASL_AUTHENTICATION_FAILED if failed else ILLEGAL_SASL_STATE,
                                         error_message=str(exc), auth_bytes=b"", session_lifetime_ms=0)
     if authenticator.complete:
-        connection.principal = authenticator.principal
+        connection.authenticated(authenticator.principal)
         broker.metrics.successful_authentications += 1
     return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=answer,
                                     session_lifetime_ms=authenticator.session_lifetime_ms())
