@@ -30,6 +30,9 @@ Usage::
     pylog users add NAME --password PW [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N]
     pylog users list [--format text|json]
     pylog users remove NAME [--mechanism M]
+    pylog quotas set (--user U | --user-default) [--client-id C | --client-default] [--producer-byte-rate N]
+                        [--consumer-byte-rate N] [--request-percentage P] [--remove KEY ...]
+    pylog quotas describe [--user U] [--client-id C] [--format text|json]
     pylog bench [--records N] [--record-size B] [--rounds R] [--brokers pylog,tansu]
                 [--skip-kafka-python] [--output FILE] [--progress]
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
@@ -276,6 +279,21 @@ def build_parser() -> argparse.ArgumentParser:
     user_remove.add_argument("--mechanism", action="append", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"],
                              help="repeatable; default: both")
 
+    quotas_parser = commands.add_parser("quotas", help="client quotas (kafka-configs.sh --entity-type users|clients)")
+    quota_commands = quotas_parser.add_subparsers(dest="quotas_command", required=True, metavar="ACTION")
+    quota_set = quota_commands.add_parser("set", parents=[common], help="set or remove quotas of an entity")
+    quota_describe = quota_commands.add_parser("describe", parents=[common], help="list quotas")
+    for quota_parser in (quota_set, quota_describe):
+        quota_parser.add_argument("--user", metavar="NAME")
+        quota_parser.add_argument("--client-id", metavar="ID")
+    quota_set.add_argument("--user-default", action="store_true", help="the default user (<default>)")
+    quota_set.add_argument("--client-default", action="store_true", help="the default client id (<default>)")
+    for key, option in security.QUOTA_OPTIONS:
+        quota_set.add_argument(option, dest=key, type=float, metavar="N")
+    quota_set.add_argument("--remove", action="append", metavar="KEY",
+                           choices=[key for key, _ in security.QUOTA_OPTIONS])
+    quota_describe.add_argument("--format", choices=["text", "json"], default="text")
+
     bench_parser = commands.add_parser("bench", parents=[progress],
                                        help="throughput, start-time and group benchmarks, pylog vs Tansu (JSON)")
     bench.add_arguments(bench_parser)
@@ -311,6 +329,9 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
         else:
             users = args.mechanism or ["SCRAM-SHA-256", "SCRAM-SHA-512"]
             security.remove_user(conn, args.name, users, out)
+        return 0
+    if args.command == "quotas":
+        (security.set_quotas if args.quotas_command == "set" else security.describe_quotas)(conn, args, out)
         return 0
     if args.command == "groups":
         _run_groups(args, conn, out, err)

@@ -235,3 +235,82 @@ def list_users(conn: Connection, output_format: str, out: TextIO) -> list[dict]:
     else:
         _print_table(["USER", "MECHANISM", "ITERATIONS"], [list(r.values()) for r in rows], out)
     return rows
+
+
+# --- quotas -----------------------------------------------------------------------------------------
+
+QUOTA_OPTIONS = (("producer_byte_rate", "--producer-byte-rate"), ("consumer_byte_rate", "--consumer-byte-rate"),
+                 ("request_percentage", "--request-percentage"))
+
+
+def _send(admin, request):
+    """One request through the admin client's connections (kafka-python has no client-quota calls)."""
+    async def call():
+        return await admin._manager.send(request)
+    return admin._manager.run(call)
+
+
+def _quota_entity(args) -> list[tuple[str, str | None]]:
+    entity = []
+    if args.user is not None or args.user_default:
+        entity.append(("user", None if args.user_default else args.user))
+    if args.client_id is not None or args.client_default:
+        entity.append(("client-id", None if args.client_default else args.client_id))
+    if not entity:
+        raise ToolError("name the entity: --user NAME / --user-default and/or --client-id ID / --client-default")
+    return entity
+
+
+def set_quotas(conn: Connection, args, out: TextIO) -> None:
+    from kafka.protocol.admin import AlterClientQuotasRequest
+
+    entry = AlterClientQuotasRequest.EntryData
+    ops = [entry.OpData(key=key, value=float(getattr(args, key)), remove=False)
+           for key, _ in QUOTA_OPTIONS if getattr(args, key) is not None]
+    ops += [entry.OpData(key=key, value=0.0, remove=True) for key in args.remove or []]
+    if not ops:
+        raise ToolError("give a quota: " + ", ".join(option for _, option in QUOTA_OPTIONS) + " or --remove KEY")
+    entity = _quota_entity(args)
+    request = AlterClientQuotasRequest[1](entries=[entry(
+        entity=[entry.EntityData(entity_type=t, entity_name=n) for t, n in entity], ops=ops)], validate_only=False)
+    with closing(conn.admin()) as admin:
+        response = _send(admin, request)
+    result = response.entries[0]
+    if result.error_code:
+        raise ToolError(f"the broker refused: {result.error_message} (error {result.error_code})")
+    shown = ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
+    print(f"quotas of {shown}: " + ", ".join(f"{op.key} removed" if op.remove else f"{op.key}={_number(op.value)}"
+                                             for op in ops), file=out)
+
+
+def describe_quotas(conn: Connection, args, out: TextIO) -> list[dict]:
+    from kafka.protocol.admin import DescribeClientQuotasRequest
+
+    component = DescribeClientQuotasRequest.ComponentData
+    components = []
+    if args.user is not None:
+        components.append(component(entity_type="user", match_type=0, match=args.user))
+    if args.client_id is not None:
+        components.append(component(entity_type="client-id", match_type=0, match=args.client_id))
+    with closing(conn.admin()) as admin:
+        response = _send(admin, DescribeClientQuotasRequest[1](components=components, strict=False))
+    if response.error_code:
+        raise ToolError(f"the broker refused: {response.error_message} (error {response.error_code})")
+    rows = []
+    for entry in response.entries or []:
+        entity = {e.entity_type: ("<default>" if e.entity_name is None else e.entity_name) for e in entry.entity}
+        rows.append({"user": entity.get("user", ""), "client_id": entity.get("client-id", ""),
+                     **{v.key: v.value for v in entry.values}})
+    rows.sort(key=lambda r: (r["user"], r["client_id"]))
+    if args.format == "json":
+        print(json.dumps(rows, indent=2), file=out)
+    else:
+        _print_table(["USER", "CLIENT-ID", *(k.upper().replace("_", "-") for k, _ in QUOTA_OPTIONS)],
+                     [[r["user"], r["client_id"], *(_number(r.get(k)) for k, _ in QUOTA_OPTIONS)] for r in rows], out)
+    return rows
+
+
+def _number(value) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if value == int(value) else f"{value:g}"

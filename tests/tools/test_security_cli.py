@@ -61,3 +61,18 @@ def test_a_bad_command_config_names_the_file_and_the_problem(pylog_secured_broke
         secured, "--command-config", unknown, "users", "list").err
     missing = pylog(secured, "--command-config", str(tmp_path / "nope.properties"), "users", "list")
     assert missing.status == 1 and "cannot read it" in missing.err
+
+
+def test_quotas_set_and_describe(pylog_broker):
+    assert pylog(pylog_broker, "quotas", "set", "--client-id", "etl", "--producer-byte-rate", "1048576").status == 0
+    assert pylog(pylog_broker, "quotas", "set", "--user-default", "--request-percentage", "25").status == 0
+    rows = json.loads(pylog(pylog_broker, "quotas", "describe", "--format", "json").out)
+    assert {"user": "", "client_id": "etl", "producer_byte_rate": 1048576.0} in rows
+    assert {"user": "<default>", "client_id": "", "request_percentage": 25.0} in rows
+    text = pylog(pylog_broker, "quotas", "describe", "--client-id", "etl").out
+    assert "etl" in text and "1048576" in text
+    assert pylog(pylog_broker, "quotas", "set", "--client-id", "etl", "--remove", "producer_byte_rate").status == 0
+    assert "etl" not in pylog(pylog_broker, "quotas", "describe").out
+    refused = pylog(pylog_broker, "quotas", "set", "--client-id", "etl", "--producer-byte-rate", "-1")
+    assert refused.status == 1 and "positive" in refused.err
+    assert pylog(pylog_broker, "quotas", "set", "--producer-byte-rate", "5").status == 1  # no entity named
