@@ -40,6 +40,7 @@ from broker_sim.server.handlers import access
 from broker_sim.server.handlers.errors import error_of
 from broker_sim.server.network import CloseConnection
 from broker_sim.storage.batch import decode_header, parse_batches
+from broker_sim.storage.recompress import needs_recompression, recompress, target_codec
 from broker_sim.storage.validator import (
     MoveToThread, RecordRules, RecordValidationError, costs_a_thread, validate_records)
 
@@ -159,6 +160,15 @@ async def _validate(broker, topic: str, data, acks: int):
         except MoveToThread:
             await asyncio.get_running_loop().run_in_executor(
                 _VALIDATION_THREADS, validate_records, data.records, rules, batches)
+        codec = target_codec(broker.topic_config(topic, "compression.type"))
+        if needs_recompression(batches, codec):  # the topic's compression.type, as Kafka's LogValidator
+            if costs_a_thread(data.records):
+                records = await asyncio.get_running_loop().run_in_executor(
+                    _VALIDATION_THREADS, recompress, data.records, batches, codec)
+            else:
+                records = recompress(data.records, batches, codec)
+            data.records = records
+            batches = parse_batches(records)
     except RecordValidationError as exc:
         log.debug("produce to %s-%d refused: %s", topic, data.index, exc)
         return None, (exc.errno, str(exc), exc.record_errors)
