@@ -403,11 +403,34 @@ def _listener_setting(name: str) -> tuple[str | None, str]:
     return listener.upper(), setting.lower() if _MECHANISM_JAAS.match(setting) else setting
 
 
+# broker configs AlterConfigs / IncrementalAlterConfigs may change at run time (Kafka's dynamic broker configs):
+# the defaults of topic configs, applied to every partition at once
+DYNAMIC_BROKER_CONFIGS = frozenset(d.default for d in TOPIC_CONFIGS.values() if not d.name.startswith("internal."))
+
+
+def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> None:
+    """ConfigError naming the first config that cannot change at run time or whose value does not parse."""
+    static = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS)
+    if static:
+        raise ConfigError(f"Cannot update these configs dynamically: {static} (dynamic: the log.* defaults of "
+                          f"topic configs, e.g. log.retention.ms, message.max.bytes, min.insync.replicas)")
+    for name, value in configs.items():
+        if value is None:
+            raise ConfigError(f"config {name!r} has no value")
+        _check(BROKER_CONFIGS, name, value)
+
+
 class BrokerConfig:
-    """Broker-wide settings (strings as given, parsed on access)."""
+    """Broker-wide settings (strings as given, parsed on access).
+
+    Dynamic configs (``set_dynamic``: this broker's, then the cluster-wide default, as Kafka's
+    ``/config/brokers/<id>`` and ``/config/brokers/<default>``) win over ``server.properties`` values.
+    """
 
     def __init__(self, overrides: Mapping[str, object] | None = None) -> None:
         self._values: dict[str, str] = {}
+        self._dynamic: dict[str, str] = {}
+        self._dynamic_default: dict[str, str] = {}
         self._listener_overrides: dict[tuple[str, str], str] = {}
         for name, value in (overrides or {}).items():
             text = str(value).lower() if isinstance(value, bool) else str(value)
@@ -427,13 +450,45 @@ class BrokerConfig:
         return self._listener_overrides.get((listener.upper(), name))
 
     def raw(self, name: str) -> str:
+        if name in self._dynamic:
+            return self._dynamic[name]
+        if name in self._dynamic_default:
+            return self._dynamic_default[name]
         return self._values.get(name, BROKER_CONFIGS[name].default)
+
+    def set_dynamic(self, per_broker: Mapping[str, str], default: Mapping[str, str]) -> list[str]:
+        """Replace the dynamic layers; entries that are not dynamic or do not parse are left out (returned)."""
+        layers, dropped = [], []
+        for given in (per_broker, default):
+            kept = {}
+            for name, value in given.items():
+                try:
+                    validate_dynamic_broker_configs({name: value})
+                except ConfigError as exc:
+                    dropped.append(str(exc))
+                    continue
+                kept[name] = str(value)
+            layers.append(kept)
+        self._dynamic, self._dynamic_default = layers
+        return dropped
+
+    @property
+    def dynamic(self) -> tuple[dict[str, str], dict[str, str]]:
+        return dict(self._dynamic), dict(self._dynamic_default)
+
+    def source(self, name: str) -> str:
+        """Where a value comes from: dynamic (this broker), dynamic-default, static or default."""
+        if name in self._dynamic:
+            return "dynamic"
+        if name in self._dynamic_default:
+            return "dynamic-default"
+        return "static" if name in self._values else "default"
 
     def get(self, name: str):
         return BROKER_CONFIGS[name].parse(self.raw(name))
 
     def is_set(self, name: str) -> bool:
-        return name in self._values
+        return name in self._values or name in self._dynamic or name in self._dynamic_default
 
     def topic_default(self, topic_config: str) -> str:
         """The value a topic gets for ``topic_config`` when it sets none itself."""

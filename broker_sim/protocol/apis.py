@@ -21,7 +21,8 @@ from kafka.protocol.admin import (
     ListTransactionsResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse, AlterClientQuotasRequest,
-    AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+    AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse, AlterConfigsRequest,
+    AlterConfigsResponse,
 )
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse
 from kafka.protocol.api_key import ApiKey
@@ -78,6 +79,7 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4),
     ApiSpec(ApiKey.DescribeConfigs, DescribeConfigsRequest, DescribeConfigsResponse, 0, 4),
     ApiSpec(ApiKey.CreatePartitions, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    ApiSpec(ApiKey.AlterConfigs, AlterConfigsRequest, AlterConfigsResponse, 0, 2),
     ApiSpec(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
     ApiSpec(ApiKey.DescribeCluster, DescribeClusterRequest, DescribeClusterResponse, 0, 1),
     ApiSpec(ApiKey.FindCoordinator, FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),

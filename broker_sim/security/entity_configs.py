@@ -32,7 +32,7 @@ from typing import Callable, Mapping
 from broker_sim.config import ConfigError
 
 log = logging.getLogger(__name__)
-ENTITY_TYPES = ("users", "clients")
+ENTITY_TYPES = ("users", "clients", "brokers")  # brokers: dynamic broker configs (<id> or <default>)
 VERSION = 1
 
 

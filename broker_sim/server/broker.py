@@ -493,6 +493,9 @@ class Broker:
         for listener_sasl in self._sasl.values():
             listener_sasl.credentials = self.entity_configs
         self.quotas = QuotaManager.from_config(self.config, self.entity_configs)
+        self._apply_dynamic_configs()
+        loop = self._loop
+        self.entity_configs.on_change(lambda: loop.call_soon_threadsafe(self._apply_dynamic_configs))
         self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics, quotas=self.quotas)
         for index, listener in enumerate(self.listeners):
             context = self._tls.get(listener.name)
@@ -520,6 +523,22 @@ class Broker:
         self._txn_timer = self._loop.create_task(self.transactions.run_timer())
         self._cleaning = (self._loop.create_task(self._clean_logs())
                           if self.config.get("log.cleaner.enable") else None)
+
+    def _apply_dynamic_configs(self) -> None:
+        """Dynamic broker configs (AlterConfigs on BROKER resources): this broker's and the cluster default, from
+        /config/brokers (or the data dir), applied to every partition's log at once."""
+        if self.stopping or self.entity_configs is None:
+            return
+        wanted = (self.entity_configs.get("brokers", str(self.broker_id)),
+                  self.entity_configs.get("brokers", "<default>"))
+        if wanted == self.config.dynamic:
+            return
+        for problem in self.config.set_dynamic(*wanted):
+            log.error("dynamic broker config ignored: %s", problem)
+        log.info("dynamic broker configs now %s (this broker) and %s (default)", *self.config.dynamic)
+        if self.metadata is not None and self.replicas is not None:
+            for info in list(self.metadata.topics.values()):
+                self.replicas.reconfigure(info)
 
     def _set_partition_limit(self, open_files: int) -> None:
         configured = self.config.get("max.broker.partitions")

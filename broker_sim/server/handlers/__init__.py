@@ -35,6 +35,7 @@ def build_handlers(broker) -> dict:
         ApiKey.CreatePartitions: topics.create_partitions,
         ApiKey.DescribeConfigs: topics.describe_configs,
         ApiKey.IncrementalAlterConfigs: topics.incremental_alter_configs,
+        ApiKey.AlterConfigs: topics.alter_configs,
         ApiKey.FindCoordinator: groups.find_coordinator,
         ApiKey.JoinGroup: groups.join_group,
         ApiKey.SyncGroup: groups.sync_group,

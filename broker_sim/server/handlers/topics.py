@@ -8,13 +8,19 @@ are created in slices between which the event loop serves other requests.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
+
 import kafka.errors as Errors
 from kafka.protocol.admin import (
-    CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse, DescribeConfigsResponse,
+    AlterConfigsResponse, CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse, DescribeConfigsResponse,
     IncrementalAlterConfigsResponse,
 )
 
-from broker_sim.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, validate_topic_configs
+from broker_sim.config import (
+    BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, validate_dynamic_broker_configs,
+    validate_topic_configs,
+)
 from broker_sim.controller.metadata import MetadataError
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.errors import error_of
@@ -34,9 +40,13 @@ def _require_cluster(broker, ctx, operation) -> None:
     _require(access.allowed_cluster(broker, ctx, operation), Errors.ClusterAuthorizationFailedError,
              f"{operation.name} on the cluster is not allowed for {ctx.connection.principal}")
 
+log = logging.getLogger(__name__)
 TOPIC, BROKER = 2, 4
 # DescribeConfigs config sources
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = \
+    1, 2, 3, 4, 5
+_SOURCES = {"dynamic": DYNAMIC_BROKER_CONFIG, "dynamic-default": DYNAMIC_DEFAULT_BROKER_CONFIG,
+            "static": STATIC_BROKER_CONFIG, "default": DEFAULT_CONFIG}
 # DescribeConfigs config types
 BOOLEAN, STRING, LONG, DOUBLE, LIST = 1, 2, 5, 6, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -215,7 +225,7 @@ def _topic_entries(broker, overrides, keys, synonyms, docs) -> list[_Entry]:
         if (keys is not None and name not in keys) or _internal(name):
             continue
         broker_name = definition.default
-        broker_source = STATIC_BROKER_CONFIG if broker.config.is_set(broker_name) else DEFAULT_CONFIG
+        broker_source = _SOURCES[broker.config.source(broker_name)]
         chain = []
         if name in overrides:
             chain.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
@@ -232,9 +242,9 @@ def _broker_entries(broker, keys, synonyms, docs) -> list[_Entry]:
     for name, definition in BROKER_CONFIGS.items():
         if (keys is not None and name not in keys) or _internal(name):
             continue
-        source = STATIC_BROKER_CONFIG if broker.config.is_set(name) else DEFAULT_CONFIG
+        source = _SOURCES[broker.config.source(name)]
         value = None if definition.sensitive else broker.config.raw(name)  # Kafka: sensitive values are null
-        entry = _Entry(name, value, True, source, [(name, value, source)] if synonyms else [],
+        entry = _Entry(name, value, name not in DYNAMIC_BROKER_CONFIGS, source, [(name, value, source)] if synonyms else [],
                        definition.doc if docs else None, _config_type(name, definition.default))
         entry.sensitive = definition.sensitive
         entries.append(entry)
@@ -302,24 +312,49 @@ def _altered(current: dict[str, str], changes) -> dict[str, str]:
     return configs
 
 
+def _broker_entity(broker, name: str) -> str:
+    """The /config/brokers entity of a BROKER resource name: <default> for "", else a broker id."""
+    if name == "":
+        return "<default>"
+    if not name.isdigit():
+        raise MetadataError(Errors.InvalidRequestError, f"broker resource name {name!r} is not a broker id")
+    if broker.cluster is None and int(name) != broker.broker_id:
+        raise MetadataError(Errors.InvalidRequestError, f"this is broker {broker.broker_id}, not {name}")
+    return name
+
+
+async def _set_broker_configs(broker, name: str, configs: dict[str, str], validate_only: bool) -> None:
+    """Replace a broker's (or the default's) dynamic configs; they apply to every partition at once."""
+    entity = _broker_entity(broker, name)
+    try:
+        validate_dynamic_broker_configs(configs)
+    except ConfigError as exc:
+        error = Errors.InvalidRequestError if "dynamically" in str(exc) else Errors.InvalidConfigurationError
+        raise MetadataError(error, str(exc)) from None
+    if validate_only:
+        return
+    current = broker.entity_configs.get("brokers", entity)
+    await asyncio.get_running_loop().run_in_executor(
+        None, broker.entity_configs.alter, "brokers", entity, configs, [k for k in current if k not in configs])
+    log.info("dynamic configs of broker %s are now %s", entity, configs)
+
+
 async def incremental_alter_configs(broker, ctx, request):
     results = []
     for resource in request.resources:
         try:
             if resource.resource_type == BROKER:
                 _require_cluster(broker, ctx, access.ALTER_CONFIGS)
-            if resource.resource_type != TOPIC:
+                entity = _broker_entity(broker, resource.resource_name)
+                configs = _altered(broker.entity_configs.get("brokers", entity), resource.configs)
+                await _set_broker_configs(broker, resource.resource_name, configs, request.validate_only)
+            elif resource.resource_type == TOPIC:
+                _require_topic(broker, ctx, access.ALTER_CONFIGS, resource.resource_name)
+                info = broker.metadata.get(resource.resource_name)
+                _set_topic_configs(broker, info, _altered(info.configs, resource.configs), request.validate_only)
+            else:
                 raise MetadataError(Errors.InvalidRequestError,
-                                    "only topic configs can be altered; broker configs are set at start (--config)")
-            _require_topic(broker, ctx, access.ALTER_CONFIGS, resource.resource_name)
-            info = broker.metadata.get(resource.resource_name)
-            configs = _altered(info.configs, resource.configs)
-            try:
-                validate_topic_configs(configs)
-            except ConfigError as exc:
-                raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
-            if not request.validate_only:
-                broker.set_topic_configs(info.name, configs)
+                                    f"resource type {resource.resource_type} cannot be altered (2 topic, 4 broker)")
             code, message = 0, None
         except Exception as exc:
             code, message = error_of(exc)
@@ -327,3 +362,37 @@ async def incremental_alter_configs(broker, ctx, request):
             error_code=code, error_message=message, resource_type=resource.resource_type,
             resource_name=resource.resource_name))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
+
+
+def _set_topic_configs(broker, info, configs: dict[str, str], validate_only: bool) -> None:
+    try:
+        validate_topic_configs(configs)
+    except ConfigError as exc:
+        raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+    if not validate_only:
+        broker.set_topic_configs(info.name, configs)
+
+
+async def alter_configs(broker, ctx, request):
+    """AlterConfigs (API 33), Kafka's legacy form: the given configs *replace* the resource's overrides."""
+    results = []
+    for resource in request.resources:
+        configs = {c.name: c.value for c in resource.configs}
+        try:
+            if resource.resource_type == BROKER:
+                _require_cluster(broker, ctx, access.ALTER_CONFIGS)
+                await _set_broker_configs(broker, resource.resource_name, configs, request.validate_only)
+            elif resource.resource_type == TOPIC:
+                _require_topic(broker, ctx, access.ALTER_CONFIGS, resource.resource_name)
+                _set_topic_configs(broker, broker.metadata.get(resource.resource_name), configs,
+                                   request.validate_only)
+            else:
+                raise MetadataError(Errors.InvalidRequestError,
+                                    f"resource type {resource.resource_type} cannot be altered (2 topic, 4 broker)")
+            code, message = 0, None
+        except Exception as exc:
+            code, message = error_of(exc)
+        results.append(AlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=code, error_message=message, resource_type=resource.resource_type,
+            resource_name=resource.resource_name))
+    return AlterConfigsResponse(throttle_time_ms=0, responses=results)
