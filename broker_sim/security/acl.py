@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 from typing import Iterable
+from urllib.parse import quote, unquote
 
 from broker_sim.config import BrokerConfig, ConfigError
 
@@ -384,9 +385,17 @@ LITERAL_ROOT = "/kafka-acl"
 PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 
 
+def zk_name(name: str) -> str:
+    """A resource name as one znode: Kafka's names as they are (``*`` included), with ``/`` and ``%`` escaped
+    (group and transactional ids may contain them) and ``.``/``..`` (not znode names) spelled out."""
+    if name in (".", ".."):
+        return name.replace(".", "%2E")
+    return quote(name, safe="*~!$&'()+,;=:@ ")
+
+
 def acl_path(resource_type: ResourceType, name: str, pattern: PatternType) -> str:
     root = LITERAL_ROOT if pattern == PatternType.LITERAL else PREFIXED_ROOT
-    return f"{root}/{ZK_RESOURCE_TYPES[resource_type]}/{name}"
+    return f"{root}/{ZK_RESOURCE_TYPES[resource_type]}/{zk_name(name)}"
 
 
 class ZkAclStore(AclStore):
@@ -406,8 +415,8 @@ class ZkAclStore(AclStore):
 
     def _children_watcher(self, rtype: ResourceType, pattern: PatternType):
         def on_children(children):
-            for name in children:
-                self._watch(rtype, name, pattern)
+            for child in children:
+                self._watch(rtype, unquote(child), pattern)
         return on_children
 
     def _watch(self, rtype: ResourceType, name: str, pattern: PatternType) -> None:

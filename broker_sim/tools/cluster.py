@@ -687,7 +687,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="broker i listens on BASE_PORT + i (default: free ports)")
     parser.add_argument("--zookeeper-port", type=_port, default=0, help="ZooKeeper client port (default: a free one)")
     parser.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                        help="a Kafka broker config for every broker, e.g. min.insync.replicas=2 (repeatable)")
+                        help="a Kafka broker config for every broker, e.g. min.insync.replicas=2 (repeatable); "
+                             "{port} in a value is each broker's port, e.g. listeners=SASL_SSL://127.0.0.1:{port}")
+    parser.add_argument("--add-scram", action="append", default=[], metavar="'MECHANISM=[name=U,password=P]'",
+                        help="a SCRAM user stored in ZooKeeper before the brokers serve (repeatable), for a "
+                             "secured cluster's inter-broker login and its admin")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="the brokers' log level (default: INFO)")
     parser.add_argument("--start-timeout-s", type=_positive, default=int(START_TIMEOUT_S),
@@ -717,7 +721,8 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None, err: T
             restore[sig] = signal.signal(sig, lambda *_: stop_event.set())
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, configs=dict(args.config),
                            base_port=args.base_port, zookeeper_port=args.zookeeper_port,
-                           log_level=args.log_level, start_timeout_s=args.start_timeout_s)
+                           log_level=args.log_level, start_timeout_s=args.start_timeout_s,
+                           broker_args=[arg for text in args.add_scram for arg in ("--add-scram", text)])
     try:
         print(f"pylog cluster: starting ZooKeeper and {args.brokers} broker(s) in {cluster.data_dir}",
               file=err, flush=True)

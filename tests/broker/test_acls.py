@@ -213,6 +213,53 @@ def test_acls_for_another_host_do_not_apply(acl_broker, admin):
     producer.close()
 
 
+def test_admin_apis_check_kafkas_acls(acl_broker, admin):
+    """CreateTopics needs CREATE (cluster or topic), DeleteTopics DELETE, DescribeConfigs DESCRIBE_CONFIGS,
+    ListGroups lists only describable groups, DescribeGroups answers GROUP_AUTHORIZATION_FAILED."""
+    from kafka.admin import NewTopic
+    from kafka.errors import GroupAuthorizationFailedError as GroupDenied
+
+    mine, theirs = _name("carol-topic"), _name("other-topic")
+    _create_topic(admin, theirs)
+    bob = KafkaAdminClient(bootstrap_servers=acl_broker.bootstrap_servers_for("SASL_PLAINTEXT"), **_login("bob"))
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            bob.create_topics([NewTopic(mine, 1, 1)])
+        _allow(admin, "bob", ACLOperation.CREATE, ResourceType.TOPIC, mine)
+        bob.create_topics([NewTopic(mine, 1, 1)])
+        with pytest.raises(TopicAuthorizationFailedError):
+            bob.delete_topics([theirs])
+        assert acl_broker.metadata.get(theirs) is not None
+        from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
+        from tests.integration import kafka_wire
+        kafka_wire.RESPONSE_CLASSES.setdefault(DescribeConfigsRequest.API_KEY, DescribeConfigsResponse)
+        with WireClient(acl_broker.bootstrap_servers_for("PLAINTEXT")) as anonymous:
+            described = anonymous.call(DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=2, resource_name=theirs, configuration_keys=None)], include_synonyms=False,
+                include_documentation=False))
+        assert described.results[0].error_code == TopicAuthorizationFailedError.errno
+        group = _name("bobs-group")
+        _allow(admin, "bob", ACLOperation.DESCRIBE, ResourceType.GROUP, group)
+        # a group bob may describe and one he may not both exist
+        _commit_offset(admin, group)
+        _commit_offset(admin, _name("admins-other"))
+        listed = bob.list_groups()
+        names = {g["group_id"] if isinstance(g, dict) else g[0] for g in listed}
+        assert names == {group}, listed
+        with pytest.raises(GroupDenied):
+            bob.describe_groups([_name("not-bobs")])
+    finally:
+        bob.close()
+
+
+def _commit_offset(admin, group: str) -> None:
+    """Make ``group`` exist (an offset committed for it)."""
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+    topic = _name("offsets")
+    _create_topic(admin, topic)
+    admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
+
+
 def test_acl_admin_apis_describe_delete_and_need_cluster_alter(acl_broker, admin):
     topic = _name("managed")
     _allow(admin, "alice", ACLOperation.READ, ResourceType.TOPIC, topic)

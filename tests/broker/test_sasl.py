@@ -128,7 +128,8 @@ def test_confluent_kafka_produces_and_consumes_with_each_mechanism(sasl_broker, 
 
 
 @pytest.mark.parametrize("protocol,mechanism", [("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_SSL", "PLAIN"),
-                                                ("SASL_SSL", "SCRAM-SHA-512")])
+                                                ("SASL_SSL", "SCRAM-SHA-512"), ("SASL_PLAINTEXT", "PLAIN"),
+                                                ("SASL_SSL", "SCRAM-SHA-256")])
 def test_aiokafka_produces_and_consumes(sasl_broker, ca, protocol, mechanism):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
@@ -164,7 +165,7 @@ def test_aiokafka_produces_and_consumes(sasl_broker, ca, protocol, mechanism):
     assert asyncio.run(roundtrip()) == [f"a{i}".encode() for i in range(10)]
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+@pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_kcat_over_sasl_ssl(sasl_broker, ca, mechanism):
     kcat = shutil.which("kcat")
     if kcat is None:
