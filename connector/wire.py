@@ -48,7 +48,9 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+)
 
 _SIZE = struct.Struct(">i")
 _RESPONSES = {

@@ -147,7 +147,7 @@ class AclBinding:
 
     def check(self) -> None:
         """Kafka's validation of a binding to create."""
-        if self.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY) or self.resource_type not in ZK_RESOURCE_TYPES:
+        if self.resource_type not in ZK_RESOURCE_TYPES:  # UNKNOWN, ANY and USER are not stored
             raise AclError(f"Invalid resource type {self.resource_type}")
         if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
             raise AclError(f"Invalid pattern type {self.pattern_type.name}: only LITERAL and PREFIXED can be stored")
@@ -251,8 +251,8 @@ class Authorizer:
                 return False
         allowing = _IMPLIED_BY.get(operation, (operation,))
         for binding in bindings:
-            if (binding.permission == Permission.ALLOW and binding.principal in principals
-                    and binding.host in hosts and (binding.operation in allowing or binding.operation == Operation.ALL)):
+            if (binding.permission == Permission.ALLOW and binding.principal in principals and binding.host in hosts
+                    and (binding.operation in allowing or binding.operation == Operation.ALL)):
                 return True
         return False
 
@@ -265,8 +265,8 @@ class Authorizer:
         relevant = [b for b in self.store.bindings() if b.resource_type == resource_type
                     and b.principal in principals and b.host in hosts
                     and b.operation in (operation, Operation.ALL)]
-        denied_all = any(b.permission == Permission.DENY and (b.name == WILDCARD and b.pattern_type ==
-                                                               PatternType.LITERAL) for b in relevant)
+        denied_all = any(b.permission == Permission.DENY and b.name == WILDCARD
+                         and b.pattern_type == PatternType.LITERAL for b in relevant)
         if denied_all:
             return False
         denied_literal = {b.name for b in relevant if b.permission == Permission.DENY

@@ -83,7 +83,8 @@ class FileEntityConfigs(EntityConfigs):
             try:
                 stored = json.loads(self.path.read_text(encoding="utf-8"))
                 if not isinstance(stored, dict) or stored.get("version") != VERSION:
-                    raise ValueError(f"unsupported version {stored.get('version') if isinstance(stored, dict) else stored!r}")
+                    found = stored.get("version") if isinstance(stored, dict) else stored
+                    raise ValueError(f"unsupported version {found!r}")
                 for entity_type in ENTITY_TYPES:
                     for name, config in (stored.get(entity_type) or {}).items():
                         self._configs[entity_type][str(name)] = {str(k): str(v) for k, v in config.items()}

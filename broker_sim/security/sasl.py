@@ -102,7 +102,8 @@ def jaas_credentials(text: str, config: str = "sasl.jaas.config") -> tuple[str, 
 # --- per-listener configuration ---------------------------------------------------------------------
 
 def jaas_config(config: BrokerConfig, listener: str, mechanism: str) -> str:
-    """``listener.name.<l>.<mechanism>.sasl.jaas.config``, else ``<mechanism>.sasl.jaas.config`` / ``sasl.jaas.config``."""
+    """``listener.name.<l>.<mechanism>.sasl.jaas.config``, else ``listener.name.<l>.sasl.jaas.config``, else
+    ``sasl.jaas.config``."""
     name = f"{mechanism.lower()}.sasl.jaas.config"
     return (config.listener_override(listener, name) or config.listener_override(listener, "sasl.jaas.config")
             or config.raw("sasl.jaas.config"))

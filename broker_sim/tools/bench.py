@@ -75,8 +75,9 @@ NOTES = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`bench_groups`)."""
     parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security"], default="throughput",
-                        help="security: produce/consume over PLAINTEXT vs SSL vs SASL_SSL on one broker "
-                             "(bench_security); throughput: produce/consume and start time (this module); groups: rebalance "
+                        help="security: produce/consume over PLAINTEXT vs SSL vs SASL_SSL on one broker, and "
+                             "quotas (bench_security); throughput: produce/consume and start time (this module); "
+                             "groups: rebalance "
                              "times and OffsetCommit rate, see --members etc.; cluster: RF=3 acks=all vs "
                              "RF=1 acks=1 and leader failover time on a 3-broker cluster, see "
                              "--cluster-records etc. (default: throughput)")

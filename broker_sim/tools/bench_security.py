@@ -129,7 +129,8 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker_sim.tools.bench_security", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m broker_sim.tools.bench_security",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
@@ -141,7 +142,6 @@ def main(argv: list[str] | None = None) -> int:
     report["quotas"] = run_quotas(args.quota, args.quota_seconds, 10_000, sys.stderr)
     print(json.dumps(report, indent=2))
     return 0
-
 
 
 # --- quotas: how close a throttled client lands to its quota --------------------------------------------
@@ -220,8 +220,8 @@ def run_quotas(rate: int, seconds: float, record_size: int, err: TextIO) -> dict
               "workload": {"seconds": seconds, "record_size": record_size, "client": "confluent-kafka",
                            "measured": "after the first quarter of the run (the quota window filling)",
                            "within_20_percent": None}}
-    result["workload"]["within_20_percent"] = all(0.8 <= result[k] <= 1.2 for k in ("producer_ratio",
-                                                                                      "consumer_ratio"))
+    result["workload"]["within_20_percent"] = all(0.8 <= result[k] <= 1.2
+                                                  for k in ("producer_ratio", "consumer_ratio"))
     print(f"quota {rate} B/s: producer {result['producer_ratio']}x, consumer {result['consumer_ratio']}x",
           file=err)
     return result

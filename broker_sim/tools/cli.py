@@ -59,7 +59,9 @@ from typing import Sequence
 
 from kafka.errors import KafkaError
 
-from broker_sim.tools import bench, bench_cluster, bench_groups, bench_security, console, groups, security, top, topics, transactions
+from broker_sim.tools import (
+    bench, bench_cluster, bench_groups, bench_security, console, groups, security, top, topics, transactions,
+)
 from broker_sim.tools import cluster as cluster_tool
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.tools.errors import ToolError
@@ -312,7 +314,8 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     if args.command == "cluster":
         return cluster_tool.run_from_args(args, out=out, err=err)
     if args.command == "bench":
-        runner = {"groups": bench_groups, "cluster": bench_cluster, "security": bench_security}.get(args.workload, bench)
+        runner = {"groups": bench_groups, "cluster": bench_cluster,
+                  "security": bench_security}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
                       security=security.client_settings(args.command_config))

@@ -6,7 +6,6 @@ admin and apply to the next request, without a restart.  Each test uses its own 
 """
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -234,9 +233,10 @@ def test_admin_apis_check_kafkas_acls(acl_broker, admin):
         from tests.integration import kafka_wire
         kafka_wire.RESPONSE_CLASSES.setdefault(DescribeConfigsRequest.API_KEY, DescribeConfigsResponse)
         with WireClient(acl_broker.bootstrap_servers_for("PLAINTEXT")) as anonymous:
-            described = anonymous.call(DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
-                resource_type=2, resource_name=theirs, configuration_keys=None)], include_synonyms=False,
-                include_documentation=False))
+            resource = DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=theirs,
+                                                                      configuration_keys=None)
+            described = anonymous.call(DescribeConfigsRequest[4](resources=[resource], include_synonyms=False,
+                                                                 include_documentation=False))
         assert described.results[0].error_code == TopicAuthorizationFailedError.errno
         group = _name("bobs-group")
         _allow(admin, "bob", ACLOperation.DESCRIBE, ResourceType.GROUP, group)

@@ -450,9 +450,10 @@ def test_a_big_frame_before_authentication_closes_the_connection(sasl_broker):
         client.send_bytes((50 * 1024 * 1024).to_bytes(4, "big") + b"\x00" * 64)
         assert client.is_closed_by_peer(timeout=5)
     with WireClient(sasl_broker.bootstrap_servers_for("SASL_PLAINTEXT")) as client:
-        response = _authenticate(client, "SCRAM-SHA-256", sasl.SaslLogin("SCRAM-SHA-256", "bob", "bob-secret").exchange())
+        login = sasl.SaslLogin("SCRAM-SHA-256", "bob", "bob-secret")
+        response = _authenticate(client, "SCRAM-SHA-256", login.exchange())
         assert response.error_code == 0
-        big = client.call(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="x" * 200, topic_id=None)]
-                                              * 3000, allow_auto_topic_creation=False,
+        named = MetadataRequest.MetadataRequestTopic(name="x" * 200, topic_id=None)
+        big = client.call(MetadataRequest[12](topics=[named] * 3000, allow_auto_topic_creation=False,
                                               include_topic_authorized_operations=False))
         assert len(big.topics) == 3000  # a ~600 KB request, over the pre-authentication limit, is served

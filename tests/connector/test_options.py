@@ -95,7 +95,8 @@ def test_unknown_options_are_named_with_the_closest_known_one():
 
 def test_sasl_options_take_kafkas_jaas_string():
     """Spark users pass Kafka's JAAS string; username and password come out of it (quotes escaped)."""
-    options = parse_source_options({**BASE, "kafka.security.protocol": "sasl_ssl", "kafka.sasl.mechanism": "scram-sha-512",
+    options = parse_source_options({**BASE, "kafka.security.protocol": "sasl_ssl",
+                                    "kafka.sasl.mechanism": "scram-sha-512",
                                     "kafka.ssl.ca.location": "/ca.pem", "kafka.sasl.jaas.config":
                                     'org.apache.kafka.common.security.scram.ScramLoginModule required '
                                     'username="alice" password="p\\"w";'})

@@ -90,4 +90,3 @@ def test_a_wrong_password_fails_the_batch_read_with_the_brokers_refusal(spark, s
         (spark.read.format("pylog").options(**_options(broker, ca, password="wrong"))
          .option("subscribe", "sec-events").load().collect())
     assert "Authentication failed" in str(raised.value) or "SaslAuthenticationFailed" in str(raised.value)
-

@@ -7,7 +7,8 @@ from urllib.parse import unquote
 
 import kafka.errors as Errors
 from kafka.protocol.admin import (
-    AlterClientQuotasResponse, DescribeClientQuotasResponse, AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
+    AlterClientQuotasResponse, AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse,
+    DescribeAclsResponse, DescribeClientQuotasResponse,
     DescribeUserScramCredentialsResponse,
 )
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse

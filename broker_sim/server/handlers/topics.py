@@ -40,6 +40,7 @@ def _require_cluster(broker, ctx, operation) -> None:
     _require(access.allowed_cluster(broker, ctx, operation), Errors.ClusterAuthorizationFailedError,
              f"{operation.name} on the cluster is not allowed for {ctx.connection.principal}")
 
+
 log = logging.getLogger(__name__)
 TOPIC, BROKER = 2, 4
 # DescribeConfigs config sources
@@ -244,7 +245,8 @@ def _broker_entries(broker, keys, synonyms, docs) -> list[_Entry]:
             continue
         source = _SOURCES[broker.config.source(name)]
         value = None if definition.sensitive else broker.config.raw(name)  # Kafka: sensitive values are null
-        entry = _Entry(name, value, name not in DYNAMIC_BROKER_CONFIGS, source, [(name, value, source)] if synonyms else [],
+        entry = _Entry(name, value, name not in DYNAMIC_BROKER_CONFIGS, source,
+                       [(name, value, source)] if synonyms else [],
                        definition.doc if docs else None, _config_type(name, definition.default))
         entry.sensitive = definition.sensitive
         entries.append(entry)
