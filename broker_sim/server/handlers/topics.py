@@ -341,29 +341,39 @@ async def _set_broker_configs(broker, name: str, configs: dict[str, str], valida
     log.info("dynamic configs of broker %s are now %s", entity, configs)
 
 
-async def incremental_alter_configs(broker, ctx, request):
+async def _alter_each(broker, ctx, request, broker_configs, topic_configs, response_class):
+    """The loop AlterConfigs and IncrementalAlterConfigs share: per resource, check ALTER_CONFIGS, compute the
+    new configs (``broker_configs(entity, resource)`` / ``topic_configs(info, resource)``) and store them;
+    an error answers that resource only."""
     results = []
     for resource in request.resources:
         try:
             if resource.resource_type == BROKER:
                 _require_cluster(broker, ctx, access.ALTER_CONFIGS)
-                entity = _broker_entity(broker, resource.resource_name)
-                configs = _altered(broker.entity_configs.get("brokers", entity), resource.configs)
+                configs = broker_configs(_broker_entity(broker, resource.resource_name), resource)
                 await _set_broker_configs(broker, resource.resource_name, configs, request.validate_only)
             elif resource.resource_type == TOPIC:
                 _require_topic(broker, ctx, access.ALTER_CONFIGS, resource.resource_name)
                 info = broker.metadata.get(resource.resource_name)
-                _set_topic_configs(broker, info, _altered(info.configs, resource.configs), request.validate_only)
+                _set_topic_configs(broker, info, topic_configs(info, resource), request.validate_only)
             else:
                 raise MetadataError(Errors.InvalidRequestError,
                                     f"resource type {resource.resource_type} cannot be altered (2 topic, 4 broker)")
             code, message = 0, None
         except Exception as exc:
             code, message = error_of(exc)
-        results.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+        results.append(response_class.AlterConfigsResourceResponse(
             error_code=code, error_message=message, resource_type=resource.resource_type,
             resource_name=resource.resource_name))
-    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
+    return response_class(throttle_time_ms=0, responses=results)
+
+
+async def incremental_alter_configs(broker, ctx, request):
+    """Each config SET, DELETE, APPENDed or SUBTRACTed on the resource's current overrides."""
+    return await _alter_each(
+        broker, ctx, request,
+        lambda entity, resource: _altered(broker.entity_configs.get("brokers", entity), resource.configs),
+        lambda info, resource: _altered(info.configs, resource.configs), IncrementalAlterConfigsResponse)
 
 
 def _set_topic_configs(broker, info, configs: dict[str, str], validate_only: bool) -> None:
@@ -377,24 +387,6 @@ def _set_topic_configs(broker, info, configs: dict[str, str], validate_only: boo
 
 async def alter_configs(broker, ctx, request):
     """AlterConfigs (API 33), Kafka's legacy form: the given configs *replace* the resource's overrides."""
-    results = []
-    for resource in request.resources:
-        configs = {c.name: c.value for c in resource.configs}
-        try:
-            if resource.resource_type == BROKER:
-                _require_cluster(broker, ctx, access.ALTER_CONFIGS)
-                await _set_broker_configs(broker, resource.resource_name, configs, request.validate_only)
-            elif resource.resource_type == TOPIC:
-                _require_topic(broker, ctx, access.ALTER_CONFIGS, resource.resource_name)
-                _set_topic_configs(broker, broker.metadata.get(resource.resource_name), configs,
-                                   request.validate_only)
-            else:
-                raise MetadataError(Errors.InvalidRequestError,
-                                    f"resource type {resource.resource_type} cannot be altered (2 topic, 4 broker)")
-            code, message = 0, None
-        except Exception as exc:
-            code, message = error_of(exc)
-        results.append(AlterConfigsResponse.AlterConfigsResourceResponse(
-            error_code=code, error_message=message, resource_type=resource.resource_type,
-            resource_name=resource.resource_name))
-    return AlterConfigsResponse(throttle_time_ms=0, responses=results)
+    def given(_, resource):
+        return {c.name: c.value for c in resource.configs}
+    return await _alter_each(broker, ctx, request, given, given, AlterConfigsResponse)
