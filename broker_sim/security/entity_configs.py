@@ -106,12 +106,23 @@ class FileEntityConfigs(EntityConfigs):
         self._changed()
 
     def _write(self, configs: dict) -> None:
-        from broker_sim.controller.metadata import write_atomically
-
+        """Temp file created 0600 (salted credentials: the broker's user only), fsync, rename, fsync the dir."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"version": VERSION, **configs}
-        write_atomically(self.path, json.dumps(payload, indent=1, sort_keys=True).encode())
-        os.chmod(self.path, 0o600)  # salted credentials: readable by the broker's user only
+        payload = json.dumps({"version": VERSION, **configs}, indent=1, sort_keys=True).encode()
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # an older temp file may have other bits
+            os.write(fd, payload)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 def config_path(entity_type: str, name: str) -> str:
