@@ -113,7 +113,9 @@ class FileEntityConfigs(EntityConfigs):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.fchmod(fd, 0o600)  # an older temp file may have other bits
-            os.write(fd, payload)
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view):]
             os.fsync(fd)
         finally:
             os.close(fd)
