@@ -158,10 +158,14 @@ class Dispatcher:
         try:
             answer = authenticator.evaluate(bytes(token))
         except (AuthenticationFailed, IllegalSaslState) as exc:
+            if self.metrics is not None:
+                self.metrics.failed_authentications += 1
             await asyncio.sleep(authenticator.listener.failure_delay_ms / 1000.0)
             raise CloseConnection(f"SASL authentication failed: {exc}") from None
         if authenticator.complete:
             connection.authenticated(authenticator.principal)
+            if self.metrics is not None:
+                self.metrics.successful_authentications += 1
         return [_SIZE.pack(len(answer)) + answer]
 
     @staticmethod
