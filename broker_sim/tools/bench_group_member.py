@@ -20,6 +20,7 @@ member's whole assignment. SIGTERM closes the consumer (LeaveGroup) and exits
 """
 
 import json
+import logging
 import signal
 import sys
 import time
@@ -35,6 +36,9 @@ def main(argv: list[str]) -> int:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
 
     bootstrap, topic, group, session_timeout_ms, heartbeat_interval_ms = argv
+    # the member's log (its stderr file) tells a benchmark that timed out how far the member's joins got
+    logging.basicConfig(level=logging.WARNING, format="%(relativeCreated)d ms %(name)s %(levelname)s %(message)s")
+    logging.getLogger("kafka.coordinator").setLevel(logging.INFO)
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):

@@ -58,7 +58,6 @@ import argparse
 import json
 import os
 import queue
-import signal
 import socket
 import statistics
 import struct
@@ -227,9 +226,7 @@ class GroupHarness:
         try:
             member, event = self.events.get(timeout=max(deadline - time.monotonic(), 0))
         except queue.Empty:
-            exited = [m for m in self.members if m.process.poll() not in (None, -signal.SIGKILL)]
-            detail = f"; a member exited: {file_tail(exited[0].stderr_path, 400)}" if exited else ""
-            raise TimeoutError(f"timed out waiting for {waiting_for}{detail}") from None
+            raise TimeoutError(f"timed out waiting for {waiting_for}; {self.describe()}") from None
         if event["event"] == "subscribing":
             member.subscribed_at = event["t"]
         elif event["event"] == "revoked":
@@ -237,6 +234,16 @@ class GroupHarness:
         elif event["event"] == "assigned":
             member.partitions = frozenset(event["partitions"])
             member.assigned_at = event["t"]
+
+    def describe(self) -> str:
+        """Each member's state and the tail of its log, for an error message."""
+        states = []
+        for number, member in enumerate(self.members):
+            status = member.process.poll()
+            state = "alive" if status is None else f"exited {status}"
+            states.append(f"member {number} ({state}, holds {sorted(member.partitions)}, "
+                          f"assigned at {member.assigned_at}): {file_tail(member.stderr_path, 400) or 'no log'}")
+        return "; ".join(states)
 
     def kill(self, member: Member) -> float:
         """SIGKILL *member*; return the monotonic time just before the signal."""
