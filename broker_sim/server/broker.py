@@ -172,7 +172,9 @@ class Broker:
         # TLS: loaded now, so a bad keystore fails the start naming its config, not the first handshake
         self._tls = {l.name: tls.server_context(self.config, l.name) for l in self.listeners
                      if l.protocol in ("SSL", "SASL_SSL")}
-        self._principals = tls.PrincipalMapper(self.config.raw("ssl.principal.mapping.rules"))
+        # mTLS principals: ssl.principal.mapping.rules, or listener.name.<l>.ssl.principal.mapping.rules
+        self._principals = {name: tls.PrincipalMapper(tls.setting(self.config, name, "ssl.principal.mapping.rules"))
+                            for name in self._tls}
         # SASL: mechanisms and PLAIN users checked now; SCRAM credentials come from entity_configs once open
         self.entity_configs: EntityConfigs | None = None  # SCRAM credentials (and quotas) of users and clients
         self.acls: acl.AclStore | None = None  # ACL bindings: the data dir's file, or ZooKeeper /kafka-acl
@@ -500,9 +502,9 @@ class Broker:
         for index, listener in enumerate(self.listeners):
             context = self._tls.get(listener.name)
             server = await self._loop.create_server(
-                lambda name=listener.name, tls_on=context is not None: KafkaConnection(
+                lambda name=listener.name: KafkaConnection(
                     self.dispatcher.handle, self.connections, listener=name,
-                    principal=self._principals if tls_on else None, sasl=self._sasl.get(name)),
+                    principal=self._principals.get(name), sasl=self._sasl.get(name)),
                 listener.bind_host, listener.port, reuse_address=True, ssl=context,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if context is not None else None)
             self._servers.append(server)

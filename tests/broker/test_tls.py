@@ -89,6 +89,29 @@ def test_confluent_kafka_with_a_client_certificate_gets_its_mapped_principal(tls
     assert got == [f"c{i}".encode() for i in range(20)]
 
 
+def test_principal_mapping_rules_can_be_set_per_listener(ca, tmp_path):
+    """listener.name.<l>.ssl.principal.mapping.rules rewrites the subjects of that listener only; the other
+    SSL listener keeps the broker-wide rules.  Mutation: one mapper for every listener -> the same principal
+    on both."""
+    server, bob = ca.issue("broker"), ca.issue("Bob")
+    config = dict(FAST, **{"listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+                           "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:SSL",
+                           "inter.broker.listener.name": "INTERNAL",
+                           "ssl.keystore.location": server.keystore, "ssl.truststore.location": ca.truststore,
+                           "ssl.client.auth": "required",
+                           "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),O=pylog$/$1/L,DEFAULT",
+                           "listener.name.external.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/ext-$1/U"})
+    with Broker(config=config, data_dir=tmp_path / "data") as broker:
+        principals = {}
+        for listener in ("INTERNAL", "EXTERNAL"):
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers_for(listener), security_protocol="SSL",
+                                     ssl_cafile=ca.truststore, ssl_certfile=bob.certificate, ssl_keyfile=bob.key)
+            producer.send(_topic(), b"x").get(30)
+            principals[listener] = {c.principal for c in broker.connections if c.listener == listener}
+            producer.close()
+    assert principals == {"INTERNAL": {"User:bob"}, "EXTERNAL": {"User:EXT-BOB"}}
+
+
 def test_aiokafka_over_tls(tls_broker, ca):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
