@@ -13,7 +13,10 @@ sanitized as Kafka's Sanitizer does): a user, a client id, or a (user, client id
     users/<default>/clients/<client>, users/<default>/clients/<default>, users/<default>,
     clients/<client>, clients/<default>
 
-and all connections matching that entity share one rate (Kafka's quota metric per entity).
+and the connections of one user / client id share one rate.  As Kafka's DefaultQuotaCallback tags its
+quota metrics, a ``<default>`` in the matched entity stands for each user or client id on its own: with
+``clients/<default>`` = 1 MB/s every client id gets 1 MB/s, not all of them together.  Rates of entities
+idle for a whole quota window are dropped once there are many (client ids are the client's choice).
 
 Rates are Kafka's sampled ``Rate``: ``quota.window.num`` samples of ``quota.window.size.seconds`` each;
 the rate is the total over the samples divided by their span, at least ``(num - 1) * size``.  A request that
@@ -33,6 +36,7 @@ from broker_sim.security.entity_configs import EntityConfigs
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 QUOTA_TYPES = (PRODUCE, FETCH, REQUEST)
 DEFAULT = "<default>"
+MAX_RATES = 10_000  # entity rates kept before idle ones are dropped
 
 
 def sanitize(name: str) -> str:
@@ -81,6 +85,10 @@ class Rate:
         elapsed = now - self._windows[0][0] if self._windows else 0.0
         return max(elapsed, (self.samples - 1) * self.window_s)
 
+    def idle_since(self, now: float, span: float) -> bool:
+        """True when nothing was recorded in the last ``span`` seconds."""
+        return not self._windows or now - self._windows[-1][0] >= span
+
     def measure(self, now: float) -> float:
         self._purge(now)
         return sum(total for _, total in self._windows) / self.window(now)
@@ -93,7 +101,7 @@ class QuotaManager:
                  clock=time.monotonic) -> None:
         self.configs = configs
         self.samples, self.window_s, self.clock = samples, window_s, clock
-        self._rates: dict[tuple[str, str, str], Rate] = {}
+        self._rates: dict[tuple, Rate] = {}  # (quota type, user, client id) -> rate; the event loop's
         self._resolved: dict[tuple[str, str, str], tuple[str, str, float] | None] = {}
         self._lock = threading.Lock()
         self.any_request_quota = False
@@ -142,14 +150,23 @@ class QuotaManager:
         if quota is None:
             return 0
         entity_type, name, bound = quota
+        user, client = sanitize(quota_user(principal)), sanitize(client_id or "")
+        # the rate's entity: the matched one, with each <default> standing for this user or client id
+        if entity_type == "users":
+            matched_user, _, matched_client = name.partition("/clients/")
+            key = (kind, user if matched_user == DEFAULT else matched_user,
+                   None if not matched_client else client if matched_client == DEFAULT else matched_client)
+        else:
+            key = (kind, None, client if name == DEFAULT else name)
         if kind == REQUEST:
             bound = bound / 100.0 * 1000.0  # percent of one thread -> ms of handler time per second
         if bound <= 0:
             return int(self.samples * self.window_s * 1000)
         now = self.clock()
-        key = (kind, entity_type, name)
         rate = self._rates.get(key)
         if rate is None:
+            if len(self._rates) >= MAX_RATES:
+                self._drop_idle(now)
             rate = self._rates[key] = Rate(self.samples, self.window_s)
         rate.record(value, now)
         observed = rate.measure(now)
@@ -158,3 +175,9 @@ class QuotaManager:
         self.throttled[kind] += 1
         throttle = (observed - bound) / bound * rate.window(now) * 1000.0
         return int(min(throttle, self.samples * self.window_s * 1000.0))
+
+    def _drop_idle(self, now: float) -> None:
+        """Forget the rates that measured nothing for a whole quota window (they would measure 0)."""
+        span = self.samples * self.window_s
+        for key in [k for k, r in self._rates.items() if r.idle_since(now, span)]:
+            del self._rates[key]

@@ -139,3 +139,48 @@ def test_rate_is_kafkas_sampled_rate():
     assert rate.measure(100.0) == pytest.approx(100.0)
     rate.record(1000, now=112.0)  # the first sample has left the window
     assert rate.measure(112.0) == pytest.approx(100.0)
+
+
+def test_a_default_quota_gives_each_client_id_its_own_rate(tmp_path):
+    """clients/<default> = 1000 B/s: as Kafka's DefaultQuotaCallback, each client id is measured on its own,
+    so a second client is not throttled for the first one's bytes; a named client id shares nothing with them.
+    Mutation: one rate per matched entity (every default client on one rate) -> b is throttled."""
+    from broker_sim.security.quotas import PRODUCE, QuotaManager
+    from broker_sim.security.entity_configs import FileEntityConfigs
+
+    configs = FileEntityConfigs(tmp_path)
+    configs.alter("clients", "<default>", {PRODUCE: "1000"})
+    manager = QuotaManager(configs, clock=lambda: 1000.0)
+    assert manager.record(PRODUCE, "User:ANONYMOUS", "a", 10_000) == 0  # 10 kB over 10 s = the quota
+    assert manager.record(PRODUCE, "User:ANONYMOUS", "a", 5_000) > 0
+    assert manager.record(PRODUCE, "User:ANONYMOUS", "b", 10_000) == 0
+    assert manager.record(PRODUCE, "User:alice", "b", 1) > 0  # client quotas ignore the user
+
+
+def test_a_default_user_quota_is_per_user_and_a_named_one_is_shared_by_its_clients(tmp_path):
+    from broker_sim.security.quotas import FETCH, QuotaManager
+    from broker_sim.security.entity_configs import FileEntityConfigs
+
+    configs = FileEntityConfigs(tmp_path)
+    configs.alter("users", "<default>", {FETCH: "1000"})
+    configs.alter("users", "carol", {FETCH: "1000"})
+    manager = QuotaManager(configs, clock=lambda: 1000.0)
+    assert manager.record(FETCH, "User:alice", "x", 10_000) == 0
+    assert manager.record(FETCH, "User:bob", "x", 10_000) == 0  # alice's bytes are not bob's
+    assert manager.record(FETCH, "User:carol", "x", 10_000) == 0
+    assert manager.record(FETCH, "User:carol", "y", 1) > 0  # carol's clients share her quota
+
+
+def test_idle_rates_are_dropped_so_client_ids_cannot_grow_memory(tmp_path, monkeypatch):
+    from broker_sim.security import quotas
+    from broker_sim.security.entity_configs import FileEntityConfigs
+
+    monkeypatch.setattr(quotas, "MAX_RATES", 50)
+    configs = FileEntityConfigs(tmp_path)
+    configs.alter("clients", "<default>", {quotas.PRODUCE: "1000"})
+    now = [0.0]
+    manager = quotas.QuotaManager(configs, clock=lambda: now[0])
+    for i in range(500):
+        now[0] += 1.0
+        manager.record(quotas.PRODUCE, "User:ANONYMOUS", f"client-{i}", 10)
+    assert len(manager._rates) <= 50
