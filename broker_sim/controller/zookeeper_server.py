@@ -39,8 +39,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def four_letter_word(host: str, port: int, word: str, timeout_s: float = 1.0) -> str:
-    """Send a ZooKeeper four-letter command (``ruok``, ``stat``) and return the reply text."""
+def four_letter_word(host: str, port: int, word: str, timeout_s: float = 10.0) -> str:
+    """Send a ZooKeeper four-letter command (``ruok``, ``stat``) and return the reply text (a loaded machine
+    has kept a JVM from answering within 1 s; the start-up poll passes a short timeout of its own)."""
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(word.encode())
         chunks = []
