@@ -2,7 +2,7 @@
 connection muted for that long (KIP-219), and a real client reporting the throttle.
 
 Whether a throttled producer or consumer lands within ±20 % of its quota is a figure of
-``pylog bench --workload quotas``, not an assertion here.
+``pylog bench --workload security`` (its "quotas" part), not an assertion here.
 """
 from __future__ import annotations
 
