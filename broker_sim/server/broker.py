@@ -498,7 +498,8 @@ class Broker:
         self._apply_dynamic_configs()
         loop = self._loop
         self.entity_configs.on_change(lambda: loop.call_soon_threadsafe(self._apply_dynamic_configs))
-        self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics, quotas=self.quotas)
+        self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics, quotas=self.quotas,
+                                     inter_broker_listener=self.inter_broker_listener)
         for index, listener in enumerate(self.listeners):
             context = self._tls.get(listener.name)
             server = await self._loop.create_server(

@@ -87,12 +87,15 @@ Handler = Callable[[RequestContext, object], Awaitable[object]]
 
 class Dispatcher:
     def __init__(self, handlers: dict[int, Handler], inter_broker: InterBrokerIdentity | None = None,
-                 metrics: BrokerMetrics | None = None, quotas=None) -> None:
+                 metrics: BrokerMetrics | None = None, quotas=None, inter_broker_listener: str | None = None) -> None:
         missing = set(APIS) - set(handlers)
         if missing:
             raise ValueError(f"no handler for API keys {sorted(missing)}")
         self.handlers = handlers
         self.inter_broker = inter_broker  # None on a single node: no connection is a broker's
+        # the proof counts only on inter.broker.listener.name: a client listener (with its own TLS or SASL)
+        # never turns a client into a broker, whatever client id it sends
+        self.inter_broker_listener = inter_broker_listener
         self.metrics = metrics
         self.quotas = quotas  # QuotaManager: request_percentage quotas are measured here
         self.requests_handled = 0
@@ -126,7 +129,9 @@ class Dispatcher:
         except Exception as exc:  # any decode failure means a malformed body
             raise CloseConnection(f"malformed {spec.key.name} v{version} request: {exc!r}") from None
         client_id = request.header.client_id
-        if self.inter_broker is not None and not connection.inter_broker and self.inter_broker.proves(client_id):
+        if (self.inter_broker is not None and not connection.inter_broker
+                and self.inter_broker_listener in (None, connection.listener)
+                and self.inter_broker.proves(client_id)):
             connection.inter_broker = True
         ctx = RequestContext(api_key, version, correlation_id, client_id, connection)
         started = time.monotonic()

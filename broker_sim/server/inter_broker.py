@@ -9,7 +9,10 @@ membership with a shared secret that ZooKeeper keeps at
 request a broker sends another carries, at the end of its client id, a proof
 derived from the secret (HMAC-SHA256).  The dispatcher checks a connection's
 client ids until one carries the proof; from then on the connection is a
-broker's (``KafkaConnection.inter_broker``).  A single broker has no peers, so
+broker's (``KafkaConnection.inter_broker``).  Only connections on
+``inter.broker.listener.name`` are checked: on an authenticated inter-broker
+listener a peer must log in before it can present the proof, and a client
+listener never makes a broker of anyone.  A single broker has no peers, so
 none of its connections is ever inter-broker.
 
 This guards the cluster against clients, not against whoever can read

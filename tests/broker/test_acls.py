@@ -359,3 +359,93 @@ def test_idempotent_write_by_resource_type():
                                 _binding(Operation.WRITE, name="*", permission=Permission.DENY)]), frozenset(), False)
     assert not denied.authorize_any("User:u", "h", Operation.WRITE, RT.TOPIC)
     assert not Authorizer(_Store([]), frozenset(), False).authorize_any("User:u", "h", Operation.WRITE, RT.TOPIC)
+
+
+def _as_alice(acl_broker):
+    """A raw wire client logged in as alice (SCRAM over the SASL listener)."""
+    from broker_sim.security.sasl import SaslLogin
+    from tests.broker.test_sasl import _authenticate
+    from tests.integration import kafka_wire
+
+    kafka_wire._register_admin_responses()
+    client = WireClient(acl_broker.bootstrap_servers_for("SASL_PLAINTEXT"))
+    assert _authenticate(client, "SCRAM-SHA-256",
+                         SaslLogin("SCRAM-SHA-256", "alice", USERS["alice"]).exchange()).error_code == 0
+    return client
+
+
+def test_transactional_records_need_a_transactional_id_and_write_on_it(acl_broker, admin):
+    """Kafka's Produce check: a transactional batch sent without a transactional id is refused
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, though the principal may WRITE the topic (else any writer could open
+    transactions that hold back the topic's last stable offset).  Mutation: the check removed -> appended."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    from tests.integration.kafka_wire import produce_request, record_batch
+
+    topic = _name("txn-less")
+    _create_topic(admin, topic)
+    _allow(admin, "alice", ACLOperation.WRITE, ResourceType.TOPIC, topic)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=4242,
+                                        producer_epoch=0, base_sequence=0, batch_size=1 << 20)
+    builder.append(0, timestamp=None, key=b"k", value=b"v", headers=[])
+    with _as_alice(acl_broker) as client:
+        plain = client.call(produce_request(topic, 0, record_batch([b"ok"])))
+        assert plain.responses[0].partition_responses[0].error_code == 0
+        refused = client.call(produce_request(topic, 0, bytes(builder.build())))
+        assert refused.responses[0].partition_responses[0].error_code == TransactionalIdAuthorizationFailedError.errno
+    assert acl_broker.replicas.get(topic, 0).log_end_offset == 1
+
+
+def test_internal_topics_cannot_join_a_transaction_even_with_write_on_them(acl_broker, admin):
+    from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+    from tests.integration import kafka_wire
+
+    kafka_wire.RESPONSE_CLASSES.setdefault(AddPartitionsToTxnRequest.API_KEY, AddPartitionsToTxnResponse)
+    txn = _name("alice-txn")
+    _allow(admin, "alice", ACLOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn)
+    _allow(admin, "alice", ACLOperation.WRITE, ResourceType.TOPIC, "__consumer_offsets")
+    Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    with _as_alice(acl_broker) as client:
+        response = client.call(AddPartitionsToTxnRequest[3](
+            v3_and_below_transactional_id=txn, v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+            v3_and_below_topics=[Topic(name="__consumer_offsets", partitions=[0])]))
+    [result] = response.results_by_topic_v3_and_below
+    assert result.results_by_partition[0].partition_error_code == TopicAuthorizationFailedError.errno
+
+
+def test_what_a_principal_may_not_describe_is_not_told(acl_broker, admin):
+    """Kafka withholds: a hidden topic's name behind its id (Metadata, DeleteTopics v6 answer
+    TOPIC_AUTHORIZATION_FAILED without the name), a created topic's configs without DESCRIBE_CONFIGS, and the
+    cluster's authorized operations without DESCRIBE on the cluster."""
+    from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+
+    hidden, mine = _name("secret"), _name("alices")
+    _create_topic(admin, hidden)
+    topic_id = acl_broker.metadata.get(hidden).topic_id
+    _allow(admin, "alice", ACLOperation.CREATE, ResourceType.TOPIC, mine)
+    # a cluster operation alice has, which does not imply DESCRIBE on the cluster
+    _allow(admin, "alice", ACLOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, "kafka-cluster")
+    with _as_alice(acl_broker) as client:
+        by_id = client.call(MetadataRequest[12](
+            topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=topic_id)],
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        assert (by_id.topics[0].error_code, by_id.topics[0].name, by_id.topics[0].topic_id) == (
+            TopicAuthorizationFailedError.errno, None, topic_id)
+        deleted = client.call(DeleteTopicsRequest[6](
+            topics=[DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=topic_id)], timeout_ms=5000))
+        assert (deleted.responses[0].error_code, deleted.responses[0].name) == (
+            TopicAuthorizationFailedError.errno, None)
+        created = client.call(CreateTopicsRequest[7](topics=[CreateTopicsRequest.CreatableTopic(
+            name=mine, num_partitions=2, replication_factor=1, assignments=[], configs=[])],
+            timeout_ms=5000, validate_only=False))
+        [topic] = created.topics
+        assert (topic.error_code, topic.num_partitions, topic.configs, topic.topic_config_error_code) == (
+            0, -1, [], TopicAuthorizationFailedError.errno)
+        cluster = client.call(DescribeClusterRequest[0](include_cluster_authorized_operations=True))
+        assert not cluster.authorized_operations
+    assert acl_broker.metadata.get(hidden) is not None and acl_broker.metadata.get(mine).partitions == 2
+
+
+def test_allow_everyone_if_no_acl_found_counts_for_by_resource_type_checks():
+    """Kafka's authorizeByResourceType asks about a resource no binding names first: with
+    allow.everyone.if.no.acl.found an idempotent producer needs no ACL, as any other request."""
+    assert Authorizer(_Store([]), frozenset(), True).authorize_any("User:u", "h", Operation.WRITE, RT.TOPIC)

@@ -13,7 +13,8 @@ from broker_sim.server.inter_broker import InterBrokerIdentity
 class _Connection:
     """The attributes the dispatcher reads of a KafkaConnection (on a listener without SASL)."""
 
-    def __init__(self) -> None:
+    def __init__(self, listener: str = "PLAINTEXT") -> None:
+        self.listener = listener
         self.inter_broker = False
         self.authenticator = None
         self.peer = "127.0.0.1:1"
@@ -62,3 +63,15 @@ def test_a_single_node_has_no_inter_broker_connections():
     connection = _Connection()
     _handle(dispatcher, connection, InterBrokerIdentity("secret-a").client_id("broker-1-fetcher-0"))
     assert not connection.inter_broker
+
+
+def test_the_proof_counts_only_on_the_inter_broker_listener():
+    """A client on another listener (say the SASL_SSL one clients use) that learnt the proof — it travels in
+    the clear on a PLAINTEXT inter-broker listener — does not become a broker there.
+    Mutation: the listener check removed -> the client's connection is marked inter-broker."""
+    identity = InterBrokerIdentity("secret-a")
+    dispatcher = Dispatcher(build_handlers(_Broker()), identity, inter_broker_listener="INTERNAL")
+    client, broker = _Connection("EXTERNAL"), _Connection("INTERNAL")
+    _handle(dispatcher, client, identity.client_id("broker-1-fetcher-0"))
+    _handle(dispatcher, broker, identity.client_id("broker-1-fetcher-0"))
+    assert (client.inter_broker, broker.inter_broker) == (False, True)

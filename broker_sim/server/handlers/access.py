@@ -57,6 +57,14 @@ def authorized_operations(broker, ctx, resource_type: ResourceType, name: str) -
     return {code for code in range(31) if bits >> code & 1}
 
 
+def cluster_operations(broker, ctx) -> set[int]:
+    """The cluster's ``authorized_operations`` (Metadata v8-10, DescribeCluster): Kafka tells them only to a
+    principal that may DESCRIBE the cluster, and answers nothing (0) to others."""
+    if not allowed_cluster(broker, ctx, DESCRIBE):
+        return set()
+    return authorized_operations(broker, ctx, CLUSTER, CLUSTER_NAME)
+
+
 def cluster_action(broker, ctx) -> bool:
     """The inter-broker APIs (follower Fetch, WriteTxnMarkers, ...): a broker of this cluster, or with an
     authorizer a principal allowed CLUSTER_ACTION (Kafka's inter-broker principal: a super user)."""

@@ -7,7 +7,6 @@ from kafka.protocol.metadata import MetadataResponse
 
 from broker_sim.controller.metadata import MetadataError
 from broker_sim.protocol.apis import api_versions_response
-from broker_sim.security.acl import CLUSTER_NAME
 from broker_sim.server.handlers import access
 
 NOT_REQUESTED = None  # authorized_operations when the client did not ask (INT32_MIN on the wire)
@@ -90,7 +89,9 @@ async def metadata(broker, ctx, request):
             if name is None and ctx.version >= 10:
                 info = store.topics_by_id.get(wanted.topic_id)
                 if info is not None and not _describable(broker, ctx, info.name):
-                    info = None  # Kafka: an id the principal may not describe is unknown
+                    # Kafka: ids are not sensitive, names are: the id answered, the name withheld
+                    topics.append(_error_topic(Errors.TopicAuthorizationFailedError, topic_id=wanted.topic_id))
+                    continue
                 topics.append(_topic_metadata(broker, info) if info is not None
                               else _error_topic(Errors.UnknownTopicIdError, topic_id=wanted.topic_id))
                 continue
@@ -121,8 +122,7 @@ async def metadata(broker, ctx, request):
                 topic.authorized_operations = access.authorized_operations(broker, ctx, access.TOPIC, topic.name)
     cluster_fields = {}  # kafka-python's name for cluster_authorized_operations (v8-10)
     if 8 <= ctx.version <= 10 and request.include_cluster_authorized_operations:
-        cluster_fields["authorized_operations"] = access.authorized_operations(broker, ctx, access.CLUSTER,
-                                                                               CLUSTER_NAME)
+        cluster_fields["authorized_operations"] = access.cluster_operations(broker, ctx)
     brokers, controller_id = _brokers(broker, ctx)
     return MetadataResponse(throttle_time_ms=0, cluster_id=store.cluster_id, controller_id=controller_id,
                             **cluster_fields,
@@ -137,8 +137,8 @@ async def describe_cluster(broker, ctx, request):
             error_message=f"endpoint type {request.endpoint_type} is not served by a broker",
             endpoint_type=request.endpoint_type, cluster_id=broker.metadata.cluster_id, brokers=[])
     brokers, controller_id = _brokers(broker, ctx)
-    operations = (access.authorized_operations(broker, ctx, access.CLUSTER, CLUSTER_NAME)
-                  if request.include_cluster_authorized_operations else NOT_REQUESTED)
+    operations = access.cluster_operations(broker, ctx) if request.include_cluster_authorized_operations \
+        else NOT_REQUESTED
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.metadata.cluster_id,
         controller_id=controller_id, authorized_operations=operations,

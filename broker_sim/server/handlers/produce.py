@@ -65,9 +65,14 @@ async def produce(broker, ctx, request):
     responses = []
     failed = None
     waits = []  # (partition responses list, position, partition, offset to reach, min ISR) for acks=-1
-    # Kafka's checks: WRITE on the transactional id, then WRITE on each topic
+    # Kafka's checks: WRITE on the transactional id (and with an authorizer, transactional batches need one:
+    # without it a client allowed only WRITE on a topic could open transactions that hold back the LSO),
+    # then WRITE on each topic
     txn_denied = request.transactional_id is not None and not access.allowed(
         broker, ctx, access.WRITE, access.TXN, request.transactional_id)
+    if (request.transactional_id is None and broker.authorizer is not None and not ctx.connection.inter_broker
+            and _has_transactional_batches(request)):
+        txn_denied = True
     for topic in request.topic_data:
         partitions = []
         denied = None
@@ -105,6 +110,20 @@ async def produce(broker, ctx, request):
             raise CloseConnection(f"acks=0 produce failed: {failed}")
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=throttle)
+
+
+def _has_transactional_batches(request) -> bool:
+    """Kafka's ProduceRequest.hasTransactionalRecords: a partition whose first batch is transactional
+    (a malformed one is left to the validator)."""
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            records = data.records or b""
+            try:
+                if decode_header(records, 0, 0, len(records)).is_transactional:
+                    return True
+            except Errors.KafkaError:
+                continue
+    return False
 
 
 def _throttle(broker, ctx, request) -> int:

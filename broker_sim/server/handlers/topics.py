@@ -129,6 +129,13 @@ async def create_topics(broker, ctx, request):
             results.append(CreatedTopic(name=topic.name, topic_id=None, error_code=code, error_message=message,
                                         num_partitions=-1, replication_factor=-1, configs=None))
             continue
+        if not access.allowed(broker, ctx, access.DESCRIBE_CONFIGS, access.TOPIC, topic.name):
+            # Kafka: the created topic's configs, partitions and factor only for DESCRIBE_CONFIGS on it
+            results.append(CreatedTopic(
+                name=topic.name, topic_id=info.topic_id if info else None, error_code=0, error_message=None,
+                num_partitions=-1, replication_factor=-1, configs=[],
+                topic_config_error_code=Errors.TopicAuthorizationFailedError.errno))
+            continue
         results.append(CreatedTopic(
             name=topic.name, topic_id=info.topic_id if info else None, error_code=0, error_message=None,
             num_partitions=partitions, replication_factor=factor,
@@ -155,6 +162,10 @@ async def delete_topics(broker, ctx, request):
                 info = broker.metadata.topics_by_id.get(topic_id)
                 if info is None:
                     raise MetadataError(Errors.UnknownTopicIdError, f"no topic has id {topic_id}")
+                if not access.allowed(broker, ctx, access.DESCRIBE, access.TOPIC, info.name):
+                    # Kafka: by id, the name is told only to a principal that may DESCRIBE the topic
+                    raise MetadataError(Errors.TopicAuthorizationFailedError,
+                                        f"DESCRIBE on the topic with id {topic_id} is not allowed")
                 name = info.name
             _require_topic(broker, ctx, access.DELETE, name)
             await broker.delete_topic(name)

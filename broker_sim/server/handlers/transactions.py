@@ -25,6 +25,7 @@ from kafka.protocol.producer import (
 from broker_sim.coordinator.group_records import OFFSETS_TOPIC, CommittedOffset
 from broker_sim.coordinator import txn_broker
 from broker_sim.coordinator.txn_state import parse_state
+from broker_sim.server.cluster_member import INTERNAL_TOPICS
 from broker_sim.server.handlers import access
 
 PRODUCER_FENCED = Errors.ProducerFencedError.errno
@@ -87,10 +88,12 @@ def _topic_results(cls, results: dict[tuple[str, int], int], version: int) -> li
 
 def _add_partitions_denied(broker, ctx, transactional_id: str, partitions) -> dict | None:
     """Kafka's checks: WRITE on the transactional id (every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-    then WRITE on each topic (those TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED)."""
+    then WRITE on each topic (those TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED).  Internal
+    topics are never a client's to write in a transaction: TOPIC_AUTHORIZATION_FAILED for anyone, as Kafka."""
     if not _txn_allowed(broker, ctx, transactional_id):
         return dict.fromkeys(partitions, TXN_AUTHORIZATION_FAILED)
-    denied = {t for t, _ in partitions if not access.allowed(broker, ctx, access.WRITE, access.TOPIC, t)}
+    denied = {t for t, _ in partitions
+              if t in INTERNAL_TOPICS or not access.allowed(broker, ctx, access.WRITE, access.TOPIC, t)}
     if denied:
         return {(t, p): TOPIC_AUTHORIZATION_FAILED if t in denied else OPERATION_NOT_ATTEMPTED for t, p in partitions}
     return None
@@ -251,8 +254,9 @@ async def describe_transactions(broker, ctx, request):
             continue
         d = broker.transactions.describe(txn_id)
         topics: dict[str, list[int]] = {}
-        for topic, index in d.partitions:
-            topics.setdefault(topic, []).append(index)
+        for topic, index in d.partitions:  # topics the caller may not DESCRIBE are left out, as Kafka
+            if access.allowed(broker, ctx, access.DESCRIBE, access.TOPIC, topic):
+                topics.setdefault(topic, []).append(index)
         described.append(Described(
             error_code=d.error, transactional_id=txn_id, transaction_state=d.state,
             transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_ms, producer_id=d.producer_id,
