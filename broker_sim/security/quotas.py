@@ -101,7 +101,7 @@ class QuotaManager:
                  clock=time.monotonic) -> None:
         self.configs = configs
         self.samples, self.window_s, self.clock = samples, window_s, clock
-        self._rates: dict[tuple, Rate] = {}  # (quota type, user, client id) -> rate; the event loop's
+        self._rates: dict[tuple, Rate] = {}  # (quota type, user, client id) -> rate; event loop only
         self._resolved: dict[tuple[str, str, str], tuple[str, str, float] | None] = {}
         self._lock = threading.Lock()
         self.any_request_quota = False

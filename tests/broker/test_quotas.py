@@ -15,7 +15,9 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
-from broker_sim.security.quotas import Rate
+from broker_sim.security import quotas
+from broker_sim.security.entity_configs import FileEntityConfigs
+from broker_sim.security.quotas import FETCH, PRODUCE, QuotaManager, Rate
 from broker_sim.server.broker import Broker
 from tests.integration import kafka_wire
 from tests.integration.kafka_wire import WireClient, fetch_request, metadata, produce_request, record_batch
@@ -145,8 +147,6 @@ def test_a_default_quota_gives_each_client_id_its_own_rate(tmp_path):
     """clients/<default> = 1000 B/s: as Kafka's DefaultQuotaCallback, each client id is measured on its own,
     so a second client is not throttled for the first one's bytes; a named client id shares nothing with them.
     Mutation: one rate per matched entity (every default client on one rate) -> b is throttled."""
-    from broker_sim.security.quotas import PRODUCE, QuotaManager
-    from broker_sim.security.entity_configs import FileEntityConfigs
 
     configs = FileEntityConfigs(tmp_path)
     configs.alter("clients", "<default>", {PRODUCE: "1000"})
@@ -158,8 +158,6 @@ def test_a_default_quota_gives_each_client_id_its_own_rate(tmp_path):
 
 
 def test_a_default_user_quota_is_per_user_and_a_named_one_is_shared_by_its_clients(tmp_path):
-    from broker_sim.security.quotas import FETCH, QuotaManager
-    from broker_sim.security.entity_configs import FileEntityConfigs
 
     configs = FileEntityConfigs(tmp_path)
     configs.alter("users", "<default>", {FETCH: "1000"})
@@ -172,9 +170,6 @@ def test_a_default_user_quota_is_per_user_and_a_named_one_is_shared_by_its_clien
 
 
 def test_idle_rates_are_dropped_so_client_ids_cannot_grow_memory(tmp_path, monkeypatch):
-    from broker_sim.security import quotas
-    from broker_sim.security.entity_configs import FileEntityConfigs
-
     monkeypatch.setattr(quotas, "MAX_RATES", 50)
     configs = FileEntityConfigs(tmp_path)
     configs.alter("clients", "<default>", {quotas.PRODUCE: "1000"})
