@@ -1,5 +1,5 @@
 import sys
 
-from broker_sim.server.cli import main
+from broker_sim.cli import main
 
 sys.exit(main())

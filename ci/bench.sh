@@ -8,7 +8,7 @@
 # Progress and per-workload summaries go to stderr. This is a measurement, never
 # a pass/fail test: the JSON records workload errors and skipped brokers, and
 # the exit status is non-zero only for bad options or a crash of the tool itself.
-# See `pylog bench --help` and broker_sim/tools/bench.py for what is measured.
+# See `pylog bench --help` and broker_sim/bench/runner.py for what is measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="$(bash ci/setup.sh | tail -n 1)"

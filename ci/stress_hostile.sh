@@ -10,4 +10,4 @@ MINUTES="${1:-10}"
 shift $(( $# > 0 ? 1 : 0 )) || true
 export PYTHONUNBUFFERED=1
 PYTHON="${PYTHON:-$(bash ci/setup.sh | tail -n 1)}"
-exec "$PYTHON" -m broker_sim.testing.hostile --minutes "$MINUTES" "$@"
+exec "$PYTHON" -m broker_sim.testing.hostile_soak --minutes "$MINUTES" "$@"

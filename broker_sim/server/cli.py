@@ -7,7 +7,7 @@ Examples::
         --config log.retention.ms=3600000
     # one broker of a ZooKeeper cluster (each broker: its own id, port and data dir)
     pylog-broker --zookeeper 127.0.0.1:2181/pylog --broker-id 1 --data-dir /tmp/pylog-1 --port 9093
-    # a local ZooKeeper plus 3 brokers in the foreground (broker_sim.tools.cluster)
+    # a local ZooKeeper plus 3 brokers in the foreground: broker_sim.cli hands this to broker_sim.local.cluster
     pylog-broker cluster --brokers 3 --data-dir /tmp/pylog-cluster
 
 SIGTERM or Ctrl-C stop it cleanly.  Settings use Kafka's broker config names
@@ -61,11 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["cluster"]:  # `pylog-broker cluster --brokers 3 --data-dir DIR`: ZooKeeper + N brokers
-        from broker_sim.tools.cluster import main as cluster_main
-        return cluster_main(argv[1:], prog="pylog-broker cluster")
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from broker_sim.server.broker import Broker

@@ -452,7 +452,7 @@ class PylogClusterContainers:
     def _ask(self, via: Sequence[int] | None, topics: Sequence[str] | None = ()):
         """Metadata from the first of ``via`` (default: running brokers) that answers — only those: a client
         library would also ask a zombie leader, whose view is stale."""
-        from broker_sim.tools.cluster import ClusterError, fetch_metadata
+        from broker_sim.local.cluster import ClusterError, fetch_metadata
 
         last = None
         for i in (via if via is not None else self._running()):
@@ -481,8 +481,8 @@ class PylogClusterContainers:
             time.sleep(0.5)
 
     def metadata(self, topics: Sequence[str] | None = (), *, prefer: Iterable[int] = (), timeout_s: float = 10.0):
-        """A Metadata answer (broker_sim.tools.cluster.ClusterMetadata) from a running broker, as LocalCluster's."""
-        from broker_sim.tools.cluster import ClusterError, fetch_metadata
+        """A Metadata answer (broker_sim.local.cluster.ClusterMetadata) from a running broker, as LocalCluster's."""
+        from broker_sim.local.cluster import ClusterError, fetch_metadata
 
         deadline = time.monotonic() + timeout_s
         last = "no broker is running"
@@ -500,7 +500,7 @@ class PylogClusterContainers:
 
     def wait_for_full_isr(self, topic: str, partitions: int, *, timeout_s: float = 60.0) -> dict:
         """Until every partition of ``topic`` has a leader and ISR == replicas (LocalCluster's interface)."""
-        from broker_sim.tools.cluster import ClusterError
+        from broker_sim.local.cluster import ClusterError
 
         def complete():
             md = self.metadata([topic])
@@ -554,7 +554,7 @@ PARTITION_FAULTS = ("isolate_leader", "isolate_follower", "split_zookeeper", "br
 
 
 def partition_nemesis(faults: Sequence[str] = PARTITION_FAULTS, *, recovery_timeout_s: float = 90.0):
-    """A ``nemesis_factory`` for ``broker_sim.testing.cluster.run_workload`` on PylogClusterContainers: network
+    """A ``nemesis_factory`` for ``broker_sim.testing.jepsen.run_workload`` on PylogClusterContainers: network
     partitions instead of kills, the kinds taken in turn (so a short run sees each):
 
     * ``isolate_leader``: a partition's leader cut off from ZooKeeper and the other brokers (a zombie: clients
@@ -567,7 +567,7 @@ def partition_nemesis(faults: Sequence[str] = PARTITION_FAULTS, *, recovery_time
     After each fault the network heals and the nemesis waits for full ISRs, recording ``recovered_s`` (heal to
     full ISR) in the ``healed`` event.
     """
-    from broker_sim.testing.cluster import Nemesis
+    from broker_sim.testing.jepsen import Nemesis
 
     class PartitionNemesis(Nemesis):
         turn = 0

@@ -31,7 +31,7 @@ def missing(name: str, reason: str):
 
 def require_zookeeper() -> None:
     """Skip or fail (see ``missing``) unless a ZooKeeper server can be started here."""
-    from broker_sim.controller.zookeeper_server import zookeeper_available
+    from broker_sim.local.zookeeper import zookeeper_available
 
     reason = zookeeper_available()
     if reason:

@@ -23,7 +23,7 @@ JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required usernam
 class SecuredBroker:
     def __init__(self, directory: str | Path, *, config: dict | None = None) -> None:
         from broker_sim.server.broker import Broker
-        from broker_sim.testing.tls import CertificateAuthority
+        from broker_sim.local.certificates import CertificateAuthority
 
         directory = Path(directory)
         self.ca = CertificateAuthority(directory / "ca")

@@ -1,12 +1,15 @@
-"""Command-line tools for any Kafka-protocol broker: ``pylog`` and its benchmark.
+"""The ``pylog`` command-line tools for any Kafka-protocol broker, and the broker image's health check.
+
+Owns the ``pylog`` commands only; ``cli`` dispatches ``pylog bench`` to :mod:`broker_sim.bench` and
+``pylog cluster up`` to :mod:`broker_sim.local`. Must not import ``broker_sim.testing`` nor the broker's
+internals (server, storage, replication, coordinator).
 
 Theory of operation
 -------------------
 The tools are ordinary Kafka clients. They talk to a broker only through the
-wire protocol (kafka-python underneath; the benchmark also drives
-confluent-kafka), so they work the same against ``broker_sim``, Apache Kafka or
-Tansu. Nothing here imports the broker's internals: the benchmark starts brokers
-as separate processes.
+wire protocol (kafka-python underneath; the health check sends one ApiVersions
+request through :class:`broker_sim.protocol.client.WireConnection`), so they
+work the same against ``broker_sim``, Apache Kafka or Tansu.
 
 Modules, one job each:
 
@@ -19,12 +22,12 @@ Modules, one job each:
 - :mod:`~broker_sim.tools.topics` — ``pylog topics create|list|describe|delete``.
 - :mod:`~broker_sim.tools.console` — ``pylog produce`` and ``pylog consume``.
 - :mod:`~broker_sim.tools.groups` — ``pylog groups list|describe|reset-offsets|delete``.
-- :mod:`~broker_sim.tools.bench` — ``pylog bench``: rounds, medians, ratios, JSON.
-- :mod:`~broker_sim.tools.bench_brokers` — starting and stopping broker processes.
-- :mod:`~broker_sim.tools.bench_workloads` — the timed client workloads.
-- :mod:`~broker_sim.tools.bench_groups` — ``pylog bench --workload groups``:
-  rebalance times and OffsetCommit round trips.
-- :mod:`~broker_sim.tools.bench_group_member` — one group member process of it.
+- :mod:`~broker_sim.tools.transactions` — ``pylog transactions list|describe``.
+- :mod:`~broker_sim.tools.security` — ``pylog acls|users|quotas``.
+- :mod:`~broker_sim.tools.top` — ``pylog top``.
+- :mod:`~broker_sim.tools.healthcheck` — ``python -m broker_sim.tools.healthcheck HOST:PORT``.
+- :mod:`~broker_sim.tools.cluster` — the old import path of ``LocalCluster``
+  (now :mod:`broker_sim.local.cluster`).
 
 Quick start::
 

@@ -47,8 +47,8 @@ reachable, broker refused the request; one line on stderr naming the problem),
 2 for bad usage (argparse's message names the option), 130 on Ctrl-C.
 
 See :mod:`broker_sim.tools.topics`, :mod:`broker_sim.tools.console`,
-:mod:`broker_sim.tools.groups`, :mod:`broker_sim.tools.transactions`, :mod:`broker_sim.tools.bench` and
-:mod:`broker_sim.tools.bench_groups` and :mod:`broker_sim.tools.cluster` for each command's manual.
+:mod:`broker_sim.tools.groups`, :mod:`broker_sim.tools.transactions`, the :mod:`broker_sim.bench` package
+and :mod:`broker_sim.local.cluster` for each command's manual.
 """
 
 import argparse
@@ -59,10 +59,12 @@ from typing import Sequence
 
 from kafka.errors import KafkaError
 
-from broker_sim.tools import (
-    bench, bench_cluster, bench_groups, bench_security, console, groups, security, top, topics, transactions,
-)
-from broker_sim.tools import cluster as cluster_tool
+from broker_sim.bench import groups as bench_groups
+from broker_sim.bench import replication as bench_replication
+from broker_sim.bench import runner as bench
+from broker_sim.bench import security as bench_security
+from broker_sim.local import cluster as local_cluster
+from broker_sim.tools import console, groups, security, top, topics, transactions
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.tools.errors import ToolError
 from broker_sim.tools.progress import Progress, progress_wanted
@@ -300,21 +302,21 @@ def build_parser() -> argparse.ArgumentParser:
                                        help="throughput, start-time and group benchmarks, pylog vs Tansu (JSON)")
     bench.add_arguments(bench_parser)
     bench_groups.add_arguments(bench_parser)
-    bench_cluster.add_arguments(bench_parser)
+    bench_replication.add_arguments(bench_parser)
 
     cluster_parser = commands.add_parser("cluster", help="run a local ZooKeeper and N brokers (development, tests)")
     cluster_commands = cluster_parser.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
     cluster_up = cluster_commands.add_parser(
         "up", help="start ZooKeeper and N brokers on 127.0.0.1 in the foreground; Ctrl-C stops them")
-    cluster_tool.add_arguments(cluster_up)
+    local_cluster.add_arguments(cluster_up)
     return parser
 
 
 def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     if args.command == "cluster":
-        return cluster_tool.run_from_args(args, out=out, err=err)
+        return local_cluster.run_from_args(args, out=out, err=err)
     if args.command == "bench":
-        runner = {"groups": bench_groups, "cluster": bench_cluster,
+        runner = {"groups": bench_groups, "cluster": bench_replication,
                   "security": bench_security}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,

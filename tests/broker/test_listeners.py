@@ -141,7 +141,7 @@ def test_a_cluster_replicates_over_the_inter_broker_listener_and_publishes_each_
     listener are told that listener's addresses of *both* brokers.
     Mutation: followers resolving the leader's PLAINTEXT endpoint -> no inter-broker connection on BROKER.
     """
-    from broker_sim.controller.zookeeper_server import ZooKeeperServer
+    from broker_sim.local.zookeeper import ZooKeeperServer
     require_zookeeper()
     fast = {"zookeeper.session.timeout.ms": "3000", "replica.fetch.wait.max.ms": "200",
             "offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1",

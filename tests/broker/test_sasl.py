@@ -33,7 +33,7 @@ from broker_sim.security import sasl
 from broker_sim.security.scram import CredentialError, ScramCredential, parse_add_scram
 from broker_sim.server.broker import Broker
 from broker_sim.testing.requirements import missing
-from broker_sim.testing.tls import CertificateAuthority
+from broker_sim.local.certificates import CertificateAuthority
 from tests.integration.kafka_wire import ConnectionClosed, WireClient
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '

@@ -1,6 +1,6 @@
 """SSL listeners: every Kafka client over TLS, mutual TLS principals, and bad certificates refused.
 
-A throwaway CA (broker_sim.testing.tls) issues the broker's and the clients' certificates.  The broker has a
+A throwaway CA (broker_sim.local.certificates) issues the broker's and the clients' certificates.  The broker has a
 PLAINTEXT and an SSL listener side by side; clients bootstrap on the SSL one and must be sent back to it.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from broker_sim.config import BrokerConfig, ConfigError
 from broker_sim.security.tls import PrincipalMapper, server_context, subject_name
 from broker_sim.server.broker import Broker
-from broker_sim.testing.tls import CertificateAuthority
+from broker_sim.local.certificates import CertificateAuthority
 
 FAST = {"group.initial.rebalance.delay.ms": "0"}
 
@@ -267,7 +267,7 @@ def test_a_cluster_replicates_over_an_ssl_inter_broker_listener(ca, tmp_path):
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-    from broker_sim.controller.zookeeper_server import ZooKeeperServer
+    from broker_sim.local.zookeeper import ZooKeeperServer
     from broker_sim.testing.requirements import require_zookeeper
     require_zookeeper()
     server = ca.issue("broker")

@@ -11,20 +11,20 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker_sim.testing.cluster import FAST_FAILOVER_CONFIGS
+from broker_sim.testing.jepsen import FAST_FAILOVER_CONFIGS
 
 CLUSTER_CONFIGS = {**FAST_FAILOVER_CONFIGS}
 
 
 def zookeeper_missing() -> str | None:
-    from broker_sim.controller.zookeeper_server import zookeeper_available
+    from broker_sim.local.zookeeper import zookeeper_available
 
     return zookeeper_available()
 
 
 def start_cluster(directory, brokers: int = 3, configs: dict | None = None):
     """A started LocalCluster with the fast-failover settings; skips the test without ZooKeeper."""
-    from broker_sim.tools.cluster import LocalCluster
+    from broker_sim.local.cluster import LocalCluster
 
     reason = zookeeper_missing()
     if reason:

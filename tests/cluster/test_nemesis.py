@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from broker_sim.testing.cluster import WorkloadOptions, check, run_workload, workload_budget_s
+from broker_sim.testing.jepsen import WorkloadOptions, check, run_workload, workload_budget_s
 
 pytestmark = pytest.mark.cluster
 

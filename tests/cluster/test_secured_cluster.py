@@ -50,7 +50,7 @@ def _login(user: str, password: str) -> dict:
 
 @pytest.fixture(scope="module")
 def secured_cluster(tmp_path_factory):
-    from broker_sim.tools.cluster import LocalCluster
+    from broker_sim.local.cluster import LocalCluster
 
     started = start_cluster(tmp_path_factory.mktemp("secured-probe"), brokers=1)  # skips without ZooKeeper
     started.stop_all()

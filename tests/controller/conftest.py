@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from broker_sim.controller.zookeeper_server import ZooKeeperServer
+from broker_sim.local.zookeeper import ZooKeeperServer
 from broker_sim.testing.requirements import require_zookeeper
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from broker_sim.testing.hostile import ATTACKS, SoakOptions, run_soak
+from broker_sim.testing.hostile_soak import ATTACKS, SoakOptions, run_soak
 
 
 def test_short_hostile_soak_leaves_the_broker_serving_and_the_data_intact(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 
-from broker_sim.controller.zookeeper_server import ZooKeeperServer, zookeeper_available
+from broker_sim.local.zookeeper import ZooKeeperServer, zookeeper_available
 from broker_sim.server.broker import Broker
 from client_helpers import wait_until
 

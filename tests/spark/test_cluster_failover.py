@@ -39,7 +39,7 @@ CLUSTER_CONFIGS = {
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     from broker_sim.testing.requirements import require_zookeeper
-    from broker_sim.tools.cluster import LocalCluster
+    from broker_sim.local.cluster import LocalCluster
 
     require_zookeeper()
     running = LocalCluster(tmp_path_factory.mktemp("spark-cluster"), brokers=3, configs=CLUSTER_CONFIGS).start()

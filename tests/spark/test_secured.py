@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, NewTopic, ResourcePattern
 from kafka.admin import ResourceType
 
-from broker_sim.testing.tls import CertificateAuthority
+from broker_sim.local.certificates import CertificateAuthority
 from tests.spark.sink_helpers import read_topic
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"{}\" password=\"{}\";"

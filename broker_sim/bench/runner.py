@@ -6,8 +6,8 @@ Examples::
     $ pylog bench --records 100000 --rounds 1 --brokers pylog --skip-kafka-python
     $ pylog bench --output bench.json --progress   # JSON also written to a file
     $ ci/bench.sh                                  # the same, from the repository root
-    $ pylog bench --workload groups                # rebalance times, OffsetCommit rate (bench_groups)
-    $ pylog bench --workload cluster               # replication cost and failover time (bench_cluster)
+    $ pylog bench --workload groups                # rebalance times, OffsetCommit rate (bench.groups)
+    $ pylog bench --workload cluster               # replication cost and failover time (bench.replication)
 
 What one round does for one broker, on a fresh broker process:
 
@@ -43,8 +43,8 @@ import statistics
 import sys
 from typing import TextIO
 
-from broker_sim.tools import bench_workloads as workloads
-from broker_sim.tools.bench_brokers import (
+from broker_sim.bench import workloads
+from broker_sim.bench.brokers import (
     BrokerKind, BrokerProcess, BrokerStartError, BrokerUnavailable, free_port, pylog_broker, tansu_broker,
 )
 from broker_sim.tools.progress import Progress, progress_wanted
@@ -73,10 +73,10 @@ NOTES = [
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`bench_groups`)."""
+    """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`broker_sim.bench.groups`)."""
     parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security"], default="throughput",
                         help="security: produce/consume over PLAINTEXT vs SSL vs SASL_SSL on one broker, and "
-                             "quotas (bench_security); throughput: produce/consume and start time (this module); "
+                             "quotas (bench.security); throughput: produce/consume and start time (this module); "
                              "groups: rebalance "
                              "times and OffsetCommit rate, see --members etc.; cluster: RF=3 acks=all vs "
                              "RF=1 acks=1 and leader failover time on a 3-broker cluster, see "

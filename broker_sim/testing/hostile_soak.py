@@ -560,7 +560,7 @@ def _setup_topics(bootstrap: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker_sim.testing.hostile",
+    parser = argparse.ArgumentParser(prog="python -m broker_sim.testing.hostile_soak",
                                      description="Hostile-client soak of one broker process (JSON report on stdout).")
     parser.add_argument("--minutes", type=float, default=5.0, help="attack phase length (default 5)")
     parser.add_argument("--baseline-s", type=float, default=20.0, help="normal traffic alone first (default 20)")

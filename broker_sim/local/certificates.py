@@ -1,4 +1,4 @@
-"""A throwaway certificate authority for tests: a CA, server and client certificates as PEM files.
+"""A throwaway certificate authority for local TLS setups, tests and the security benchmark: PEM files.
 
 >>> ca = CertificateAuthority(tmp_path)                                     # doctest: +SKIP
 >>> server = ca.issue("broker", hosts=["localhost", "127.0.0.1"])           # doctest: +SKIP

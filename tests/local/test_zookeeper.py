@@ -6,7 +6,7 @@ import os
 import pytest
 from kazoo.client import KazooClient
 
-from broker_sim.controller.zookeeper_server import ZooKeeperServer, four_letter_word
+from broker_sim.local.zookeeper import ZooKeeperServer, four_letter_word
 from broker_sim.testing.requirements import require_zookeeper
 
 

@@ -3,7 +3,7 @@
 Example::
 
     $ pylog bench --workload security --records 300000 --rounds 3
-    $ python -m broker_sim.tools.bench_security --records 100000 --rounds 1
+    $ python -m broker_sim.bench.security --records 100000 --rounds 1
 
 One broker process (``python -m broker_sim``) with three listeners — PLAINTEXT, SSL and SASL_SSL
 (SCRAM-SHA-512, ACLs enforced, the client a super user) — certificates from a throwaway CA.  Each round
@@ -30,8 +30,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from broker_sim.tools import bench_workloads as workloads
-from broker_sim.tools.bench_brokers import BrokerProcess, free_port, pylog_broker
+from broker_sim.bench import workloads
+from broker_sim.bench.brokers import BrokerProcess, free_port, pylog_broker
 from broker_sim.tools.progress import Progress
 
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")
@@ -40,7 +40,7 @@ TIMEOUT_S = 300.0
 
 def _secured_broker(directory: Path):
     """(BrokerProcess, {listener: (bootstrap, confluent settings, kafka-python settings)})."""
-    from broker_sim.testing.tls import CertificateAuthority
+    from broker_sim.local.certificates import CertificateAuthority
 
     ca = CertificateAuthority(directory / "ca")
     ports = {name: free_port() for name in LISTENERS}
@@ -119,17 +119,17 @@ def _ratio(value, base):
 def run_from_args(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     """``pylog bench --workload security``: --records (default 1,000,000 is cut to 300,000: TLS is slower),
     --record-size, --rounds; the JSON goes to *out* (and --output)."""
-    from broker_sim.tools import bench
+    from broker_sim.bench import runner
 
     records = min(args.records, 300_000)
     report = run(records, args.record_size, args.rounds, err)
     report["quotas"] = run_quotas(1_000_000, 20.0, 10_000, err)
-    bench.print_report(report, args.output, out=out)
+    runner.print_report(report, args.output, out=out)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker_sim.tools.bench_security",
+    parser = argparse.ArgumentParser(prog="python -m broker_sim.bench.security",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--record-size", type=int, default=100)
@@ -147,23 +147,17 @@ def main(argv: list[str] | None = None) -> int:
 # --- quotas: how close a throttled client lands to its quota --------------------------------------------
 
 def _alter_quota(bootstrap: str, client_id: str, key: str, value: float) -> None:
-    """AlterClientQuotas for one client id over a plain socket (kafka-python has no admin call for it)."""
-    import socket
-    import struct
+    """AlterClientQuotas for one client id over a plain connection (kafka-python has no admin call for it)."""
+    from kafka.protocol.admin import AlterClientQuotasRequest
 
-    from kafka.protocol.admin import AlterClientQuotasRequest, AlterClientQuotasResponse
+    from broker_sim.protocol.client import WireConnection
 
     entry = AlterClientQuotasRequest.EntryData
     request = AlterClientQuotasRequest[1](entries=[entry(
         entity=[entry.EntityData(entity_type="client-id", entity_name=client_id)],
         ops=[entry.OpData(key=key, value=float(value), remove=False)])], validate_only=False)
-    request.with_header(correlation_id=1, client_id="pylog-bench")
-    host, _, port = bootstrap.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        payload = sock.recv(size, socket.MSG_WAITALL)
-    response = AlterClientQuotasResponse.decode(payload, version=1, header=True)
+    with WireConnection.to(bootstrap, timeout_s=30, client_id="pylog-bench") as connection:
+        response = connection.call(request)
     if response.entries[0].error_code:
         raise RuntimeError(f"AlterClientQuotas failed: {response.entries[0].error_message}")
 

@@ -92,6 +92,8 @@ from typing import Callable
 
 from crc32c import crc32c
 
+from broker_sim.local.cluster import ClusterError, LocalCluster
+
 # Broker settings for fast failover in tests (zookeeper.session.timeout.ms etc. as the brief asks).
 FAST_FAILOVER_CONFIGS = {
     "zookeeper.session.timeout.ms": "3000",
@@ -673,8 +675,6 @@ class Nemesis(threading.Thread):
             self._log({"error": f"{type(exc).__name__}: {exc}"})
 
     def _pick_target(self) -> tuple[int, str] | None:
-        from broker_sim.tools.cluster import ClusterError
-
         try:
             if self.rng.random() < self.options.controller_probability:
                 return self.cluster.controller_id(timeout_s=5.0), "controller"
@@ -713,8 +713,6 @@ class Nemesis(threading.Thread):
             self._heal(victim, action)
 
     def _heal(self, broker_id: int, fault: str) -> None:
-        from broker_sim.tools.cluster import ClusterError
-
         if fault == "kill":
             try:
                 self.cluster.restart(broker_id, wait=True, timeout_s=RESTART_TIMEOUT_S)
@@ -747,8 +745,6 @@ def run_workload(cluster, options: WorkloadOptions | None = None, *, nemesis_fac
     heals, reads everything and returns the :class:`History`. Client or nemesis
     thread crashes are raised as RuntimeError after cleanup.
     """
-    from broker_sim.tools.cluster import ClusterError
-
     options = options or WorkloadOptions()
     rng = random.Random(options.seed)
     clock = _Clock()
@@ -854,8 +850,6 @@ def run_rounds(rounds: int, seconds: float, *, work_dir: str | None = None, seed
     import sys
     import tempfile
 
-    from broker_sim.tools.cluster import LocalCluster
-
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     base = Path(work_dir or tempfile.mkdtemp(prefix="pylog-stress-cluster-"))
@@ -883,10 +877,10 @@ def run_rounds(rounds: int, seconds: float, *, work_dir: str | None = None, seed
 
 
 def main(argv=None) -> int:
-    """``python -m broker_sim.testing.cluster [--rounds N] [--seconds S]``: exit 1 if any round is invalid."""
+    """``python -m broker_sim.testing.jepsen [--rounds N] [--seconds S]``: exit 1 if any round is invalid."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m broker_sim.testing.cluster",
+    parser = argparse.ArgumentParser(prog="python -m broker_sim.testing.jepsen",
                                      description="Run the Jepsen-style nemesis workload on fresh local clusters.")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=60.0, help="faulty phase per round (default: 60)")

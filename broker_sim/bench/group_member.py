@@ -1,8 +1,8 @@
 """One member of the group benchmark's consumer group, run as its own process.
 
-Usage (started by :mod:`broker_sim.tools.bench_groups`, not by hand)::
+Usage (started by :mod:`broker_sim.bench.groups`, not by hand)::
 
-    python -m broker_sim.tools.bench_group_member BOOTSTRAP TOPIC GROUP SESSION_TIMEOUT_MS HEARTBEAT_INTERVAL_MS
+    python -m broker_sim.bench.group_member BOOTSTRAP TOPIC GROUP SESSION_TIMEOUT_MS HEARTBEAT_INTERVAL_MS
 
 A kafka-python consumer subscribes to TOPIC in GROUP and polls every 100 ms
 (no records are produced; polling is what runs the rebalance callbacks). Each

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from broker_sim.local.zookeeper import free_port
+
 HOST = "127.0.0.1"
 CONNECT_POLL_S = 0.002
 START_TIMEOUT_S = 60.0
@@ -97,13 +99,6 @@ def tansu_broker(binary: str | None = None) -> BrokerKind:
         return [path, "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]
     return BrokerKind("tansu", command, version or "tansu (unknown version)")
-
-
-def free_port() -> int:
-    """A port that was free a moment ago (the broker binds it right after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def file_tail(path: str, limit: int = 600) -> str:

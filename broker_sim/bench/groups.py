@@ -10,7 +10,7 @@ What one round does for one broker, on a fresh broker process:
 
 1. Rebalance. A topic with ``--partitions`` partitions; ``--members`` - 1
    kafka-python consumers, each its own process
-   (:mod:`~broker_sim.tools.bench_group_member`), subscribe to it in a new
+   (:mod:`~broker_sim.bench.group_member`), subscribe to it in a new
    group (``form_s``: first subscribe until the group is stable). Then
    ``--cycles`` times:
 
@@ -58,9 +58,7 @@ import argparse
 import json
 import os
 import queue
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -70,8 +68,9 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from broker_sim.tools import bench
-from broker_sim.tools.bench_brokers import BrokerKind, BrokerProcess, BrokerStartError, file_tail, pylog_broker
+from broker_sim.bench import runner
+from broker_sim.bench.brokers import BrokerKind, BrokerProcess, BrokerStartError, file_tail, pylog_broker
+from broker_sim.protocol.client import WireConnection
 
 HOST_TIMEOUT_S = 10.0
 MEMBER_STOP_TIMEOUT_S = 10.0
@@ -94,15 +93,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options = parser.add_argument_group("--workload groups")
     options.add_argument("--members", type=_at_least_two, default=4,
                          help="group size after a member joins (default: 4)")
-    options.add_argument("--group-partitions", type=bench._positive, default=12,
+    options.add_argument("--group-partitions", type=runner._positive, default=12,
                          help="partitions of the group's topic (default: 12)")
-    options.add_argument("--session-timeout-ms", type=bench._positive, default=6000,
+    options.add_argument("--session-timeout-ms", type=runner._positive, default=6000,
                          help="members' session.timeout.ms (default: 6000, Kafka's minimum)")
-    options.add_argument("--heartbeat-interval-ms", type=bench._positive, default=1000,
+    options.add_argument("--heartbeat-interval-ms", type=runner._positive, default=1000,
                          help="members' heartbeat.interval.ms (default: 1000)")
-    options.add_argument("--cycles", type=bench._positive, default=2,
+    options.add_argument("--cycles", type=runner._positive, default=2,
                          help="join + death samples per round (default: 2)")
-    options.add_argument("--commits", type=bench._positive, default=2000,
+    options.add_argument("--commits", type=runner._positive, default=2000,
                          help="synchronous commits per commit client (default: 2000)")
 
 
@@ -115,13 +114,13 @@ def _at_least_two(text: str) -> int:
 
 def run_from_args(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     """Run the group benchmark for parsed *args*, print the JSON to *out*; return 0."""
-    bench.print_report(run_bench(args, err=err), args.output, out=out)
+    runner.print_report(run_bench(args, err=err), args.output, out=out)
     return 0
 
 
 def run_bench(args: argparse.Namespace, *, err: TextIO) -> dict:
     """Run all rounds and return the report dict (see the module docstring)."""
-    kinds, results = bench.broker_kinds(args.brokers, args.tansu, err)
+    kinds, results = runner.broker_kinds(args.brokers, args.tansu, err)
     runs = []
     for round_number in range(1, args.rounds + 1):
         for name, kind in kinds.items():
@@ -133,7 +132,7 @@ def run_bench(args: argparse.Namespace, *, err: TextIO) -> dict:
     return {
         "workload": _workload(args, kinds),
         "results": results,
-        "ratios": bench.ratios(results.get("pylog", {}), results.get("tansu", {}), metrics),
+        "ratios": runner.ratios(results.get("pylog", {}), results.get("tansu", {}), metrics),
         "runs": runs,
     }
 
@@ -176,7 +175,7 @@ class GroupHarness:
     """Member processes of one group, and the events they print, in one queue."""
 
     def __init__(self, bootstrap: str, topic: str, group: str, partitions: int, args, temp_dir: str):
-        self.command = [sys.executable, "-m", "broker_sim.tools.bench_group_member", bootstrap, topic, group,
+        self.command = [sys.executable, "-m", "broker_sim.bench.group_member", bootstrap, topic, group,
                         str(args.session_timeout_ms), str(args.heartbeat_interval_ms)]
         self.all_partitions = frozenset(range(partitions))
         self.temp_dir = temp_dir
@@ -388,41 +387,12 @@ def _confluent_commits(bootstrap: str, topic: str, group: str, count: int, deadl
         consumer.close()
 
 
-_FRAME_SIZE = struct.Struct(">i")
-
-
-class _WireConnection:
-    """One blocking socket speaking framed requests encoded by kafka-python's message classes."""
-
-    def __init__(self, bootstrap: str):
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=HOST_TIMEOUT_S)
-        self.correlation_id = 0
-
-    def call(self, request, response_type):
-        self.correlation_id += 1
-        request.with_header(correlation_id=self.correlation_id, client_id="pylog-bench")
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        (size,) = _FRAME_SIZE.unpack(self._read(4))
-        return response_type.decode(self._read(size), version=request.API_VERSION, header=True)
-
-    def _read(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError(f"broker closed the connection after {len(data)} of {n} bytes")
-            data += chunk
-        return bytes(data)
-
-
 def _raw_commits(bootstrap: str, topic: str, group: str, count: int, deadline: float) -> list[float]:
-    from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
-    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+    from kafka.protocol.consumer import OffsetCommitRequest
+    from kafka.protocol.metadata import ApiVersionsRequest
 
-    connection = _WireConnection(bootstrap)
-    with closing(connection.sock):
-        versions = connection.call(ApiVersionsRequest[0](), ApiVersionsResponse)
+    with WireConnection.to(bootstrap, timeout_s=HOST_TIMEOUT_S, client_id="pylog-bench") as connection:
+        versions = connection.call(ApiVersionsRequest[0]())
         offered = {api.api_key: api.max_version for api in versions.api_keys}
         if OffsetCommitRequest.API_KEY not in offered:
             raise RuntimeError("the broker does not offer OffsetCommit")
@@ -436,7 +406,7 @@ def _raw_commits(bootstrap: str, topic: str, group: str, count: int, deadline: f
                 retention_time_ms=-1, topics=[topic_type(name=topic, partitions=[partition_type(
                     partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
                     committed_metadata="")])])
-            response = connection.call(request, OffsetCommitResponse)
+            response = connection.call(request)
             code = response.topics[0].partitions[0].error_code
             if code:
                 raise RuntimeError(f"OffsetCommit v{version} answered error code {code}")
@@ -489,10 +459,10 @@ def _workload(args, kinds: dict[str, BrokerKind]) -> dict:
                                              for name in kinds) + (", ..." if args.rounds > 2 else ""),
         "step_timeout_s": args.timeout_s,
         "brokers": {name: kind.version for name, kind in kinds.items()},
-        "clients": bench.client_versions(),
+        "clients": runner.client_versions(),
         "member_client": "kafka-python KafkaConsumer, assignors range+roundrobin (eager)",
         "ratio_definition": "pylog / tansu: > 1 means pylog slower for *_s times and latencies, "
                             "faster for *_per_s",
-        **bench.machine(),
+        **runner.machine(),
         "notes": NOTES,
     }

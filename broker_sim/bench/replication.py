@@ -4,11 +4,11 @@ Examples::
 
     $ pylog bench --workload cluster                          # 1,000,000 x 100 B, 3 rounds, 5 failovers
     $ pylog bench --workload cluster --cluster-records 100000 --rounds 1 --failover-rounds 3
-    $ python -m broker_sim.tools.bench_cluster --output cluster.json
+    $ python -m broker_sim.bench.replication --output cluster.json
 
 Theory of operation
 -------------------
-One run starts one 3-broker :class:`~broker_sim.tools.cluster.LocalCluster`
+One run starts one 3-broker :class:`~broker_sim.local.cluster.LocalCluster`
 (real ZooKeeper, broker processes on 127.0.0.1, the fast-failover settings of
 the cluster tests) and measures two things on it:
 
@@ -49,9 +49,9 @@ import threading
 import time
 from typing import TextIO
 
-from broker_sim.tools import bench
-from broker_sim.tools import bench_workloads as workloads
-from broker_sim.tools.cluster import ClusterError, LocalCluster, free_port
+from broker_sim.bench import runner
+from broker_sim.bench import workloads
+from broker_sim.local.cluster import ClusterError, LocalCluster, free_port
 from broker_sim.tools.progress import Progress, progress_wanted
 
 BROKERS = 3
@@ -85,20 +85,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``--workload cluster`` (``--rounds``, ``--record-size``, ``--timeout-s`` and
     ``--output`` are shared with the throughput workload)."""
     options = parser.add_argument_group("--workload cluster")
-    options.add_argument("--cluster-records", type=bench._positive, default=1_000_000,
+    options.add_argument("--cluster-records", type=runner._positive, default=1_000_000,
                          help="records per produce measurement (default: 1000000)")
-    options.add_argument("--failover-rounds", type=bench._positive, default=5,
+    options.add_argument("--failover-rounds", type=runner._positive, default=5,
                          help="leader kills measured (default: 5)")
-    options.add_argument("--failover-interval-ms", type=bench._positive, default=2,
+    options.add_argument("--failover-interval-ms", type=runner._positive, default=2,
                          help="one acks=all record every this many ms during failover (default: 2)")
 
 
 def _standalone_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m broker_sim.tools.bench_cluster",
+    parser = argparse.ArgumentParser(prog="python -m broker_sim.bench.replication",
                                      description="RF=3 acks=all vs RF=1 acks=1 throughput and failover time (JSON).")
-    parser.add_argument("--rounds", type=bench._positive, default=3, help="throughput rounds (default: 3)")
-    parser.add_argument("--record-size", type=bench._positive, default=100, help="value bytes (default: 100)")
-    parser.add_argument("--timeout-s", type=bench._positive, default=300, help="deadline per workload (default: 300)")
+    parser.add_argument("--rounds", type=runner._positive, default=3, help="throughput rounds (default: 3)")
+    parser.add_argument("--record-size", type=runner._positive, default=100, help="value bytes (default: 100)")
+    parser.add_argument("--timeout-s", type=runner._positive, default=300, help="deadline per workload (default: 300)")
     parser.add_argument("--output", metavar="FILE", help="also write the JSON document to FILE")
     parser.add_argument("--progress", action="store_true", help="progress lines on stderr")
     add_arguments(parser)
@@ -108,7 +108,7 @@ def _standalone_parser() -> argparse.ArgumentParser:
 def run_from_args(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     """Run the cluster benchmark for parsed *args*, print the JSON to *out*; return 0."""
     report = run_bench(args, err=err, show_progress=progress_wanted(getattr(args, "progress", False), err))
-    bench.print_report(report, args.output, out=out)
+    runner.print_report(report, args.output, out=out)
     return 0
 
 
@@ -312,8 +312,8 @@ def _workload(args) -> dict:
                                "after the kill (so acknowledged by the new leader); leader_elected_ms: kill -> "
                                "a broker's Metadata names another leader (polled every 100 ms)",
         "anchor": KREPS_2014,
-        "clients": bench.client_versions(),
-        **bench.machine(),
+        "clients": runner.client_versions(),
+        **runner.machine(),
         "notes": [
             "All brokers, ZooKeeper and the client share this machine's CPUs.",
             "Failover time is bounded below by zookeeper.session.timeout.ms: the controller acts when the dead "

@@ -1,0 +1,26 @@
+"""``pylog-broker`` / ``python -m broker_sim``: one broker in the foreground, or ``cluster``: a local cluster.
+
+    pylog-broker --data-dir /tmp/pylog --port 9092                      # one broker (broker_sim.server.cli)
+    pylog-broker cluster --brokers 3 --data-dir /tmp/pylog-cluster      # ZooKeeper + 3 brokers (broker_sim.local)
+
+The dispatch lives here, above both, so that the server never imports the local cluster launcher; the launcher
+is imported only for ``cluster``, so a broker process starts without it.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from broker_sim.server.cli import main as broker_main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["cluster"]:
+        from broker_sim.local.cluster import main as cluster_main
+        return cluster_main(argv[1:], prog="pylog-broker cluster")
+    return broker_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
