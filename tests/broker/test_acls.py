@@ -229,9 +229,7 @@ def test_admin_apis_check_kafkas_acls(acl_broker, admin):
         with pytest.raises(TopicAuthorizationFailedError):
             bob.delete_topics([theirs])
         assert acl_broker.metadata.get(theirs) is not None
-        from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
-        from tests.integration import kafka_wire
-        kafka_wire.RESPONSE_CLASSES.setdefault(DescribeConfigsRequest.API_KEY, DescribeConfigsResponse)
+        from kafka.protocol.admin import DescribeConfigsRequest
         with WireClient(acl_broker.bootstrap_servers_for("PLAINTEXT")) as anonymous:
             resource = DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=theirs,
                                                                       configuration_keys=None)
@@ -365,9 +363,7 @@ def _as_alice(acl_broker):
     """A raw wire client logged in as alice (SCRAM over the SASL listener)."""
     from broker_sim.security.sasl import SaslLogin
     from tests.broker.test_sasl import _authenticate
-    from tests.integration import kafka_wire
 
-    kafka_wire._register_admin_responses()
     client = WireClient(acl_broker.bootstrap_servers_for("SASL_PLAINTEXT"))
     assert _authenticate(client, "SCRAM-SHA-256",
                          SaslLogin("SCRAM-SHA-256", "alice", USERS["alice"]).exchange()).error_code == 0
@@ -396,10 +392,8 @@ def test_transactional_records_need_a_transactional_id_and_write_on_it(acl_broke
 
 
 def test_internal_topics_cannot_join_a_transaction_even_with_write_on_them(acl_broker, admin):
-    from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
-    from tests.integration import kafka_wire
+    from kafka.protocol.producer import AddPartitionsToTxnRequest
 
-    kafka_wire.RESPONSE_CLASSES.setdefault(AddPartitionsToTxnRequest.API_KEY, AddPartitionsToTxnResponse)
     txn = _name("alice-txn")
     _allow(admin, "alice", ACLOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn)
     _allow(admin, "alice", ACLOperation.WRITE, ResourceType.TOPIC, "__consumer_offsets")

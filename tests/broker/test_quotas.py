@@ -10,20 +10,15 @@ import time
 
 import pytest
 from confluent_kafka import Producer as ConfluentProducer
-from kafka.protocol.admin import (
-    AlterClientQuotasRequest, AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse,
-)
+from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from broker_sim.security import quotas
 from broker_sim.security.entity_configs import FileEntityConfigs
 from broker_sim.security.quotas import FETCH, PRODUCE, QuotaManager, Rate
 from broker_sim.server.broker import Broker
-from tests.integration import kafka_wire
 from tests.integration.kafka_wire import WireClient, fetch_request, metadata, produce_request, record_batch
 
-kafka_wire.RESPONSE_CLASSES.setdefault(AlterClientQuotasRequest.API_KEY, AlterClientQuotasResponse)
-kafka_wire.RESPONSE_CLASSES.setdefault(DescribeClientQuotasRequest.API_KEY, DescribeClientQuotasResponse)
 Entity = AlterClientQuotasRequest.EntryData.EntityData
 Op = AlterClientQuotasRequest.EntryData.OpData
 

@@ -34,7 +34,8 @@ from broker_sim.security.scram import CredentialError, ScramCredential, parse_ad
 from broker_sim.server.broker import Broker
 from broker_sim.testing.requirements import missing
 from broker_sim.local.certificates import CertificateAuthority
-from tests.integration.kafka_wire import ConnectionClosed, WireClient
+from broker_sim.protocol.client import ConnectionClosed
+from tests.integration.kafka_wire import WireClient
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
               'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')

@@ -91,32 +91,10 @@ def raw_produce(address: str, topic: str, partition: int, value: bytes, *, acks:
                 timeout_s: float = 10.0) -> int:
     """One ProduceRequest v9 sent straight to the broker at *address* (no client routing or retries);
     returns the partition's error code."""
-    import socket
-    import struct
+    from broker_sim.protocol.client import WireConnection
+    from tests.integration.kafka_wire import produce_request, record_batch
 
-    from kafka.protocol.producer import ProduceRequest, ProduceResponse
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    builder.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
-    request = ProduceRequest[9](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
-        ProduceRequest.TopicProduceData(name=topic, partition_data=[
-            ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=bytes(builder.build()))])])
-    request.with_header(correlation_id=7, client_id="pylog-cluster-tests")
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-        sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-        response = ProduceResponse.decode(_recv_exact(sock, size), version=9, header=True)
+    request = produce_request(topic, partition, record_batch([value], key=None), acks=acks, version=9)
+    with WireConnection.to(address, timeout_s=timeout_s, client_id="pylog-cluster-tests") as connection:
+        response = connection.call(request)
     return response.responses[0].partition_responses[0].error_code
-
-
-def _recv_exact(sock, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError(f"connection closed after {len(data)} of {n} bytes")
-        data += chunk
-    return data

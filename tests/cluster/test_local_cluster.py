@@ -10,7 +10,7 @@ import sys
 import pytest
 from cluster_helpers import start_cluster, zookeeper_missing
 
-from broker_sim.server import cli as broker_cli
+from broker_sim import cli as broker_cli
 from broker_sim.tools import cli as tools_cli
 from broker_sim.local.cluster import HOST, ClusterError, LocalCluster, build_parser, fetch_metadata
 
@@ -47,6 +47,24 @@ def test_pylog_broker_dispatches_the_cluster_mode(capsys):
         broker_cli.main(["cluster", "--help"])
     assert exit_info.value.code == 0
     assert "usage: pylog-broker cluster" in capsys.readouterr().out
+
+
+def test_the_old_import_path_names_the_same_launcher():
+    from broker_sim.local import cluster
+    from broker_sim.tools import cluster as old_path
+
+    assert [getattr(old_path, name) for name in old_path.__all__] == [getattr(cluster, name)
+                                                                      for name in old_path.__all__]
+    assert old_path.LocalCluster is LocalCluster
+
+
+def test_the_broker_server_cli_knows_no_cluster_command(capsys):
+    """``cluster`` is dispatched above the server (broker_sim.cli), so the server never imports the launcher."""
+    from broker_sim.server import cli as server_cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        server_cli.main(["cluster", "--help"])
+    assert exit_info.value.code == 2
 
 
 def test_ports_are_chosen_up_front(tmp_path):
@@ -144,9 +162,9 @@ def test_foreground_command_prints_bootstrap_servers_and_stops_on_sigterm(tmp_pa
 
 def test_run_from_args_reports_a_failed_start(tmp_path, monkeypatch):
     """No ZooKeeper jar: the command says so and exits 1 instead of a traceback."""
-    from broker_sim.controller import zookeeper_server
+    from broker_sim.local import zookeeper
 
-    monkeypatch.setattr(zookeeper_server, "ZOOKEEPER_JAR", tmp_path / "missing.jar")
+    monkeypatch.setattr(zookeeper, "ZOOKEEPER_JAR", tmp_path / "missing.jar")
     out, err = io.StringIO(), io.StringIO()
     args = tools_cli.build_parser().parse_args(["cluster", "up", "--data-dir", str(tmp_path / "d"), "--brokers", "1"])
     assert tools_cli._run(args, None, None, out, err) == 1

@@ -22,10 +22,8 @@ import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from crc32c import crc32c
-from kafka.protocol.admin import (
-    CreateTopicsRequest, CreateTopicsResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
-)
-from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from kafka.protocol.admin import CreateTopicsRequest, DescribeTransactionsRequest
+from kafka.protocol.producer import WriteTxnMarkersRequest
 
 from broker_sim.coordinator.group_records import (
     OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, build_batch, encode_key, encode_offset, partition_for,
@@ -36,12 +34,10 @@ from broker_sim.storage.batch import parse_batches
 from client_helpers import Record, create_topic, produce_kafka_python, wait_until
 from hostile import assert_alive, assert_serving, rss_bytes
 from kafka_wire import (
-    RESPONSE_CLASSES, WireClient, batches_of, fetch_request, fetched_partitions, metadata, produce_request,
+    WireClient, batches_of, fetch_request, fetched_partitions, metadata, produce_request,
     produce_result,
 )
 
-RESPONSE_CLASSES.update({cls.API_KEY: cls for cls in (CreateTopicsResponse, DescribeTransactionsResponse,
-                                                      WriteTxnMarkersResponse)})
 INVALID_TOPIC_EXCEPTION, CLUSTER_AUTHORIZATION_FAILED, TOPIC_ALREADY_EXISTS, INVALID_REQUEST = 17, 31, 36, 42
 PARTITIONS = 3  # of each internal topic: few files to plant into, quick to create
 CONFIG = {"offsets.topic.num.partitions": PARTITIONS, "transaction.state.log.num.partitions": PARTITIONS,

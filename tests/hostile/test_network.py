@@ -15,11 +15,12 @@ import threading
 import time
 import urllib.request
 
+from broker_sim.protocol.client import ConnectionClosed
 from client_helpers import wait_until
 from hostile import assert_alive, assert_serving, rss_bytes
 from kafka.protocol.metadata import ApiVersionsRequest
-from kafka_wire import (LATEST, ConnectionClosed, WireClient, fetch_request, list_offsets, metadata, produce_request,
-                        produce_result, record_batch)
+from kafka_wire import (LATEST, WireClient, fetch_request, list_offsets, metadata, produce_request, produce_result,
+                        record_batch)
 
 MB = 1 << 20
 
@@ -118,11 +119,12 @@ def test_an_exhausted_request_pool_makes_connections_wait_then_answers_all(hosti
     def produce_pipelined():
         try:
             with WireClient(broker.bootstrap_servers, timeout=60) as client:
-                sent = [client.encode(produce_request(topic, 0, batch)) for _ in range(per_client)]
-                for _, data in sent:
+                requests = [produce_request(topic, 0, batch) for _ in range(per_client)]
+                sent = [(request, *client.encode(request)) for request in requests]
+                for _, _, data in sent:
                     client.send_bytes(data)
-                for correlation_id, _ in sent:
-                    response = client.read_response(0, 9, correlation_id)
+                for request, correlation_id, _ in sent:
+                    response = client.read_response(request, correlation_id)
                     errors.append(produce_result(response)[0])
         except Exception as exc:  # surfaced by the assertion below
             errors.append(exc)

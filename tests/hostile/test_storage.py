@@ -25,7 +25,6 @@ from kafka_wire import (
 POLICY_VIOLATION, INVALID_PARTITIONS, INVALID_TOPIC, KAFKA_STORAGE_ERROR = 44, 37, 17, 56
 UNKNOWN_TOPIC_OR_PARTITION = 3
 MIB = 1 << 20
-FETCH_KEY = 1
 
 
 def open_fds(pid: int) -> int:
@@ -304,18 +303,18 @@ def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evi
         for i in range(20):
             reader = WireClient(broker.bootstrap_servers, timeout=30)
             reader.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-            correlation_id, data = reader.encode(fetch_request("old", 0, i, max_bytes=6_000_000,
-                                                               partition_max_bytes=6_000_000))
+            request = fetch_request("old", 0, i, max_bytes=6_000_000, partition_max_bytes=6_000_000)
+            correlation_id, data = reader.encode(request)
             reader.send_bytes(data)
-            readers.append((reader, correlation_id))
+            readers.append((reader, request, correlation_id))
         time.sleep(0.5)  # every segment has been read, and all but two evicted, while responses wait
-        for i, (reader, correlation_id) in enumerate(readers):
-            response = reader.read_response(FETCH_KEY, 12, correlation_id)
+        for i, (reader, request, correlation_id) in enumerate(readers):
+            response = reader.read_response(request, correlation_id)
             batches = batches_of(fetched_partitions(response)[0].records)
             assert [b.base_offset for b in batches] == list(range(i, min(i + 6, 20)))
             assert [r.value for b in batches for r in b] == values[i:i + 6]
     finally:
-        for reader, _ in readers:
+        for reader, *_ in readers:
             reader.close()
     wait_until(lambda: open_fds(pid) - fds_before < 10, 10, message="descriptors back to the baseline")
     assert rss_bytes(pid) - rss_before < 64 * MIB  # sendfile: the 108 MB sent were never in memory

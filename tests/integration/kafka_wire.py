@@ -1,113 +1,39 @@
-"""A tiny blocking Kafka wire client for tests that must control exact bytes.
+"""Test helpers over the one wire client, for tests that must control exact bytes.
 
-Theory of operation: kafka-python's schema classes encode requests and decode
-responses; this module only frames them over a plain socket, so a test can
-send the same ProduceRequest twice, a truncated frame, or a version the
-broker does not speak, and see exactly what came back (or that the
-connection was closed).  Builders for the few requests the tests repeat
-(Produce, Fetch, ListOffsets) live here too.
+Theory of operation: ``broker_sim.protocol.client.WireConnection`` frames
+kafka-python's request classes and decodes the responses (the response class
+comes from the request header), so a test can send the same ProduceRequest
+twice, a truncated frame, or a version the broker does not speak, and see
+exactly what came back (or that the connection was closed: ``ConnectionClosed``
+from ``broker_sim.protocol.client``).  ``WireClient`` is that connection with
+the tests' defaults; builders for the requests the tests repeat (Produce,
+Fetch, ListOffsets, topic admin) and for crafted record batches live here too.
 """
 from __future__ import annotations
 
-import socket
 import struct
 import time
 
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
-from kafka.protocol.admin import CreateAclsRequest, CreateAclsResponse, DescribeClusterRequest, DescribeClusterResponse
-from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
-)
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-_SIZE = struct.Struct(">i")
+from broker_sim.protocol.client import WireConnection, split_address
+
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3  # ListOffsets special timestamps
-RESPONSE_CLASSES = {
-    ProduceRequest.API_KEY: ProduceResponse,
-    FetchRequest.API_KEY: FetchResponse,
-    ListOffsetsRequest.API_KEY: ListOffsetsResponse,
-    MetadataRequest.API_KEY: MetadataResponse,
-    ApiVersionsRequest.API_KEY: ApiVersionsResponse,
-    InitProducerIdRequest.API_KEY: InitProducerIdResponse,
-    SaslHandshakeRequest.API_KEY: SaslHandshakeResponse,
-    SaslAuthenticateRequest.API_KEY: SaslAuthenticateResponse,
-    CreateAclsRequest.API_KEY: CreateAclsResponse,
-    DescribeClusterRequest.API_KEY: DescribeClusterResponse,
-}
+CLIENT_ID = "pylog-integration"
 
 
-class ConnectionClosed(Exception):
-    """The broker closed the connection before a whole response arrived."""
-
-
-class WireClient:
-    """One TCP connection to a broker; requests are answered in order."""
+class WireClient(WireConnection):
+    """A ``WireConnection`` to ``host:port`` with the tests' client id; ``timeout`` bounds the connect and
+    each read (``call(..., timeout_s=)`` bounds a whole answer)."""
 
     def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self._correlation_id = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> "WireClient":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def send_bytes(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def encode(self, request) -> tuple[int, bytes]:
-        """(correlation id, framed bytes) of a versioned request (built as ``Cls[version](...)``)."""
-        self._correlation_id += 1
-        request.with_header(correlation_id=self._correlation_id, client_id="pylog-integration")
-        return self._correlation_id, bytes(request.encode(header=True, framed=True))
-
-    def recv_frame(self) -> bytes:
-        (size,) = _SIZE.unpack(self._recv_exact(4))
-        return self._recv_exact(size)
-
-    def call(self, request):
-        """Send one request, return its decoded response (raises ConnectionClosed)."""
-        correlation_id, data = self.encode(request)
-        self.send_bytes(data)
-        return self.read_response(request.API_KEY, request.API_VERSION, correlation_id)
-
-    def read_response(self, api_key: int, version: int, correlation_id: int):
-        payload = self.recv_frame()
-        response = RESPONSE_CLASSES[api_key].decode(payload, version=version, header=True)
-        assert response.header.correlation_id == correlation_id
-        return response
-
-    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
-        """True when the broker closes the connection within ``timeout`` without sending anything."""
-        self.sock.settimeout(timeout)
-        try:
-            data = self.sock.recv(1)
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except socket.timeout:
-            return False
-        return data == b""
-
-    def _recv_exact(self, n: int) -> bytes:
-        chunks, got = [], 0
-        while got < n:
-            try:
-                chunk = self.sock.recv(n - got)
-            except ConnectionResetError:
-                chunk = b""
-            if not chunk:
-                raise ConnectionClosed(f"connection closed after {got} of {n} bytes")
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
+        host, port = split_address(bootstrap)
+        opened = WireConnection.connect(host, port, timeout_s=timeout, client_id=CLIENT_ID)
+        super().__init__(opened.sock, address=opened.address, client_id=CLIENT_ID)
 
 
 def record_batch(values, *, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
@@ -266,23 +192,10 @@ def one_record_bomb(codec: int, record_bytes: int) -> bytes:
 
 # --- topic admin (CreateTopics, CreatePartitions, DeleteTopics) -------------
 
-def _register_admin_responses() -> None:
-    from kafka.protocol.admin import (
-        CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-        DeleteTopicsRequest, DeleteTopicsResponse,
-    )
-    RESPONSE_CLASSES[CreateTopicsRequest.API_KEY] = CreateTopicsResponse
-    RESPONSE_CLASSES[CreatePartitionsRequest.API_KEY] = CreatePartitionsResponse
-    RESPONSE_CLASSES[DeleteTopicsRequest.API_KEY] = DeleteTopicsResponse
-    from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
-    RESPONSE_CLASSES[IncrementalAlterConfigsRequest.API_KEY] = IncrementalAlterConfigsResponse
-
-
 def create_topics(client: WireClient, topics: dict[str, int], *, configs: dict[str, str] | None = None,
                   validate_only: bool = False, version: int = 5) -> dict[str, tuple[int, str | None]]:
     """name -> (error code, error message) of one CreateTopics request for ``topics`` (name -> partitions)."""
     from kafka.protocol.admin import CreateTopicsRequest
-    _register_admin_responses()
     topic = CreateTopicsRequest.CreatableTopic
     request = CreateTopicsRequest[version](timeout_ms=60000, validate_only=validate_only, topics=[
         topic(name=name, num_partitions=count, replication_factor=1, assignments=[],
@@ -294,7 +207,6 @@ def create_topics(client: WireClient, topics: dict[str, int], *, configs: dict[s
 def create_partitions(client: WireClient, topic: str, count: int, *, version: int = 3) -> tuple[int, str | None]:
     """(error code, error message) of one CreatePartitions request growing ``topic`` to ``count``."""
     from kafka.protocol.admin import CreatePartitionsRequest
-    _register_admin_responses()
     request = CreatePartitionsRequest[version](timeout_ms=60000, validate_only=False, topics=[
         CreatePartitionsRequest.CreatePartitionsTopic(name=topic, count=count, assignments=None)])
     result = client.call(request).results[0]
@@ -304,7 +216,6 @@ def create_partitions(client: WireClient, topic: str, count: int, *, version: in
 def delete_topics(client: WireClient, names: list[str], *, version: int = 4) -> dict[str, int]:
     """name -> error code of one DeleteTopics request."""
     from kafka.protocol.admin import DeleteTopicsRequest
-    _register_admin_responses()
     request = DeleteTopicsRequest[version](timeout_ms=60000, topic_names=names)
     return {r.name: r.error_code for r in client.call(request).responses}
 
@@ -312,7 +223,6 @@ def delete_topics(client: WireClient, names: list[str], *, version: int = 4) -> 
 def set_topic_configs(client: WireClient, topic: str, configs: dict[str, str], *, version: int = 1) -> int:
     """Error code of one IncrementalAlterConfigs request SETting ``configs`` on ``topic``."""
     from kafka.protocol.admin import IncrementalAlterConfigsRequest
-    _register_admin_responses()
     resource = IncrementalAlterConfigsRequest.AlterConfigsResource
     request = IncrementalAlterConfigsRequest[version](validate_only=False, resources=[resource(
         resource_type=2, resource_name=topic, configs=[
@@ -322,5 +232,5 @@ def set_topic_configs(client: WireClient, topic: str, configs: dict[str, str], *
 
 def framed(request, correlation_id: int = 1) -> bytes:
     """The framed bytes of a versioned request, for a test that sends without reading the answers."""
-    request.with_header(correlation_id=correlation_id, client_id="pylog-integration")
+    request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
     return bytes(request.encode(header=True, framed=True))

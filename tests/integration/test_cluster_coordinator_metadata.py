@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaAdminClient
-from kafka.protocol.producer import (
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
-)
+from kafka.protocol.producer import AddPartitionsToTxnRequest, InitProducerIdRequest
 
-from kafka_wire import RESPONSE_CLASSES, WireClient
+from kafka_wire import WireClient
 from test_cluster_inprocess import cluster, create_topic, read_all, settle, zookeeper  # noqa: F401 (fixtures)
-
-RESPONSE_CLASSES.update({cls.API_KEY: cls for cls in (AddPartitionsToTxnResponse, InitProducerIdResponse)})
 
 
 def _coordinator_of(cluster, txn_id: str):

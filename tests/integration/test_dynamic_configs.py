@@ -2,16 +2,11 @@
 replace semantics on topics, over the wire (kafka-python's alter_configs sends the incremental form)."""
 from __future__ import annotations
 
-from kafka.protocol.admin import (
-    AlterConfigsRequest, AlterConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
-)
+from kafka.protocol.admin import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
 from broker_sim.server.broker import Broker
-from tests.integration import kafka_wire
 from tests.integration.kafka_wire import WireClient, metadata
 
-kafka_wire.RESPONSE_CLASSES.setdefault(AlterConfigsRequest.API_KEY, AlterConfigsResponse)
-kafka_wire.RESPONSE_CLASSES.setdefault(IncrementalAlterConfigsRequest.API_KEY, IncrementalAlterConfigsResponse)
 TOPIC, BROKER = 2, 4
 
 

@@ -11,24 +11,18 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka.protocol.admin import (
-    DescribeTransactionsRequest, DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse,
-)
+from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import (
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
-    ProduceRequest, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest, WriteTxnMarkersRequest,
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from client_helpers import create_topic
-from kafka_wire import RESPONSE_CLASSES, WireClient, batches_of, fetched_partitions
+from kafka_wire import WireClient, batches_of, fetched_partitions
 
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_TRANSACTION_TIMEOUT, PRODUCER_FENCED = 47, 48, 50, 90
 Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-RESPONSE_CLASSES.update({cls.API_KEY: cls for cls in (
-    AddPartitionsToTxnResponse, EndTxnResponse, WriteTxnMarkersResponse, ListTransactionsResponse,
-    DescribeTransactionsResponse)})
 
 
 @pytest.fixture

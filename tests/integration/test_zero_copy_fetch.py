@@ -25,11 +25,11 @@ def test_large_fetch_to_a_slow_reader_arrives_whole(pylog_broker):
     with WireClient(bootstrap, timeout=30) as client:
         # a small receive buffer and pauses make the broker's socket fill up mid-sendfile
         client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-        correlation_id, data = client.encode(fetch_request("big-fetch", 0, 0, max_bytes=16 << 20,
-                                                           partition_max_bytes=16 << 20))
+        request = fetch_request("big-fetch", 0, 0, max_bytes=16 << 20, partition_max_bytes=16 << 20)
+        correlation_id, data = client.encode(request)
         client.send_bytes(data)
         time.sleep(0.5)
-        response = client.read_response(1, 12, correlation_id)
+        response = client.read_response(request, correlation_id)
     (partition,) = fetched_partitions(response)
     assert partition.error_code == 0
     values = [record.value for batch in batches_of(partition.records) for record in batch]

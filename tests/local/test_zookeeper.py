@@ -10,17 +10,19 @@ from broker_sim.local.zookeeper import ZooKeeperServer, four_letter_word
 from broker_sim.testing.requirements import require_zookeeper
 
 
-def test_server_answers_ruok_and_kazoo(zookeeper):
-    assert four_letter_word(zookeeper.host, zookeeper.port, "ruok") == "imok"
-    client = KazooClient(hosts=zookeeper.connect_string, timeout=10)
-    client.start(timeout=10)
-    try:
-        client.ensure_path("/probe")
-        client.set("/probe", b"x")
-        assert client.get("/probe")[0] == b"x"
-    finally:
-        client.stop()
-        client.close()
+def test_server_answers_ruok_and_kazoo(tmp_path):
+    require_zookeeper()
+    with ZooKeeperServer(tmp_path / "zk") as zookeeper:
+        assert four_letter_word(zookeeper.host, zookeeper.port, "ruok") == "imok"
+        client = KazooClient(hosts=zookeeper.connect_string, timeout=10)
+        client.start(timeout=10)
+        try:
+            client.ensure_path("/probe")
+            client.set("/probe", b"x")
+            assert client.get("/probe")[0] == b"x"
+        finally:
+            client.stop()
+            client.close()
 
 
 def test_stop_ends_the_process_and_is_idempotent(tmp_path):
