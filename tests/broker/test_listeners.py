@@ -16,8 +16,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
 from broker_sim.config import BrokerConfig, ConfigError
-from broker_sim.controller.zk_layout import decode_broker, encode_broker
 from broker_sim.controller.cluster_state import BrokerEndpoint
+from broker_sim.controller.zk_layout import decode_broker, encode_broker
 from broker_sim.server.broker import Broker
 from broker_sim.server.cli import main as broker_main
 from broker_sim.server.listeners import configure

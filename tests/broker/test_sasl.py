@@ -29,12 +29,12 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 import broker_sim
 from broker_sim.config import ConfigError
+from broker_sim.local.certificates import CertificateAuthority
+from broker_sim.protocol.client import ConnectionClosed
 from broker_sim.security import sasl
 from broker_sim.security.scram import CredentialError, ScramCredential, parse_add_scram
 from broker_sim.server.broker import Broker
 from broker_sim.testing.requirements import missing
-from broker_sim.local.certificates import CertificateAuthority
-from broker_sim.protocol.client import ConnectionClosed
 from tests.integration.kafka_wire import WireClient
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '

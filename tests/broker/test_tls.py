@@ -19,9 +19,9 @@ from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer
 
 from broker_sim.config import BrokerConfig, ConfigError
+from broker_sim.local.certificates import CertificateAuthority
 from broker_sim.security.tls import PrincipalMapper, server_context, subject_name
 from broker_sim.server.broker import Broker
-from broker_sim.local.certificates import CertificateAuthority
 
 FAST = {"group.initial.rebalance.delay.ms": "0"}
 

@@ -11,8 +11,8 @@ import pytest
 from cluster_helpers import start_cluster, zookeeper_missing
 
 from broker_sim import cli as broker_cli
-from broker_sim.tools import cli as tools_cli
 from broker_sim.local.cluster import HOST, ClusterError, LocalCluster, build_parser, fetch_metadata
+from broker_sim.tools import cli as tools_cli
 
 
 def test_pylog_cluster_up_options():
