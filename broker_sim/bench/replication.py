@@ -52,7 +52,7 @@ from typing import TextIO
 from broker_sim.bench import runner
 from broker_sim.bench import workloads
 from broker_sim.local.cluster import ClusterError, LocalCluster, free_port
-from broker_sim.tools.progress import Progress, progress_wanted
+from broker_sim.progress import Progress, progress_wanted
 
 BROKERS = 3
 KREPS_2014 = {

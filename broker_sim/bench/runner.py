@@ -47,7 +47,7 @@ from broker_sim.bench import workloads
 from broker_sim.bench.brokers import (
     BrokerKind, BrokerProcess, BrokerStartError, BrokerUnavailable, free_port, pylog_broker, tansu_broker,
 )
-from broker_sim.tools.progress import Progress, progress_wanted
+from broker_sim.progress import Progress, progress_wanted
 
 BROKERS = ("pylog", "tansu")
 WORKLOADS = (

@@ -32,7 +32,7 @@ from typing import TextIO
 
 from broker_sim.bench import workloads
 from broker_sim.bench.brokers import BrokerProcess, free_port, pylog_broker
-from broker_sim.tools.progress import Progress
+from broker_sim.progress import Progress
 
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")
 TIMEOUT_S = 300.0

@@ -19,7 +19,7 @@ import os
 import time
 from contextlib import closing
 
-from broker_sim.tools.progress import Progress
+from broker_sim.progress import Progress
 
 CONFLUENT_PRODUCER = {
     "linger.ms": 5,

@@ -18,7 +18,6 @@ Modules, one job each:
   client exceptions become one-line messages.
 - :mod:`~broker_sim.tools.clients` — building kafka-python clients from the
   common options.
-- :mod:`~broker_sim.tools.progress` — rate-limited progress lines on stderr.
 - :mod:`~broker_sim.tools.topics` — ``pylog topics create|list|describe|delete``.
 - :mod:`~broker_sim.tools.console` — ``pylog produce`` and ``pylog consume``.
 - :mod:`~broker_sim.tools.groups` — ``pylog groups list|describe|reset-offsets|delete``.

@@ -64,10 +64,10 @@ from broker_sim.bench import replication as bench_replication
 from broker_sim.bench import runner as bench
 from broker_sim.bench import security as bench_security
 from broker_sim.local import cluster as local_cluster
+from broker_sim.progress import Progress, progress_wanted
 from broker_sim.tools import console, groups, security, top, topics, transactions
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.tools.errors import ToolError
-from broker_sim.tools.progress import Progress, progress_wanted
 
 PROG = "pylog"
 

@@ -52,9 +52,9 @@ from typing import TextIO
 from kafka import TopicPartition
 from kafka.errors import KafkaTimeoutError
 
+from broker_sim.progress import Progress
 from broker_sim.tools.clients import Connection
 from broker_sim.tools.errors import ToolError
-from broker_sim.tools.progress import Progress
 
 ACKS = {"0": 0, "1": 1, "all": "all"}
 POLL_INTERVAL_MS = 500

@@ -1,4 +1,4 @@
-"""Periodic progress lines on stderr for long runs.
+"""Periodic progress lines on stderr for long runs: ``pylog produce|consume --progress`` and the benchmarks.
 
 Progress is shown when stderr is a terminal or when the user asks with
 ``--progress``; otherwise nothing is printed, so CI logs stay short. When
