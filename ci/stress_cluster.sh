@@ -10,4 +10,4 @@ SECONDS_PER_ROUND="${2:-${PYLOG_NEMESIS_SECONDS:-60}}"
 shift $(( $# > 2 ? 2 : $# )) || true
 export PYTHONUNBUFFERED=1
 PYTHON="${PYTHON:-$(bash ci/setup.sh | tail -n 1)}"
-exec "$PYTHON" -m broker_sim.testing.jepsen --rounds "$ROUNDS" --seconds "$SECONDS_PER_ROUND" "$@"
+exec "$PYTHON" -m broker_sim.testing.jepsen_workload --rounds "$ROUNDS" --seconds "$SECONDS_PER_ROUND" "$@"

@@ -554,7 +554,7 @@ PARTITION_FAULTS = ("isolate_leader", "isolate_follower", "split_zookeeper", "br
 
 
 def partition_nemesis(faults: Sequence[str] = PARTITION_FAULTS, *, recovery_timeout_s: float = 90.0):
-    """A ``nemesis_factory`` for ``broker_sim.testing.jepsen.run_workload`` on PylogClusterContainers: network
+    """A ``nemesis_factory`` for ``broker_sim.testing.jepsen_workload.run_workload`` on PylogClusterContainers: network
     partitions instead of kills, the kinds taken in turn (so a short run sees each):
 
     * ``isolate_leader``: a partition's leader cut off from ZooKeeper and the other brokers (a zombie: clients
@@ -567,7 +567,7 @@ def partition_nemesis(faults: Sequence[str] = PARTITION_FAULTS, *, recovery_time
     After each fault the network heals and the nemesis waits for full ISRs, recording ``recovered_s`` (heal to
     full ISR) in the ``healed`` event.
     """
-    from broker_sim.testing.jepsen import Nemesis
+    from broker_sim.testing.jepsen_workload import Nemesis
 
     class PartitionNemesis(Nemesis):
         turn = 0

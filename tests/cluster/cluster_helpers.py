@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker_sim.testing.jepsen import FAST_FAILOVER_CONFIGS
+from broker_sim.testing.jepsen_workload import FAST_FAILOVER_CONFIGS
 
 CLUSTER_CONFIGS = {**FAST_FAILOVER_CONFIGS}
 

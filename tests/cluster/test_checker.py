@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from broker_sim.testing.jepsen import ANOMALIES, History, batch_digests, check, parse_value, value_of
+from broker_sim.testing.jepsen_checker import ANOMALIES, History, batch_digests, check, parse_value, value_of
 
 
 def clean_history(partitions: int = 3, producers: int = 2, per_producer: int = 30) -> History:

@@ -7,7 +7,7 @@ import pytest
 from cluster_helpers import NOT_ENOUGH_REPLICAS, create_topic, error_code, produce, raw_produce, read_partition
 
 from broker_sim.local.cluster import HOST, fetch_metadata
-from broker_sim.testing.jepsen import batch_digests, replica_difference
+from broker_sim.testing.jepsen_checker import batch_digests, replica_difference
 
 pytestmark = pytest.mark.cluster
 

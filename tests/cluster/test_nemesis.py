@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from broker_sim.testing.jepsen import WorkloadOptions, check, run_workload, workload_budget_s
+from broker_sim.testing.jepsen_checker import check
+from broker_sim.testing.jepsen_workload import WorkloadOptions, run_workload, workload_budget_s
 
 pytestmark = pytest.mark.cluster
 

@@ -4,7 +4,7 @@
   acknowledge an acks=all write (its followers are gone and it cannot shrink the ISR without ZooKeeper).
   After the heal it truncates to the new leader (KIP-101) and its acks=1 writes are gone — Kafka's
   documented behaviour; the count is reported. No acks=all write is lost.
-* The Jepsen-style workload (broker_sim.testing.jepsen) under the partition nemesis: a leader isolated,
+* The Jepsen-style workload (broker_sim.testing.jepsen_workload) under the partition nemesis: a leader isolated,
   a follower isolated, ZooKeeper split from every broker, a bridge; heal after each; the checker must hold.
   ``PYLOG_PARTITION_SECONDS`` (default 65) sets the faulty phase; ``ci/stress_partitions.sh N`` runs N
   longer rounds.
@@ -20,7 +20,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from broker_sim.testing.jepsen import WorkloadOptions, check, run_workload, workload_budget_s
+from broker_sim.testing.jepsen_checker import check
+from broker_sim.testing.jepsen_workload import WorkloadOptions, run_workload, workload_budget_s
 
 pytestmark = pytest.mark.containers
 
@@ -121,7 +122,7 @@ def test_an_isolated_leader_is_fenced_and_truncated_and_no_acks_all_write_is_los
         cluster.wait_for_full_isr("zombie", 1, timeout_s=120)
         recovered_s = time.monotonic() - healed
         # every replica, the old leader included, now holds exactly the acks=all writes, in order
-        from broker_sim.testing.jepsen import replica_difference, replica_logs
+        from broker_sim.testing.jepsen_checker import replica_difference, replica_logs
         replicas = cluster.wait_for(
             lambda: (logs := replica_logs(cluster.partition_dirs("zombie", 0))) and len(logs) == 3
             and replica_difference(logs) is None and logs, timeout_s=60, what="replicas identical after heal")
