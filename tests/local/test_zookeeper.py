@@ -12,7 +12,7 @@ from broker_sim.testing.requirements import require_zookeeper
 
 def test_server_answers_ruok_and_kazoo(tmp_path):
     require_zookeeper()
-    with ZooKeeperServer(tmp_path / "zk") as zookeeper:
+    with ZooKeeperServer(tmp_path / "zk").start(timeout=60) as zookeeper:
         assert four_letter_word(zookeeper.host, zookeeper.port, "ruok") == "imok"
         client = KazooClient(hosts=zookeeper.connect_string, timeout=10)
         client.start(timeout=10)
