@@ -78,6 +78,7 @@ KILL_WAIT_S = 10.0
 METADATA_TIMEOUT_S = 2.0
 POLL_S = 0.1
 
+
 class ClusterError(Exception):
     """The cluster could not be started or did not reach the state asked for; the message says why."""
 
