@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker_sim.coordinator.group_coordinator import GroupCoordinator
-from broker_sim.coordinator.group_metadata import GroupConfig
+from broker_sim.coordinator.group.coordinator import GroupCoordinator
+from broker_sim.coordinator.group.metadata import GroupConfig
 
 from group_helpers import DirOffsetsTopic, FakeClock
 

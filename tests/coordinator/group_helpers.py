@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from broker_sim.coordinator.group_metadata import JoinRequest
-from broker_sim.coordinator.group_records import OFFSETS_TOPIC
+from broker_sim.coordinator.group.metadata import JoinRequest
+from broker_sim.coordinator.group.records import OFFSETS_TOPIC
 from broker_sim.replication.partition import Partition
 from broker_sim.storage.log import LogConfig
 

@@ -6,17 +6,20 @@ advances the clock.
 """
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from broker_sim.coordinator.group_coordinator import read_partition
-from broker_sim.coordinator.group_records import OFFSETS_TOPIC
-from broker_sim.coordinator.txn_coordinator import (
+from broker_sim.coordinator.group.records import OFFSETS_TOPIC
+from broker_sim.coordinator.internal_topic import read_partition
+from broker_sim.coordinator.txn.coordinator import (
     CONCURRENT_TRANSACTIONS, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT,
     INVALID_TXN_STATE, MAX_EPOCH, NONE, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED, TRANSACTIONAL_ID_NOT_FOUND,
     UNKNOWN_TOPIC_OR_PARTITION, TxnConfig, TxnCoordinator,
 )
-from broker_sim.coordinator.txn_records import TRANSACTION_STATE_TOPIC, decode_key, decode_value
-from broker_sim.coordinator.txn_state import (
+from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC, decode_key, decode_value
+from broker_sim.coordinator.txn.service import TxnService
+from broker_sim.coordinator.txn.state import (
     COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
 )
 from broker_sim.replication.partition import Partition
@@ -358,12 +361,18 @@ def test_list_and_describe(coordinator, clock):
 
 
 def test_the_service_timer_pass_aborts_retries_markers_and_expires_ids(state_topic, markers, clock):
-    from broker_sim.coordinator.txn_service import TxnService
     service = TxnService(TxnConfig(state_partitions=3, id_expiration_ms=10 * TIMEOUT_MS), state_topic, markers,
                          clock=clock, next_producer_id=Ids(),
                          partition_exists=lambda t, p: t == "events", expiration_interval_ms=TIMEOUT_MS)
     service.startup()
-    pid, epoch = _open_txn(service, "late")
+
+    async def open_txn():  # the service's requests that write are coroutines
+        init = await service.init_producer_id("late", TIMEOUT_MS)
+        errors = await service.add_partitions("late", init.producer_id, init.producer_epoch, EVENTS)
+        assert set(errors.values()) == {NONE}
+        return init.producer_id, init.producer_epoch
+
+    pid, epoch = asyncio.run(open_txn())
     markers.failing = {("events", 0)}
     clock.advance(TIMEOUT_MS + 1)
     next_expiry = service.tick(clock.now + TIMEOUT_MS)
