@@ -19,7 +19,7 @@ from broker_sim.coordinator.txn.service import TxnService
 
 from group_helpers import join_request
 from test_txn_coordinator import EVENTS, TIMEOUT_MS, Ids
-from test_txn_coordinator import markers, state_topic  # noqa: F401 (fixtures)
+from test_txn_coordinator import markers  # noqa: F401 (a fixture)
 
 
 class GatedIsr:

@@ -26,7 +26,7 @@ from broker_sim.storage.batch import parse_batches
 
 from test_group_offsets import commit, fetched
 from test_txn_coordinator import _open_txn
-from test_txn_coordinator import make, markers, state_topic  # noqa: F401 (fixtures)
+from test_txn_coordinator import make, markers  # noqa: F401 (fixtures)
 
 PARTITIONS = 3
 

@@ -1,8 +1,8 @@
 """The transaction coordinator core: InitProducerId, AddPartitions, EndTxn, fencing, timeouts and reload.
 
 No sockets and no sleeps: ``__transaction_state`` is real partitions in
-tmp_path, markers go to a recording fake, and time moves only when a test
-advances the clock.
+tmp_path (``state_topic``), markers go to a recording fake, and time moves
+only when a test advances the clock.
 """
 from __future__ import annotations
 
@@ -17,28 +17,15 @@ from broker_sim.coordinator.txn.coordinator import (
     INVALID_TXN_STATE, MAX_EPOCH, NONE, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED, TRANSACTIONAL_ID_NOT_FOUND,
     UNKNOWN_TOPIC_OR_PARTITION, TxnConfig, TxnCoordinator,
 )
-from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC, decode_key, decode_value
+from broker_sim.coordinator.txn.records import decode_key, decode_value
 from broker_sim.coordinator.txn.service import TxnService
 from broker_sim.coordinator.txn.state import (
     COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
 )
-from broker_sim.replication.partition import Partition
-from broker_sim.storage.log import LogConfig
-
-from group_helpers import DirOffsetsTopic
 
 TIMEOUT_MS = 60_000
 NOT_LEADER = 6
 EVENTS = [("events", 0), ("events", 1)]
-
-
-class DirTxnStateTopic(DirOffsetsTopic):
-    """``__transaction_state`` as real partitions in a directory; ``reopen`` simulates a restart."""
-
-    def _open(self, index: int) -> Partition:
-        return Partition(TRANSACTION_STATE_TOPIC, index, self.directory / f"{TRANSACTION_STATE_TOPIC}-{index}",
-                         LogConfig.from_topic_configs({"cleanup.policy": "compact"}), broker_id=0,
-                         now_ms=self.clock)
 
 
 class RecordingMarkers:
@@ -66,15 +53,6 @@ class Ids:
     def __call__(self) -> int:
         self.next += 1
         return self.next
-
-
-@pytest.fixture
-def state_topic(tmp_path, clock):
-    topic = DirTxnStateTopic(tmp_path / "data", 3, clock)
-    yield topic
-    if topic.partitions:
-        for partition in topic.partitions.values():
-            partition.close()
 
 
 @pytest.fixture

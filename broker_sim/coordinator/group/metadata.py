@@ -567,18 +567,14 @@ class ClassicGroup:
                                now_ms: int) -> int:
         """Kafka's validateOffsetCommit plus its per-state rules; a member's commit extends its session.
 
-        Members commit with their generation and member id; anyone else (generation -1, no member id:
-        consumers that assign partitions themselves) may commit only while the group has no members.
+        Members commit with their generation and member id (the checks a transactional commit gets too);
+        anyone else (generation -1, no member id: consumers that assign partitions themselves) may commit
+        only while the group has no members.
         """
-        if self.state is DEAD:
-            return COORDINATOR_NOT_AVAILABLE
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            error = self.validate_member(member_id, group_instance_id)
-            if error:
-                return error
-            if generation_id != self.generation_id:
-                return ILLEGAL_GENERATION
-        elif self.state is not EMPTY:
+        error = self.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
+        if error:
+            return error
+        if generation_id < 0 and not member_id and group_instance_id is None and self.state is not EMPTY:
             return UNKNOWN_MEMBER_ID
         if self.state is COMPLETING_REBALANCE:
             return REBALANCE_IN_PROGRESS
