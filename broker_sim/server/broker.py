@@ -60,13 +60,13 @@ import kafka.errors as Errors
 from broker_sim.config import TOPIC_CONFIGS, BrokerConfig, ConfigError
 from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.controller.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
-from broker_sim.coordinator.group_broker import group_service_for
-from broker_sim.coordinator.group_records import OFFSETS_TOPIC
-from broker_sim.coordinator.group_service import GroupService
+from broker_sim.coordinator.group.records import OFFSETS_TOPIC
+from broker_sim.coordinator.group.service import GroupService
+from broker_sim.coordinator.group.wiring import group_service_for
 from broker_sim.coordinator.producer_ids import ProducerIdManager
-from broker_sim.coordinator.txn_broker import txn_service_for
-from broker_sim.coordinator.txn_records import TRANSACTION_STATE_TOPIC
-from broker_sim.coordinator.txn_service import TxnService
+from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
+from broker_sim.coordinator.txn.service import TxnService
+from broker_sim.coordinator.txn.wiring import txn_service_for
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers

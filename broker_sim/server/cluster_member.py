@@ -19,11 +19,6 @@ Coordinators move with leadership: a pass that makes this broker leader of a
 partition into the group / transaction coordinator, and one that makes it a
 follower unloads it (their clients get NOT_COORDINATOR and look again).
 
-Writes that clients rely on being durable wait for the ISR: coordinator
-requests (offset commits, group and transaction state) answer only once the
-internal partitions they appended to are replicated (``await_internal_
-replication``), as Kafka's coordinators append with acks=all.
-
 The ISR writer and the broker resolver handed to the replica manager come
 from here: the leader's ISR change is a conditional ZooKeeper write
 (``ZkMetadataStore.update_isr``, run off the event loop), refused when the
@@ -37,8 +32,8 @@ import asyncio
 import logging
 
 from broker_sim.controller.cluster_state import BrokerEndpoint, PartitionState
-from broker_sim.coordinator.group_records import OFFSETS_TOPIC
-from broker_sim.coordinator.txn_records import TRANSACTION_STATE_TOPIC
+from broker_sim.coordinator.group.records import OFFSETS_TOPIC
+from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
@@ -199,17 +194,3 @@ class ClusterMember:
         if topic == TRANSACTION_STATE_TOPIC:
             return self.broker.transactions
         return None
-
-    # --- durability of coordinator writes ---------------------------------------------------------
-    async def await_internal_replication(self) -> None:
-        """Wait until what coordinators appended to the internal partitions this broker leads is replicated."""
-        waits = []
-        timeout_s = self.broker.config.get("replica.socket.timeout.ms") / 1000.0
-        for (topic, _), partition in list(self.broker.replicas.partitions.items()):
-            if topic in INTERNAL_TOPICS and partition.is_leader and partition.high_watermark < partition.log_end_offset:
-                waits.append(partition.wait_for_high_watermark(partition.log_end_offset, timeout_s))
-        if waits:
-            results = await asyncio.gather(*waits, return_exceptions=True)
-            failed = [r for r in results if isinstance(r, BaseException) or r is False]
-            if failed:
-                log.warning("coordinator writes not replicated to the ISR within %.0f s: %r", timeout_s, failed[:3])

@@ -1,12 +1,15 @@
-"""Coordinator fixtures: the fake clock, ``__consumer_offsets`` in tmp_path, and coordinators over it."""
+"""Coordinator fixtures: the fake clock, ``__consumer_offsets`` and ``__transaction_state`` in tmp_path, and
+group coordinators over the first."""
 from __future__ import annotations
 
 import pytest
 
-from broker_sim.coordinator.group_coordinator import GroupCoordinator
-from broker_sim.coordinator.group_metadata import GroupConfig
+from broker_sim.coordinator.group.coordinator import GroupCoordinator
+from broker_sim.coordinator.group.metadata import GroupConfig
+from broker_sim.coordinator.group.records import OFFSETS_TOPIC
+from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
 
-from group_helpers import DirOffsetsTopic, FakeClock
+from group_helpers import DirInternalTopic, FakeClock
 
 
 @pytest.fixture
@@ -15,12 +18,17 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def offsets_topic(tmp_path, clock) -> DirOffsetsTopic:
-    topic = DirOffsetsTopic(tmp_path / "data", 3, clock)
+def offsets_topic(tmp_path, clock) -> DirInternalTopic:
+    topic = DirInternalTopic(OFFSETS_TOPIC, tmp_path / "data", 3, clock)
     yield topic
-    if topic.partitions:
-        for partition in topic.partitions.values():
-            partition.close()
+    topic.close()
+
+
+@pytest.fixture
+def state_topic(tmp_path, clock) -> DirInternalTopic:
+    topic = DirInternalTopic(TRANSACTION_STATE_TOPIC, tmp_path / "data", 3, clock)
+    yield topic
+    topic.close()
 
 
 @pytest.fixture

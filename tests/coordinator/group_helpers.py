@@ -1,4 +1,4 @@
-"""Coordinator test helpers: a fake clock, ``__consumer_offsets`` partitions in a directory, join requests.
+"""Coordinator test helpers: a fake clock, internal topics as partitions in a directory, join requests.
 
 No sockets and no sleeps: time moves only when a test advances the clock.
 """
@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from broker_sim.coordinator.group_metadata import JoinRequest
-from broker_sim.coordinator.group_records import OFFSETS_TOPIC
+from broker_sim.coordinator.group.metadata import JoinRequest
 from broker_sim.replication.partition import Partition
 from broker_sim.storage.log import LogConfig
 
@@ -28,10 +27,11 @@ class FakeClock:
         return self.now
 
 
-class DirOffsetsTopic:
-    """``__consumer_offsets`` as real partitions in a directory; ``reopen`` simulates a broker restart."""
+class DirInternalTopic:
+    """A coordinator's internal topic as real partitions in a directory; ``reopen`` simulates a broker restart."""
 
-    def __init__(self, directory, partitions: int, clock: FakeClock) -> None:
+    def __init__(self, name: str, directory, partitions: int, clock: FakeClock) -> None:
+        self.name = name
         self.directory = directory
         self.count = partitions
         self.clock = clock
@@ -54,12 +54,15 @@ class DirOffsetsTopic:
         return [i for i in self.partitions if self.led is None or i in self.led]
 
     def reopen(self) -> None:
-        for partition in self.partitions.values():
-            partition.close()
+        self.close()
         self.create()
 
+    def close(self) -> None:
+        for partition in (self.partitions or {}).values():
+            partition.close()
+
     def _open(self, index: int) -> Partition:
-        return Partition(OFFSETS_TOPIC, index, self.directory / f"{OFFSETS_TOPIC}-{index}",
+        return Partition(self.name, index, self.directory / f"{self.name}-{index}",
                          LogConfig.from_topic_configs({"cleanup.policy": "compact"}), broker_id=0, now_ms=self.clock)
 
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import itertools
 
-from broker_sim.coordinator.group_metadata import (
+from broker_sim.coordinator.group.metadata import (
     COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL,
     MEMBER_ID_REQUIRED, NONE, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ClassicGroup, GroupConfig, JoinResult,
     SyncResult,
 )
-from broker_sim.coordinator.group_state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from broker_sim.coordinator.group.state import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 from group_helpers import REBALANCE_MS, SESSION_MS, START_MS, join_request, subscription
 

@@ -7,18 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from broker_sim.coordinator.group_coordinator import (
+from broker_sim.coordinator.group.coordinator import (
     GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC, ILLEGAL_GENERATION, INVALID_SESSION_TIMEOUT, NON_EMPTY_GROUP,
-    NOT_COORDINATOR, OFFSET_METADATA_TOO_LARGE, UNKNOWN_TOPIC_OR_PARTITION, GroupCoordinator, read_partition,
+    NOT_COORDINATOR, OFFSET_METADATA_TOO_LARGE, UNKNOWN_TOPIC_OR_PARTITION, GroupCoordinator,
 )
-from broker_sim.coordinator.group_metadata import (
+from broker_sim.coordinator.group.metadata import (
     MEMBER_ID_REQUIRED, NONE, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, GroupConfig,
 )
-from broker_sim.coordinator.group_records import (
-    CommittedOffset, GroupKey, OffsetKey, decode_key, partition_for, record_to_json,
-)
-from broker_sim.coordinator.group_service import GroupService
-from broker_sim.coordinator.group_state import COMPLETING_REBALANCE, EMPTY, STABLE
+from broker_sim.coordinator.group.records import CommittedOffset, GroupKey, OffsetKey, decode_key, record_to_json
+from broker_sim.coordinator.group.service import GroupService
+from broker_sim.coordinator.group.state import COMPLETING_REBALANCE, EMPTY, STABLE
+from broker_sim.coordinator.internal_topic import partition_for, read_partition
 
 from group_helpers import join_request, subscription
 

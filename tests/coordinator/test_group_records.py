@@ -1,38 +1,14 @@
-"""__consumer_offsets record formats (Kafka's), Java's String.hashCode and partitionFor."""
+"""__consumer_offsets record formats (Kafka's)."""
 from __future__ import annotations
 
 import struct
 
 import pytest
 
-from broker_sim.coordinator.group_records import (
+from broker_sim.coordinator.group.records import (
     CommittedOffset, GroupKey, GroupMetadataValue, MemberMetadataRecord, OffsetKey, StoredGroup, StoredMember,
-    _encode, build_batch, decode_group, decode_key, decode_offset, encode_group, encode_key, encode_offset,
-    iter_records, java_string_hash, partition_for, record_to_json,
+    _encode, decode_group, decode_key, decode_offset, encode_group, encode_key, encode_offset, record_to_json,
 )
-
-
-@pytest.mark.parametrize("text,expected", [
-    ("", 0),
-    ("a", 97),
-    ("ab", 97 * 31 + 98),
-    ("group", 98629247),
-    ("polygenelubricants", -2**31),  # the famous Integer.MIN_VALUE hash
-    ("\U0001F600", 0xD83D * 31 + 0xDE00),  # two UTF-16 code units
-    ("é", 233),
-])
-def test_java_string_hash(text, expected):
-    assert java_string_hash(text) == expected
-
-
-def test_partition_for_is_kafkas_abs_hash_mod_partitions():
-    assert partition_for("group", 50) == 98629247 % 50 == 47
-    assert partition_for("", 50) == 0
-    assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
-    # a negative hash: abs, not Python's floor modulo
-    negative = "console-consumer-" + "x" * 8
-    h = java_string_hash(negative)
-    assert partition_for(negative, 7) == abs(h) % 7
 
 
 def test_offset_commit_key_is_version_1_group_topic_partition():
@@ -80,11 +56,6 @@ def test_group_value_round_trip():
 def test_empty_group_value_round_trip():
     group = StoredGroup("consumer", 2, None, None, 99)
     assert decode_group(encode_group(group)) == group
-
-
-def test_batch_carries_keys_values_and_tombstones():
-    batch = build_batch([(b"k1", b"v1"), (b"k2", None)], timestamp_ms=5)
-    assert list(iter_records(batch)) == [(0, b"k1", b"v1"), (1, b"k2", None)]
 
 
 def test_version_0_group_values_take_the_session_timeout_as_rebalance_timeout():

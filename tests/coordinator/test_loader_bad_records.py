@@ -13,18 +13,20 @@ import struct
 
 from crc32c import crc32c
 
-from broker_sim.coordinator.group_records import (
-    OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, build_batch, encode_key, encode_offset, partition_for,
+from broker_sim.coordinator.group.records import (
+    OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, encode_key, encode_offset,
 )
-from broker_sim.coordinator.txn_records import TRANSACTION_STATE_TOPIC, StoredTxn
-from broker_sim.coordinator.txn_records import encode_key as txn_key
-from broker_sim.coordinator.txn_records import encode_value as txn_value
-from broker_sim.coordinator.txn_state import ONGOING
+from broker_sim.coordinator.internal_topic import partition_for
+from broker_sim.coordinator.records import build_batch
+from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC, StoredTxn
+from broker_sim.coordinator.txn.records import encode_key as txn_key
+from broker_sim.coordinator.txn.records import encode_value as txn_value
+from broker_sim.coordinator.txn.state import ONGOING
 from broker_sim.storage.batch import parse_batches
 
 from test_group_offsets import commit, fetched
 from test_txn_coordinator import _open_txn
-from test_txn_coordinator import make, markers, state_topic  # noqa: F401 (fixtures)
+from test_txn_coordinator import make, markers  # noqa: F401 (fixtures)
 
 PARTITIONS = 3
 
@@ -72,7 +74,7 @@ def test_undecodable_offsets_records_are_skipped_and_the_rest_loads(make_coordin
     commit(coordinator, other, offsets=[("events", 1, 5)])
 
     offsets_topic.reopen()
-    with caplog.at_level(logging.WARNING, logger="broker_sim.coordinator.group_coordinator"):
+    with caplog.at_level(logging.WARNING, logger="broker_sim.coordinator.group.coordinator"):
         restarted = make_coordinator()
     assert fetched(restarted, "good") == {("events", 0): 10}
     assert fetched(restarted, other) == {("events", 1): 5}
@@ -95,7 +97,7 @@ def test_a_batch_with_a_lying_record_count_is_skipped_whole(make_coordinator, of
     commit(coordinator, "g", offsets=[("events", 0, 10)])
 
     offsets_topic.reopen()
-    with caplog.at_level(logging.WARNING, logger="broker_sim.coordinator.group_coordinator"):
+    with caplog.at_level(logging.WARNING, logger="broker_sim.coordinator.group.coordinator"):
         restarted = make_coordinator()
     assert fetched(restarted, "g") == {("events", 0): 10}
     assert any(f"{OFFSETS_TOPIC}-{index}: skipping the unreadable batch at offset {bad}" in r.getMessage()
@@ -121,7 +123,7 @@ def test_undecodable_transaction_state_records_are_skipped_and_the_rest_loads(ma
     _open_txn(coordinator, other)
 
     state_topic.reopen()
-    with caplog.at_level(logging.WARNING, logger="broker_sim.coordinator.txn_coordinator"):
+    with caplog.at_level(logging.WARNING, logger="broker_sim.coordinator.txn.coordinator"):
         restarted = make()
     assert (restarted.transactions["tx"].producer_id, restarted.transactions["tx"].producer_epoch) == (pid, epoch)
     assert restarted.transactions["tx"].state is ONGOING

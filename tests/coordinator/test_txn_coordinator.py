@@ -1,41 +1,31 @@
 """The transaction coordinator core: InitProducerId, AddPartitions, EndTxn, fencing, timeouts and reload.
 
 No sockets and no sleeps: ``__transaction_state`` is real partitions in
-tmp_path, markers go to a recording fake, and time moves only when a test
-advances the clock.
+tmp_path (``state_topic``), markers go to a recording fake, and time moves
+only when a test advances the clock.
 """
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from broker_sim.coordinator.group_coordinator import read_partition
-from broker_sim.coordinator.group_records import OFFSETS_TOPIC
-from broker_sim.coordinator.txn_coordinator import (
+from broker_sim.coordinator.group.records import OFFSETS_TOPIC
+from broker_sim.coordinator.internal_topic import read_partition
+from broker_sim.coordinator.txn.coordinator import (
     CONCURRENT_TRANSACTIONS, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT,
     INVALID_TXN_STATE, MAX_EPOCH, NONE, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED, TRANSACTIONAL_ID_NOT_FOUND,
     UNKNOWN_TOPIC_OR_PARTITION, TxnConfig, TxnCoordinator,
 )
-from broker_sim.coordinator.txn_records import TRANSACTION_STATE_TOPIC, decode_key, decode_value
-from broker_sim.coordinator.txn_state import (
+from broker_sim.coordinator.txn.records import decode_key, decode_value
+from broker_sim.coordinator.txn.service import TxnService
+from broker_sim.coordinator.txn.state import (
     COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
 )
-from broker_sim.replication.partition import Partition
-from broker_sim.storage.log import LogConfig
-
-from group_helpers import DirOffsetsTopic
 
 TIMEOUT_MS = 60_000
 NOT_LEADER = 6
 EVENTS = [("events", 0), ("events", 1)]
-
-
-class DirTxnStateTopic(DirOffsetsTopic):
-    """``__transaction_state`` as real partitions in a directory; ``reopen`` simulates a restart."""
-
-    def _open(self, index: int) -> Partition:
-        return Partition(TRANSACTION_STATE_TOPIC, index, self.directory / f"{TRANSACTION_STATE_TOPIC}-{index}",
-                         LogConfig.from_topic_configs({"cleanup.policy": "compact"}), broker_id=0,
-                         now_ms=self.clock)
 
 
 class RecordingMarkers:
@@ -63,15 +53,6 @@ class Ids:
     def __call__(self) -> int:
         self.next += 1
         return self.next
-
-
-@pytest.fixture
-def state_topic(tmp_path, clock):
-    topic = DirTxnStateTopic(tmp_path / "data", 3, clock)
-    yield topic
-    if topic.partitions:
-        for partition in topic.partitions.values():
-            partition.close()
 
 
 @pytest.fixture
@@ -358,12 +339,18 @@ def test_list_and_describe(coordinator, clock):
 
 
 def test_the_service_timer_pass_aborts_retries_markers_and_expires_ids(state_topic, markers, clock):
-    from broker_sim.coordinator.txn_service import TxnService
     service = TxnService(TxnConfig(state_partitions=3, id_expiration_ms=10 * TIMEOUT_MS), state_topic, markers,
                          clock=clock, next_producer_id=Ids(),
                          partition_exists=lambda t, p: t == "events", expiration_interval_ms=TIMEOUT_MS)
     service.startup()
-    pid, epoch = _open_txn(service, "late")
+
+    async def open_txn():  # the service's requests that write are coroutines
+        init = await service.init_producer_id("late", TIMEOUT_MS)
+        errors = await service.add_partitions("late", init.producer_id, init.producer_epoch, EVENTS)
+        assert set(errors.values()) == {NONE}
+        return init.producer_id, init.producer_epoch
+
+    pid, epoch = asyncio.run(open_txn())
     markers.failing = {("events", 0)}
     clock.advance(TIMEOUT_MS + 1)
     next_expiry = service.tick(clock.now + TIMEOUT_MS)

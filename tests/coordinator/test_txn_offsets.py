@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from kafka.errors import InvalidProducerEpochError
 
-from broker_sim.coordinator.group_coordinator import ILLEGAL_GENERATION, UNKNOWN_TOPIC_OR_PARTITION
-from broker_sim.coordinator.group_metadata import NONE, UNKNOWN_MEMBER_ID
-from broker_sim.coordinator.group_records import CommittedOffset
+from broker_sim.coordinator.group.coordinator import ILLEGAL_GENERATION, UNKNOWN_TOPIC_OR_PARTITION
+from broker_sim.coordinator.group.metadata import NONE, UNKNOWN_MEMBER_ID
+from broker_sim.coordinator.group.records import CommittedOffset
 
 from test_group_offsets import stable_member
 

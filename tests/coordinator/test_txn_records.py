@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from broker_sim.coordinator.group_records import partition_for as group_partition_for
-from broker_sim.coordinator.txn_records import (
-    StoredTxn, build_batch, decode_key, decode_value, encode_key, encode_value, iter_records, partition_for,
-    record_to_json,
+from broker_sim.coordinator.records import build_batch, iter_records
+from broker_sim.coordinator.txn.records import (
+    StoredTxn, decode_key, decode_value, encode_key, encode_value, record_to_json,
 )
-from broker_sim.coordinator.txn_state import COMPLETE_COMMIT, EMPTY, ONGOING, TxnState
+from broker_sim.coordinator.txn.state import COMPLETE_COMMIT, EMPTY, ONGOING, TxnState
 
 TXN = StoredTxn(producer_id=5, producer_epoch=3, timeout_ms=60_000, state=ONGOING,
                 partitions=frozenset({("a", 0), ("a", 2), ("b", 1)}), last_update_ms=10, start_ms=9)
@@ -49,11 +48,6 @@ def test_an_unknown_status_is_refused():
     data[2 + 8 + 2 + 4] = 42
     with pytest.raises(ValueError, match="status 42"):
         decode_value(bytes(data))
-
-
-def test_placement_is_the_groups_abs_hash_mod_partitions():
-    for txn_id in ("tx", "spark-sink-0-17", "", "polygenelubricants"):
-        assert partition_for(txn_id, 50) == group_partition_for(txn_id, 50)
 
 
 def test_records_replay_from_a_batch_and_render_as_json():

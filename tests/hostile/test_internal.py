@@ -25,11 +25,13 @@ from crc32c import crc32c
 from kafka.protocol.admin import CreateTopicsRequest, DescribeTransactionsRequest
 from kafka.protocol.producer import WriteTxnMarkersRequest
 
-from broker_sim.coordinator.group_records import (
-    OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, build_batch, encode_key, encode_offset, partition_for,
+from broker_sim.coordinator.group.records import (
+    OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, encode_key, encode_offset,
 )
-from broker_sim.coordinator.txn_records import TRANSACTION_STATE_TOPIC
-from broker_sim.coordinator.txn_records import encode_key as txn_key
+from broker_sim.coordinator.internal_topic import partition_for
+from broker_sim.coordinator.records import build_batch
+from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
+from broker_sim.coordinator.txn.records import encode_key as txn_key
 from broker_sim.storage.batch import parse_batches
 from client_helpers import Record, create_topic, produce_kafka_python, wait_until
 from hostile import assert_alive, assert_serving, rss_bytes

@@ -233,7 +233,8 @@ def test_group_offsets_survive_their_coordinator_moving(cluster):
         consumer.close()
         admin.close()
     assert sum(committed.values()) == 4
-    from broker_sim.coordinator.group_records import OFFSETS_TOPIC, partition_for
+    from broker_sim.coordinator.group.records import OFFSETS_TOPIC
+    from broker_sim.coordinator.internal_topic import partition_for
     index = partition_for("movers", 3)
     coordinator = cluster.state(OFFSETS_TOPIC, index).leader
     cluster.stop(coordinator)
@@ -246,6 +247,43 @@ def test_group_offsets_survive_their_coordinator_moving(cluster):
     finally:
         admin.close()
     assert moved == committed
+
+
+def test_an_offset_commit_is_answered_once_every_in_sync_replica_has_it(cluster):
+    """Kafka's coordinators append with acks=all: the OffsetCommit answer waits for the followers in the ISR,
+    here made slow (a second per append), so a coordinator that answered at once would be caught."""
+    import time
+
+    from kafka.structs import OffsetAndMetadata
+
+    from broker_sim.coordinator.group.records import OFFSETS_TOPIC
+    from broker_sim.coordinator.internal_topic import partition_for
+
+    def slow_appends(partition, seconds: float = 1.0) -> None:
+        append = partition.append_as_follower
+
+        def append_as_follower(records):
+            time.sleep(seconds)  # stalls the follower's whole broker, as a slow disk would
+            return append(records)
+        partition.append_as_follower = append_as_follower
+
+    create_topic(cluster, "acked", 1, 3)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="isr-waiters",
+                             enable_auto_commit=False)
+    try:
+        consumer.commit({TopicPartition("acked", 0): OffsetAndMetadata(1, "", -1)})  # __consumer_offsets exists now
+        cluster.wait_for_leaders(OFFSETS_TOPIC, 3, isr_size=3)
+        index = partition_for("isr-waiters", 3)
+        state = cluster.state(OFFSETS_TOPIC, index)
+        leader = cluster.brokers[state.leader].replicas.get(OFFSETS_TOPIC, index)
+        followers = [cluster.brokers[b].replicas.get(OFFSETS_TOPIC, index) for b in state.isr if b != state.leader]
+        for follower in followers:
+            slow_appends(follower)
+        consumer.commit({TopicPartition("acked", 0): OffsetAndMetadata(2, "", -1)})
+        end = leader.log_end_offset
+        assert [follower.log_end_offset for follower in followers] == [end] * 2
+    finally:
+        consumer.close()
 
 
 def test_transaction_over_partitions_led_by_different_brokers(cluster):

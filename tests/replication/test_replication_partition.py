@@ -594,7 +594,7 @@ def test_a_replica_reopened_in_cluster_mode_starts_from_its_checkpointed_high_wa
 
 def test_a_new_leader_hands_its_coordinator_every_record_of_its_log_not_just_below_its_stale_hw(open_partition):
     """Coordinators load up to the log end (Kafka does): a follower learns the HW one fetch late."""
-    from broker_sim.coordinator.group_coordinator import read_partition
+    from broker_sim.coordinator.internal_topic import read_partition
     leader, follower = open_partition(0), open_partition(1)
     leader.make_leader(state(0, 1, [0, 1]), [0, 1])
     follower.make_follower(state(0, 1, [0, 1]), [0, 1])

@@ -57,25 +57,5 @@ def build_handlers(broker) -> dict:
         ApiKey.DescribeClientQuotas: security.describe_client_quotas,
         ApiKey.AlterClientQuotas: security.alter_client_quotas,
     }
-    bound = {int(key): partial(handler, broker) for key, handler in table.items()}
-    if broker.cluster is not None:
-        for key in COORDINATOR_WRITES:
-            bound[int(key)] = _replicated(broker, bound[int(key)])
-    return bound
+    return {int(key): partial(handler, broker) for key, handler in table.items()}
 
-
-# requests whose answers promise state the coordinators appended to their internal topics
-COORDINATOR_WRITES = (
-    ApiKey.InitProducerId, ApiKey.AddPartitionsToTxn, ApiKey.AddOffsetsToTxn, ApiKey.EndTxn, ApiKey.TxnOffsetCommit,
-    ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.LeaveGroup, ApiKey.OffsetCommit, ApiKey.DeleteGroups,
-    ApiKey.OffsetDelete,
-)
-
-
-def _replicated(broker, handler):
-    """In a cluster, answer a coordinator request once the ISR has what it appended (Kafka's acks=all appends)."""
-    async def handle(ctx, request):
-        response = await handler(ctx, request)
-        await broker.cluster.await_internal_replication()
-        return response
-    return handle

@@ -2,7 +2,7 @@
 OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete.
 
 Each handler reads its version's fields, calls the broker's group coordinator
-(``broker.groups``, a ``broker_sim.coordinator.group_service.GroupService``)
+(``broker.groups``, a ``broker_sim.coordinator.group.service.GroupService``)
 and builds the response; the rules live in the coordinator.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from broker_sim.coordinator.group_metadata import JoinRequest
-from broker_sim.coordinator.group_records import CommittedOffset
-from broker_sim.coordinator.group_state import parse_state
+from broker_sim.coordinator.group.metadata import JoinRequest
+from broker_sim.coordinator.group.records import CommittedOffset
+from broker_sim.coordinator.group.state import parse_state
 from broker_sim.server.handlers.access import (
     DELETE, DESCRIBE, GROUP, READ, TOPIC, TXN, allowed, allowed_cluster, authorized_operations)
 
@@ -162,7 +162,7 @@ async def leave_group(broker, ctx, request):
         leaving = [(m.member_id or "", m.group_instance_id) for m in request.members]
     else:
         leaving = [(request.member_id or "", None)]
-    error, errors = broker.groups.leave_group(request.group_id, leaving)
+    error, errors = await broker.groups.leave_group(request.group_id, leaving)
     if ctx.version < 3:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=error or errors[0])
     members = [LeaveGroupResponse.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=code)
@@ -194,7 +194,7 @@ async def offset_commit(broker, ctx, request):
                 leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
                 metadata=p.committed_metadata or "",
                 commit_timestamp=p.commit_timestamp if version == 1 else -1)))
-    results = broker.groups.commit_offsets(
+    results = await broker.groups.commit_offsets(
         request.group_id,
         request.member_id if version >= 1 else "",
         request.group_instance_id if version >= 7 else None,
@@ -276,7 +276,7 @@ async def offset_delete(broker, ctx, request):
         return OffsetDeleteResponse(error_code=GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
     denied = {t.name for t in request.topics if not allowed(broker, ctx, READ, TOPIC, t.name)}
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name not in denied]
-    error, results = broker.groups.delete_offsets(request.group_id, wanted)
+    error, results = await broker.groups.delete_offsets(request.group_id, wanted)
     results.update({(t.name, p.partition_index): TOPIC_AUTHORIZATION_FAILED
                     for t in request.topics if t.name in denied for p in t.partitions})
     topics = [] if error else [
@@ -332,7 +332,7 @@ async def list_groups(broker, ctx, request):
 async def delete_groups(broker, ctx, request):
     permitted = [g for g in request.groups_names if allowed(broker, ctx, DELETE, GROUP, g)]
     results = dict.fromkeys(request.groups_names, GROUP_AUTHORIZATION_FAILED)
-    results.update(broker.groups.delete_groups(permitted))
+    results.update(await broker.groups.delete_groups(permitted))
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=results[group_id])
         for group_id in request.groups_names])

@@ -2,7 +2,7 @@
 WriteTxnMarkers, ListTransactions and DescribeTransactions.
 
 Each handler reads its version's fields, calls the transaction coordinator
-(``broker.transactions``, a ``broker_sim.coordinator.txn_service.TxnService``),
+(``broker.transactions``, a ``broker_sim.coordinator.txn.service.TxnService``),
 the group coordinator (TxnOffsetCommit) or the partitions (WriteTxnMarkers),
 and builds the response; the rules live in the coordinators.  The one rule
 kept here is Kafka's per-version error mapping: PRODUCER_FENCED (KIP-588)
@@ -22,9 +22,9 @@ from kafka.protocol.producer import (
     TxnOffsetCommitResponse, WriteTxnMarkersResponse,
 )
 
-from broker_sim.coordinator.group_records import OFFSETS_TOPIC, CommittedOffset
-from broker_sim.coordinator import txn_broker
-from broker_sim.coordinator.txn_state import parse_state
+from broker_sim.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset
+from broker_sim.coordinator.txn import markers as txn_markers
+from broker_sim.coordinator.txn.state import parse_state
 from broker_sim.server.cluster_member import INTERNAL_TOPICS
 from broker_sim.server.handlers import access
 
@@ -64,8 +64,8 @@ async def init_producer_id(broker, ctx, request):
     if not _txn_allowed(broker, ctx, request.transactional_id):
         return InitProducerIdResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED, producer_id=-1,
                                       producer_epoch=-1)
-    result = broker.transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
-                                                  expected_id, expected_epoch)
+    result = await broker.transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
+                                                        expected_id, expected_epoch)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=_fenced_as(result.error, version, 4),
                                   producer_id=result.producer_id, producer_epoch=result.producer_epoch)
 
@@ -105,9 +105,9 @@ async def add_partitions_to_txn(broker, ctx, request):
         partitions = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
         results = _add_partitions_denied(broker, ctx, request.v3_and_below_transactional_id, partitions)
         if results is None:
-            results = broker.transactions.add_partitions(request.v3_and_below_transactional_id,
-                                                         request.v3_and_below_producer_id,
-                                                         request.v3_and_below_producer_epoch, partitions)
+            results = await broker.transactions.add_partitions(request.v3_and_below_transactional_id,
+                                                               request.v3_and_below_producer_id,
+                                                               request.v3_and_below_producer_epoch, partitions)
         return AddPartitionsToTxnResponse(throttle_time_ms=0,
                                           results_by_topic_v3_and_below=_topic_results(TopicResult, results, version))
     answers = []
@@ -117,8 +117,8 @@ async def add_partitions_to_txn(broker, ctx, request):
                                           results_by_transaction=[])
     for txn in request.transactions:
         partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
-        results = broker.transactions.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                                     partitions, verify_only=txn.verify_only)
+        results = await broker.transactions.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                           partitions, verify_only=txn.verify_only)
         answers.append(TxnResult(transactional_id=txn.transactional_id,
                                  topic_results=_topic_results(TxnResult.AddPartitionsToTxnTopicResult, results,
                                                               version)))
@@ -131,8 +131,8 @@ async def add_offsets_to_txn(broker, ctx, request):
     if not access.allowed(broker, ctx, access.READ, access.GROUP, request.group_id):
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
     broker.groups.ensure_topic()
-    error = broker.transactions.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
-                                            request.group_id, broker.groups.partition_of(request.group_id))
+    error = await broker.transactions.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
+                                                  request.group_id, broker.groups.partition_of(request.group_id))
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
 
 
@@ -141,8 +141,8 @@ async def add_offsets_to_txn(broker, ctx, request):
 async def end_txn(broker, ctx, request):
     if not _txn_allowed(broker, ctx, request.transactional_id):
         return EndTxnResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED)
-    error = broker.transactions.end_transaction(request.transactional_id, request.producer_id,
-                                                request.producer_epoch, request.committed)
+    error = await broker.transactions.end_transaction(request.transactional_id, request.producer_id,
+                                                      request.producer_epoch, request.committed)
     return EndTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
 
 
@@ -179,7 +179,7 @@ async def txn_offset_commit(broker, ctx, request):
     elif error:
         results = {(t, p): error for t, p, _ in commits}
     else:
-        results = broker.groups.commit_txn_offsets(
+        results = await broker.groups.commit_txn_offsets(
             request.group_id, request.producer_id, request.producer_epoch,
             request.member_id if version >= 3 else "", request.group_instance_id if version >= 3 else None,
             request.generation_id if version >= 3 else -1, commits)
@@ -207,11 +207,11 @@ async def write_txn_markers(broker, ctx, request):
             # a broker-to-broker API: a client's markers would commit or abort other producers' transactions
             results = dict.fromkeys(partitions, CLUSTER_AUTHORIZATION_FAILED)
         elif broker.cluster is not None:  # answered once the ISR has the markers
-            results = await txn_broker.write_txn_markers_replicated(
+            results = await txn_markers.write_txn_markers_replicated(
                 broker, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
                 marker.transaction_result, partitions)
         else:
-            results = txn_broker.write_txn_markers(broker, marker.producer_id, marker.producer_epoch,
+            results = txn_markers.write_txn_markers(broker, marker.producer_id, marker.producer_epoch,
                                                    marker.coordinator_epoch, marker.transaction_result, partitions)
         answers.append(MarkerResult(producer_id=marker.producer_id, topics=[
             MarkerTopic(name=t.name, partitions=[MarkerPartition(partition_index=p, error_code=results[(t.name, p)])

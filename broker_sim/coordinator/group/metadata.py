@@ -11,14 +11,14 @@ follower's SyncGroup until the leader sent the assignment) are identified by
 ticket returns an ``Outcome`` whose ``replies`` say which tickets are answered
 now and with what — possibly several (the last member to rejoin completes the
 rebalance and answers every member), possibly none (the request waits).  The
-async layer (``group_service``) keeps one future per ticket.  ``Outcome.store``
+async layer (``group.service``) keeps one future per ticket.  ``Outcome.store``
 says that the group's metadata record must be written before the replies go
 out (Kafka stores the group before answering the leader's SyncGroup).
 
 Time-driven changes — session expiry, the rebalance timeout, the initial
 rebalance delay, members that were handed an id (MEMBER_ID_REQUIRED) and never
 came back — happen in ``poll(now_ms)``, which the service calls periodically.
-States and their legal moves are ``group_state``'s table.
+States and their legal moves are ``group.state``'s table.
 """
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ from typing import Iterable
 import kafka.errors as Errors
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from broker_sim.coordinator.group_records import CommittedOffset, StoredGroup, StoredMember
-from broker_sim.coordinator.group_state import (
-    CAN_REBALANCE, COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupState, check_transition,
+from broker_sim.coordinator.group.records import CommittedOffset, StoredGroup, StoredMember
+from broker_sim.coordinator.group.state import (
+    ALLOWED_TRANSITIONS, CAN_REBALANCE, COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupState,
 )
+from broker_sim.coordinator.state_machine import check_transition
 
 NONE = 0
 UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno
@@ -431,7 +432,7 @@ class ClassicGroup:
         return frozenset(topics)
 
     def _transition(self, target: GroupState, now_ms: int) -> None:
-        self.state = check_transition(self.state, target)
+        self.state = check_transition(ALLOWED_TRANSITIONS, self.state, target)
         self.state_timestamp = now_ms
 
     # --- SyncGroup, Heartbeat, LeaveGroup ---------------------------------------------
@@ -566,18 +567,14 @@ class ClassicGroup:
                                now_ms: int) -> int:
         """Kafka's validateOffsetCommit plus its per-state rules; a member's commit extends its session.
 
-        Members commit with their generation and member id; anyone else (generation -1, no member id:
-        consumers that assign partitions themselves) may commit only while the group has no members.
+        Members commit with their generation and member id (the checks a transactional commit gets too);
+        anyone else (generation -1, no member id: consumers that assign partitions themselves) may commit
+        only while the group has no members.
         """
-        if self.state is DEAD:
-            return COORDINATOR_NOT_AVAILABLE
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            error = self.validate_member(member_id, group_instance_id)
-            if error:
-                return error
-            if generation_id != self.generation_id:
-                return ILLEGAL_GENERATION
-        elif self.state is not EMPTY:
+        error = self.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
+        if error:
+            return error
+        if generation_id < 0 and not member_id and group_instance_id is None and self.state is not EMPTY:
             return UNKNOWN_MEMBER_ID
         if self.state is COMPLETING_REBALANCE:
             return REBALANCE_IN_PROGRESS

@@ -10,25 +10,19 @@ topic and the other way round.  Each key and value starts with an int16
 version; the key's version says which record it is (0 and 1: offset commit,
 2: group metadata).  The layout is described in ``schemas/consumer-offsets.json``.
 
-The message definitions below are transcribed from those JSON files and
-encoded with kafka-python's schema codec (``StructField``), the same machinery
-that encodes the protocol messages.  A group's records all go to partition
-``partition_for(group_id)``, Kafka's ``abs(groupId.hashCode) % partitions``.
+The message definitions below are transcribed from those JSON files
+(``coordinator.records.message``).  A group's records all go to partition
+``partition_for(group_id)`` (``coordinator.internal_topic``), Kafka's
+``abs(groupId.hashCode) % partitions``.
 """
 from __future__ import annotations
 
 import base64
-import io
-import struct
 from dataclasses import asdict, dataclass
 
-from kafka.protocol.data_container import DataContainer
-from kafka.protocol.schemas.fields import StructField
-from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
+from broker_sim.coordinator.records import VERSION, decode_body, message, record_version
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_VERSION = struct.Struct(">h")
 
 # versions written; every version Kafka ever wrote is readable
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -36,31 +30,22 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
 
-
-def _message(name: str, valid: str, flexible: str, fields: list[dict]) -> type:
-    struct_field = StructField({"name": name, "type": "data", "validVersions": valid,
-                                "flexibleVersions": flexible, "fields": fields})
-    cls = type(name, (DataContainer,), {"_struct": struct_field})
-    struct_field.set_data_class(cls)
-    return cls
-
-
-OffsetCommitKey = _message("OffsetCommitKey", "0-1", "none", [
+OffsetCommitKey = message("OffsetCommitKey", "0-1", "none", [
     {"name": "group", "type": "string", "versions": "0-1"},
     {"name": "topic", "type": "string", "versions": "0-1"},
     {"name": "partition", "type": "int32", "versions": "0-1"},
 ])
-OffsetCommitValue = _message("OffsetCommitValue", "0-4", "4+", [
+OffsetCommitValue = message("OffsetCommitValue", "0-4", "4+", [
     {"name": "offset", "type": "int64", "versions": "0+"},
     {"name": "leaderEpoch", "type": "int32", "versions": "3+", "default": -1},
     {"name": "metadata", "type": "string", "versions": "0+"},
     {"name": "commitTimestamp", "type": "int64", "versions": "0+"},
     {"name": "expireTimestamp", "type": "int64", "versions": "1", "default": -1},
 ])
-GroupMetadataKey = _message("GroupMetadataKey", "2", "none", [
+GroupMetadataKey = message("GroupMetadataKey", "2", "none", [
     {"name": "group", "type": "string", "versions": "2"},
 ])
-GroupMetadataValue = _message("GroupMetadataValue", "0-4", "4+", [
+GroupMetadataValue = message("GroupMetadataValue", "0-4", "4+", [
     {"name": "protocolType", "type": "string", "versions": "0+"},
     {"name": "generation", "type": "int32", "versions": "0+"},
     {"name": "protocol", "type": "string", "versions": "0+", "nullableVersions": "0+"},
@@ -81,34 +66,10 @@ GroupMetadataValue = _message("GroupMetadataValue", "0-4", "4+", [
 MemberMetadataRecord = GroupMetadataValue.MemberMetadata
 
 
-def _encode(message, version: int) -> bytes:
+def _encode(record, version: int) -> bytes:
     flexible = version >= 4  # the values' first flexible version; keys never reach it
-    body = message._struct.encode(message, version=version, compact=flexible, tagged=flexible)
-    return _VERSION.pack(version) + body
-
-
-# what kafka-python's schema codec raises for bytes that are not the message (truncated, lying lengths,
-# invalid UTF-8, a null where a value must be)
-_MALFORMED = (struct.error, EOFError, IndexError, TypeError, ValueError, OverflowError)
-
-
-def record_version(data: bytes | None, what: str) -> int:
-    """The int16 version a key or value starts with; raises ValueError for a null or too short one."""
-    if data is None or len(data) < _VERSION.size:
-        raise ValueError(f"{what} is {'null' if data is None else f'{len(data)} bytes'}, not a versioned record")
-    (version,) = _VERSION.unpack_from(data)
-    if version < 0:
-        raise ValueError(f"{what} has negative version {version}")
-    return version
-
-
-def decode_body(cls, data: bytes, version: int, flexible: bool):
-    """``cls`` read from ``data`` after its version; raises ValueError for bytes that are not one."""
-    try:
-        return cls._struct.decode(io.BytesIO(data[_VERSION.size:]), version=version, compact=flexible,
-                                  tagged=flexible)
-    except _MALFORMED as exc:
-        raise ValueError(f"malformed {cls.__name__} v{version}: {exc!r}") from exc
+    body = record._struct.encode(record, version=version, compact=flexible, tagged=flexible)
+    return VERSION.pack(version) + body
 
 
 def _decode(cls, data: bytes):
@@ -231,8 +192,8 @@ def decode_group(data: bytes) -> StoredGroup:
 def record_to_json(key: bytes, value: bytes | None) -> dict:
     """A record as the JSON document ``schemas/consumer-offsets.json`` describes (bytes in base64)."""
     decoded = decode_key(key)
-    (key_version,) = _VERSION.unpack_from(key)
-    value_version = _VERSION.unpack_from(value)[0] if value is not None else None
+    (key_version,) = VERSION.unpack_from(key)
+    value_version = VERSION.unpack_from(value)[0] if value is not None else None
     if isinstance(decoded, OffsetKey):
         doc_key = {"type": "offset_commit", "version": key_version, "group": decoded.group, "topic": decoded.topic,
                    "partition": decoded.partition}
@@ -248,57 +209,3 @@ def record_to_json(key: bytes, value: bytes | None) -> dict:
                 member["assignment"] = base64.b64encode(member["assignment"]).decode()
             doc_value = {"version": value_version, **group}
     return {"key": doc_key, "value": doc_value}
-
-
-# --- placement ---------------------------------------------------------------
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: ``h = 31*h + c`` over UTF-16 code units, in signed 32-bit arithmetic."""
-    data = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's ``partitionFor``: ``Utils.abs(groupId.hashCode) % partitions`` (abs(MIN_VALUE) is 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
-# --- batches -------------------------------------------------------------------
-
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """One uncompressed magic-2 batch of ``(key, value)`` records (value None: tombstone)."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
-    for offset, (key, value) in enumerate(records):
-        builder.append(offset, timestamp=timestamp_ms, key=key, value=value, headers=[])
-    return bytes(builder.build())
-
-
-def build_transactional_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, producer_id: int,
-                              producer_epoch: int) -> bytes:
-    """``build_batch`` as part of a producer's transaction (TxnOffsetCommit): transactional, no sequence."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer_id,
-                                        producer_epoch=producer_epoch, base_sequence=-1, batch_size=2**31 - 1)
-    for offset, (key, value) in enumerate(records):
-        builder.append(offset, timestamp=timestamp_ms, key=key, value=value, headers=[])
-    return bytes(builder.build())
-
-
-def iter_batches(data: bytes):
-    """The record batches in ``data`` (whole batches): kafka-python ``DefaultRecordBatch`` objects."""
-    batches = MemoryRecords(data)
-    while batches.has_next():
-        yield batches.next_batch()
-
-
-def iter_records(data: bytes):
-    """``(offset, key, value)`` of every data record in ``data`` (whole batches); control batches are skipped."""
-    for batch in iter_batches(data):
-        if batch.is_control_batch:
-            continue
-        for record in batch:
-            yield record.offset, record.key, record.value

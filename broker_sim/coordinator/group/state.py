@@ -14,31 +14,24 @@ whole state machine can be read in one place and tested row by row:
 * ``Dead``: deleted (DeleteGroups, or every offset of an Empty group expired);
   the group object is about to be dropped.
 
-``check_transition`` is the only way ``ClassicGroup`` changes state; a move
-the table does not allow raises ``IllegalStateTransition`` (a coordinator bug,
-never a client error).
+``ClassicGroup`` changes state only through ``state_machine.check_transition``
+with this table.
 """
 from __future__ import annotations
 
-import enum
+from broker_sim.coordinator.state_machine import State
 
 
-class GroupState(str, enum.Enum):
+class GroupState(State):
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-EMPTY = GroupState.EMPTY
-PREPARING_REBALANCE = GroupState.PREPARING_REBALANCE
-COMPLETING_REBALANCE = GroupState.COMPLETING_REBALANCE
-STABLE = GroupState.STABLE
-DEAD = GroupState.DEAD
+# the states as module names, in the enum's order
+EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = GroupState
 
 # target state -> states it may be entered from (Kafka's validPreviousStates)
 ALLOWED_TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
@@ -51,17 +44,6 @@ ALLOWED_TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
 
 # states in which a join, leave or session expiry starts a new rebalance (Kafka's canRebalance)
 CAN_REBALANCE = ALLOWED_TRANSITIONS[PREPARING_REBALANCE]
-
-
-class IllegalStateTransition(RuntimeError):
-    """A state change the table does not allow."""
-
-
-def check_transition(current: GroupState, target: GroupState) -> GroupState:
-    """Return ``target`` when the table allows ``current -> target``; raise IllegalStateTransition otherwise."""
-    if current not in ALLOWED_TRANSITIONS[target]:
-        raise IllegalStateTransition(f"group cannot move from {current} to {target}")
-    return target
 
 
 def parse_state(name: str) -> GroupState | None:

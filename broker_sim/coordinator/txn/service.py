@@ -1,31 +1,42 @@
-"""The asyncio layer of the transaction coordinator: its timer task.
+"""The asyncio layer of the transaction coordinator: answers after the ISR, and the timer task.
 
-Theory of operation: ``TxnService`` is a ``TxnCoordinator`` plus ``run_timer``,
-which every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``
+Theory of operation: ``TxnService`` is a ``TxnCoordinator`` whose requests
+that write to ``__transaction_state`` (InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn) are coroutines answered once ``isr_wait`` saw the
+ISR have the write (``coordinator.isr_wait``; nothing waits on a single node).
+Requests need no futures of their own: the core answers every request at once
+(markers are written before EndTxn returns, or the transaction waits in its
+Prepare state and the client retries on CONCURRENT_TRANSACTIONS).
+``run_timer``, every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
 aborts Ongoing transactions past their timeout (fencing their producers) and
 retries markers that could not be written, and every
 ``transaction.remove.expired.transaction.cleanup.interval.ms`` removes
-transactional ids idle for ``transactional.id.expiration.ms``.  Requests need
-no futures: the core answers every request at once (markers are written
-before EndTxn returns, or the transaction waits in its Prepare state and the
-client retries on CONCURRENT_TRANSACTIONS).
+transactional ids idle for ``transactional.id.expiration.ms``.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Awaitable, Callable
 
-from broker_sim.coordinator.txn_coordinator import TxnCoordinator
+from broker_sim.coordinator.isr_wait import answered_once_replicated, no_wait
+from broker_sim.coordinator.txn.coordinator import TxnCoordinator
 
 log = logging.getLogger(__name__)
 
 
 class TxnService(TxnCoordinator):
     def __init__(self, *args, abort_interval_ms: int = 10_000, expiration_interval_ms: int = 3_600_000,
-                 **kwargs) -> None:
+                 isr_wait: Callable[[dict], Awaitable[None]] = no_wait, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.abort_interval_ms = abort_interval_ms
         self.expiration_interval_ms = expiration_interval_ms
+        self.isr_wait = isr_wait
+
+    init_producer_id = answered_once_replicated(TxnCoordinator.init_producer_id)
+    add_partitions = answered_once_replicated(TxnCoordinator.add_partitions)
+    add_offsets = answered_once_replicated(TxnCoordinator.add_offsets)
+    end_transaction = answered_once_replicated(TxnCoordinator.end_transaction)
 
     def tick(self, next_expiry: int) -> int:
         """One timer pass; returns when the next id expiration pass is due."""

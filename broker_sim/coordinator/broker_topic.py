@@ -1,21 +1,21 @@
-"""The group coordinator's seams to the broker: its configs and the ``__consumer_offsets`` topic.
+"""A coordinator's internal topic on this broker, and the other seams both coordinators have to the broker.
 
-``BrokerInternalTopic`` creates a coordinator's internal topic
-(``__consumer_offsets`` here, ``__transaction_state`` for the transaction
-coordinator) through the broker's ordinary ``create_topic`` path (internal,
-``cleanup.policy=compact``, ``offsets.topic.num.partitions`` partitions) and
-hands out its ``Partition`` objects; ``group_service_for(broker)`` builds the
-coordinator from the broker's configs.  Nothing else in
-``broker_sim.coordinator.group_*`` knows the broker.
+``BrokerInternalTopic`` is the ``InternalTopic`` of a broker: it creates the
+topic (``__consumer_offsets``, ``__transaction_state``) through the broker's
+ordinary ``create_topic`` path (internal, ``cleanup.policy=compact``, the
+coordinator's partition count and, in a cluster, its replication factor
+capped at the live brokers, as Kafka does) and hands out its ``Partition``
+objects.  ``partition_in_metadata`` answers whether a partition exists in
+the cluster, whichever broker hosts it; ``isr_wait_for`` is what the
+coordinators' shells wait with before they answer (``isr_wait``).  The
+``group.wiring`` and ``txn.wiring`` modules build the coordinators over these.
 """
 from __future__ import annotations
 
 import kafka.errors as Errors
 
 from broker_sim.controller.metadata import MetadataError
-from broker_sim.coordinator.group_metadata import GroupConfig
-from broker_sim.coordinator.group_records import OFFSETS_TOPIC
-from broker_sim.coordinator.group_service import GroupService
+from broker_sim.coordinator.isr_wait import IsrWait, no_wait
 
 
 class BrokerInternalTopic:
@@ -72,27 +72,9 @@ def partition_in_metadata(broker):
     return exists
 
 
-def group_config(config) -> GroupConfig:
-    """The coordinator's settings from a ``BrokerConfig``."""
-    return GroupConfig(
-        min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
-        max_session_timeout_ms=config.get("group.max.session.timeout.ms"),
-        initial_rebalance_delay_ms=config.get("group.initial.rebalance.delay.ms"),
-        max_size=config.get("group.max.size"),
-        offsets_partitions=config.get("offsets.topic.num.partitions"),
-        offset_metadata_max_bytes=config.get("offset.metadata.max.bytes"),
-        offsets_retention_ms=config.get("offsets.retention.minutes") * 60_000,
-    )
-
-
-def group_service_for(broker) -> GroupService:
-    """The broker's group coordinator, with every existing ``__consumer_offsets`` partition loaded."""
-    config = broker.config
-    topic = BrokerInternalTopic(broker, OFFSETS_TOPIC, config.get("offsets.topic.num.partitions"),
-                                config.get("offsets.topic.segment.bytes"),
-                                replication_factor=config.get("offsets.topic.replication.factor"))
-    service = GroupService(group_config(config), topic, clock=broker.now_ms,
-                           partition_exists=partition_in_metadata(broker),
-                           retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"))
-    service.startup()
-    return service
+def isr_wait_for(broker):
+    """The shells' ``isr_wait``: an ``IsrWait`` bounded by ``replica.socket.timeout.ms`` in a cluster, else
+    ``no_wait``."""
+    if broker.cluster is None:
+        return no_wait
+    return IsrWait(broker.config.get("replica.socket.timeout.ms") / 1000.0)

@@ -4,10 +4,11 @@ Theory of operation: ``TxnCoordinator`` is the synchronous core behind
 InitProducerId (with a transactional id), AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn, ListTransactions and DescribeTransactions (Kafka's
 ``TransactionCoordinator`` + ``TransactionStateManager``).  It keeps one
-``TxnMetadata`` per transactional id and moves it through ``txn_state``'s
+``TxnMetadata`` per transactional id and moves it through ``txn.state``'s
 table.  Every change is written to ``__transaction_state`` (Kafka's record
-format, ``txn_records``) *before* it is applied in memory and answered, so
-a failed write leaves the old state and the client retries.
+format, ``txn.records``) *before* it is applied in memory and answered, so
+a failed write leaves the old state and the client retries; the asyncio
+layer, ``txn.service.TxnService``, answers once the ISR has the write.
 
 A transaction ends in two logged steps, as in Kafka: ``PrepareCommit`` /
 ``PrepareAbort`` is written, then markers are written to every partition of
@@ -40,15 +41,15 @@ from typing import Callable, Iterable, Protocol
 
 import kafka.errors as Errors
 
-from broker_sim.coordinator.group_coordinator import read_partition
-from broker_sim.coordinator.group_records import OFFSETS_TOPIC
-from broker_sim.coordinator.internal_topic import InternalTopicOwner
-from broker_sim.coordinator.txn_records import (
-    TRANSACTION_STATE_TOPIC, StoredTxn, build_batch, decode_key, decode_value, encode_key, encode_value,
+from broker_sim.coordinator.group.records import OFFSETS_TOPIC
+from broker_sim.coordinator.internal_topic import InternalTopic, InternalTopicOwner, read_partition
+from broker_sim.coordinator.state_machine import check_transition
+from broker_sim.coordinator.txn.records import (
+    TRANSACTION_STATE_TOPIC, StoredTxn, decode_key, decode_value, encode_key, encode_value,
 )
-from broker_sim.coordinator.txn_state import (
-    COMPLETE, COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
-    PREPARE_EPOCH_FENCE, PREPARING, TxnState, check_transition,
+from broker_sim.coordinator.txn.state import (
+    ALLOWED_TRANSITIONS, COMPLETE, COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT,
+    PREPARE_COMMIT, PREPARE_EPOCH_FENCE, PREPARING, TxnState,
 )
 
 log = logging.getLogger(__name__)
@@ -66,21 +67,10 @@ INVALID_TXN_STATE = Errors.InvalidTxnStateError.errno
 UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
 OPERATION_NOT_ATTEMPTED = Errors.OperationNotAttemptedError.errno
 TRANSACTIONAL_ID_NOT_FOUND = Errors.TransactionalIdNotFoundError.errno
-UNKNOWN_SERVER_ERROR = Errors.UnknownError.errno
 
 MAX_EPOCH = 32767
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
-
-# Kafka's TransactionStateManager: append errors as transaction APIs answer them
-_APPEND_ERRORS = {
-    Errors.UnknownTopicOrPartitionError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotEnoughReplicasError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.RequestTimedOutError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotLeaderForPartitionError.errno: NOT_COORDINATOR,
-    Errors.KafkaStorageError.errno: NOT_COORDINATOR,
-}
 
 
 def epoch_exhausted(epoch: int) -> bool:
@@ -142,20 +132,6 @@ class TxnDescription:
     partitions: tuple[tuple[str, int], ...] = ()
 
 
-class TxnStateTopic(Protocol):
-    """Where ``__transaction_state`` lives (the broker, or a test's partitions)."""
-
-    def exists(self) -> bool: ...
-
-    def partition_count(self) -> int: ...
-
-    def create(self) -> None: ...
-
-    def partition(self, index: int): ...
-
-    def led_partitions(self) -> list[int]: ...
-
-
 class MarkerWriter(Protocol):
     """Writes a transaction's COMMIT/ABORT markers (WriteTxnMarkers; local partitions on a single node)."""
 
@@ -165,17 +141,26 @@ class MarkerWriter(Protocol):
 
 
 class TxnCoordinator(InternalTopicOwner):
-    def __init__(self, config: TxnConfig, topic: TxnStateTopic, markers: MarkerWriter, *,
+    TOPIC = TRANSACTION_STATE_TOPIC
+    # Kafka's TransactionStateManager: append errors as transaction APIs answer them
+    APPEND_ERRORS = {
+        Errors.UnknownTopicOrPartitionError.errno: COORDINATOR_NOT_AVAILABLE,
+        Errors.NotEnoughReplicasError.errno: COORDINATOR_NOT_AVAILABLE,
+        Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
+        Errors.RequestTimedOutError.errno: COORDINATOR_NOT_AVAILABLE,
+        Errors.NotLeaderForPartitionError.errno: NOT_COORDINATOR,
+        Errors.KafkaStorageError.errno: NOT_COORDINATOR,
+    }
+
+    def __init__(self, config: TxnConfig, topic: InternalTopic, markers: MarkerWriter, *,
                  clock: Callable[[], int], next_producer_id: Callable[[], int],
                  partition_exists: Callable[[str, int], bool]) -> None:
+        super().__init__(topic, clock)
         self.config = config
-        self.topic = topic
         self.markers = markers
-        self.clock = clock
         self.next_producer_id = next_producer_id
         self.partition_exists = partition_exists
         self.transactions: dict[str, TxnMetadata] = {}
-        self.loaded: set[int] = set()
 
     @property
     def default_partitions(self) -> int:
@@ -361,8 +346,8 @@ class TxnCoordinator(InternalTopicOwner):
             fenced_epoch = txn.producer_epoch
         else:
             fenced_epoch = txn.producer_epoch + 1
-        check_transition(txn.state, PREPARE_EPOCH_FENCE)  # in memory only, as in Kafka
-        check_transition(PREPARE_EPOCH_FENCE, PREPARE_ABORT)
+        check_transition(ALLOWED_TRANSITIONS, txn.state, PREPARE_EPOCH_FENCE)  # in memory only, as in Kafka
+        check_transition(ALLOWED_TRANSITIONS, PREPARE_EPOCH_FENCE, PREPARE_ABORT)
         error = self._transit(txn, state=PREPARE_ABORT, producer_epoch=fenced_epoch,
                               last_producer_epoch=txn.producer_epoch, last_update_ms=self.clock(), checked=True)
         if not error:
@@ -415,8 +400,8 @@ class TxnCoordinator(InternalTopicOwner):
         for txn_id, txn in list(self.transactions.items()):
             if (txn.state in COMPLETE and now - txn.last_update_ms >= self.config.id_expiration_ms
                     and self.is_coordinator(txn_id)):
-                check_transition(txn.state, DEAD)
-                if not self._append(txn_id, None):
+                check_transition(ALLOWED_TRANSITIONS, txn.state, DEAD)
+                if not self._write(txn_id, None):
                     del self.transactions[txn_id]
                     expired.append(txn_id)
         return expired
@@ -470,23 +455,14 @@ class TxnCoordinator(InternalTopicOwner):
     def _transit(self, txn: TxnMetadata, *, checked: bool = False, **changes) -> int:
         """Write ``txn`` with ``changes`` to the log, then apply them; NONE or the error to answer."""
         if not checked and "state" in changes:
-            check_transition(txn.state, changes["state"])
+            check_transition(ALLOWED_TRANSITIONS, txn.state, changes["state"])
         updated = dataclasses.replace(txn, **changes)
-        error = self._append(txn.transactional_id, encode_value(updated.stored()))
+        error = self._write(txn.transactional_id, encode_value(updated.stored()))
         if not error:
             for name, value in changes.items():
                 setattr(txn, name, value)
         return error
 
-    def _append(self, transactional_id: str, value: bytes | None) -> int:
-        try:
-            partition = self.topic.partition(self.partition_of(transactional_id))
-            partition.append_records(build_batch([(encode_key(transactional_id), value)], self.clock()))
-            return NONE
-        except Errors.KafkaError as exc:
-            code = getattr(exc, "errno", None)
-            log.warning("appending to %s for %s failed: %r", TRANSACTION_STATE_TOPIC, transactional_id, exc)
-            return _APPEND_ERRORS.get(code, code if code is not None else UNKNOWN_SERVER_ERROR)
-        except Exception:
-            log.exception("appending to %s for %s failed", TRANSACTION_STATE_TOPIC, transactional_id)
-            return UNKNOWN_SERVER_ERROR
+    def _write(self, transactional_id: str, value: bytes | None) -> int:
+        """Append the id's record (``value`` None: its tombstone); NONE or the error to answer."""
+        return self.append(transactional_id, [(encode_key(transactional_id), value)])

@@ -10,32 +10,25 @@ version.  Values are written in version 0 (what Kafka writes for clients that
 do not use transaction version 2) and read in versions 0 and 1 (flexible, with
 tagged fields).  The layout is described in ``schemas/transaction-state.json``.
 
-A transactional id's records all go to partition ``partition_for(txn_id)``,
-Kafka's ``abs(transactionalId.hashCode) % partitions`` — the group code's
-``partition_for``.
+A transactional id's records all go to partition ``partition_for(txn_id)``
+(``coordinator.internal_topic``), Kafka's ``abs(transactionalId.hashCode) %
+partitions``, as a group's do.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from broker_sim.coordinator.group_records import (
-    _message, build_batch, decode_body, iter_records, partition_for, record_version,
-)
-from broker_sim.coordinator.txn_state import BY_STATUS, STATUS, TxnState
-
-__all__ = ["TRANSACTION_STATE_TOPIC", "StoredTxn", "build_batch", "decode_key", "decode_value", "encode_key",
-           "encode_value", "iter_records", "partition_for", "record_to_json"]
+from broker_sim.coordinator.records import VERSION, decode_body, message, record_version
+from broker_sim.coordinator.txn.state import BY_STATUS, STATUS, TxnState
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-_VERSION = struct.Struct(">h")
 KEY_VERSION = 0
 VALUE_VERSION = 0
 
-TransactionLogKey = _message("TransactionLogKey", "0", "none", [
+TransactionLogKey = message("TransactionLogKey", "0", "none", [
     {"name": "transactionalId", "type": "string", "versions": "0"},
 ])
-TransactionLogValue = _message("TransactionLogValue", "0-1", "1+", [
+TransactionLogValue = message("TransactionLogValue", "0-1", "1+", [
     {"name": "producerId", "type": "int64", "versions": "0+"},
     {"name": "previousProducerId", "type": "int64", "versions": "1+", "taggedVersions": "1+", "tag": 0,
      "default": -1},
@@ -73,7 +66,7 @@ class StoredTxn:
 
 def encode_key(transactional_id: str) -> bytes:
     key = TransactionLogKey(transactional_id=transactional_id)
-    return _VERSION.pack(KEY_VERSION) + key._struct.encode(key, version=KEY_VERSION, compact=False, tagged=False)
+    return VERSION.pack(KEY_VERSION) + key._struct.encode(key, version=KEY_VERSION, compact=False, tagged=False)
 
 
 def decode_key(data: bytes | None) -> str:
@@ -100,7 +93,7 @@ def encode_value(txn: StoredTxn, version: int = VALUE_VERSION) -> bytes:
         transaction_last_update_timestamp_ms=txn.last_update_ms, transaction_start_timestamp_ms=txn.start_ms,
         client_transaction_version=0)
     flexible = version >= 1
-    return _VERSION.pack(version) + value._struct.encode(value, version=version, compact=flexible, tagged=flexible)
+    return VERSION.pack(version) + value._struct.encode(value, version=version, compact=flexible, tagged=flexible)
 
 
 def decode_value(data: bytes) -> StoredTxn:
@@ -125,9 +118,9 @@ def record_to_json(key: bytes, value: bytes | None) -> dict:
     doc_value = None
     if value is not None:
         txn = decode_value(value)
-        doc_value = {"version": _VERSION.unpack_from(value)[0], "producer_id": txn.producer_id,
+        doc_value = {"version": VERSION.unpack_from(value)[0], "producer_id": txn.producer_id,
                      "producer_epoch": txn.producer_epoch, "timeout_ms": txn.timeout_ms, "state": str(txn.state),
                      "partitions": [{"topic": t, "partition": p} for t, p in sorted(txn.partitions)],
                      "last_update_ms": txn.last_update_ms, "start_ms": txn.start_ms}
-    return {"key": {"version": _VERSION.unpack_from(key)[0], "transactional_id": decode_key(key)},
+    return {"key": {"version": VERSION.unpack_from(key)[0], "transactional_id": decode_key(key)},
             "value": doc_value}

@@ -6,9 +6,9 @@ Kafka would), lets the group decide, and writes what must survive a restart to
 ``__consumer_offsets`` *before* answering: offset commits, group metadata
 after each completed rebalance, tombstones for deleted groups and expired
 offsets.  Writes go through ``Partition.append_records`` of the group's
-partition (``partition_for``), so records get real offsets and the topic is an
-ordinary, readable Kafka topic; appends are synchronous, so no other request
-runs between "write" and "answer".
+partition (``InternalTopicOwner.append``), so records get real offsets and the
+topic is an ordinary, readable Kafka topic; appends are synchronous, so no
+other request runs between "write" and "answer".
 
 Ownership: the coordinator serves a group only when it has loaded the group's
 partition (``load_partition``, replaying the records: the last value of a key
@@ -29,28 +29,28 @@ the pending one wins, whenever the transaction commits.
 
 Time comes from the injected ``clock``; the held requests (JoinGroup,
 SyncGroup) are tickets answered through the returned replies — the asyncio
-layer is ``group_service.GroupService``.  Runs on the broker's event loop thread.
+layer is ``group.service.GroupService``, which also answers only once the ISR
+has the records.  Runs on the broker's event loop thread.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Callable, Iterable
 
 import kafka.errors as Errors
 
-from broker_sim.coordinator.group_metadata import (
+from broker_sim.coordinator.group.metadata import (
     COORDINATOR_NOT_AVAILABLE, NONE, UNKNOWN_MEMBER_ID, ClassicGroup, GroupConfig, JoinRequest, JoinResult,
     Outcome, Reply, SyncResult,
 )
-from broker_sim.coordinator.group_records import (
-    OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, StoredGroup, build_batch, build_transactional_batch,
-    decode_group, decode_key, decode_offset, encode_group, encode_key, encode_offset, iter_batches,
+from broker_sim.coordinator.group.records import (
+    OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, StoredGroup, decode_group, decode_key, decode_offset,
+    encode_group, encode_key, encode_offset,
 )
-from broker_sim.coordinator.group_state import DEAD, EMPTY, STABLE, GroupState
-from broker_sim.coordinator.internal_topic import InternalTopicOwner
-from broker_sim.storage.batch import parse_batches
+from broker_sim.coordinator.group.state import DEAD, EMPTY, STABLE, GroupState
+from broker_sim.coordinator.internal_topic import InternalTopic, InternalTopicOwner, read_partition_batches
 
 log = logging.getLogger(__name__)
 
@@ -64,34 +64,6 @@ GROUP_SUBSCRIBED_TO_TOPIC = Errors.GroupSubscribedToTopicError.errno
 OFFSET_METADATA_TOO_LARGE = Errors.OffsetMetadataTooLargeError.errno
 UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
 INVALID_COMMIT_OFFSET_SIZE = Errors.InvalidCommitOffsetSizeError.errno
-UNKNOWN_SERVER_ERROR = Errors.UnknownError.errno
-
-# Kafka's storeOffsets: append errors as an OffsetCommit answers them
-_APPEND_ERRORS = {
-    Errors.UnknownTopicOrPartitionError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotEnoughReplicasError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotLeaderForPartitionError.errno: NOT_COORDINATOR,
-    Errors.KafkaStorageError.errno: NOT_COORDINATOR,
-    Errors.MessageSizeTooLargeError.errno: INVALID_COMMIT_OFFSET_SIZE,
-    Errors.RecordListTooLargeError.errno: INVALID_COMMIT_OFFSET_SIZE,
-    Errors.InvalidFetchRequestError.errno: INVALID_COMMIT_OFFSET_SIZE,  # Kafka's INVALID_FETCH_SIZE
-}
-READ_CHUNK_BYTES = 1 << 20
-
-
-class OffsetsTopic(Protocol):
-    """Where ``__consumer_offsets`` lives (the broker, or a test's partitions)."""
-
-    def exists(self) -> bool: ...
-
-    def partition_count(self) -> int: ...
-
-    def create(self) -> None: ...
-
-    def partition(self, index: int): ...
-
-    def led_partitions(self) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -114,53 +86,26 @@ class GroupDescription:
     members: tuple[MemberDescription, ...] = ()
 
 
-def read_partition_batches(partition) -> Iterator[tuple[object, list]]:
-    """``(batch, records)`` of every batch of ``partition`` up to its log end, in offset order.
-
-    Up to the log end, not the high watermark, as Kafka's coordinators load: a
-    newly elected leader's high watermark can lag what its ISR already
-    committed (followers learn it one fetch late), and the leader's log is what
-    stays.  ``batch`` is kafka-python's ``DefaultRecordBatch`` (control and
-    transactional flags, producer id), ``records`` its records at or after the
-    log start offset.  A batch whose records cannot be read (lying lengths or
-    counts, a codec that fails: bytes that reached the log before appends were
-    validated) is logged with its offset and skipped, so a start never fails on it.
-    """
-    offset = partition.log_start_offset
-    end = partition.log_end_offset
-    while offset < end:
-        data = partition.log.read_bytes(offset, READ_CHUNK_BYTES, max_offset=end)
-        if not data:
-            return
-        for batch in iter_batches(data):
-            try:
-                # the first batch may start before ``offset``
-                records = [record for record in batch if record.offset >= offset]
-            except Exception as exc:  # kafka-python raises many kinds for a corrupt batch
-                log.warning("%s-%d: skipping the unreadable batch at offset %d: %r", partition.topic,
-                            partition.index, batch.base_offset, exc)
-                continue
-            yield batch, records
-        offset = parse_batches(data, verify_crc=False)[-1].next_offset
-
-
-def read_partition(partition) -> Iterator[tuple[int, bytes, bytes | None]]:
-    """``(offset, key, value)`` of every data record of ``partition`` up to its log end, in offset order."""
-    for batch, records in read_partition_batches(partition):
-        if not batch.is_control_batch:
-            for record in records:
-                yield record.offset, record.key, record.value
-
-
 class GroupCoordinator(InternalTopicOwner):
-    def __init__(self, config: GroupConfig, topic: OffsetsTopic, *, clock: Callable[[], int],
+    TOPIC = OFFSETS_TOPIC
+    # Kafka's storeOffsets: append errors as an OffsetCommit answers them
+    APPEND_ERRORS = {
+        Errors.UnknownTopicOrPartitionError.errno: COORDINATOR_NOT_AVAILABLE,
+        Errors.NotEnoughReplicasError.errno: COORDINATOR_NOT_AVAILABLE,
+        Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
+        Errors.NotLeaderForPartitionError.errno: NOT_COORDINATOR,
+        Errors.KafkaStorageError.errno: NOT_COORDINATOR,
+        Errors.MessageSizeTooLargeError.errno: INVALID_COMMIT_OFFSET_SIZE,
+        Errors.RecordListTooLargeError.errno: INVALID_COMMIT_OFFSET_SIZE,
+        Errors.InvalidFetchRequestError.errno: INVALID_COMMIT_OFFSET_SIZE,  # Kafka's INVALID_FETCH_SIZE
+    }
+
+    def __init__(self, config: GroupConfig, topic: InternalTopic, *, clock: Callable[[], int],
                  partition_exists: Callable[[str, int], bool]) -> None:
+        super().__init__(topic, clock)
         self.config = config
-        self.topic = topic
-        self.clock = clock
         self.partition_exists = partition_exists
         self.groups: dict[str, ClassicGroup] = {}
-        self.loaded: set[int] = set()
         self._tickets = itertools.count(1)
 
     @property
@@ -351,7 +296,7 @@ class GroupCoordinator(InternalTopicOwner):
         results, accepted = self._screen_commits(commits, now, keep_given_timestamp=True)
         if accepted:
             records = [(encode_key(OffsetKey(group_id, t, p)), encode_offset(v)) for (t, p), v in accepted.items()]
-            append_error = self._append(group_id, records)
+            append_error = self.append(group_id, records)
             if not append_error:
                 group.offsets.update(accepted)
                 # pending transactional commits of these partitions are older than this one: as Kafka's
@@ -402,7 +347,7 @@ class GroupCoordinator(InternalTopicOwner):
         results, accepted = self._screen_commits(commits, now, keep_given_timestamp=False)
         if accepted:
             records = [(encode_key(OffsetKey(group_id, t, p)), encode_offset(v)) for (t, p), v in accepted.items()]
-            append_error = self._append(group_id, records, producer=(producer_id, producer_epoch))
+            append_error = self.append(group_id, records, producer=(producer_id, producer_epoch))
             if not append_error:
                 group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
                 if created:
@@ -459,7 +404,7 @@ class GroupCoordinator(InternalTopicOwner):
                 if (topic, partition) in group.offsets:
                     doomed.append((topic, partition))
         if doomed:
-            append_error = self._append(group_id, [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in doomed])
+            append_error = self.append(group_id, [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in doomed])
             if append_error:
                 return append_error, {}
             for tp in doomed:
@@ -479,7 +424,7 @@ class GroupCoordinator(InternalTopicOwner):
                             and len(expired) == len(group.offsets))
             if remove_group:
                 records.append((encode_key(GroupKey(group_id)), None))
-            if not records or self._append(group_id, records):
+            if not records or self.append(group_id, records):
                 continue
             for tp in expired:
                 del group.offsets[tp]
@@ -525,7 +470,7 @@ class GroupCoordinator(InternalTopicOwner):
             if not error:
                 records = [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in group.offsets]
                 records.append((encode_key(GroupKey(group_id)), None))
-                error = self._append(group_id, records)
+                error = self.append(group_id, records)
                 if not error:
                     group.mark_dead(now)
                     del self.groups[group_id]
@@ -534,31 +479,7 @@ class GroupCoordinator(InternalTopicOwner):
 
     # --- the log ---------------------------------------------------------------------------
     def _store_group(self, group: ClassicGroup) -> None:
-        error = self._append(group.group_id, [(encode_key(GroupKey(group.group_id)), encode_group(group.stored()))])
+        error = self.append(group.group_id, [(encode_key(GroupKey(group.group_id)), encode_group(group.stored()))])
         if error:
             log.error("could not store the metadata of group %s (error %d); it is kept in memory only",
                       group.group_id, error)
-
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
-                producer: tuple[int, int] | None = None) -> int:
-        """Append records to the group's partition; NONE or the error code an OffsetCommit would answer.
-
-        ``producer`` (id, epoch): the records are part of that producer's transaction.
-        """
-        try:
-            if not self.topic.exists():
-                self.ensure_topic()
-            partition = self.topic.partition(self.partition_of(group_id))
-            if producer is None:
-                partition.append_records(build_batch(records, self.clock()))
-            else:
-                partition.append_records(build_transactional_batch(records, self.clock(), *producer),
-                                         from_coordinator=True)
-            return NONE
-        except Errors.KafkaError as exc:
-            code = getattr(exc, "errno", None)
-            log.warning("appending to %s for group %s failed: %r", OFFSETS_TOPIC, group_id, exc)
-            return _APPEND_ERRORS.get(code, code if code is not None else UNKNOWN_SERVER_ERROR)
-        except Exception:
-            log.exception("appending to %s for group %s failed", OFFSETS_TOPIC, group_id)
-            return UNKNOWN_SERVER_ERROR

@@ -16,16 +16,15 @@ states it may be entered from) is Kafka's ``validPreviousStates`` as data:
 * ``Dead``: the transactional id expired and was removed (tombstoned).
 
 ``STATUS`` gives each state's ``TransactionStatus`` int8 in the
-``__transaction_state`` records.  ``check_transition`` is the only way the
-coordinator changes a state; a move the table does not allow raises
-``IllegalStateTransition`` (a coordinator bug, never a client error).
+``__transaction_state`` records.  The coordinator changes a state only through
+``state_machine.check_transition`` with this table.
 """
 from __future__ import annotations
 
-import enum
+from broker_sim.coordinator.state_machine import State
 
 
-class TxnState(str, enum.Enum):
+class TxnState(State):
     EMPTY = "Empty"
     ONGOING = "Ongoing"
     PREPARE_COMMIT = "PrepareCommit"
@@ -35,18 +34,10 @@ class TxnState(str, enum.Enum):
     DEAD = "Dead"
     PREPARE_EPOCH_FENCE = "PrepareEpochFence"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-EMPTY = TxnState.EMPTY
-ONGOING = TxnState.ONGOING
-PREPARE_COMMIT = TxnState.PREPARE_COMMIT
-PREPARE_ABORT = TxnState.PREPARE_ABORT
-COMPLETE_COMMIT = TxnState.COMPLETE_COMMIT
-COMPLETE_ABORT = TxnState.COMPLETE_ABORT
-DEAD = TxnState.DEAD
-PREPARE_EPOCH_FENCE = TxnState.PREPARE_EPOCH_FENCE
+# the states as module names, in the enum's order
+(EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD,
+ PREPARE_EPOCH_FENCE) = TxnState
 
 # TransactionStatus in TransactionLogValue (Kafka's TransactionState ids)
 STATUS: dict[TxnState, int] = {
@@ -71,17 +62,6 @@ ALLOWED_TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
 PREPARING = frozenset({PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE})
 # states with no open transaction: a new one may start, the id may expire
 COMPLETE = frozenset({EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT})
-
-
-class IllegalStateTransition(RuntimeError):
-    """A state change the table does not allow."""
-
-
-def check_transition(current: TxnState, target: TxnState) -> TxnState:
-    """Return ``target`` when the table allows ``current -> target``; raise IllegalStateTransition otherwise."""
-    if current not in ALLOWED_TRANSITIONS[target]:
-        raise IllegalStateTransition(f"transaction cannot move from {current} to {target}")
-    return target
 
 
 def parse_state(name: str) -> TxnState | None:

@@ -1,10 +1,9 @@
-"""The transaction coordinator's seams to the broker: configs, ``__transaction_state`` and marker writing.
+"""Transaction markers on a broker: the coordinator's ``MarkerWriter`` and the WriteTxnMarkers work.
 
-``txn_service_for(broker)`` builds the coordinator from the broker's configs
-over ``BrokerInternalTopic("__transaction_state")``.  ``LocalMarkerWriter`` is
-the coordinator's ``MarkerWriter`` on a single node: it appends the markers to
-this broker's partitions (``write_txn_markers``, the same code the
-``WriteTxnMarkers`` handler runs for markers another coordinator sends).
+``LocalMarkerWriter`` is the coordinator's ``MarkerWriter`` on a single node:
+it appends the markers to this broker's partitions (``write_txn_markers``,
+the same code the ``WriteTxnMarkers`` handler runs for markers another
+coordinator sends).
 
 ``ClusterMarkerWriter`` is the writer in a cluster, where a marker counts only
 once the partition's ISR has it (a marker only on a leader that then dies
@@ -16,7 +15,8 @@ answers "not yet" for those, and each delivery that completes asks the
 coordinator to retry its pending markers, which then finds them written.
 A partition no longer in the cluster's metadata (its topic was deleted) is
 owed no marker and answers UNKNOWN_TOPIC_OR_PARTITION, which the coordinator
-counts as done.  Nothing else in ``broker_sim.coordinator.txn_*`` knows the broker.
+counts as done.  With ``txn.wiring``, the only module of
+``broker_sim.coordinator.txn`` that knows the broker.
 """
 from __future__ import annotations
 
@@ -27,11 +27,9 @@ from typing import Iterable
 import kafka.errors as Errors
 from kafka.protocol.producer import WriteTxnMarkersRequest
 
-from broker_sim.coordinator.group_broker import BrokerInternalTopic, partition_in_metadata
-from broker_sim.coordinator.group_records import OFFSETS_TOPIC
-from broker_sim.coordinator.txn_coordinator import TxnConfig
-from broker_sim.coordinator.txn_records import TRANSACTION_STATE_TOPIC
-from broker_sim.coordinator.txn_service import TxnService
+from broker_sim.coordinator.broker_topic import partition_in_metadata
+from broker_sim.coordinator.group.records import OFFSETS_TOPIC
+from broker_sim.coordinator.isr_wait import high_watermarks_reached
 
 log = logging.getLogger(__name__)
 
@@ -75,18 +73,16 @@ async def write_txn_markers_replicated(broker, producer_id: int, producer_epoch:
                                        ) -> dict[tuple[str, int], int]:
     """``write_txn_markers``, answering for each partition once its ISR has the marker (Kafka appends with acks=all)."""
     written = _append_markers(broker, producer_id, producer_epoch, coordinator_epoch, commit, partitions)
-    timeout_s = broker.config.get("replica.socket.timeout.ms") / 1000.0
-    waits = {tp: broker.replicas.get(*tp).wait_for_high_watermark(offset + 1, timeout_s)
-             for tp, (code, offset) in written.items() if code == 0}
-    outcomes = dict(zip(waits, await asyncio.gather(*waits.values(), return_exceptions=True)))
+    failed = await high_watermarks_reached(
+        {tp: (broker.replicas.get(*tp), offset + 1) for tp, (code, offset) in written.items() if code == 0},
+        broker.config.get("replica.socket.timeout.ms") / 1000.0)
     results = {}
     for tp, (code, _) in written.items():
-        if code == 0 and tp in outcomes:
-            outcome = outcomes[tp]
-            if isinstance(outcome, Errors.KafkaError):
-                code = getattr(outcome, "errno", None) or Errors.UnknownError.errno
-            elif isinstance(outcome, BaseException) or outcome is False:
-                code = Errors.RequestTimedOutError.errno
+        outcome = failed.get(tp)
+        if isinstance(outcome, Errors.KafkaError):
+            code = getattr(outcome, "errno", None) or Errors.UnknownError.errno
+        elif outcome is not None:
+            code = Errors.RequestTimedOutError.errno
         results[tp] = code
     return results
 
@@ -229,30 +225,3 @@ class ClusterMarkerWriter:
         for broker_id in list(self._clients):
             self._drop_client(broker_id)
 
-
-def txn_config(config) -> TxnConfig:
-    """The coordinator's settings from a ``BrokerConfig``."""
-    return TxnConfig(
-        state_partitions=config.get("transaction.state.log.num.partitions"),
-        max_timeout_ms=config.get("transaction.max.timeout.ms"),
-        id_expiration_ms=config.get("transactional.id.expiration.ms"),
-        partition_verification=config.get("transaction.partition.verification.enable"),
-    )
-
-
-def txn_service_for(broker) -> TxnService:
-    """The broker's transaction coordinator, with every existing ``__transaction_state`` partition loaded."""
-    config = broker.config
-    topic = BrokerInternalTopic(broker, TRANSACTION_STATE_TOPIC, config.get("transaction.state.log.num.partitions"),
-                                config.get("transaction.state.log.segment.bytes"),
-                                replication_factor=config.get("transaction.state.log.replication.factor"),
-                                min_insync_replicas=config.get("transaction.state.log.min.isr"))
-    service = TxnService(
-        txn_config(config), topic, ClusterMarkerWriter(broker) if broker.cluster else LocalMarkerWriter(broker),
-        clock=broker.now_ms,
-        next_producer_id=broker.producer_ids.next_id,
-        partition_exists=partition_in_metadata(broker),
-        abort_interval_ms=config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
-        expiration_interval_ms=config.get("transaction.remove.expired.transaction.cleanup.interval.ms"))
-    service.startup()
-    return service

@@ -1,0 +1,89 @@
+"""What the coordinators' records have in common: versioned messages and the batches that carry them.
+
+Theory of operation: every key and value in ``__consumer_offsets`` and
+``__transaction_state`` is one of Kafka's coordinator messages (apache/kafka's
+group- and transaction-coordinator message JSONs) preceded by its int16
+version.  ``message`` turns such a JSON definition into a class encoded by
+kafka-python's schema codec (``StructField``), the machinery that encodes the
+protocol messages; ``record_version`` and ``decode_body`` read one back and
+turn whatever the codec raises for bytes that are not the message into
+ValueError, so a loader can skip the record and go on.  ``build_batch`` puts
+``(key, value)`` records into one uncompressed batch for an append (a
+transactional one on a producer's behalf); ``iter_batches`` and
+``iter_records`` read batches back.
+"""
+from __future__ import annotations
+
+import io
+import struct
+
+from kafka.protocol.data_container import DataContainer
+from kafka.protocol.schemas.fields import StructField
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+VERSION = struct.Struct(">h")  # the int16 every key and value starts with
+
+# what kafka-python's schema codec raises for bytes that are not the message (truncated, lying lengths,
+# invalid UTF-8, a null where a value must be)
+_MALFORMED = (struct.error, EOFError, IndexError, TypeError, ValueError, OverflowError)
+
+
+def message(name: str, valid: str, flexible: str, fields: list[dict]) -> type:
+    """The class of a message defined as in Kafka's JSON (``validVersions``, ``flexibleVersions``, ``fields``)."""
+    struct_field = StructField({"name": name, "type": "data", "validVersions": valid,
+                                "flexibleVersions": flexible, "fields": fields})
+    cls = type(name, (DataContainer,), {"_struct": struct_field})
+    struct_field.set_data_class(cls)
+    return cls
+
+
+def record_version(data: bytes | None, what: str) -> int:
+    """The int16 version a key or value starts with; raises ValueError for a null or too short one."""
+    if data is None or len(data) < VERSION.size:
+        raise ValueError(f"{what} is {'null' if data is None else f'{len(data)} bytes'}, not a versioned record")
+    (version,) = VERSION.unpack_from(data)
+    if version < 0:
+        raise ValueError(f"{what} has negative version {version}")
+    return version
+
+
+def decode_body(cls, data: bytes, version: int, flexible: bool):
+    """``cls`` read from ``data`` after its version; raises ValueError for bytes that are not one."""
+    try:
+        return cls._struct.decode(io.BytesIO(data[VERSION.size:]), version=version, compact=flexible,
+                                  tagged=flexible)
+    except _MALFORMED as exc:
+        raise ValueError(f"malformed {cls.__name__} v{version}: {exc!r}") from exc
+
+
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, *,
+                producer: tuple[int, int] | None = None) -> bytes:
+    """One uncompressed magic-2 batch of ``(key, value)`` records (value None: tombstone).
+
+    ``producer`` (id, epoch): the batch is part of that producer's transaction
+    (TxnOffsetCommit): transactional, without a sequence.
+    """
+    producer_id, producer_epoch = producer if producer is not None else (-1, -1)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer is not None,
+                                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+                                        batch_size=2**31 - 1)
+    for offset, (key, value) in enumerate(records):
+        builder.append(offset, timestamp=timestamp_ms, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def iter_batches(data: bytes):
+    """The record batches in ``data`` (whole batches): kafka-python ``DefaultRecordBatch`` objects."""
+    batches = MemoryRecords(data)
+    while batches.has_next():
+        yield batches.next_batch()
+
+
+def iter_records(data: bytes):
+    """``(offset, key, value)`` of every data record in ``data`` (whole batches); control batches are skipped."""
+    for batch in iter_batches(data):
+        if batch.is_control_batch:
+            continue
+        for record in batch:
+            yield record.offset, record.key, record.value
