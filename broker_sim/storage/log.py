@@ -62,7 +62,8 @@ from typing import Callable, Iterator, Mapping, NamedTuple
 
 from kafka.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 
-from broker_sim.config import TOPIC_CONFIGS, parse_topic_config, topic_config_default
+from broker_sim.config import TOPIC_CONFIGS, parse_topic_config
+from broker_sim.config import topic_config_default as _default
 from broker_sim.storage.batch import INT32_MAX, TIMESTAMP_TYPE_MASK, BatchHeader, stamp_batches
 from broker_sim.storage.checkpoint import fsync_directory, read_checkpoint, write_checkpoint
 from broker_sim.storage.segment import FileRegion, LogSegment, OpenSegments
@@ -92,10 +93,6 @@ INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _default(name: str):
-    return topic_config_default(name)
 
 
 @dataclass
