@@ -79,11 +79,11 @@ from broker_sim.controller.metadata import TopicInfo
 from broker_sim.errors import error_of
 from broker_sim.replication.fetcher import ReplicaFetcherManager
 from broker_sim.replication.partition import Partition
-from broker_sim.storage.batch import parse_batches
+from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
 from broker_sim.storage.log import LogConfig
 from broker_sim.storage.validator import (
-    MoveToThread, RecordValidationError, ValidRecords, costs_a_thread, rules_for, validate_records)
+    MoveToThread, RecordRules, RecordValidationError, ValidRecords, costs_a_thread, rules_for, validate_records)
 
 log = logging.getLogger(__name__)
 # ``create_partitions`` yields to its caller after this much work, so a big CreateTopics can be
@@ -326,7 +326,11 @@ class ReplicaManager:
             partition = self.get_leader(topic, index)
             if not records:
                 raise Errors.InvalidRecordError(f"produce to {topic}-{index} carries no records")
-            valid = await _validate(records, partition.log.config, max_decompressed)
+            rules = rules_for(partition.log.config, max_decompressed)
+            valid = _validate_inline(records, rules)
+            if not isinstance(valid, ValidRecords):  # too costly for the event loop: on a thread, then back here
+                valid = await asyncio.get_running_loop().run_in_executor(
+                    _VALIDATION_THREADS, validate_records, records, rules, valid)
             first = valid.batches[0]
             if transactional_id is not None and first.is_transactional and self.verify_transaction is not None:
                 error = self.verify_transaction(transactional_id, first.producer_id, first.producer_epoch, topic,
@@ -491,15 +495,14 @@ class ReplicaManager:
         self.partitions.clear()
 
 
-async def _validate(records, config: LogConfig, max_decompressed: int) -> ValidRecords:
-    """The log's record rules (Kafka's LogValidator) applied to a client's records: inline when cheap, else on
-    the validation threads, so no request holds the event loop for more than ~1 ms."""
-    rules = rules_for(config, max_decompressed)
+def _validate_inline(records, rules: RecordRules) -> ValidRecords | list[BatchHeader] | None:
+    """The log's record rules (Kafka's LogValidator) applied to a client's records on the event loop when that
+    is cheap; else what to hand ``validate_records`` on a thread with them (their batch headers, or None when
+    not even parsed), so no request holds the event loop for more than ~1 ms."""
     if costs_a_thread(records):
-        return await asyncio.get_running_loop().run_in_executor(_VALIDATION_THREADS, validate_records, records, rules)
+        return None
     batches = parse_batches(records)
     try:
         return validate_records(records, rules, batches, inline=True)
     except MoveToThread:
-        return await asyncio.get_running_loop().run_in_executor(
-            _VALIDATION_THREADS, validate_records, records, rules, batches)
+        return batches

@@ -47,7 +47,8 @@ async def produce(broker, ctx, request):
             denied = (Errors.TopicAuthorizationFailedError.errno, f"WRITE on topic {topic.name!r} is not allowed")
         else:
             denied = None
-            wanted.extend((topic.name, data.index, data.records) for data in topic.partition_data)
+            for data in topic.partition_data:
+                wanted.append((topic.name, data.index, data.records))
         refusals.append(denied)
     results = iter(await replicas.append_records(wanted, required_acks=request.acks, timeout_ms=request.timeout_ms,
                                                  transactional_id=request.transactional_id))
@@ -67,7 +68,8 @@ async def produce(broker, ctx, request):
             partitions.append(PartitionResponse(
                 index=data.index, error_code=code, base_offset=base_offset, log_append_time_ms=log_append_time,
                 log_start_offset=log_start_offset, error_message=message,
-                record_errors=[RecordError(batch_index=i, batch_index_error_message=m) for i, m in record_errors]))
+                record_errors=[RecordError(batch_index=i, batch_index_error_message=m) for i, m in record_errors]
+                if record_errors else []))
         responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
     throttle = _throttle(quotas, ctx, request)
     if request.acks == 0:
