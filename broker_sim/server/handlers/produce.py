@@ -18,6 +18,7 @@ from functools import partial
 import kafka.errors as Errors
 from kafka.protocol.producer import ProduceResponse
 
+from broker_sim.replication.replica_manager import ProduceResult
 from broker_sim.security.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from broker_sim.server.handlers import access
 from broker_sim.server.network import CloseConnection
@@ -37,14 +38,15 @@ async def produce(broker, ctx, request):
     if (request.transactional_id is None and authorizer is not None and not ctx.connection.inter_broker
             and _has_transactional_batches(request)):
         txn_denied = True
-    refusals = []  # per topic: (error code, message) of its refusal, or None
+    refusals = []  # per topic: the result of its refusal, or None
     wanted = []  # (topic, partition, records) of the allowed partitions, in request order
     for topic in request.topic_data:
         if txn_denied:
-            denied = (Errors.TransactionalIdAuthorizationFailedError.errno,
-                      f"WRITE on transactional id {request.transactional_id!r} is not allowed")
+            denied = ProduceResult(Errors.TransactionalIdAuthorizationFailedError.errno,
+                                   f"WRITE on transactional id {request.transactional_id!r} is not allowed")
         elif not allowed(ctx, access.WRITE, access.TOPIC, topic.name):
-            denied = (Errors.TopicAuthorizationFailedError.errno, f"WRITE on topic {topic.name!r} is not allowed")
+            denied = ProduceResult(Errors.TopicAuthorizationFailedError.errno,
+                                   f"WRITE on topic {topic.name!r} is not allowed")
         else:
             denied = None
             for data in topic.partition_data:
@@ -58,11 +60,7 @@ async def produce(broker, ctx, request):
     for topic, denied in zip(request.topic_data, refusals):
         partitions = []
         for data in topic.partition_data:
-            if denied is not None:
-                code, message, record_errors = *denied, ()
-                base_offset = log_append_time = log_start_offset = -1
-            else:
-                code, message, base_offset, log_append_time, log_start_offset, record_errors = next(results)
+            code, message, base_offset, log_append_time, log_start_offset, record_errors = denied or next(results)
             if code:
                 failed = failed or f"{topic.name}-{data.index}: {message}"
             partitions.append(PartitionResponse(
