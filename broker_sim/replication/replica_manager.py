@@ -120,6 +120,8 @@ class ReplicaManager:
                  verify_transaction: TransactionVerifier | None = None) -> None:
         self.data_dir = data_dir
         self.config = config
+        # not a dynamic config, so read once rather than on every produce
+        self.max_decompressed_bytes = config.get("message.max.decompressed.bytes")
         self.broker_id = broker_id
         self.now_ms = now_ms
         self.isr_writer = isr_writer
@@ -302,12 +304,10 @@ class ReplicaManager:
 
         See the module docstring for the rules; every failure is a result, nothing raises.
         """
-        max_decompressed = self.config.get("message.max.decompressed.bytes")
         results = []
         waits = []  # (position in results, partition, offset to reach, min ISR) for acks=-1
         for topic, index, records in entries:
-            result, wait = await self._append_to_leader(topic, index, records, required_acks, transactional_id,
-                                                        max_decompressed)
+            result, wait = await self._append_to_leader(topic, index, records, required_acks, transactional_id)
             if wait is not None:
                 waits.append((len(results), *wait))
             results.append(result)
@@ -315,8 +315,8 @@ class ReplicaManager:
             await self._await_replication(results, waits, timeout_ms)
         return results
 
-    async def _append_to_leader(self, topic: str, index: int, records, acks: int, transactional_id: str | None,
-                                max_decompressed: int) -> tuple[ProduceResult, tuple | None]:
+    async def _append_to_leader(self, topic: str, index: int, records, acks: int,
+                                transactional_id: str | None) -> tuple[ProduceResult, tuple | None]:
         """(the partition's result, (partition, offset to reach, min ISR) when acks=-1 must wait, else None)."""
         if acks not in (-1, 0, 1):
             return ProduceResult(Errors.InvalidRequiredAcksError.errno, f"acks={acks} is not one of -1, 0, 1"), None
@@ -326,7 +326,7 @@ class ReplicaManager:
             partition = self.get_leader(topic, index)
             if not records:
                 raise Errors.InvalidRecordError(f"produce to {topic}-{index} carries no records")
-            rules = rules_for(partition.log.config, max_decompressed)
+            rules = rules_for(partition.log.config, self.max_decompressed_bytes)
             valid = _validate_inline(records, rules)
             if not isinstance(valid, ValidRecords):  # too costly for the event loop: on a thread, then back here
                 valid = await asyncio.get_running_loop().run_in_executor(
