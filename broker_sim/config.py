@@ -5,7 +5,9 @@ Theory of operation: every setting the broker understands is one row of
 ``TOPIC_CONFIGS`` (per-topic overrides, as CreateTopics, DescribeConfigs and
 IncrementalAlterConfigs name them).  A topic config whose value is not set on
 the topic falls back to its broker-wide counterpart, exactly as Kafka resolves
-``retention.ms`` from ``log.retention.ms``.  Values travel as strings (that is
+``retention.ms`` from ``log.retention.ms``; that counterpart's row is generated
+from the topic config's row, so both levels share one parser and one default,
+and storage's ``LogConfig`` takes its fields and defaults from the same rows.  Values travel as strings (that is
 what the protocol carries) and are parsed once, here; a bad key or value raises
 ``ConfigError`` naming both.
 """
@@ -85,6 +87,114 @@ def _defs(*rows: ConfigDef) -> dict[str, ConfigDef]:
     return {row.name: row for row in rows}
 
 
+@dataclass(frozen=True)
+class TopicConfigDef:
+    """One topic config and the broker config that supplies its default, with one parser for both."""
+
+    name: str  # the topic-level name (CreateTopics, DescribeConfigs, IncrementalAlterConfigs)
+    default: str  # the broker config supplying the default (log.retention.ms for retention.ms)
+    value: str  # that broker config's own default value
+    parse: Callable[[str], object]  # the one parser and bounds, shared by both levels
+    doc: str
+    field: str | None = None  # the storage.log.LogConfig field it sets; None: not a per-log setting here
+    broker_doc: str | None = None  # the broker config's doc where it says more than the topic's
+
+    def broker_config(self) -> ConfigDef:
+        return ConfigDef(self.default, self.value, self.parse, self.broker_doc or self.doc)
+
+
+# Every topic config, in one table: its broker-level default config is generated from the same row
+# (same parser, same bounds), and storage's LogConfig takes its fields from the rows that name one.
+# retention.bytes keeps pylog's minimum of -1 at both levels (Kafka's is unbounded: any negative value
+# means "no size limit"), as the broker has always refused values below -1.
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
+    TopicConfigDef("cleanup.policy", "log.cleanup.policy", "delete", _parse_policy, "delete, compact or both.",
+                   "cleanup_policy"),
+    TopicConfigDef("delete.retention.ms", "log.cleaner.delete.retention.ms", "86400000", _parse_int(0),
+                   "How long tombstones survive after their first clean.", "delete_retention_ms"),
+    TopicConfigDef("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", "0.5", _parse_ratio,
+                   "Dirty share of the cleanable bytes above which the log is cleaned.", "min_cleanable_dirty_ratio",
+                   "Dirty share of the cleanable bytes above which a log is cleaned."),
+    TopicConfigDef("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", "0", _parse_int(0),
+                   "Records younger than this are not compacted.", "min_compaction_lag_ms"),
+    TopicConfigDef("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", str(LONG_MAX), _parse_int(1),
+                   "Records older than this are compacted whatever the dirty ratio.", "max_compaction_lag_ms"),
+    TopicConfigDef("segment.bytes", "log.segment.bytes", "1073741824", _parse_int(SEGMENT_BYTES_MIN),
+                   "Segment size before a roll (at least 1 MiB).", "segment_bytes",
+                   "Segment size before a roll (at least 1 MiB, as Kafka 4)."),
+    TopicConfigDef("internal.segment.bytes", "internal.log.segment.bytes", "", _parse_optional_int(1),
+                   "Tests only (Kafka 4's internal config): segment size overriding segment.bytes, below its minimum.",
+                   None, "Tests only: broker default of internal.segment.bytes (segment size below the 1 MiB minimum)."),
+    TopicConfigDef("segment.ms", "log.roll.ms", "604800000", _parse_int(1), "Segment age before a roll.",
+                   "segment_ms"),
+    TopicConfigDef("retention.ms", "log.retention.ms", "604800000", _parse_int(-1),
+                   "Age after which segments are deleted.", "retention_ms",
+                   "Age after which segments are deleted (-1: never)."),
+    TopicConfigDef("retention.bytes", "log.retention.bytes", "-1", _parse_int(-1),
+                   "Size beyond which segments are deleted.", "retention_bytes",
+                   "Partition size beyond which old segments are deleted."),
+    TopicConfigDef("index.interval.bytes", "log.index.interval.bytes", "4096", _parse_int(0),
+                   "Bytes between index entries.", "index_interval_bytes", "Bytes between offset-index entries."),
+    TopicConfigDef("flush.messages", "log.flush.interval.messages", str(LONG_MAX), _parse_int(1),
+                   "fsync after this many messages.", "flush_interval_messages"),
+    TopicConfigDef("flush.ms", "log.flush.interval.ms", str(LONG_MAX), _parse_int(0), "fsync after this long.",
+                   "flush_interval_ms"),
+    TopicConfigDef("message.timestamp.type", "log.message.timestamp.type", "CreateTime",
+                   _parse_choice("CreateTime", "LogAppendTime"), "Timestamp kept in the log.",
+                   "message_timestamp_type"),
+    TopicConfigDef("max.message.bytes", "message.max.bytes", "1048588", _parse_int(0),
+                   "Largest record batch accepted.", "max_message_bytes"),
+    TopicConfigDef("compression.type", "compression.type", "producer",
+                   _parse_choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+                   "producer: keep each batch's codec; else re-encode data batches to this codec.",
+                   "compression_type",
+                   "Codec batches are stored in: producer (as sent) or a codec they are re-encoded to."),
+    TopicConfigDef("min.insync.replicas", "min.insync.replicas", "1", _parse_int(1), "Replicas needed for acks=all.",
+                   "min_insync_replicas", "Replicas that must acknowledge acks=all."),
+    TopicConfigDef("unclean.leader.election.enable", "unclean.leader.election.enable", "false", _parse_bool,
+                   "Elect a leader outside the ISR when no ISR member is alive.", None,
+                   "Elect a leader outside the ISR when no ISR member is alive (may lose committed data)."),
+    # Kafka's other topic configs: accepted and described, not enforced (each row's doc says why)
+    TopicConfigDef("file.delete.delay.ms", "log.segment.delete.delay.ms", "60000", _parse_int(0),
+                   "Accepted, not enforced: deleted segments go at once.", "file_delete_delay_ms",
+                   "Accepted, not enforced: segments are deleted at once, not renamed .deleted first."),
+    TopicConfigDef("preallocate", "log.preallocate", "false", _parse_bool, "Accepted, not enforced.", None,
+                   "Accepted, not enforced: segments are not preallocated."),
+    TopicConfigDef("segment.index.bytes", "log.index.size.max.bytes", "10485760", _parse_int(4),
+                   "Accepted, not enforced.", None, "Accepted, not enforced: offset indexes grow as needed."),
+    TopicConfigDef("segment.jitter.ms", "log.roll.jitter.ms", "0", _parse_int(0), "Accepted, not enforced.", None,
+                   "Accepted, not enforced: segments roll at segment.ms."),
+    TopicConfigDef("message.timestamp.difference.max.ms", "log.message.timestamp.difference.max.ms", str(LONG_MAX),
+                   _parse_int(0), "Accepted, not enforced.", None,
+                   "Accepted, not enforced: record timestamps are not checked against the broker's clock."),
+    TopicConfigDef("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", str(LONG_MAX),
+                   _parse_int(0), "Accepted, not enforced.", None, "Accepted, not enforced (KIP-937)."),
+    TopicConfigDef("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", str(LONG_MAX),
+                   _parse_int(0), "Accepted, not enforced.", None, "Accepted, not enforced (KIP-937)."),
+    TopicConfigDef("message.downconversion.enable", "log.message.downconversion.enable", "true", _parse_bool,
+                   "Accepted: nothing is down-converted (record batch v2 only).", None,
+                   "Accepted: pylog serves only record batch v2 (Fetch v4+), so nothing is down-converted."),
+    TopicConfigDef("message.format.version", "log.message.format.version", "3.0-IV1", str,
+                   "Accepted, ignored (deprecated).", None, "Accepted, ignored (deprecated in Kafka 3)."),
+    TopicConfigDef("follower.replication.throttled.replicas", "follower.replication.throttled.replicas", "", str,
+                   "Accepted, not enforced.", None, "Accepted, not enforced: no replication throttle."),
+    TopicConfigDef("leader.replication.throttled.replicas", "leader.replication.throttled.replicas", "", str,
+                   "Accepted, not enforced.", None, "Accepted, not enforced: no replication throttle."),
+    TopicConfigDef("local.retention.ms", "log.local.retention.ms", "-2", _parse_int(-2),
+                   "Accepted: no tiered storage.", None, "Accepted: no tiered storage (local is everything)."),
+    TopicConfigDef("local.retention.bytes", "log.local.retention.bytes", "-2", _parse_int(-2),
+                   "Accepted: no tiered storage."),
+    TopicConfigDef("remote.storage.enable", "remote.storage.enable", "false", _parse_choice("false"),
+                   "Tiered storage is not available: only false is accepted."),
+    TopicConfigDef("compression.gzip.level", "compression.gzip.level", "-1", _parse_int(-1),
+                   "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default level."),
+    TopicConfigDef("compression.lz4.level", "compression.lz4.level", "9", _parse_int(1),
+                   "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default level."),
+    TopicConfigDef("compression.zstd.level", "compression.zstd.level", "3", _parse_int(-131072),
+                   "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default."),
+)}
+
+
 def parse_ip_overrides(value: str) -> dict[str, int]:
     """Kafka's ``max.connections.per.ip.overrides``: 'host:count,host:count' (IPv6 hosts: the last ':' splits)."""
     overrides: dict[str, int] = {}
@@ -106,66 +216,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("default.replication.factor", "1", _parse_int(1), "Replication factor of auto-created topics."),
     ConfigDef("auto.create.topics.enable", "true", _parse_bool, "Create topics named by Metadata requests."),
     ConfigDef("delete.topic.enable", "true", _parse_bool, "Allow DeleteTopics."),
-    ConfigDef("log.segment.bytes", "1073741824", _parse_int(SEGMENT_BYTES_MIN),
-              "Segment size before a roll (at least 1 MiB, as Kafka 4)."),
-    ConfigDef("log.roll.ms", "604800000", _parse_int(1), "Segment age before a roll."),
-    ConfigDef("log.retention.ms", "604800000", _parse_int(-1), "Age after which segments are deleted (-1: never)."),
-    ConfigDef("log.retention.bytes", "-1", _parse_int(-1), "Partition size beyond which old segments are deleted."),
     ConfigDef("log.retention.minutes", "", _parse_int(-1), "log.retention.ms in minutes (ms wins when both are set)."),
     ConfigDef("log.retention.hours", "168", _parse_int(-1), "log.retention.ms in hours (ms and minutes win)."),
     ConfigDef("log.roll.hours", "168", _parse_int(1), "log.roll.ms in hours (ms wins when both are set)."),
     ConfigDef("log.retention.check.interval.ms", "300000", _parse_int(1), "How often retention runs."),
-    ConfigDef("log.index.interval.bytes", "4096", _parse_int(0), "Bytes between offset-index entries."),
-    ConfigDef("log.flush.interval.messages", str(LONG_MAX), _parse_int(1), "fsync after this many messages."),
-    ConfigDef("log.flush.interval.ms", str(LONG_MAX), _parse_int(0), "fsync after this long."),
-    ConfigDef("log.message.timestamp.type", "CreateTime", _parse_choice("CreateTime", "LogAppendTime"),
-              "Timestamp kept in the log."),
-    ConfigDef("log.cleanup.policy", "delete", _parse_policy, "delete, compact or both."),
     ConfigDef("log.cleaner.enable", "true", _parse_bool, "Run the log cleaner (compaction)."),
     ConfigDef("log.cleaner.backoff.ms", "15000", _parse_int(0), "Pause between log cleaner passes."),
-    ConfigDef("log.cleaner.delete.retention.ms", "86400000", _parse_int(0),
-              "How long tombstones survive after their first clean."),
-    ConfigDef("log.cleaner.min.cleanable.ratio", "0.5", _parse_ratio,
-              "Dirty share of the cleanable bytes above which a log is cleaned."),
-    ConfigDef("log.cleaner.min.compaction.lag.ms", "0", _parse_int(0), "Records younger than this are not compacted."),
-    ConfigDef("log.cleaner.max.compaction.lag.ms", str(LONG_MAX), _parse_int(1),
-              "Records older than this are compacted whatever the dirty ratio."),
-    # --- accepted for Kafka compatibility, not enforced (README: "Topic configs accepted, not enforced") ---
-    ConfigDef("log.segment.delete.delay.ms", "60000", _parse_int(0),
-              "Accepted, not enforced: segments are deleted at once, not renamed .deleted first."),
-    ConfigDef("log.preallocate", "false", _parse_bool, "Accepted, not enforced: segments are not preallocated."),
-    ConfigDef("log.index.size.max.bytes", "10485760", _parse_int(4),
-              "Accepted, not enforced: offset indexes grow as needed."),
-    ConfigDef("log.roll.jitter.ms", "0", _parse_int(0), "Accepted, not enforced: segments roll at segment.ms."),
-    ConfigDef("log.message.timestamp.difference.max.ms", str(LONG_MAX), _parse_int(0),
-              "Accepted, not enforced: record timestamps are not checked against the broker's clock."),
-    ConfigDef("log.message.timestamp.before.max.ms", str(LONG_MAX), _parse_int(0),
-              "Accepted, not enforced (KIP-937)."),
-    ConfigDef("log.message.timestamp.after.max.ms", str(LONG_MAX), _parse_int(0),
-              "Accepted, not enforced (KIP-937)."),
-    ConfigDef("log.message.downconversion.enable", "true", _parse_bool,
-              "Accepted: pylog serves only record batch v2 (Fetch v4+), so nothing is down-converted."),
-    ConfigDef("log.message.format.version", "3.0-IV1", str, "Accepted, ignored (deprecated in Kafka 3)."),
-    ConfigDef("follower.replication.throttled.replicas", "", str, "Accepted, not enforced: no replication throttle."),
-    ConfigDef("leader.replication.throttled.replicas", "", str, "Accepted, not enforced: no replication throttle."),
-    ConfigDef("log.local.retention.ms", "-2", _parse_int(-2), "Accepted: no tiered storage (local is everything)."),
-    ConfigDef("log.local.retention.bytes", "-2", _parse_int(-2), "Accepted: no tiered storage."),
-    ConfigDef("remote.storage.enable", "false", _parse_choice("false"),
-              "Tiered storage is not available: only false is accepted."),
-    ConfigDef("compression.gzip.level", "-1", _parse_int(-1), "Accepted; re-encoding uses the codec's default level."),
-    ConfigDef("compression.lz4.level", "9", _parse_int(1), "Accepted; re-encoding uses the codec's default level."),
-    ConfigDef("compression.zstd.level", "3", _parse_int(-131072), "Accepted; re-encoding uses the codec's default."),
+    *(row.broker_config() for row in TOPIC_CONFIGS.values()),  # the defaults of topic configs
     # --- storage limits (what topics and segments may cost in files) ---
-    ConfigDef("internal.log.segment.bytes", "", _parse_optional_int(1),
-              "Tests only: broker default of internal.segment.bytes (segment size below the 1 MiB minimum)."),
     ConfigDef("max.broker.partitions", "-1", _parse_int(-1),
               "Most partitions this broker hosts (KIP-578); -1: derived from the open-file limit "
               "(half of RLIMIT_NOFILE at 5 descriptors per partition). Beyond it CreateTopics, "
               "CreatePartitions and auto-creation answer POLICY_VIOLATION."),
-    ConfigDef("message.max.bytes", "1048588", _parse_int(0), "Largest record batch accepted."),
-    ConfigDef("compression.type", "producer",
-              _parse_choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
-              "Codec batches are stored in: producer (as sent) or a codec they are re-encoded to."),
     ConfigDef("message.max.decompressed.bytes", "33554432", _parse_int(0),
               "pylog addition (Kafka has no such bound): most bytes a compressed batch's records may "
               "decompress to; beyond, the produce fails with MESSAGE_TOO_LARGE, having decompressed at "
@@ -185,7 +247,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "Per-IP exceptions to max.connections.per.ip: 'host:count,host:count'."),
     ConfigDef("fetch.max.bytes", "57671680", _parse_int(1024),
               "Most record bytes in one Fetch response, whatever the client asks for."),
-    ConfigDef("min.insync.replicas", "1", _parse_int(1), "Replicas that must acknowledge acks=all."),
     ConfigDef("log.dirs", "", str, "Data directory (set by --data-dir)."),
     ConfigDef("cluster.id", "", str, "Cluster id; generated and stored in meta.properties when empty."),
     ConfigDef("producer.id.expiration.ms", "86400000", _parse_int(1), "Idle time before producer state expires."),
@@ -288,8 +349,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("replica.fetch.response.max.bytes", "10485760", _parse_int(0), "max_bytes of a follower's Fetch."),
     ConfigDef("replica.fetch.backoff.ms", "1000", _parse_int(0), "Pause after a follower's Fetch failed."),
     ConfigDef("replica.socket.timeout.ms", "30000", _parse_int(1), "Timeout of inter-broker requests."),
-    ConfigDef("unclean.leader.election.enable", "false", _parse_bool,
-              "Elect a leader outside the ISR when no ISR member is alive (may lose committed data)."),
     ConfigDef("auto.leader.rebalance.enable", "true", _parse_bool,
               "Move leadership back to preferred replicas once they are in sync again."),
     ConfigDef("leader.imbalance.check.interval.seconds", "300", _parse_int(1),
@@ -303,64 +362,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "Serve Prometheus metrics at http://<host>:<port>/metrics (-1: off, 0: any free port)."),
 )
 
-# topic config name -> broker config supplying its default
-TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
-    ConfigDef("cleanup.policy", "log.cleanup.policy", _parse_policy, "delete, compact or both."),
-    ConfigDef("delete.retention.ms", "log.cleaner.delete.retention.ms", _parse_int(0),
-              "How long tombstones survive after their first clean."),
-    ConfigDef("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", _parse_ratio,
-              "Dirty share of the cleanable bytes above which the log is cleaned."),
-    ConfigDef("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", _parse_int(0),
-              "Records younger than this are not compacted."),
-    ConfigDef("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", _parse_int(1),
-              "Records older than this are compacted whatever the dirty ratio."),
-    ConfigDef("segment.bytes", "log.segment.bytes", _parse_int(SEGMENT_BYTES_MIN),
-              "Segment size before a roll (at least 1 MiB)."),
-    ConfigDef("internal.segment.bytes", "internal.log.segment.bytes", _parse_optional_int(1),
-              "Tests only (Kafka 4's internal config): segment size overriding segment.bytes, below its minimum."),
-    ConfigDef("segment.ms", "log.roll.ms", _parse_int(1), "Segment age before a roll."),
-    ConfigDef("retention.ms", "log.retention.ms", _parse_int(-1), "Age after which segments are deleted."),
-    ConfigDef("retention.bytes", "log.retention.bytes", _parse_int(-1), "Size beyond which segments are deleted."),
-    ConfigDef("index.interval.bytes", "log.index.interval.bytes", _parse_int(0), "Bytes between index entries."),
-    ConfigDef("flush.messages", "log.flush.interval.messages", _parse_int(1), "fsync after this many messages."),
-    ConfigDef("flush.ms", "log.flush.interval.ms", _parse_int(0), "fsync after this long."),
-    ConfigDef("message.timestamp.type", "log.message.timestamp.type",
-              _parse_choice("CreateTime", "LogAppendTime"), "Timestamp kept in the log."),
-    ConfigDef("max.message.bytes", "message.max.bytes", _parse_int(0), "Largest record batch accepted."),
-    ConfigDef("compression.type", "compression.type",
-              _parse_choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
-              "producer: keep each batch's codec; else re-encode data batches to this codec."),
-    ConfigDef("min.insync.replicas", "min.insync.replicas", _parse_int(1), "Replicas needed for acks=all."),
-    ConfigDef("unclean.leader.election.enable", "unclean.leader.election.enable", _parse_bool,
-              "Elect a leader outside the ISR when no ISR member is alive."),
-    # Kafka's other topic configs: accepted and described, not enforced (each row's doc says why)
-    ConfigDef("file.delete.delay.ms", "log.segment.delete.delay.ms", _parse_int(0),
-              "Accepted, not enforced: deleted segments go at once."),
-    ConfigDef("preallocate", "log.preallocate", _parse_bool, "Accepted, not enforced."),
-    ConfigDef("segment.index.bytes", "log.index.size.max.bytes", _parse_int(4), "Accepted, not enforced."),
-    ConfigDef("segment.jitter.ms", "log.roll.jitter.ms", _parse_int(0), "Accepted, not enforced."),
-    ConfigDef("message.timestamp.difference.max.ms", "log.message.timestamp.difference.max.ms", _parse_int(0),
-              "Accepted, not enforced."),
-    ConfigDef("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", _parse_int(0),
-              "Accepted, not enforced."),
-    ConfigDef("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", _parse_int(0),
-              "Accepted, not enforced."),
-    ConfigDef("message.downconversion.enable", "log.message.downconversion.enable", _parse_bool,
-              "Accepted: nothing is down-converted (record batch v2 only)."),
-    ConfigDef("message.format.version", "log.message.format.version", str, "Accepted, ignored (deprecated)."),
-    ConfigDef("follower.replication.throttled.replicas", "follower.replication.throttled.replicas", str,
-              "Accepted, not enforced."),
-    ConfigDef("leader.replication.throttled.replicas", "leader.replication.throttled.replicas", str,
-              "Accepted, not enforced."),
-    ConfigDef("local.retention.ms", "log.local.retention.ms", _parse_int(-2), "Accepted: no tiered storage."),
-    ConfigDef("local.retention.bytes", "log.local.retention.bytes", _parse_int(-2), "Accepted: no tiered storage."),
-    ConfigDef("remote.storage.enable", "remote.storage.enable", _parse_choice("false"),
-              "Tiered storage is not available: only false is accepted."),
-    ConfigDef("compression.gzip.level", "compression.gzip.level", _parse_int(-1), "Accepted (default level used)."),
-    ConfigDef("compression.lz4.level", "compression.lz4.level", _parse_int(1), "Accepted (default level used)."),
-    ConfigDef("compression.zstd.level", "compression.zstd.level", _parse_int(-131072),
-              "Accepted (default level used)."),
-)
 
 
 _COARSER = {
@@ -376,6 +377,17 @@ def _check(defs: Mapping[str, ConfigDef], name: str, value: str) -> object:
         return defs[name].parse(value)
     except ValueError as exc:
         raise ConfigError(f"invalid value {value!r} for config {name!r}: {exc}") from None
+
+
+def parse_topic_config(name: str, value: str) -> object:
+    """The typed value of one topic config; ConfigError naming the key and value when it does not parse."""
+    return _check(TOPIC_CONFIGS, name, value)
+
+
+def topic_config_default(name: str) -> object:
+    """A topic config's typed value when neither the topic nor the broker sets it."""
+    row = TOPIC_CONFIGS[name]
+    return row.parse(row.value)
 
 
 def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable, Protocol
 
 import kafka.errors as Errors
 from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
@@ -40,9 +40,6 @@ from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.replication.client import BrokerClient
 from broker_sim.storage.batch import LOG_OVERHEAD, decode_header
-
-if TYPE_CHECKING:
-    from broker_sim.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 MAX_TRUNCATION_ROUNDS = 16
@@ -53,6 +50,16 @@ _RETRIABLE = (Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochE
               Errors.KafkaStorageError.errno, Errors.ReplicaNotAvailableError.errno,
               Errors.NotEnoughReplicasError.errno)
 Key = tuple[str, int]
+
+
+class HostedReplicas(Protocol):
+    """What the fetchers need of their owner (the ``ReplicaManager``): the hosted replicas and how to log in."""
+
+    partitions: dict[Key, Any]  # (topic, index) -> Partition
+    inter_broker_ssl: Any  # SSLContext or None
+    inter_broker_sasl: Any  # SaslLogin or None
+
+    def inter_broker_client_id(self, role: str) -> str: ...
 
 
 @dataclass
@@ -334,7 +341,7 @@ class SourceFetcher:
 class ReplicaFetcherManager:
     """Followed partitions grouped by leader, one ``SourceFetcher`` task per leader."""
 
-    def __init__(self, replicas: ReplicaManager, *, broker_id: int, config,
+    def __init__(self, replicas: HostedReplicas, *, broker_id: int, config,
                  resolve_broker: Callable[[int], BrokerEndpoint | None] | None) -> None:
         self.replicas = replicas
         self.broker_id = broker_id

@@ -8,9 +8,11 @@ to it).  On a single node the in-sync replica set is just this broker, so the
 high watermark follows the log end offset on every append; the replication
 issue widens ``update_high_watermark`` to the minimum over the ISR.
 
-Appends validate first (CRC, sizes, producer sequences; a client's records
-were already checked one by one by ``storage/validator.py``, off the event
-loop when large, which is why that check is not here) and return errors as
+Appends validate first (leadership, min.insync.replicas for acks=-1, producer
+sequences; a client's records were already checked one by one by
+``storage/validator.py``, called by ``ReplicaManager.append_records`` because it
+may run off the event loop when large, which is why that check is not here;
+the broker's own records get the validator's size rule) and return errors as
 kafka-python exceptions carrying Kafka error codes; a duplicate batch from an
 idempotent producer is answered with the offsets it got the first time, as
 Kafka does.  Fetch long-polls wait on ``wait_for_append`` futures, completed
@@ -80,6 +82,7 @@ from broker_sim.storage.leader_epoch import LeaderEpochCache
 from broker_sim.storage.log import LogConfig, PartitionLog
 from broker_sim.storage.producer_state import ProducerStateManager, in_sequence
 from broker_sim.storage.txn_index import COMMIT, CONTROL_VALUE, AbortedTxn, build_control_batch, control_type
+from broker_sim.storage.validator import check_batch_sizes
 
 log = logging.getLogger(__name__)
 IsrWriter = Callable[["Partition", tuple], Awaitable[Optional[PartitionState]]]
@@ -395,32 +398,38 @@ class Partition:
     # -- leader side: appends ----------------------------------------------------------
 
     def append_records(self, records: bytes, *, batches: list[BatchHeader] | None = None,
-                       from_coordinator: bool = False) -> AppendResult:
-        """Append a produce request's records (or a coordinator's) for this partition.
+                       from_coordinator: bool = False, required_acks: int = 1) -> AppendResult:
+        """Append a produce request's records (or a coordinator's) for this partition, as its leader.
 
         ``batches``: the headers ``storage.validator.validate_records`` returned
         for client records, which it has checked record by record (Kafka's
-        ``AppendOrigin.CLIENT``); without them only the batch headers are parsed
-        and checked, which is enough for the broker's own records.
+        ``AppendOrigin.CLIENT``); without them the records are the broker's
+        own: only their batch headers are parsed and their sizes checked
+        (``check_batch_sizes``).
         ``from_coordinator``: records a coordinator writes on a producer's
         behalf (transactional offset commits carry the producer id and epoch
         but no sequence numbers), so sequences are not checked (Kafka's
         ``AppendOrigin.COORDINATOR``).
+        ``required_acks``: -1 refuses the append while the ISR is smaller than
+        the log's min.insync.replicas (Kafka's ``appendRecordsToLeader``).
 
-        Raises kafka.errors exceptions (NotLeaderOrFollowerError, CorruptRecordError,
-        MessageSizeTooLargeError, InvalidRecordError, OutOfOrderSequenceNumberError,
-        InvalidProducerEpochError, ...).
+        Raises kafka.errors exceptions (NotLeaderOrFollowerError, NotEnoughReplicasError,
+        CorruptRecordError, MessageSizeTooLargeError, InvalidRecordError,
+        OutOfOrderSequenceNumberError, InvalidProducerEpochError, ...).
         """
         self._check_leader()
+        if required_acks == -1:
+            min_isr = self.log.config.min_insync_replicas
+            if len(self.isr) < min_isr:
+                raise Errors.NotEnoughReplicasError(
+                    f"{self.topic}-{self.index} has {len(self.isr)} in-sync replica"
+                    f"{'s' if len(self.isr) != 1 else ''} {list(self.isr)}, fewer than "
+                    f"min.insync.replicas={min_isr}")
         if batches is None:
             batches = parse_batches(records)
-        limit = self.log.config.max_message_bytes
+            check_batch_sizes(batches, self.log.config.max_message_bytes)
         previous = {}  # producer id -> its previous batch in this request
         for batch in batches:
-            if batch.size > limit:
-                raise Errors.MessageSizeTooLargeError(
-                    f"batch of {batch.size} bytes at byte {batch.position} is larger than "
-                    f"max.message.bytes={limit} of {self.topic}")
             if batch.is_control:
                 raise Errors.InvalidRecordError(f"control batches are written by the broker, not produced "
                                                 f"(batch at byte {batch.position})")

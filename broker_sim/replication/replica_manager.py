@@ -30,6 +30,28 @@ write).  ``get`` answers NOT_LEADER_OR_FOLLOWER rather than
 UNKNOWN_TOPIC_OR_PARTITION for a topic that exists (``topic_exists``) but has
 no replica here; ``get_leader`` also refuses a follower replica.
 
+Produce (Kafka's ``ReplicaManager.appendRecords``): ``append_records`` is the
+one owner of a Produce request's partitions once they are authorized.  Per
+partition, in request order: acks must be -1, 0 or 1; internal topics are
+written only by their coordinators (INVALID_TOPIC_EXCEPTION); only the leader
+appends (``get_leader``, once); the records pass Kafka's LogValidator rules
+and the topic's ``compression.type`` (``storage/validator.py``), inline when
+small and on a two-thread pool when checking them would hold the event loop
+(over 256 KB, or decompressing past that), the append itself then happening
+back on the loop; a transactional batch must belong to its producer's ongoing
+transaction (``verify_transaction``, the transaction coordinator's check, as
+Kafka 3.6+ ``transaction.partition.verification.enable``: INVALID_TXN_STATE,
+or INVALID_PRODUCER_EPOCH for a fenced epoch); then ``Partition.append_records``
+refuses acks=-1 below min.insync.replicas and appends.  For acks=-1 the
+request then waits (Kafka's delayed produce, the purgatory being
+``Partition.wait_for_high_watermark``) until the high watermark covers what
+was appended, for every partition at once, at most the request's timeout:
+REQUEST_TIMED_OUT past it, NOT_LEADER_OR_FOLLOWER when leadership moved,
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum.  On a
+single node the high watermark is already there and nothing waits.  Each
+partition's answer is a ``ProduceResult`` value; per-record failures (a
+keyless record on a compacted topic) carry KIP-467 ``record_errors``.
+
 High watermarks are checkpointed in ``replication-offset-checkpoint`` (Kafka's
 file: version 0, a count, then ``topic partition offset`` lines) by
 ``checkpoint_high_watermarks`` (periodically, and at ``close``).  A replica
@@ -40,22 +62,28 @@ A single node neither reads nor writes the file: everything appended is committe
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Awaitable, Callable, Generator, Iterator, Optional
+from typing import Awaitable, Callable, Container, Generator, Iterable, Iterator, NamedTuple, Optional
 
 import kafka.errors as Errors
 
 from broker_sim.config import BrokerConfig
 from broker_sim.controller.cluster_state import NO_LEADER, BrokerEndpoint, PartitionState
 from broker_sim.controller.metadata import TopicInfo
+from broker_sim.errors import error_of
 from broker_sim.replication.fetcher import ReplicaFetcherManager
 from broker_sim.replication.partition import Partition
+from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
 from broker_sim.storage.log import LogConfig
+from broker_sim.storage.validator import (
+    MoveToThread, RecordRules, RecordValidationError, ValidRecords, costs_a_thread, rules_for, validate_records)
 
 log = logging.getLogger(__name__)
 # ``create_partitions`` yields to its caller after this much work, so a big CreateTopics can be
@@ -63,6 +91,22 @@ log = logging.getLogger(__name__)
 CREATE_SLICE_S = 0.02
 DELETE_SUFFIX = "-delete"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+# Two threads: decompression (zlib, zstd, lz4, snappy) releases the GIL, so two bombs at once
+# still leave the loop a core; each holds at most message.max.decompressed.bytes.
+_VALIDATION_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="record-validation")
+# (transactional id, producer id, producer epoch, topic, partition) -> Kafka error code, 0 when it may append
+TransactionVerifier = Callable[[str, int, int, str, int], int]
+
+
+class ProduceResult(NamedTuple):
+    """One partition's answer to a produce (Kafka's ``PartitionResponse``): an error code, or where it went."""
+
+    error_code: int
+    error_message: str | None = None
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    record_errors: list[tuple[int, str]] = []  # KIP-467: (index in its batch, message); never mutated
 
 
 class ReplicaManager:
@@ -71,13 +115,19 @@ class ReplicaManager:
                  isr_writer: Callable[[Partition, tuple], Awaitable[Optional[PartitionState]]] | None = None,
                  resolve_broker: Callable[[int], Optional[BrokerEndpoint]] | None = None,
                  topic_exists: Callable[[str], bool] | None = None,
-                 inter_broker_client_id: Callable[[str], str] = str) -> None:
+                 inter_broker_client_id: Callable[[str], str] = str,
+                 internal_topics: Container[str] = (),
+                 verify_transaction: TransactionVerifier | None = None) -> None:
         self.data_dir = data_dir
         self.config = config
+        # not a dynamic config, so read once rather than on every produce
+        self.max_decompressed_bytes = config.get("message.max.decompressed.bytes")
         self.broker_id = broker_id
         self.now_ms = now_ms
         self.isr_writer = isr_writer
         self.topic_exists = topic_exists
+        self.internal_topics = internal_topics  # written by their coordinators only, never through Produce
+        self.verify_transaction = verify_transaction  # the transaction coordinator's check (set once it exists)
         self.inter_broker_client_id = inter_broker_client_id  # role -> client id proving we are a broker
         self.inter_broker_ssl = None  # SSLContext when inter.broker.listener.name is a TLS listener
         self.inter_broker_sasl = None  # SaslLogin when it is a SASL listener
@@ -246,6 +296,82 @@ class ReplicaManager:
         partition._check_leader()
         return partition
 
+    # -- produce (the one owner of a Produce request's appends) ------------------------
+
+    async def append_records(self, entries: Iterable[tuple[str, int, bytes | None]], *, required_acks: int,
+                             timeout_ms: int, transactional_id: str | None = None) -> list[ProduceResult]:
+        """Append each (topic, partition, records) of an authorized Produce request; one result per entry, in order.
+
+        See the module docstring for the rules; every failure is a result, nothing raises.
+        """
+        results = []
+        waits = []  # (position in results, partition, offset to reach, min ISR) for acks=-1
+        for topic, index, records in entries:
+            result, wait = await self._append_to_leader(topic, index, records, required_acks, transactional_id)
+            if wait is not None:
+                waits.append((len(results), *wait))
+            results.append(result)
+        if waits:
+            await self._await_replication(results, waits, timeout_ms)
+        return results
+
+    async def _append_to_leader(self, topic: str, index: int, records, acks: int,
+                                transactional_id: str | None) -> tuple[ProduceResult, tuple | None]:
+        """(the partition's result, (partition, offset to reach, min ISR) when acks=-1 must wait, else None)."""
+        if acks not in (-1, 0, 1):
+            return ProduceResult(Errors.InvalidRequiredAcksError.errno, f"acks={acks} is not one of -1, 0, 1"), None
+        if topic in self.internal_topics:  # only their coordinators append, not through Produce (as Kafka)
+            return ProduceResult(Errors.InvalidTopicError.errno, f"Cannot append to internal topic {topic}"), None
+        try:
+            partition = self.get_leader(topic, index)
+            if not records:
+                raise Errors.InvalidRecordError(f"produce to {topic}-{index} carries no records")
+            rules = rules_for(partition.log.config, self.max_decompressed_bytes)
+            valid = _validate_inline(records, rules)
+            if not isinstance(valid, ValidRecords):  # too costly for the event loop: on a thread, then back here
+                valid = await asyncio.get_running_loop().run_in_executor(
+                    _VALIDATION_THREADS, validate_records, records, rules, valid)
+            first = valid.batches[0]
+            if transactional_id is not None and first.is_transactional and self.verify_transaction is not None:
+                error = self.verify_transaction(transactional_id, first.producer_id, first.producer_epoch, topic,
+                                                index)
+                if error:
+                    return ProduceResult(error, (
+                        f"{topic}-{index} is not part of the ongoing transaction of {transactional_id!r} "
+                        f"(producer {first.producer_id} epoch {first.producer_epoch})")), None
+            appended = partition.append_records(valid.records, batches=valid.batches, required_acks=acks)
+        except RecordValidationError as exc:
+            log.debug("produce to %s-%d refused: %s", topic, index, exc)
+            return ProduceResult(exc.errno, str(exc), record_errors=exc.record_errors), None
+        except Exception as exc:  # every failure becomes this partition's error code
+            code, message = error_of(exc)
+            log.debug("produce to %s-%d failed: %s", topic, index, message)
+            return ProduceResult(code, message), None
+        result = ProduceResult(0, None, appended.base_offset, appended.log_append_time, appended.log_start_offset)
+        if acks == -1:
+            return result, (partition, appended.last_offset + 1, partition.log.config.min_insync_replicas)
+        return result, None
+
+    @staticmethod
+    async def _await_replication(results: list[ProduceResult], waits: list[tuple], timeout_ms: int) -> None:
+        """acks=-1: wait for the high watermarks of all appended partitions at once; errors replace the results."""
+        timeout_s = max(timeout_ms, 0) / 1000.0
+        pending = {}
+        for position, partition, offset, min_isr in waits:
+            if partition.high_watermark >= offset and partition.is_leader and len(partition.isr) >= min_isr:
+                continue  # already committed (always so on a single node): no task, no wait
+            task = asyncio.ensure_future(partition.wait_for_high_watermark(offset, timeout_s, min_isr=min_isr))
+            pending[task] = (position, partition)
+        if not pending:
+            return
+        await asyncio.wait(list(pending))
+        for task, (position, partition) in pending.items():
+            exc = task.exception()
+            if exc is not None:
+                code, message = error_of(exc)
+                log.debug("acks=all produce to %s failed: %s", partition, message)
+                results[position] = ProduceResult(code, message)
+
     def topic_partitions(self, topic: str) -> Iterator[Partition]:
         """The replicas of ``topic`` hosted here, by index (all of them on a single node)."""
         for key in sorted(key for key in self.partitions if key[0] == topic):
@@ -367,3 +493,16 @@ class ReplicaManager:
             except Exception:  # one bad partition must not stop the others from closing cleanly
                 log.exception("closing %s failed", partition)
         self.partitions.clear()
+
+
+def _validate_inline(records, rules: RecordRules) -> ValidRecords | list[BatchHeader] | None:
+    """The log's record rules (Kafka's LogValidator) applied to a client's records on the event loop when that
+    is cheap; else what to hand ``validate_records`` on a thread with them (their batch headers, or None when
+    not even parsed), so no request holds the event loop for more than ~1 ms."""
+    if costs_a_thread(records):
+        return None
+    batches = parse_batches(records)
+    try:
+        return validate_records(records, rules, batches, inline=True)
+    except MoveToThread:
+        return batches

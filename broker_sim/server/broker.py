@@ -471,7 +471,8 @@ class Broker:
             await self._join_cluster()
         else:
             self.metadata = MetadataStore(self.data_dir, self.broker_id, self.config.raw("cluster.id"))
-            self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms)
+            self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms,
+                                           internal_topics=self.internal_topics)
             for info in self.metadata.topics.values():
                 self.replicas.open_topic(info)
             if self.metadata.partition_count > self.max_broker_partitions:
@@ -481,6 +482,7 @@ class Broker:
             self.producer_ids = ProducerIdManager(self.data_dir)
         self.groups = group_service_for(self)
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
+        self.replicas.verify_transaction = self.transactions.verify_partition
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
         if self.entity_configs is None:
@@ -573,7 +575,8 @@ class Broker:
         self.replicas = ReplicaManager(self.data_dir, self.config, broker_id=self.broker_id, now_ms=self.now_ms,
                                        isr_writer=self.cluster.write_isr, resolve_broker=self.cluster.resolve_broker,
                                        topic_exists=self.cluster.topic_exists,
-                                       inter_broker_client_id=self.inter_broker.client_id)
+                                       inter_broker_client_id=self.inter_broker.client_id,
+                                       internal_topics=self.internal_topics)
         self.replicas.inter_broker_ssl = self.inter_broker_ssl
         self.replicas.inter_broker_sasl = self.inter_broker_sasl
         self.entity_configs = await self._loop.run_in_executor(None, ZkEntityConfigs, store.zk)

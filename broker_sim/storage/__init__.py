@@ -1,8 +1,6 @@
-"""On-disk storage of partition logs: Kafka's segment, index and checkpoint formats.
+"""Partition logs on disk: segments, indexes, checkpoints, recovery, record validation, retention, compaction.
 
-The broker calls :class:`PartitionLog` (one per partition directory),
-:class:`LeaderEpochCache` and :class:`ProducerStateManager`; the other modules
-are the layers underneath (batch headers, segments, indexes, checkpoint files).
+Imports broker_sim.config and nothing else of the broker: never replication/, coordinator/, controller/, server/.
 """
 
 from broker_sim.storage.batch import BatchHeader, parse_batches, stamp_batches

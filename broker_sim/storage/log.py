@@ -56,13 +56,14 @@ import re
 import shutil
 import time
 from bisect import bisect_right
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, NamedTuple
 
-from kafka.errors import CorruptRecordError, KafkaStorageError, MessageSizeTooLargeError, OffsetOutOfRangeError
+from kafka.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 
-from broker_sim.config import SEGMENT_BYTES_MIN
+from broker_sim.config import TOPIC_CONFIGS, parse_topic_config
+from broker_sim.config import topic_config_default as _default
 from broker_sim.storage.batch import INT32_MAX, TIMESTAMP_TYPE_MASK, BatchHeader, stamp_batches
 from broker_sim.storage.checkpoint import fsync_directory, read_checkpoint, write_checkpoint
 from broker_sim.storage.segment import FileRegion, LogSegment, OpenSegments
@@ -79,7 +80,6 @@ _SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, ".deleted", ".tmp")
-_LONG_MAX = 2**63 - 1
 # Sealed segments kept open after a read: a consumer reading a lagging partition moves through
 # one segment at a time, so two cover it and its neighbour.
 OPEN_INACTIVE_SEGMENTS = 2
@@ -95,81 +95,28 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _int_at_least(minimum: int) -> Callable[[str, str], int]:
-    def parse(key: str, value: str) -> int:
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"topic config {key}={value!r}: not an integer") from None
-        if number < minimum:
-            raise ValueError(f"topic config {key}={value!r}: must be at least {minimum}")
-        return number
-
-    return parse
-
-
-def _ratio(key: str, value: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"topic config {key}={value!r}: not a number") from None
-    if not 0.0 <= number <= 1.0:
-        raise ValueError(f"topic config {key}={value!r}: must be between 0 and 1")
-    return number
-
-
-def _cleanup_policy(key: str, value: str) -> str:
-    parts = sorted(part.strip() for part in value.split(",") if part.strip())
-    if not parts or any(part not in ("compact", "delete") for part in parts):
-        raise ValueError(f"topic config {key}={value!r}: must be delete, compact or compact,delete")
-    return ",".join(parts)
-
-
-def _timestamp_type(key: str, value: str) -> str:
-    if value not in ("CreateTime", "LogAppendTime"):
-        raise ValueError(f"topic config {key}={value!r}: must be CreateTime or LogAppendTime")
-    return value
-
-
-# Topic-level config name -> (LogConfig field, parser). Minimums are Kafka's.
-_TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str, str], object]]] = {
-    "segment.bytes": ("segment_bytes", _int_at_least(SEGMENT_BYTES_MIN)),
-    "segment.ms": ("segment_ms", _int_at_least(1)),
-    "retention.ms": ("retention_ms", _int_at_least(-1)),
-    "retention.bytes": ("retention_bytes", _int_at_least(-(2**63))),
-    "index.interval.bytes": ("index_interval_bytes", _int_at_least(0)),
-    "flush.messages": ("flush_interval_messages", _int_at_least(1)),
-    "flush.ms": ("flush_interval_ms", _int_at_least(0)),
-    "message.timestamp.type": ("message_timestamp_type", _timestamp_type),
-    "max.message.bytes": ("max_message_bytes", _int_at_least(0)),
-    "file.delete.delay.ms": ("file_delete_delay_ms", _int_at_least(0)),
-    "cleanup.policy": ("cleanup_policy", _cleanup_policy),
-    "delete.retention.ms": ("delete_retention_ms", _int_at_least(0)),
-    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
-    "min.compaction.lag.ms": ("min_compaction_lag_ms", _int_at_least(0)),
-    "max.compaction.lag.ms": ("max_compaction_lag_ms", _int_at_least(1)),
-}
-
-
 @dataclass
 class LogConfig:
-    """Per-partition log settings; field comments give the broker / topic config names."""
+    """Per-partition log settings (Kafka's ``LogConfig``), built from ``config.TOPIC_CONFIGS``: each field is
+    the row that names it, with that row's default and parser; comments give the broker / topic names."""
 
-    segment_bytes: int = 1073741824  # log.segment.bytes / segment.bytes, or internal.segment.bytes when set
-    segment_ms: int = 604800000  # log.roll.ms / segment.ms
-    retention_ms: int = 604800000  # log.retention.ms / retention.ms (-1 = forever)
-    retention_bytes: int = -1  # log.retention.bytes / retention.bytes (-1 = unlimited)
-    index_interval_bytes: int = 4096  # log.index.interval.bytes / index.interval.bytes
-    flush_interval_messages: int = _LONG_MAX  # fsync after this many messages since the last flush
-    flush_interval_ms: int = _LONG_MAX  # fsync when the last flush is this old at an append
-    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
-    max_message_bytes: int = 1048588  # message.max.bytes / max.message.bytes
-    file_delete_delay_ms: int = 60000  # keep deleted segments' descriptors open this long
-    cleanup_policy: str = "delete"  # log.cleanup.policy / cleanup.policy: "delete", "compact", "compact,delete"
-    delete_retention_ms: int = 86400000  # log.cleaner.delete.retention.ms / delete.retention.ms (tombstones)
-    min_cleanable_dirty_ratio: float = 0.5  # log.cleaner.min.cleanable.ratio / min.cleanable.dirty.ratio
-    min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms / min.compaction.lag.ms
-    max_compaction_lag_ms: int = _LONG_MAX  # log.cleaner.max.compaction.lag.ms / max.compaction.lag.ms
+    segment_bytes: int = _default("segment.bytes")  # log.segment.bytes / segment.bytes (or internal.segment.bytes)
+    segment_ms: int = _default("segment.ms")  # log.roll.ms / segment.ms
+    retention_ms: int = _default("retention.ms")  # log.retention.ms / retention.ms (-1 = forever)
+    retention_bytes: int = _default("retention.bytes")  # log.retention.bytes / retention.bytes (-1 = unlimited)
+    index_interval_bytes: int = _default("index.interval.bytes")  # log.index.interval.bytes / index.interval.bytes
+    flush_interval_messages: int = _default("flush.messages")  # fsync after this many messages since the last flush
+    flush_interval_ms: int = _default("flush.ms")  # fsync when the last flush is this old at an append
+    message_timestamp_type: str = _default("message.timestamp.type")  # CreateTime or LogAppendTime
+    max_message_bytes: int = _default("max.message.bytes")  # message.max.bytes / max.message.bytes
+    file_delete_delay_ms: int = _default("file.delete.delay.ms")  # keep deleted segments' descriptors open this long
+    cleanup_policy: str = _default("cleanup.policy")  # "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = _default("delete.retention.ms")  # how long tombstones survive
+    min_cleanable_dirty_ratio: float = _default("min.cleanable.dirty.ratio")  # log.cleaner.min.cleanable.ratio
+    min_compaction_lag_ms: int = _default("min.compaction.lag.ms")  # log.cleaner.min.compaction.lag.ms
+    max_compaction_lag_ms: int = _default("max.compaction.lag.ms")  # log.cleaner.max.compaction.lag.ms
+    compression_type: str = _default("compression.type")  # producer, or the codec batches are re-encoded to
+    min_insync_replicas: int = _default("min.insync.replicas")  # replicas an acks=all append needs in sync
 
     @property
     def compact(self) -> bool:
@@ -180,20 +127,19 @@ class LogConfig:
         return "delete" in self.cleanup_policy.split(",")
 
     @classmethod
-    def from_topic_configs(cls, configs: Mapping[str, str], defaults: LogConfig | None = None) -> LogConfig:
-        """`defaults` overridden by the topic-level configs we know; other keys are ignored.
+    def from_topic_configs(cls, configs: Mapping[str, str]) -> LogConfig:
+        """The defaults overridden by the topic-level configs that set a field; other keys are ignored.
 
-        Raises ValueError naming the key and value of an invalid setting.
+        Raises ConfigError (a ValueError) naming the key and value of an invalid setting.
         """
-        base = defaults if defaults is not None else cls()
-        values = {f.name: getattr(base, f.name) for f in fields(cls)}
+        values = {}
         for key, value in configs.items():
-            if key in _TOPIC_CONFIGS:
-                name, parse = _TOPIC_CONFIGS[key]
-                values[name] = parse(key, value)
-        internal_segment_bytes = configs.get(INTERNAL_SEGMENT_BYTES)
-        if internal_segment_bytes:  # Kafka's LogConfig.segmentSize(): the internal override wins
-            values["segment_bytes"] = _int_at_least(1)(INTERNAL_SEGMENT_BYTES, internal_segment_bytes)
+            row = TOPIC_CONFIGS.get(key)
+            if row is not None and row.field is not None:
+                values[row.field] = parse_topic_config(key, value)
+        internal_segment_bytes = parse_topic_config(INTERNAL_SEGMENT_BYTES, configs.get(INTERNAL_SEGMENT_BYTES, ""))
+        if internal_segment_bytes is not None:  # Kafka's LogConfig.segmentSize(): the internal override wins
+            values["segment_bytes"] = internal_segment_bytes
         return cls(**values)
 
 
@@ -340,18 +286,13 @@ class PartitionLog:
         """Assign offsets to `batches` (parse_batches output for `records`), stamp and store them.
 
         Returns the offsets assigned and the timestamps the producer should
-        see. Raises MessageSizeTooLargeError for a batch over
-        max_message_bytes and KafkaStorageError when the write fails.
+        see. The records' rules (max.message.bytes among them) were checked by
+        ``storage/validator.py`` on the way in. Raises KafkaStorageError when
+        the write fails.
         """
         if not batches:
             raise CorruptRecordError("append of a record set without batches")
         config = self.config
-        for batch in batches:
-            if batch.size > config.max_message_bytes:
-                raise MessageSizeTooLargeError(
-                    f"batch at byte {batch.position} is {batch.size} bytes, "
-                    f"over max.message.bytes {config.max_message_bytes}"
-                )
         now = self._now_ms()
         self._close_expired(now)
         first_offset = self.log_end_offset

@@ -39,8 +39,22 @@ The reader of step 3 may read up to a varint (10 bytes) beyond a lying last
 record before its bounds check fires, so it always walks a private copy that
 ends in zero padding; the copy costs far less than the walk.
 
+Recompression (the topic's ``compression.type``, as Kafka's LogValidator):
+``producer`` keeps each batch as the producer compressed it; ``uncompressed``,
+``gzip``, ``snappy``, ``lz4`` or ``zstd`` re-encode every data batch whose codec
+differs (control batches are never compressed), after the checks above.  The
+records -- offset deltas, timestamps, keys, values, headers -- and the batch's
+producer id, epoch, base sequence and transactional flag are kept, so
+idempotence and transactions see the same batch; the new batches' headers come
+from decoding just their headers, so nothing is parsed twice.
+
+Records the broker writes itself (coordinators, Kafka's
+``AppendOrigin.COORDINATOR``) pass only :func:`check_batch_sizes`, the same
+max.message.bytes rule; a follower's replicated batches pass nothing here, as
+in Kafka.
+
 Nothing here does I/O or keeps state: :func:`validate_records` may run on any
-thread. The produce handler checks inputs over 256 KB on a thread
+thread. ``ReplicaManager.append_records`` checks inputs over 256 KB on a thread
 (:func:`costs_a_thread`) and smaller ones inline, where a compressed batch that
 turns out to decompress past 256 KB raises :class:`MoveToThread` to be checked
 again on a thread: no request holds the event loop for more than ~1 ms.
@@ -58,9 +72,10 @@ import zstandard
 from aiokafka.errors import CorruptRecordException
 from aiokafka.record._crecords import DefaultRecordBatch
 from aiokafka.record._crecords.cutil import decode_varint_cython
+from kafka.record.default_records import DefaultRecordBatch as RecordBatchReader, DefaultRecordBatchBuilder
 
 from broker_sim.storage.batch import (
-    ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHeader, COMPRESSION_MASK, parse_batches)
+    ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHeader, COMPRESSION_MASK, decode_header, parse_batches)
 
 # Output bytes asked of a decompressor per step: the most a bomb can get past a bound.
 CHUNK = 256 * 1024
@@ -68,6 +83,8 @@ CHUNK = 256 * 1024
 PADDING = 16
 _ZEROS = bytes(PADDING)
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+# a topic's compression.type -> the codec id batches are re-encoded to (``producer``: none, keep them)
+TARGET_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # xerial snappy framing (Java's SnappyOutputStream, kafka-python): magic, version, compatible version, then
 # [int32 length][raw snappy block]...; librdkafka writes one raw block without it.
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -82,11 +99,25 @@ THREAD_THRESHOLD = 256 * 1024
 
 
 class RecordRules(NamedTuple):
-    """What a partition accepts from clients."""
+    """What a partition accepts from clients, and how it stores it."""
 
     compact: bool  # cleanup.policy has compact: every record needs a key
     max_message_bytes: int  # max.message.bytes: a batch's size, and a record's uncompressed size
     max_decompressed_bytes: int  # message.max.decompressed.bytes: a compressed batch's records, decompressed
+    codec: int | None = None  # compression.type's codec id (TARGET_CODECS); None: keep the producer's
+
+
+def rules_for(config, max_decompressed_bytes: int) -> RecordRules:
+    """The rules of a log with ``config`` (a storage.log.LogConfig)."""
+    return RecordRules(config.compact, config.max_message_bytes, max_decompressed_bytes,
+                       TARGET_CODECS.get(config.compression_type))
+
+
+class ValidRecords(NamedTuple):
+    """Records that passed :func:`validate_records`, as they are to be stored, with their batch headers."""
+
+    records: bytes
+    batches: list[BatchHeader]
 
 
 class RecordValidationError(Errors.InvalidRecordError):
@@ -107,8 +138,9 @@ def costs_a_thread(records) -> bool:
 
 
 def validate_records(records, rules: RecordRules, batches: list[BatchHeader] | None = None, *,
-                     inline: bool = False) -> list[BatchHeader]:
-    """Check a client's records for one partition as Kafka's LogValidator does; returns their batch headers.
+                     inline: bool = False) -> ValidRecords:
+    """Check a client's records for one partition as Kafka's LogValidator does, then re-encode them to
+    ``rules.codec`` where they differ; returns what to store and its batch headers.
 
     ``batches``: the headers from ``parse_batches(records)`` when the caller
     already has them. ``inline``: the caller is the event loop, so raise
@@ -122,19 +154,54 @@ def validate_records(records, rules: RecordRules, batches: list[BatchHeader] | N
     for batch in batches:
         _check_header(batch, rules)
         _check_records(view[batch.position:batch.position + batch.size], batch, rules, inline)
-    return batches
+    if rules.codec is not None and any(not b.is_control and b.compression != rules.codec for b in batches):
+        return _recompress(view, batches, rules.codec)
+    return ValidRecords(records, batches)
+
+
+def check_batch_sizes(batches: list[BatchHeader], max_message_bytes: int) -> None:
+    """The max.message.bytes rule alone, for records the broker writes itself (MessageSizeTooLargeError)."""
+    for batch in batches:
+        _check_size(batch, max_message_bytes)
+
+
+def _check_size(batch: BatchHeader, max_message_bytes: int) -> None:
+    if batch.size > max_message_bytes:
+        raise Errors.MessageSizeTooLargeError(
+            f"batch at byte {batch.position}: {batch.size} bytes is larger than max.message.bytes={max_message_bytes}")
 
 
 def _check_header(batch: BatchHeader, rules: RecordRules) -> None:
     where = f"batch at byte {batch.position}"
-    if batch.size > rules.max_message_bytes:
-        raise Errors.MessageSizeTooLargeError(
-            f"{where}: {batch.size} bytes is larger than max.message.bytes={rules.max_message_bytes}")
+    _check_size(batch, rules.max_message_bytes)
     if batch.compression not in CODECS:
         raise Errors.CorruptRecordError(f"{where}: unknown compression type id: {batch.compression}")
     if batch.has_producer_id and batch.base_sequence < 0:
         raise Errors.InvalidRecordError(
             f"{where}: invalid sequence number {batch.base_sequence} with producer id {batch.producer_id}")
+
+
+def _recompress(view: memoryview, batches: list[BatchHeader], codec: int) -> ValidRecords:
+    """The records with every data batch in ``codec``, and the headers of what came out."""
+    out = bytearray()
+    headers = []
+    for header in batches:
+        raw = view[header.position:header.position + header.size]
+        if header.is_control or header.compression == codec:
+            headers.append(header._replace(position=len(out)))
+            out += raw
+            continue
+        builder = DefaultRecordBatchBuilder(
+            magic=2, compression_type=codec, is_transactional=header.is_transactional,
+            producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence, batch_size=2**31 - 1)
+        for record in RecordBatchReader(bytes(raw)):
+            builder.append(record.offset - header.base_offset, timestamp=record.timestamp, key=record.key,
+                           value=record.value, headers=record.headers)
+        built = builder.build()
+        headers.append(decode_header(built, 0, len(out), len(built)))
+        out += built
+    return ValidRecords(bytes(out), headers)
 
 
 def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inline: bool) -> None:

@@ -1,7 +1,10 @@
 """Broker and topic configuration parsing, under Kafka's names."""
+import dataclasses
+
 import pytest
 
-from broker_sim.config import BrokerConfig, ConfigError, validate_topic_configs
+from broker_sim.config import TOPIC_CONFIGS, BrokerConfig, ConfigError, validate_topic_configs
+from broker_sim.storage.log import LogConfig
 
 
 def test_topic_defaults_come_from_broker_configs():
@@ -48,3 +51,23 @@ def test_bad_value_names_key_and_value():
 
 def test_cleanup_policy_accepts_both_orders():
     assert validate_topic_configs({"cleanup.policy": "delete,compact"})
+
+
+def test_every_log_config_field_comes_from_one_topic_config_row_with_its_default():
+    named = [row.field for row in TOPIC_CONFIGS.values() if row.field]
+    assert sorted(named) == sorted(field.name for field in dataclasses.fields(LogConfig))
+    defaults = LogConfig.from_topic_configs(BrokerConfig({}).effective_topic_configs({}))
+    assert defaults == LogConfig()
+
+
+def test_a_topic_config_and_its_broker_default_share_one_rule():
+    """retention.bytes: pylog's minimum -1 at both levels (Kafka's LONG has none; -1 is what the broker kept)."""
+    with pytest.raises(ConfigError, match="'log.retention.bytes': must be >= -1"):
+        BrokerConfig({"log.retention.bytes": -2})
+    with pytest.raises(ConfigError, match="'retention.bytes': must be >= -1"):
+        validate_topic_configs({"retention.bytes": "-2"})
+    with pytest.raises(ValueError, match="'retention.bytes': must be >= -1"):
+        LogConfig.from_topic_configs({"retention.bytes": "-2"})
+    assert LogConfig.from_topic_configs({"retention.bytes": "-1", "min.insync.replicas": "2",
+                                         "compression.type": "zstd"}) == LogConfig(
+        retention_bytes=-1, min_insync_replicas=2, compression_type="zstd")

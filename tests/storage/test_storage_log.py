@@ -10,6 +10,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.log import LogConfig
+from broker_sim.storage.validator import rules_for, validate_records
 
 
 def records_of(data: bytes):
@@ -59,10 +60,11 @@ def test_log_append_time_rewrites_timestamps_and_crc_still_verifies(open_log, ba
     assert [ts for _, ts, _ in records_of(data)] == [5_000_000] * 3
 
 
-def test_batch_over_max_message_bytes_is_rejected(open_log, batches, produce):
+def test_batch_over_the_logs_max_message_bytes_is_refused_by_its_record_rules(open_log, batches):
+    """max.message.bytes is checked once, by the validator, with the rules the log's config gives it."""
     log = open_log(max_message_bytes=500)
-    with pytest.raises(MessageSizeTooLargeError):
-        produce(log, batches.build(batches.values(10)))
+    with pytest.raises(MessageSizeTooLargeError, match="max.message.bytes=500"):
+        validate_records(batches.build(batches.values(10)), rules_for(log.config, 1 << 20))
     assert log.log_end_offset == 0 and log.size_in_bytes == 0
 
 
@@ -339,9 +341,9 @@ def test_topic_configs_override_defaults_and_bad_values_name_the_key():
         == 2048
     assert LogConfig.from_topic_configs({"segment.bytes": "2097152", "internal.segment.bytes": ""}).segment_bytes \
         == 2097152
-    with pytest.raises(ValueError, match="segment.bytes='2048': must be at least 1048576"):
+    with pytest.raises(ValueError, match="invalid value '2048' for config 'segment.bytes': must be >= 1048576"):
         LogConfig.from_topic_configs({"segment.bytes": "2048"})
-    with pytest.raises(ValueError, match="segment.ms='soon'"):
+    with pytest.raises(ValueError, match="invalid value 'soon' for config 'segment.ms'"):
         LogConfig.from_topic_configs({"segment.ms": "soon"})
     with pytest.raises(ValueError, match="message.timestamp.type"):
         LogConfig.from_topic_configs({"message.timestamp.type": "Now"})

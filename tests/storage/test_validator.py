@@ -13,6 +13,7 @@ import pytest
 import zstandard
 from kafka.errors import CorruptRecordError, InvalidRecordError, MessageSizeTooLargeError
 
+from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.validator import (
     CHUNK, THREAD_THRESHOLD, MoveToThread, RecordRules, RecordValidationError, costs_a_thread,
     validate_records)
@@ -43,14 +44,28 @@ def compress(codec: int, data: bytes) -> bytes:
 def test_valid_batches_of_every_codec_pass_and_give_their_headers(codec):
     payload = records(50)
     data = batch(compress(codec, payload) if codec else payload, 50, codec=codec)
-    (header,) = validate_records(data, RULES)
+    (header,) = validate_records(data, RULES).batches
     assert (header.record_count, header.compression) == (50, codec)
 
 
 def test_xerial_framed_snappy_as_java_and_kafka_python_write_it_passes():
     payload = records(3000)
-    (header,) = validate_records(batch(xerial_snappy(payload), 3000, codec=SNAPPY), RULES)
+    (header,) = validate_records(batch(xerial_snappy(payload), 3000, codec=SNAPPY), RULES).batches
     assert header.record_count == 3000
+
+
+@pytest.mark.parametrize("codec", [0, GZIP, LZ4])
+def test_compression_type_re_encodes_data_batches_and_gives_the_new_headers(codec):
+    """compression.type other than producer: batches in another codec come out in it, control batches and
+    batches already in it unchanged, and the headers returned are those of the bytes returned."""
+    plain = batch(records(200), 200)  # big enough that every codec makes it smaller (else it stays plain)
+    zstd = batch(compress(ZSTD, records(100)), 100, codec=ZSTD)
+    valid = validate_records(plain + zstd, RULES._replace(codec=codec))
+    assert valid.batches == parse_batches(valid.records)
+    assert [(b.compression, b.record_count) for b in valid.batches] == [(codec, 200), (codec, 100)]
+    kept = validate_records(plain + zstd, RULES._replace(codec=ZSTD))
+    assert kept.records.endswith(zstd)
+    assert kept.batches[1] == parse_batches(zstd)[0]._replace(position=len(kept.records) - len(zstd))
 
 
 def test_several_batches_are_all_walked():

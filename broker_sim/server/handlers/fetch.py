@@ -35,7 +35,7 @@ from kafka.protocol.consumer import FetchResponse
 from broker_sim.protocol.splice import new_placeholder, splice
 from broker_sim.security.quotas import FETCH as CONSUMER_BYTE_RATE
 from broker_sim.server.handlers import access
-from broker_sim.server.handlers.errors import error_of
+from broker_sim.errors import error_of
 from broker_sim.server.network import SENDFILE_MIN_BYTES
 
 TopicResponse = FetchResponse.FetchableTopicResponse

@@ -12,7 +12,7 @@ from kafka.protocol.admin import DeleteRecordsResponse
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 
 from broker_sim.server.handlers import access
-from broker_sim.server.handlers.errors import error_of
+from broker_sim.errors import error_of
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 READ_COMMITTED = 1

@@ -23,7 +23,7 @@ from broker_sim.config import (
 )
 from broker_sim.controller.metadata import MetadataError
 from broker_sim.server.handlers import access
-from broker_sim.server.handlers.errors import error_of
+from broker_sim.errors import error_of
 
 
 def _require(allowed: bool, error, message: str) -> None:

@@ -1,4 +1,9 @@
-"""Turning exceptions into Kafka error codes at the edge."""
+"""Turning exceptions into Kafka error codes: the one mapping, for handlers and ReplicaManager alike.
+
+Errors travel as kafka-python exceptions (they carry Kafka's error codes) up to
+where a request's answer is built; ``error_of`` turns one into the
+(code, message) a response carries for a partition or topic.
+"""
 from __future__ import annotations
 
 import logging
