@@ -197,7 +197,7 @@ def _encode(ctx, request, topics, throttle_ms: int = 0) -> list:
                 aborted_transactions=aborted, preferred_read_replica=-1, records=records)
             if read.diverging is not None:
                 fields["diverging_epoch"] = PartitionData.EpochEndOffset(epoch=read.diverging[0],
-                                                                        end_offset=read.diverging[1])
+                                                                         end_offset=read.diverging[1])
             partitions.append(PartitionData(**fields))
         responses.append(TopicResponse(topic=name, partitions=partitions))
     response = FetchResponse(version=ctx.version, throttle_time_ms=throttle_ms, error_code=0, session_id=0,

@@ -185,7 +185,7 @@ class GroupApis:
         if not self._access.allowed(ctx, READ, GROUP, request.group_id):
             return HeartbeatResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
         error = self._groups.heartbeat(request.group_id, request.member_id,
-                                        request.group_instance_id if ctx.version >= 3 else None, request.generation_id)
+                                       request.group_instance_id if ctx.version >= 3 else None, request.generation_id)
         return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
     async def leave_group(self, ctx, request):

@@ -116,4 +116,3 @@ class OffsetApis:
             DeleteTopic(name=topic.name, partitions=_each_partition(
                 topic.name, topic.partitions, self._access.allowed(ctx, DELETE, TOPIC, topic.name), answer, failed))
             for topic in request.topics])
-

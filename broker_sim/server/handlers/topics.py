@@ -202,7 +202,7 @@ class TopicApis:
                 if request.validate_only:
                     self._metadata.check_new_topic(topic.name, partitions, configs)
                     self._check_partition_budget(partitions * factor if self._clustered else partitions,
-                                                  f"topic {topic.name!r}")
+                                                 f"topic {topic.name!r}")
                     info = None
                 else:
                     info = await self._create_topic_async(
@@ -269,10 +269,10 @@ class TopicApis:
                                             f"{len(topic.assignments)} assignments for "
                                             f"{topic.count - info.partitions} new partitions")
                     self._check_replication(len(info.replicas_of(0, self._broker_id)),
-                                       [a.broker_ids for a in topic.assignments])
+                                            [a.broker_ids for a in topic.assignments])
                 if request.validate_only:
                     self._check_partition_budget(topic.count - info.partitions,
-                                                  f"{topic.count - info.partitions} more partitions of {topic.name!r}")
+                                                 f"{topic.count - info.partitions} more partitions of {topic.name!r}")
                 else:
                     await self._add_partitions(topic.name, topic.count)
                 code, message = 0, None
@@ -322,7 +322,7 @@ class TopicApis:
                     self._require_topic(ctx, access.DESCRIBE_CONFIGS, resource.resource_name)
                     info = self._metadata.get(resource.resource_name)
                     entries = self._topic_entries(info.configs, keys, request.include_synonyms,
-                                             request.include_documentation)
+                                                  request.include_documentation)
                 elif resource.resource_type == BROKER:
                     self._require_cluster(ctx, access.DESCRIBE_CONFIGS)
                     if resource.resource_name not in ("", str(self._broker_id)):

@@ -105,7 +105,7 @@ class TransactionApis:
             return InitProducerIdResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED, producer_id=-1,
                                           producer_epoch=-1)
         result = self._transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
-                                                      expected_id, expected_epoch)
+                                                     expected_id, expected_epoch)
         return InitProducerIdResponse(throttle_time_ms=0, error_code=_fenced_as(result.error, version, 4),
                                       producer_id=result.producer_id, producer_epoch=result.producer_epoch)
 
@@ -132,8 +132,8 @@ class TransactionApis:
             results = self._add_partitions_denied(ctx, request.v3_and_below_transactional_id, partitions)
             if results is None:
                 results = self._transactions.add_partitions(request.v3_and_below_transactional_id,
-                                                             request.v3_and_below_producer_id,
-                                                             request.v3_and_below_producer_epoch, partitions)
+                                                            request.v3_and_below_producer_id,
+                                                            request.v3_and_below_producer_epoch, partitions)
             return AddPartitionsToTxnResponse(
                 throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(TopicResult, results, version))
         answers = []
@@ -144,7 +144,7 @@ class TransactionApis:
         for txn in request.transactions:
             partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
             results = self._transactions.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                                         partitions, verify_only=txn.verify_only)
+                                                        partitions, verify_only=txn.verify_only)
             answers.append(TxnResult(transactional_id=txn.transactional_id,
                                      topic_results=_topic_results(TxnResult.AddPartitionsToTxnTopicResult, results,
                                                                   version)))
@@ -157,7 +157,7 @@ class TransactionApis:
             return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
         self._groups.ensure_topic()
         error = self._transactions.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
-                                                request.group_id, self._groups.partition_of(request.group_id))
+                                               request.group_id, self._groups.partition_of(request.group_id))
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
 
     # --- EndTxn -----------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ class TransactionApis:
         if not self._txn_allowed(ctx, request.transactional_id):
             return EndTxnResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED)
         error = self._transactions.end_transaction(request.transactional_id, request.producer_id,
-                                                    request.producer_epoch, request.committed)
+                                                   request.producer_epoch, request.committed)
         return EndTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
 
     # --- TxnOffsetCommit --------------------------------------------------------------------------
@@ -183,13 +183,13 @@ class TransactionApis:
         elif not self._access.allowed(ctx, access.READ, access.GROUP, request.group_id):
             denied_error = GROUP_AUTHORIZATION_FAILED
         denied_topics = {t.name for t in request.topics if not self._access.allowed(ctx, access.READ, access.TOPIC,
-                                                                              t.name)}
+                                                                                    t.name)}
         error = 0
         if denied_error is None:
             self._groups.ensure_topic()
             error = self._transactions.verify_partition(request.transactional_id, request.producer_id,
-                                                         request.producer_epoch, OFFSETS_TOPIC,
-                                                         self._groups.partition_of(request.group_id))
+                                                        request.producer_epoch, OFFSETS_TOPIC,
+                                                        self._groups.partition_of(request.group_id))
         if denied_error is not None:
             results = {(t, p): denied_error for t, p, _ in commits}
         elif denied_topics:
