@@ -57,7 +57,7 @@ from typing import Callable, Mapping
 
 import kafka.errors as Errors
 
-from broker_sim.config import TOPIC_CONFIGS, BrokerConfig, ConfigError
+from broker_sim.config import BrokerConfig, ConfigError
 from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.controller.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
 from broker_sim.coordinator.group.records import OFFSETS_TOPIC
@@ -216,8 +216,7 @@ class Broker:
         self._startup_error: BaseException | None = None
         self.started_in_ms: float | None = None
         self.loop_monitor = LoopMonitor()  # event-loop stalls over 100 ms are logged and counted
-        self.request_memory = self.connections.pool  # the queued.max.request.bytes pool (used / available)
-        self.metrics = BrokerMetrics(self)
+        self.metrics = BrokerMetrics()
         self.metrics_port: int | None = None  # where /metrics is served (metrics.port), once listening
         self._metrics_server: asyncio.AbstractServer | None = None
         self.max_broker_partitions = 0  # set at start from max.broker.partitions or the open-file limit
@@ -318,12 +317,9 @@ class Broker:
 
     # --- used by handlers -------------------------------------------------
     def stop_future(self) -> asyncio.Future:
-        """A future completed at shutdown (long polls wait on it too, so they end promptly)."""
+        """A future completed at shutdown (done once the broker stops; long polls wait on it too, so they end
+        promptly)."""
         return asyncio.ensure_future(asyncio.shield(self._stop_future))
-
-    def topic_config(self, topic: str, name: str):
-        info = self.metadata.get(topic)
-        return TOPIC_CONFIGS[name].parse(info.configs.get(name, self.config.topic_default(name)))
 
     @property
     def clustered(self) -> bool:
@@ -485,6 +481,8 @@ class Broker:
         self.replicas.verify_transaction = self.transactions.verify_partition
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
+        self.metrics.watch(self.replicas, self.metadata, self.groups, self.transactions, self.connections,
+                           self.loop_monitor)
         if self.entity_configs is None:
             self.entity_configs = FileEntityConfigs(self.data_dir)
         if self.acls is None:

@@ -8,8 +8,9 @@ and ``isr_expands`` — and the
 dispatcher hands each request's API, version and duration to
 ``BrokerMetrics.observe_request`` (a pre-bound counter and histogram child per
 API: no label lookup per request).  Everything else is read when Prometheus
-scrapes: ``BrokerCollector.collect`` walks the broker's partitions, groups and
-transactions and yields metric families.  The scrape is served by an asyncio
+scrapes: ``BrokerCollector.collect`` walks the partitions, groups and
+transactions the broker hands over once it has opened them (``BrokerMetrics.watch``)
+and yields metric families.  The scrape is served by an asyncio
 HTTP endpoint on the broker's own event loop (``serve_metrics``), so it reads
 state that only that loop mutates, consistently; ``prometheus_client`` writes
 the exposition format.
@@ -27,13 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
-
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-if TYPE_CHECKING:
-    from broker_sim.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +42,7 @@ _HTTP_TIMEOUT_S = 10.0
 class BrokerMetrics:
     """The broker's registry: request metrics updated per request, the rest collected at scrape time."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._requests = Counter("kafka_network_requestmetrics_requests", "Requests handled, by API and version "
                                  "(Kafka: kafka.network:type=RequestMetrics,name=RequestsPerSec)",
@@ -58,7 +54,11 @@ class BrokerMetrics:
         # SASL outcomes (Kafka: socket-server-metrics successful-/failed-authentication-total)
         self.successful_authentications = 0
         self.failed_authentications = 0
-        self.registry.register(BrokerCollector(broker))
+
+    def watch(self, replicas, metadata, groups, transactions, connections, loop_monitor) -> None:
+        """Report these parts of the broker at every scrape from now on (once the broker has opened them)."""
+        self.registry.register(BrokerCollector(self, replicas, metadata, groups, transactions, connections,
+                                               loop_monitor))
 
     def observe_request(self, api_name: str, version: int, seconds: float) -> None:
         children = self._children.get((api_name, version))
@@ -76,20 +76,26 @@ class BrokerMetrics:
 class BrokerCollector:
     """Reads the broker's state at scrape time (on its event loop); see the module docstring for the names."""
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, metrics: BrokerMetrics, replicas, metadata, groups, transactions, connections,
+                 loop_monitor) -> None:
+        self.metrics = metrics
+        self.replicas = replicas  # ReplicaManager: the partitions on this broker
+        self.metadata = metadata  # in a cluster, the partition states (offline partitions)
+        self.groups = groups
+        self.transactions = transactions
+        self.connections = connections  # server/network.py's Connections: counts, pool, bytes sent
+        self.loop_monitor = loop_monitor
 
     def collect(self):
-        broker = self.broker
-        yield from self._partition_metrics(broker)
-        yield from self._group_metrics(broker)
-        yield from self._transaction_metrics(broker)
+        yield from self._partition_metrics()
+        yield from self._group_metrics()
+        yield from self._transaction_metrics()
         connections = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                         "Open client connections (Kafka: socket-server-metrics connection-count)",
                                         labels=["listener"])
-        connections.add_metric(["PLAINTEXT"], len(broker.connections))
+        connections.add_metric(["PLAINTEXT"], len(self.connections))
         yield connections
-        pool = broker.request_memory
+        pool = self.connections.pool
         if pool is not None:
             yield GaugeMetricFamily("kafka_network_socketserver_memorypoolused",
                                     "Request bytes held (queued.max.request.bytes pool)", value=pool.used)
@@ -97,23 +103,22 @@ class BrokerCollector:
                                     "Request bytes still available in the pool", value=pool.available)
         yield CounterMetricFamily("pylog_network_fetch_sendfile_bytes",
                                   "Log bytes sent to fetchers with sendfile (zero-copy)",
-                                  value=broker.connections.sendfile_bytes)
+                                  value=self.connections.sendfile_bytes)
         yield CounterMetricFamily("pylog_network_fetch_copied_bytes",
                                   "Log bytes sent to fetchers by read and write (TLS, small regions)",
-                                  value=broker.connections.copied_bytes)
+                                  value=self.connections.copied_bytes)
         yield CounterMetricFamily("kafka_server_socket_server_metrics_successful_authentication",
                                   "SASL authentications that succeeded (Kafka: successful-authentication-total)",
-                                  value=broker.metrics.successful_authentications)
+                                  value=self.metrics.successful_authentications)
         yield CounterMetricFamily("kafka_server_socket_server_metrics_failed_authentication",
                                   "SASL authentications refused (Kafka: failed-authentication-total)",
-                                  value=broker.metrics.failed_authentications)
-        monitor = broker.loop_monitor
+                                  value=self.metrics.failed_authentications)
+        monitor = self.loop_monitor
         yield CounterMetricFamily("pylog_event_loop_stalls", "Event-loop stalls over 100 ms", value=monitor.stalls)
         yield GaugeMetricFamily("pylog_event_loop_max_lag_ms", "Longest event-loop stall since start, ms",
                                 value=monitor.max_lag_ms)
 
-    @staticmethod
-    def _partition_metrics(broker):
+    def _partition_metrics(self):
         labels = ["topic", "partition"]
         families = {
             "bytes_in": CounterMetricFamily("kafka_server_brokertopicmetrics_bytesin", "Bytes appended by "
@@ -132,7 +137,7 @@ class BrokerCollector:
         under = GaugeMetricFamily("kafka_cluster_partition_underreplicated", "1 when the ISR is smaller than the "
                                   "replica set (Kafka: Partition UnderReplicated; leaders only)", labels=labels)
         shrinks = expands = partitions = leaders = under_count = 0
-        for (topic, index), partition in sorted(broker.replicas.partitions.items()):
+        for (topic, index), partition in sorted(self.replicas.partitions.items()):
             key = [topic, str(index)]
             for name, family in families.items():
                 family.add_metric(key, getattr(partition, name))
@@ -160,14 +165,13 @@ class BrokerCollector:
                                   value=shrinks)
         yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here",
                                   value=expands)
-        states = getattr(broker.metadata, "partition_states", None)
+        states = getattr(self.metadata, "partition_states", None)
         offline = sum(1 for state in states.values() if state.leader < 0) if states is not None else 0
         yield GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
                                 "Partitions without a live leader, as this broker sees the cluster", value=offline)
 
-    @staticmethod
-    def _group_metrics(broker):
-        groups = broker.groups.groups
+    def _group_metrics(self):
+        groups = self.groups.groups
         yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
                                 "Consumer groups coordinated here", value=len(groups))
         by_state: dict[str, int] = {}
@@ -181,7 +185,7 @@ class BrokerCollector:
                                 "partitions led by this broker (kafka_exporter's name)", labels=labels)
         current = GaugeMetricFamily("kafka_consumergroup_current_offset", "Committed offset (kafka_exporter's name)",
                                     labels=labels)
-        partitions = broker.replicas.partitions
+        partitions = self.replicas.partitions
         for group_id, group in sorted(groups.items()):
             for (topic, index), committed in sorted(group.offsets.items()):
                 key = [group_id, topic, str(index)]
@@ -192,12 +196,11 @@ class BrokerCollector:
         yield lag
         yield current
 
-    @staticmethod
-    def _transaction_metrics(broker):
+    def _transaction_metrics(self):
         family = GaugeMetricFamily("pylog_transaction_coordinator_transactions",
                                    "Transactional ids coordinated here, by state (Ongoing = open)", labels=["state"])
         counts: dict[str, int] = {}
-        for txn in broker.transactions.transactions.values():
+        for txn in self.transactions.transactions.values():
             counts[str(txn.state)] = counts.get(str(txn.state), 0) + 1
         for state, count in sorted(counts.items()):
             family.add_metric([state], count)

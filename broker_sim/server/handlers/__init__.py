@@ -1,7 +1,7 @@
-"""Thin request handlers: decode is done, call the owner of the concept, build the response.
+"""The request handlers (authorize, call the one owner of the job, build the response) and their table.
 
-Each handler is ``async def handler(broker, ctx, request) -> response``; the
-table below binds them to API keys for the dispatcher.
+Owns one ``*Apis`` class per module, each holding only the collaborators its handlers use;
+``build_handlers`` is where the Broker hands them out.  Must not import tools/, testing/, bench/ or local/.
 """
 from __future__ import annotations
 
@@ -9,23 +9,53 @@ from functools import partial
 
 from kafka.protocol.api_key import ApiKey
 
-from broker_sim.server.handlers import cluster, fetch, groups, offsets, produce, security, topics, transactions
+from broker_sim.coordinator.txn import markers as txn_markers
+from broker_sim.server.handlers.access import Access
+from broker_sim.server.handlers.cluster import ClusterApis
+from broker_sim.server.handlers.fetch import FetchApis
+from broker_sim.server.handlers.groups import GroupApis
+from broker_sim.server.handlers.offsets import OffsetApis
+from broker_sim.server.handlers.produce import ProduceApi
+from broker_sim.server.handlers.security import SecurityApis
+from broker_sim.server.handlers.topics import TopicApis
+from broker_sim.server.handlers.transactions import TransactionApis
 
 
 def build_handlers(broker) -> dict:
+    """API key -> ``async handler(ctx, request)``, each bound to the parts of ``broker`` it needs."""
+    access = Access(broker.authorizer)
+    clustered = broker.cluster is not None
+    cluster = ClusterApis(access, broker.metadata, broker.replicas, broker.config, broker.broker_id,
+                          clustered=clustered, endpoint_on=broker.endpoint_on,
+                          auto_create_topic=broker.auto_create_topic)
+    txns = TransactionApis(
+        access, broker.transactions, broker.groups, broker.producer_ids,
+        write_markers=partial(txn_markers.write_txn_markers, broker),
+        write_markers_replicated=partial(txn_markers.write_txn_markers_replicated, broker) if clustered else None)
+    fetch = FetchApis(access, broker.replicas, broker.config, now_ms=broker.now_ms, quotas=broker.quotas,
+                      stop_future=broker.stop_future)
+    offsets = OffsetApis(access, broker.replicas)
+    topics = TopicApis(access, broker.metadata, broker.config, broker.entity_configs, broker.broker_id,
+                       clustered=clustered, internal_topics=broker.internal_topics,
+                       create_topic_async=broker.create_topic_async, delete_topic=broker.delete_topic,
+                       add_partitions=broker.add_partitions, set_topic_configs=broker.set_topic_configs,
+                       check_partition_budget=broker.check_partition_budget)
+    groups = GroupApis(access, broker.groups, broker.transactions, broker.metadata, broker.broker_id,
+                       clustered=clustered, endpoint_on=broker.endpoint_on)
+    security = SecurityApis(access, broker.acls, broker.entity_configs, broker.metrics)
     table = {
         ApiKey.ApiVersions: cluster.api_versions,
         ApiKey.Metadata: cluster.metadata,
         ApiKey.DescribeCluster: cluster.describe_cluster,
-        ApiKey.Produce: produce.produce,
-        ApiKey.InitProducerId: transactions.init_producer_id,
-        ApiKey.AddPartitionsToTxn: transactions.add_partitions_to_txn,
-        ApiKey.AddOffsetsToTxn: transactions.add_offsets_to_txn,
-        ApiKey.EndTxn: transactions.end_txn,
-        ApiKey.TxnOffsetCommit: transactions.txn_offset_commit,
-        ApiKey.WriteTxnMarkers: transactions.write_txn_markers,
-        ApiKey.ListTransactions: transactions.list_transactions,
-        ApiKey.DescribeTransactions: transactions.describe_transactions,
+        ApiKey.Produce: ProduceApi(access, broker.replicas, broker.quotas).produce,
+        ApiKey.InitProducerId: txns.init_producer_id,
+        ApiKey.AddPartitionsToTxn: txns.add_partitions_to_txn,
+        ApiKey.AddOffsetsToTxn: txns.add_offsets_to_txn,
+        ApiKey.EndTxn: txns.end_txn,
+        ApiKey.TxnOffsetCommit: txns.txn_offset_commit,
+        ApiKey.WriteTxnMarkers: txns.write_txn_markers,
+        ApiKey.ListTransactions: txns.list_transactions,
+        ApiKey.DescribeTransactions: txns.describe_transactions,
         ApiKey.Fetch: fetch.fetch,
         ApiKey.ListOffsets: offsets.list_offsets,
         ApiKey.OffsetForLeaderEpoch: offsets.offset_for_leader_epoch,
@@ -57,5 +87,4 @@ def build_handlers(broker) -> dict:
         ApiKey.DescribeClientQuotas: security.describe_client_quotas,
         ApiKey.AlterClientQuotas: security.alter_client_quotas,
     }
-    return {int(key): partial(handler, broker) for key, handler in table.items()}
-
+    return {int(key): handler for key, handler in table.items()}

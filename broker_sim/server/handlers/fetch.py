@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Callable
 
 import kafka.errors as Errors
 from kafka.protocol.consumer import FetchResponse
 
 from broker_sim.protocol.splice import new_placeholder, splice
 from broker_sim.security.quotas import FETCH as CONSUMER_BYTE_RATE
-from broker_sim.server.handlers import access
+from broker_sim.security.quotas import QuotaManager
+from broker_sim.server.handlers.access import READ, TOPIC, Access
 from broker_sim.errors import error_of
 from broker_sim.server.network import SENDFILE_MIN_BYTES
 
@@ -68,50 +70,6 @@ def fetch_data(request) -> list[tuple[str, list]]:
     return grouped
 
 
-def _read_all(broker, request, version, partitions_by_topic, from_follower):
-    budget = min(request.max_bytes if request.max_bytes > 0 else 2**31 - 1, broker.config.get("fetch.max.bytes"))
-    committed = request.isolation_level == READ_COMMITTED
-    replica_id = request.replica_id
-    now_ms = broker.now_ms() if from_follower else 0
-    min_one = True
-    topics, total = [], 0
-    for name, partitions in partitions_by_topic:
-        reads = []
-        for data in partitions:
-            try:
-                partition = broker.replicas.get_leader(name, data.partition)
-                partition.check_leader_epoch(data.current_leader_epoch)
-                if version >= 12 and data.last_fetched_epoch >= 0:
-                    epoch, end = partition.end_offset_for_epoch(data.last_fetched_epoch)
-                    if epoch < data.last_fetched_epoch or end < data.fetch_offset:
-                        reads.append(_Read(data.partition, partition=partition, diverging=(epoch, end)))
-                        continue
-                limit = min(data.partition_max_bytes, budget)
-                if from_follower:
-                    regions = (partition.read_for_replica(data.fetch_offset, limit, min_one_batch=min_one)
-                               if limit > 0 or min_one else [])
-                    partition.update_follower_fetch(replica_id, data.fetch_offset, now_ms)
-                else:
-                    regions = (partition.read(data.fetch_offset, limit, min_one_batch=min_one,
-                                              read_committed=committed)
-                               if limit > 0 or min_one else [])
-            except Exception as exc:  # per-partition error code
-                code, message = error_of(exc)
-                reads.append(_Read(data.partition, code, message,
-                                   partition=broker.replicas.partitions.get((name, data.partition))))
-                continue
-            size = sum(r.size for r in regions)
-            if size:
-                min_one = False
-            budget -= size
-            total += size
-            aborted = (partition.aborted_transactions(data.fetch_offset, partition.last_stable_offset)
-                       if committed and size else ())
-            reads.append(_Read(data.partition, partition=partition, regions=regions, size=size, aborted=aborted))
-        topics.append((name, reads))
-    return topics, total
-
-
 def _refused(partitions_by_topic, reason="a follower fetch (replica_id >= 0) needs ClusterAction: brokers only"):
     return [(name, [_Read(data.partition, Errors.TopicAuthorizationFailedError.errno, reason)
                     for data in partitions])
@@ -122,37 +80,94 @@ def _has_error(topics) -> bool:
     return any(read.error for _, reads in topics for read in reads)
 
 
-async def fetch(broker, ctx, request):
-    partitions_by_topic = fetch_data(request)
-    from_follower = request.replica_id is not None and request.replica_id >= 0
-    if from_follower and not access.cluster_action(broker, ctx):
-        return _encode(ctx, request, _refused(partitions_by_topic))
-    denied = []
-    if not from_follower and broker.authorizer is not None:  # a consumer needs READ on each topic
-        permitted = []
-        for entry in partitions_by_topic:
-            (permitted if access.allowed(broker, ctx, access.READ, access.TOPIC, entry[0]) else denied).append(entry)
-        if denied:
-            partitions_by_topic = permitted
-            denied = _refused(denied, "READ on the topic is not allowed")
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(request.max_wait_ms, 0) / 1000.0
-    while True:
-        topics, total = _read_all(broker, request, ctx.version, partitions_by_topic, from_follower)
-        remaining = deadline - loop.time()
-        if total >= request.min_bytes or remaining <= 0 or _has_error(topics) or broker.stopping or denied:
-            break
-        waiters = [read.partition.wait_for_append() for _, reads in topics for read in reads if read.partition]
-        waiters.append(broker.stop_future())
-        _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        for future in pending:
-            future.cancel()
-    throttle = 0
-    if not from_follower and broker.quotas is not None and not ctx.connection.inter_broker:
-        # consumer_byte_rate: the bytes this response carries (followers are not throttled)
-        throttle = broker.quotas.record(CONSUMER_BYTE_RATE, ctx.connection.principal, ctx.client_id, total)
-        ctx.connection.throttle(throttle)
-    return _encode(ctx, request, topics + denied, throttle)
+class FetchApis:
+    def __init__(self, access: Access, replicas, config, *, now_ms: Callable[[], int], quotas: QuotaManager | None,
+                 stop_future: Callable[[], asyncio.Future]) -> None:
+        self._access = access
+        self._replicas = replicas
+        self._config = config
+        self._now_ms = now_ms
+        self._quotas = quotas
+        self._stop_future = stop_future  # done once the broker stops: a long poll ends then
+
+    async def fetch(self, ctx, request):
+        access = self._access
+        partitions_by_topic = fetch_data(request)
+        from_follower = request.replica_id is not None and request.replica_id >= 0
+        if from_follower and not access.cluster_action(ctx):
+            return _encode(ctx, request, _refused(partitions_by_topic))
+        denied = []
+        if not from_follower and access.enabled:  # a consumer needs READ on each topic
+            permitted = []
+            for entry in partitions_by_topic:
+                (permitted if access.allowed(ctx, READ, TOPIC, entry[0]) else denied).append(entry)
+            if denied:
+                partitions_by_topic = permitted
+                denied = _refused(denied, "READ on the topic is not allowed")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(request.max_wait_ms, 0) / 1000.0
+        while True:
+            topics, total = self._read_all(request, ctx.version, partitions_by_topic, from_follower)
+            remaining = deadline - loop.time()
+            if total >= request.min_bytes or remaining <= 0 or _has_error(topics) or denied:
+                break
+            stopped = self._stop_future()
+            if stopped.done():
+                break
+            waiters = [read.partition.wait_for_append() for _, reads in topics for read in reads if read.partition]
+            waiters.append(stopped)
+            _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            for future in pending:
+                future.cancel()
+        throttle = 0
+        if not from_follower and self._quotas is not None and not ctx.connection.inter_broker:
+            # consumer_byte_rate: the bytes this response carries (followers are not throttled)
+            throttle = self._quotas.record(CONSUMER_BYTE_RATE, ctx.connection.principal, ctx.client_id, total)
+            ctx.connection.throttle(throttle)
+        return _encode(ctx, request, topics + denied, throttle)
+
+    def _read_all(self, request, version, partitions_by_topic, from_follower):
+        budget = min(request.max_bytes if request.max_bytes > 0 else 2**31 - 1, self._config.get("fetch.max.bytes"))
+        committed = request.isolation_level == READ_COMMITTED
+        replica_id = request.replica_id
+        now_ms = self._now_ms() if from_follower else 0
+        min_one = True
+        topics, total = [], 0
+        for name, partitions in partitions_by_topic:
+            reads = []
+            for data in partitions:
+                try:
+                    partition = self._replicas.get_leader(name, data.partition)
+                    partition.check_leader_epoch(data.current_leader_epoch)
+                    if version >= 12 and data.last_fetched_epoch >= 0:
+                        epoch, end = partition.end_offset_for_epoch(data.last_fetched_epoch)
+                        if epoch < data.last_fetched_epoch or end < data.fetch_offset:
+                            reads.append(_Read(data.partition, partition=partition, diverging=(epoch, end)))
+                            continue
+                    limit = min(data.partition_max_bytes, budget)
+                    if from_follower:
+                        regions = (partition.read_for_replica(data.fetch_offset, limit, min_one_batch=min_one)
+                                   if limit > 0 or min_one else [])
+                        partition.update_follower_fetch(replica_id, data.fetch_offset, now_ms)
+                    else:
+                        regions = (partition.read(data.fetch_offset, limit, min_one_batch=min_one,
+                                                  read_committed=committed)
+                                   if limit > 0 or min_one else [])
+                except Exception as exc:  # per-partition error code
+                    code, message = error_of(exc)
+                    reads.append(_Read(data.partition, code, message,
+                                       partition=self._replicas.partitions.get((name, data.partition))))
+                    continue
+                size = sum(r.size for r in regions)
+                if size:
+                    min_one = False
+                budget -= size
+                total += size
+                aborted = (partition.aborted_transactions(data.fetch_offset, partition.last_stable_offset)
+                           if committed and size else ())
+                reads.append(_Read(data.partition, partition=partition, regions=regions, size=size, aborted=aborted))
+            topics.append((name, reads))
+        return topics, total
 
 
 def _encode(ctx, request, topics, throttle_ms: int = 0) -> list:
@@ -182,7 +197,7 @@ def _encode(ctx, request, topics, throttle_ms: int = 0) -> list:
                 aborted_transactions=aborted, preferred_read_replica=-1, records=records)
             if read.diverging is not None:
                 fields["diverging_epoch"] = PartitionData.EpochEndOffset(epoch=read.diverging[0],
-                                                                        end_offset=read.diverging[1])
+                                                                         end_offset=read.diverging[1])
             partitions.append(PartitionData(**fields))
         responses.append(TopicResponse(topic=name, partitions=partitions))
     response = FetchResponse(version=ctx.version, throttle_time_ms=throttle_ms, error_code=0, session_id=0,

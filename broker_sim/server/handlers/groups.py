@@ -1,13 +1,14 @@
 """Consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete.
 
-Each handler reads its version's fields, calls the broker's group coordinator
-(``broker.groups``, a ``broker_sim.coordinator.group.service.GroupService``)
-and builds the response; the rules live in the coordinator.
+Each ``GroupApis`` handler reads its version's fields, calls the group coordinator
+(``groups``, a ``broker_sim.coordinator.group.service.GroupService``; FindCoordinator also
+the transaction coordinator) and builds the response; the rules live in the coordinator.
 """
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 import kafka.errors as Errors
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
@@ -17,11 +18,11 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
 
+from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.coordinator.group.metadata import JoinRequest
 from broker_sim.coordinator.group.records import CommittedOffset
 from broker_sim.coordinator.group.state import parse_state
-from broker_sim.server.handlers.access import (
-    DELETE, DESCRIBE, GROUP, READ, TOPIC, TXN, allowed, allowed_cluster, authorized_operations)
+from broker_sim.server.handlers.access import DELETE, DESCRIBE, GROUP, READ, TOPIC, TXN, Access
 
 GROUP_AUTHORIZATION_FAILED = Errors.GroupAuthorizationFailedError.errno
 TOPIC_AUTHORIZATION_FAILED = Errors.TopicAuthorizationFailedError.errno
@@ -38,175 +39,8 @@ def _client_host(ctx) -> str:
     return "/" + peer.rsplit(":", 1)[0].strip("[]")
 
 
-# --- FindCoordinator ----------------------------------------------------------------
-
-async def find_coordinator(broker, ctx, request):
-    key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
-    keys = request.coordinator_keys if ctx.version >= 4 else [request.key]
-    listener = getattr(ctx.connection, "listener", None)
-    found = []
-    for key in keys:
-        if key_type in (GROUP_KEY, TRANSACTION_KEY) and not allowed(
-                broker, ctx, DESCRIBE, GROUP if key_type == GROUP_KEY else TXN, key):
-            error = GROUP_AUTHORIZATION_FAILED if key_type == GROUP_KEY else TXN_AUTHORIZATION_FAILED
-            found.append((key, error, f"DESCRIBE on {'group' if key_type == GROUP_KEY else 'transactional id'} "
-                                      f"{key!r} is not allowed", -1, "", -1))
-            continue
-        if broker.cluster is not None and key_type in (GROUP_KEY, TRANSACTION_KEY):
-            found.append((key,) + _cluster_coordinator(
-                broker, broker.groups if key_type == GROUP_KEY else broker.transactions, key, listener))
-            continue
-        if key_type == GROUP_KEY:
-            error = broker.groups.find_coordinator(key)
-            message = None if not error else f"this broker does not coordinate group {key!r}"
-        elif key_type == TRANSACTION_KEY:
-            error = broker.transactions.find_coordinator(key)
-            message = None if not error else f"this broker does not coordinate transactional id {key!r}"
-        else:
-            error, message = Errors.InvalidRequestError.errno, f"unknown coordinator key type {key_type}"
-        if error:
-            found.append((key, error, message, -1, "", -1))
-        else:
-            me = broker.endpoint_on(listener)
-            found.append((key, 0, None, broker.broker_id, me.host, me.port))
-    if ctx.version >= 4:
-        coordinators = [FindCoordinatorResponse.Coordinator(key=k, node_id=n, host=h, port=p, error_code=e,
-                                                            error_message=m)
-                        for k, e, m, n, h, p in found]
-        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
-    _, error, message, node_id, host, port = found[0]
-    return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=message, node_id=node_id,
-                                   host=host, port=port)
-
-
-def _cluster_coordinator(broker, owner, key: str, listener: str | None) -> tuple[int, str | None, int, str, int]:
-    """The leader of the key's internal partition, wherever it is (Kafka's answer in a cluster).
-
-    The internal topic is created on first use; until it has a leader the
-    answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
-    """
-    topic = owner.topic
-    if not topic.exists():
-        try:
-            owner.ensure_topic()
-        except Exception as exc:  # e.g. no live broker yet; the client retries
-            log.info("creating %s for %r failed: %s", topic.name, key, exc)
-        return (Errors.CoordinatorNotAvailableError.errno, f"{topic.name} is being created", -1, "", -1)
-    index = owner.partition_of(key)
-    state = broker.metadata.partition_states.get((topic.name, index))
-    endpoint = broker.metadata.brokers.get(state.leader) if state is not None and state.has_leader else None
-    if endpoint is not None and listener:
-        endpoint = endpoint.on(listener)  # the address on the client's listener, as Kafka answers
-    if endpoint is None:
-        return (Errors.CoordinatorNotAvailableError.errno, f"{topic.name}-{index} has no leader now", -1, "", -1)
-    return 0, None, endpoint.broker_id, endpoint.host, endpoint.port
-
-
-# --- membership -------------------------------------------------------------------------
-
-async def join_group(broker, ctx, request):
-    version = ctx.version
-    if not allowed(broker, ctx, READ, GROUP, request.group_id):
-        return JoinGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, generation_id=-1,
-                                 protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
-                                 skip_assignment=False, member_id=request.member_id or "", members=[])
-    join = JoinRequest(
-        member_id=request.member_id or "",
-        group_instance_id=request.group_instance_id if version >= 5 else None,
-        client_id=ctx.client_id or "",
-        client_host=_client_host(ctx),
-        session_timeout_ms=request.session_timeout_ms,
-        # v0 has no rebalance timeout: Kafka uses the session timeout
-        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
-        protocol_type=request.protocol_type,
-        protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
-        require_known_member_id=version >= 4,
-    )
-    result = await broker.groups.join_group(request.group_id, join)
-    members = [JoinGroupResponse.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
-                                                         metadata=m.metadata)
-               for m in result.members]
-    protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
-    return JoinGroupResponse(throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
-                             protocol_type=result.protocol_type, protocol_name=protocol_name,
-                             leader=result.leader_id, skip_assignment=False, member_id=result.member_id,
-                             members=members)
-
-
-async def sync_group(broker, ctx, request):
-    version = ctx.version
-    if not allowed(broker, ctx, READ, GROUP, request.group_id):
-        return SyncGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, protocol_type=None,
-                                 protocol_name=None, assignment=b"")
-    assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
-    result = await broker.groups.sync_group(
-        request.group_id, request.member_id, request.group_instance_id if version >= 3 else None,
-        request.generation_id, request.protocol_type if version >= 5 else None,
-        request.protocol_name if version >= 5 else None, assignments)
-    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
-                             protocol_name=result.protocol_name, assignment=result.assignment)
-
-
-async def heartbeat(broker, ctx, request):
-    if not allowed(broker, ctx, READ, GROUP, request.group_id):
-        return HeartbeatResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
-    error = broker.groups.heartbeat(request.group_id, request.member_id,
-                                    request.group_instance_id if ctx.version >= 3 else None, request.generation_id)
-    return HeartbeatResponse(throttle_time_ms=0, error_code=error)
-
-
-async def leave_group(broker, ctx, request):
-    if not allowed(broker, ctx, READ, GROUP, request.group_id):
-        return LeaveGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, members=[])
-    if ctx.version >= 3:
-        leaving = [(m.member_id or "", m.group_instance_id) for m in request.members]
-    else:
-        leaving = [(request.member_id or "", None)]
-    error, errors = await broker.groups.leave_group(request.group_id, leaving)
-    if ctx.version < 3:
-        return LeaveGroupResponse(throttle_time_ms=0, error_code=error or errors[0])
-    members = [LeaveGroupResponse.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=code)
-               for (member_id, instance_id), code in zip(leaving, errors)]
-    return LeaveGroupResponse(throttle_time_ms=0, error_code=error, members=members)
-
-
-# --- offsets -----------------------------------------------------------------------------
-
 CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 CommitPartition = CommitTopic.OffsetCommitResponsePartition
-
-
-async def offset_commit(broker, ctx, request):
-    version = ctx.version
-    if not allowed(broker, ctx, READ, GROUP, request.group_id):
-        return OffsetCommitResponse(throttle_time_ms=0, topics=[
-            CommitTopic(name=t.name, partitions=[CommitPartition(partition_index=p.partition_index,
-                                                                 error_code=GROUP_AUTHORIZATION_FAILED)
-                                                 for p in t.partitions]) for t in request.topics])
-    denied = {t.name for t in request.topics if not allowed(broker, ctx, READ, TOPIC, t.name)}
-    commits = []
-    for topic in request.topics:
-        if topic.name in denied:
-            continue
-        for p in topic.partitions:
-            commits.append((topic.name, p.partition_index, CommittedOffset(
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                metadata=p.committed_metadata or "",
-                commit_timestamp=p.commit_timestamp if version == 1 else -1)))
-    results = await broker.groups.commit_offsets(
-        request.group_id,
-        request.member_id if version >= 1 else "",
-        request.group_instance_id if version >= 7 else None,
-        request.generation_id_or_member_epoch if version >= 1 else -1,
-        commits)
-    topics = [CommitTopic(name=topic.name, partitions=[
-                  CommitPartition(partition_index=p.partition_index,
-                                  error_code=TOPIC_AUTHORIZATION_FAILED if topic.name in denied
-                                  else results[(topic.name, p.partition_index)])
-                  for p in topic.partitions])
-              for topic in request.topics]
-    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
 
 FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
@@ -214,34 +48,6 @@ FetchPartition = FetchTopic.OffsetFetchResponsePartition
 FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
 FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
 FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
-
-
-def _fetch(broker, ctx, group_id: str, topics, version: int):
-    """(group error, [(topic, [(partition, committed or None, partition error)])]) for one group.
-
-    Kafka's checks: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); topics named in the request
-    without DESCRIBE answer TOPIC_AUTHORIZATION_FAILED, and a fetch of all topics leaves them out."""
-    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    if not allowed(broker, ctx, DESCRIBE, GROUP, group_id):
-        error = GROUP_AUTHORIZATION_FAILED
-        if version < 2:
-            return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
-        return error, []
-    denied = set()
-    if wanted is not None:
-        denied = {name for name, _ in wanted if not allowed(broker, ctx, DESCRIBE, TOPIC, name)}
-        asked = [(name, indexes) for name, indexes in wanted if name not in denied]
-    else:
-        asked = None
-    error, offsets = broker.groups.fetch_offsets(group_id, asked)
-    if error and version < 2:
-        # no top-level error code before v2: every partition carries it
-        return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
-    found = [(name, [(p, value, 0) for p, value in parts.items()]) for name, parts in offsets.items()
-             if wanted is not None or allowed(broker, ctx, DESCRIBE, TOPIC, name)]
-    found.extend((name, [(p, None, TOPIC_AUTHORIZATION_FAILED) for p in indexes])
-                 for name, indexes in wanted or [] if name in denied)
-    return error, found
 
 
 def _fetched(cls, partition: int, value: CommittedOffset | None, error: int):
@@ -252,87 +58,282 @@ def _fetched(cls, partition: int, value: CommittedOffset | None, error: int):
                metadata=value.metadata, error_code=error)
 
 
-async def offset_fetch(broker, ctx, request):
-    version = ctx.version
-    if version >= 8:
-        groups = []
-        for group in request.groups:
-            error, topics = _fetch(broker, ctx, group.group_id, group.topics, version)
-            groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=[
-                FetchGroupTopic(name=name, partitions=[_fetched(FetchGroupPartition, *p) for p in parts])
-                for name, parts in topics]))
-        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    error, topics = _fetch(broker, ctx, request.group_id, request.topics, version)
-    return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
-        FetchTopic(name=name, partitions=[_fetched(FetchPartition, *p) for p in parts]) for name, parts in topics])
-
-
 DeleteTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
-
-
-async def offset_delete(broker, ctx, request):
-    if not allowed(broker, ctx, DELETE, GROUP, request.group_id):
-        return OffsetDeleteResponse(error_code=GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
-    denied = {t.name for t in request.topics if not allowed(broker, ctx, READ, TOPIC, t.name)}
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name not in denied]
-    error, results = await broker.groups.delete_offsets(request.group_id, wanted)
-    results.update({(t.name, p.partition_index): TOPIC_AUTHORIZATION_FAILED
-                    for t in request.topics if t.name in denied for p in t.partitions})
-    topics = [] if error else [
-        DeleteTopic(name=t.name, partitions=[DeletePartition(partition_index=p.partition_index,
-                                                             error_code=results[(t.name, p.partition_index)])
-                                             for p in t.partitions])
-        for t in request.topics]
-    return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=topics)
-
-
-# --- admin -------------------------------------------------------------------------------
 
 Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = Described.DescribedGroupMember
 
 
-async def describe_groups(broker, ctx, request):
-    groups = []
-    for group_id in request.groups:
-        if not allowed(broker, ctx, DESCRIBE, GROUP, group_id):
-            groups.append(Described(error_code=GROUP_AUTHORIZATION_FAILED, error_message=None, group_id=group_id,
-                                    group_state="", protocol_type="", protocol_data="", members=[],
-                                    authorized_operations=None))
-            continue
-        d = broker.groups.describe(group_id)
-        members = [DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                                   client_host=m.client_host, member_metadata=m.metadata,
-                                   member_assignment=m.assignment)
-                   for m in d.members]
-        groups.append(Described(error_code=d.error, error_message=None, group_id=group_id, group_state=d.state,
-                                protocol_type=d.protocol_type, protocol_data=d.protocol, members=members,
-                                authorized_operations=(authorized_operations(broker, ctx, GROUP, group_id)
-                                                       if ctx.version >= 3 and request.include_authorized_operations
-                                                       else None)))  # None: not asked for (INT32_MIN)
-    return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
+class GroupApis:
+    def __init__(self, access: Access, groups, transactions, metadata, broker_id: int, *, clustered: bool,
+                 endpoint_on: Callable[[str | None], BrokerEndpoint]) -> None:
+        self._access = access
+        self._groups = groups
+        self._transactions = transactions
+        self._metadata = metadata  # in a cluster: where the internal partitions' leaders are
+        self._broker_id = broker_id
+        self._clustered = clustered
+        self._endpoint_on = endpoint_on
 
+    # --- FindCoordinator ----------------------------------------------------------------
 
-async def list_groups(broker, ctx, request):
-    names = request.states_filter if ctx.version >= 4 else []
-    states = [parse_state(name) for name in names or []]
-    if states and all(state is None for state in states):
-        listed = []  # only unknown states asked for: nothing matches
-    else:
-        listed = broker.groups.list_groups([s for s in states if s is not None])
-    if not allowed_cluster(broker, ctx, DESCRIBE):  # Kafka: without DESCRIBE on the cluster, the groups it may DESCRIBE
-        listed = [entry for entry in listed if allowed(broker, ctx, DESCRIBE, GROUP, entry[0])]
-    groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
-                                             group_type="classic")
-              for group_id, protocol_type, state in listed]
-    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
+    async def find_coordinator(self, ctx, request):
+        key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
+        keys = request.coordinator_keys if ctx.version >= 4 else [request.key]
+        listener = getattr(ctx.connection, "listener", None)
+        found = []
+        for key in keys:
+            if key_type in (GROUP_KEY, TRANSACTION_KEY) and not self._access.allowed(
+                    ctx, DESCRIBE, GROUP if key_type == GROUP_KEY else TXN, key):
+                error = GROUP_AUTHORIZATION_FAILED if key_type == GROUP_KEY else TXN_AUTHORIZATION_FAILED
+                found.append((key, error, f"DESCRIBE on {'group' if key_type == GROUP_KEY else 'transactional id'} "
+                                          f"{key!r} is not allowed", -1, "", -1))
+                continue
+            if self._clustered and key_type in (GROUP_KEY, TRANSACTION_KEY):
+                found.append((key,) + self._cluster_coordinator(
+                    self._groups if key_type == GROUP_KEY else self._transactions, key, listener))
+                continue
+            if key_type == GROUP_KEY:
+                error = self._groups.find_coordinator(key)
+                message = None if not error else f"this broker does not coordinate group {key!r}"
+            elif key_type == TRANSACTION_KEY:
+                error = self._transactions.find_coordinator(key)
+                message = None if not error else f"this broker does not coordinate transactional id {key!r}"
+            else:
+                error, message = Errors.InvalidRequestError.errno, f"unknown coordinator key type {key_type}"
+            if error:
+                found.append((key, error, message, -1, "", -1))
+            else:
+                me = self._endpoint_on(listener)
+                found.append((key, 0, None, self._broker_id, me.host, me.port))
+        if ctx.version >= 4:
+            coordinators = [FindCoordinatorResponse.Coordinator(key=k, node_id=n, host=h, port=p, error_code=e,
+                                                                error_message=m)
+                            for k, e, m, n, h, p in found]
+            return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+        _, error, message, node_id, host, port = found[0]
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=message, node_id=node_id,
+                                       host=host, port=port)
 
+    def _cluster_coordinator(self, owner, key: str, listener: str | None) -> tuple[int, str | None, int, str, int]:
+        """The leader of the key's internal partition, wherever it is (Kafka's answer in a cluster).
 
-async def delete_groups(broker, ctx, request):
-    permitted = [g for g in request.groups_names if allowed(broker, ctx, DELETE, GROUP, g)]
-    results = dict.fromkeys(request.groups_names, GROUP_AUTHORIZATION_FAILED)
-    results.update(await broker.groups.delete_groups(permitted))
-    return DeleteGroupsResponse(throttle_time_ms=0, results=[
-        DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=results[group_id])
-        for group_id in request.groups_names])
+        The internal topic is created on first use; until it has a leader the
+        answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
+        """
+        topic = owner.topic
+        if not topic.exists():
+            try:
+                owner.ensure_topic()
+            except Exception as exc:  # e.g. no live broker yet; the client retries
+                log.info("creating %s for %r failed: %s", topic.name, key, exc)
+            return (Errors.CoordinatorNotAvailableError.errno, f"{topic.name} is being created", -1, "", -1)
+        index = owner.partition_of(key)
+        state = self._metadata.partition_states.get((topic.name, index))
+        endpoint = self._metadata.brokers.get(state.leader) if state is not None and state.has_leader else None
+        if endpoint is not None and listener:
+            endpoint = endpoint.on(listener)  # the address on the client's listener, as Kafka answers
+        if endpoint is None:
+            return (Errors.CoordinatorNotAvailableError.errno, f"{topic.name}-{index} has no leader now", -1, "", -1)
+        return 0, None, endpoint.broker_id, endpoint.host, endpoint.port
+
+    # --- membership -------------------------------------------------------------------------
+
+    async def join_group(self, ctx, request):
+        version = ctx.version
+        if not self._access.allowed(ctx, READ, GROUP, request.group_id):
+            return JoinGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                                     protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
+                                     skip_assignment=False, member_id=request.member_id or "", members=[])
+        join = JoinRequest(
+            member_id=request.member_id or "",
+            group_instance_id=request.group_instance_id if version >= 5 else None,
+            client_id=ctx.client_id or "",
+            client_host=_client_host(ctx),
+            session_timeout_ms=request.session_timeout_ms,
+            # v0 has no rebalance timeout: Kafka uses the session timeout
+            rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+            require_known_member_id=version >= 4,
+        )
+        result = await self._groups.join_group(request.group_id, join)
+        members = [JoinGroupResponse.JoinGroupResponseMember(member_id=m.member_id,
+                                                             group_instance_id=m.group_instance_id, metadata=m.metadata)
+                   for m in result.members]
+        protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
+        return JoinGroupResponse(throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
+                                 protocol_type=result.protocol_type, protocol_name=protocol_name,
+                                 leader=result.leader_id, skip_assignment=False, member_id=result.member_id,
+                                 members=members)
+
+    async def sync_group(self, ctx, request):
+        version = ctx.version
+        if not self._access.allowed(ctx, READ, GROUP, request.group_id):
+            return SyncGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, protocol_type=None,
+                                     protocol_name=None, assignment=b"")
+        assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
+        result = await self._groups.sync_group(
+            request.group_id, request.member_id, request.group_instance_id if version >= 3 else None,
+            request.generation_id, request.protocol_type if version >= 5 else None,
+            request.protocol_name if version >= 5 else None, assignments)
+        return SyncGroupResponse(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
+                                 protocol_name=result.protocol_name, assignment=result.assignment)
+
+    async def heartbeat(self, ctx, request):
+        if not self._access.allowed(ctx, READ, GROUP, request.group_id):
+            return HeartbeatResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
+        error = self._groups.heartbeat(request.group_id, request.member_id,
+                                       request.group_instance_id if ctx.version >= 3 else None, request.generation_id)
+        return HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+    async def leave_group(self, ctx, request):
+        if not self._access.allowed(ctx, READ, GROUP, request.group_id):
+            return LeaveGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, members=[])
+        if ctx.version >= 3:
+            leaving = [(m.member_id or "", m.group_instance_id) for m in request.members]
+        else:
+            leaving = [(request.member_id or "", None)]
+        error, errors = await self._groups.leave_group(request.group_id, leaving)
+        if ctx.version < 3:
+            return LeaveGroupResponse(throttle_time_ms=0, error_code=error or errors[0])
+        members = [LeaveGroupResponse.MemberResponse(member_id=member_id, group_instance_id=instance_id,
+                                                     error_code=code)
+                   for (member_id, instance_id), code in zip(leaving, errors)]
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=error, members=members)
+
+    # --- offsets -----------------------------------------------------------------------------
+
+    async def offset_commit(self, ctx, request):
+        version = ctx.version
+        if not self._access.allowed(ctx, READ, GROUP, request.group_id):
+            return OffsetCommitResponse(throttle_time_ms=0, topics=[
+                CommitTopic(name=t.name, partitions=[CommitPartition(partition_index=p.partition_index,
+                                                                     error_code=GROUP_AUTHORIZATION_FAILED)
+                                                     for p in t.partitions]) for t in request.topics])
+        denied = {t.name for t in request.topics if not self._access.allowed(ctx, READ, TOPIC, t.name)}
+        commits = []
+        for topic in request.topics:
+            if topic.name in denied:
+                continue
+            for p in topic.partitions:
+                commits.append((topic.name, p.partition_index, CommittedOffset(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp=p.commit_timestamp if version == 1 else -1)))
+        results = await self._groups.commit_offsets(
+            request.group_id,
+            request.member_id if version >= 1 else "",
+            request.group_instance_id if version >= 7 else None,
+            request.generation_id_or_member_epoch if version >= 1 else -1,
+            commits)
+        topics = [CommitTopic(name=topic.name, partitions=[
+                      CommitPartition(partition_index=p.partition_index,
+                                      error_code=TOPIC_AUTHORIZATION_FAILED if topic.name in denied
+                                      else results[(topic.name, p.partition_index)])
+                      for p in topic.partitions])
+                  for topic in request.topics]
+        return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+    def _fetch(self, ctx, group_id: str, topics, version: int):
+        """(group error, [(topic, [(partition, committed or None, partition error)])]) for one group.
+
+        Kafka's checks: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); topics named in the request
+        without DESCRIBE answer TOPIC_AUTHORIZATION_FAILED, and a fetch of all topics leaves them out."""
+        wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+        if not self._access.allowed(ctx, DESCRIBE, GROUP, group_id):
+            error = GROUP_AUTHORIZATION_FAILED
+            if version < 2:
+                return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
+            return error, []
+        denied = set()
+        if wanted is not None:
+            denied = {name for name, _ in wanted if not self._access.allowed(ctx, DESCRIBE, TOPIC, name)}
+            asked = [(name, indexes) for name, indexes in wanted if name not in denied]
+        else:
+            asked = None
+        error, offsets = self._groups.fetch_offsets(group_id, asked)
+        if error and version < 2:
+            # no top-level error code before v2: every partition carries it
+            return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
+        found = [(name, [(p, value, 0) for p, value in parts.items()]) for name, parts in offsets.items()
+                 if wanted is not None or self._access.allowed(ctx, DESCRIBE, TOPIC, name)]
+        found.extend((name, [(p, None, TOPIC_AUTHORIZATION_FAILED) for p in indexes])
+                     for name, indexes in wanted or [] if name in denied)
+        return error, found
+
+    async def offset_fetch(self, ctx, request):
+        version = ctx.version
+        if version >= 8:
+            groups = []
+            for group in request.groups:
+                error, topics = self._fetch(ctx, group.group_id, group.topics, version)
+                groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=[
+                    FetchGroupTopic(name=name, partitions=[_fetched(FetchGroupPartition, *p) for p in parts])
+                    for name, parts in topics]))
+            return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+        error, topics = self._fetch(ctx, request.group_id, request.topics, version)
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
+            FetchTopic(name=name, partitions=[_fetched(FetchPartition, *p) for p in parts]) for name, parts in topics])
+
+    async def offset_delete(self, ctx, request):
+        if not self._access.allowed(ctx, DELETE, GROUP, request.group_id):
+            return OffsetDeleteResponse(error_code=GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+        denied = {t.name for t in request.topics if not self._access.allowed(ctx, READ, TOPIC, t.name)}
+        wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name not in denied]
+        error, results = await self._groups.delete_offsets(request.group_id, wanted)
+        results.update({(t.name, p.partition_index): TOPIC_AUTHORIZATION_FAILED
+                        for t in request.topics if t.name in denied for p in t.partitions})
+        topics = [] if error else [
+            DeleteTopic(name=t.name, partitions=[DeletePartition(partition_index=p.partition_index,
+                                                                 error_code=results[(t.name, p.partition_index)])
+                                                 for p in t.partitions])
+            for t in request.topics]
+        return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=topics)
+
+    # --- admin -------------------------------------------------------------------------------
+
+    async def describe_groups(self, ctx, request):
+        groups = []
+        for group_id in request.groups:
+            if not self._access.allowed(ctx, DESCRIBE, GROUP, group_id):
+                groups.append(Described(error_code=GROUP_AUTHORIZATION_FAILED, error_message=None, group_id=group_id,
+                                        group_state="", protocol_type="", protocol_data="", members=[],
+                                        authorized_operations=None))
+                continue
+            d = self._groups.describe(group_id)
+            members = [DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                       client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
+                                       member_assignment=m.assignment)
+                       for m in d.members]
+            groups.append(Described(error_code=d.error, error_message=None, group_id=group_id, group_state=d.state,
+                                    protocol_type=d.protocol_type, protocol_data=d.protocol, members=members,
+                                    authorized_operations=(self._access.authorized_operations(ctx, GROUP, group_id)
+                                                           if ctx.version >= 3 and request.include_authorized_operations
+                                                           else None)))  # None: not asked for (INT32_MIN)
+        return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
+
+    async def list_groups(self, ctx, request):
+        names = request.states_filter if ctx.version >= 4 else []
+        states = [parse_state(name) for name in names or []]
+        if states and all(state is None for state in states):
+            listed = []  # only unknown states asked for: nothing matches
+        else:
+            listed = self._groups.list_groups([s for s in states if s is not None])
+        if not self._access.allowed_cluster(ctx, DESCRIBE):
+            # Kafka: without DESCRIBE on the cluster, the groups it may DESCRIBE
+            listed = [entry for entry in listed if self._access.allowed(ctx, DESCRIBE, GROUP, entry[0])]
+        groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
+                                                 group_type="classic")
+                  for group_id, protocol_type, state in listed]
+        return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
+
+    async def delete_groups(self, ctx, request):
+        permitted = [g for g in request.groups_names if self._access.allowed(ctx, DELETE, GROUP, g)]
+        results = dict.fromkeys(request.groups_names, GROUP_AUTHORIZATION_FAILED)
+        results.update(await self._groups.delete_groups(permitted))
+        return DeleteGroupsResponse(throttle_time_ms=0, results=[
+            DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=results[group_id])
+            for group_id in request.groups_names])

@@ -7,17 +7,23 @@ the requested epoch in the leader's log, the log end offset for its latest.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import kafka.errors as Errors
 from kafka.protocol.admin import DeleteRecordsResponse
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 
-from broker_sim.server.handlers import access
+from broker_sim.server.handlers.access import DELETE, DESCRIBE, TOPIC, Access
 from broker_sim.errors import error_of
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 READ_COMMITTED = 1
 ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 ListPartition = ListTopic.ListOffsetsPartitionResponse
+EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+EpochEnd = EpochTopic.EpochEndOffset
+DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
+DeletePartition = DeleteTopic.DeleteRecordsPartitionResult
 
 
 def _lookup(partition, timestamp: int, version: int, read_committed: bool) -> tuple[int, int]:
@@ -37,75 +43,76 @@ def _lookup(partition, timestamp: int, version: int, read_committed: bool) -> tu
     return found[1], found[0]
 
 
-async def list_offsets(broker, ctx, request):
-    read_committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for data in topic.partitions:
-            try:
-                if not access.allowed(broker, ctx, access.DESCRIBE, access.TOPIC, topic.name):
-                    raise Errors.TopicAuthorizationFailedError(f"DESCRIBE on topic {topic.name!r} is not allowed")
-                partition = broker.replicas.get_leader(topic.name, data.partition_index)
-                partition.check_leader_epoch(data.current_leader_epoch)
-                timestamp, offset = _lookup(partition, data.timestamp, ctx.version, read_committed)
-                partitions.append(ListPartition(partition_index=data.partition_index, error_code=0,
-                                                timestamp=timestamp, offset=offset,
-                                                leader_epoch=partition.leader_epoch if offset >= 0 else -1))
-            except Exception as exc:
-                code, _ = error_of(exc)
-                partitions.append(ListPartition(partition_index=data.partition_index, error_code=code,
-                                                timestamp=-1, offset=-1, leader_epoch=-1))
-        topics.append(ListTopic(name=topic.name, partitions=partitions))
-    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+def _each_partition(name: str, partitions, permitted: bool, answer: Callable, failed: Callable) -> list:
+    """``answer(name, data)`` for each requested partition of topic ``name``, or ``failed(data, error code)``
+    when the topic is not ``permitted`` (TOPIC_AUTHORIZATION_FAILED) or answering raised."""
+    answers = []
+    for data in partitions:
+        try:
+            if not permitted:
+                raise Errors.TopicAuthorizationFailedError()
+            answers.append(answer(name, data))
+        except Exception as exc:
+            code, _ = error_of(exc)
+            answers.append(failed(data, code))
+    return answers
 
 
-EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
-EpochEnd = EpochTopic.EpochEndOffset
+class OffsetApis:
+    def __init__(self, access: Access, replicas) -> None:
+        self._access = access
+        self._replicas = replicas
 
+    async def list_offsets(self, ctx, request):
+        read_committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
 
-async def offset_for_leader_epoch(broker, ctx, request):
-    topics = []
-    # a follower's (replica_id >= 0, v3+) needs CLUSTER_ACTION; a client's DESCRIBE on each topic
-    follower = ctx.version >= 3 and request.replica_id is not None and request.replica_id >= 0
-    for topic in request.topics:
-        partitions = []
-        permitted = (access.cluster_action(broker, ctx) if follower
-                     else access.allowed(broker, ctx, access.DESCRIBE, access.TOPIC, topic.topic))
-        for data in topic.partitions:
-            try:
-                if not permitted:
-                    raise Errors.TopicAuthorizationFailedError(f"not allowed on topic {topic.topic!r}")
-                partition = broker.replicas.get_leader(topic.topic, data.partition)
-                partition.check_leader_epoch(data.current_leader_epoch)
-                epoch, end = partition.end_offset_for_epoch(data.leader_epoch)
-                partitions.append(EpochEnd(error_code=0, partition=data.partition, leader_epoch=epoch, end_offset=end))
-            except Exception as exc:
-                code, _ = error_of(exc)
-                partitions.append(EpochEnd(error_code=code, partition=data.partition, leader_epoch=-1, end_offset=-1))
-        topics.append(EpochTopic(topic=topic.topic, partitions=partitions))
-    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+        def answer(name, data):
+            partition = self._replicas.get_leader(name, data.partition_index)
+            partition.check_leader_epoch(data.current_leader_epoch)
+            timestamp, offset = _lookup(partition, data.timestamp, ctx.version, read_committed)
+            return ListPartition(partition_index=data.partition_index, error_code=0, timestamp=timestamp,
+                                 offset=offset, leader_epoch=partition.leader_epoch if offset >= 0 else -1)
 
+        def failed(data, code):
+            return ListPartition(partition_index=data.partition_index, error_code=code, timestamp=-1, offset=-1,
+                                 leader_epoch=-1)
 
-DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
-DeletePartition = DeleteTopic.DeleteRecordsPartitionResult
+        return ListOffsetsResponse(throttle_time_ms=0, topics=[
+            ListTopic(name=topic.name, partitions=_each_partition(
+                topic.name, topic.partitions, self._access.allowed(ctx, DESCRIBE, TOPIC, topic.name), answer, failed))
+            for topic in request.topics])
 
+    async def offset_for_leader_epoch(self, ctx, request):
+        # a follower's (replica_id >= 0, v3+) needs CLUSTER_ACTION; a client's DESCRIBE on each topic
+        follower = ctx.version >= 3 and request.replica_id is not None and request.replica_id >= 0
 
-async def delete_records(broker, ctx, request):
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for data in topic.partitions:
-            try:
-                if not access.allowed(broker, ctx, access.DELETE, access.TOPIC, topic.name):
-                    raise Errors.TopicAuthorizationFailedError(f"DELETE on topic {topic.name!r} is not allowed")
-                partition = broker.replicas.get_leader(topic.name, data.partition_index)
-                low = partition.delete_records_before(data.offset)
-                partitions.append(DeletePartition(partition_index=data.partition_index, low_watermark=low,
-                                                  error_code=0))
-            except Exception as exc:
-                code, _ = error_of(exc)
-                partitions.append(DeletePartition(partition_index=data.partition_index, low_watermark=-1,
-                                                  error_code=code))
-        topics.append(DeleteTopic(name=topic.name, partitions=partitions))
-    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
+        def answer(name, data):
+            partition = self._replicas.get_leader(name, data.partition)
+            partition.check_leader_epoch(data.current_leader_epoch)
+            epoch, end = partition.end_offset_for_epoch(data.leader_epoch)
+            return EpochEnd(error_code=0, partition=data.partition, leader_epoch=epoch, end_offset=end)
+
+        def failed(data, code):
+            return EpochEnd(error_code=code, partition=data.partition, leader_epoch=-1, end_offset=-1)
+
+        def permitted(name):
+            return (self._access.cluster_action(ctx) if follower
+                    else self._access.allowed(ctx, DESCRIBE, TOPIC, name))
+
+        return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
+            EpochTopic(topic=topic.topic, partitions=_each_partition(
+                topic.topic, topic.partitions, permitted(topic.topic), answer, failed))
+            for topic in request.topics])
+
+    async def delete_records(self, ctx, request):
+        def answer(name, data):
+            low = self._replicas.get_leader(name, data.partition_index).delete_records_before(data.offset)
+            return DeletePartition(partition_index=data.partition_index, low_watermark=low, error_code=0)
+
+        def failed(data, code):
+            return DeletePartition(partition_index=data.partition_index, low_watermark=-1, error_code=code)
+
+        return DeleteRecordsResponse(throttle_time_ms=0, topics=[
+            DeleteTopic(name=topic.name, partitions=_each_partition(
+                topic.name, topic.partitions, self._access.allowed(ctx, DELETE, TOPIC, topic.name), answer, failed))
+            for topic in request.topics])

@@ -13,14 +13,12 @@ connection instead, so the client notices (as Kafka).
 """
 from __future__ import annotations
 
-from functools import partial
-
 import kafka.errors as Errors
 from kafka.protocol.producer import ProduceResponse
 
 from broker_sim.replication.replica_manager import ProduceResult
 from broker_sim.security.quotas import PRODUCE as PRODUCER_BYTE_RATE
-from broker_sim.server.handlers import access
+from broker_sim.server.handlers.access import TOPIC, TXN, WRITE, Access
 from broker_sim.server.network import CloseConnection
 from broker_sim.storage.batch import decode_header
 
@@ -29,52 +27,59 @@ PartitionResponse = TopicResponse.PartitionProduceResponse
 RecordError = PartitionResponse.BatchIndexAndErrorMessage
 
 
-async def produce(broker, ctx, request):
-    replicas, quotas, authorizer = broker.replicas, broker.quotas, broker.authorizer
-    allowed = partial(access.allowed, broker)
+class ProduceApi:
+    """Produce, holding what it uses: the access check, the replica manager and the client quotas."""
 
-    txn_denied = request.transactional_id is not None and not allowed(
-        ctx, access.WRITE, access.TXN, request.transactional_id)
-    if (request.transactional_id is None and authorizer is not None and not ctx.connection.inter_broker
-            and _has_transactional_batches(request)):
-        txn_denied = True
-    refusals = []  # per topic: the result of its refusal, or None
-    wanted = []  # (topic, partition, records) of the allowed partitions, in request order
-    for topic in request.topic_data:
-        if txn_denied:
-            denied = ProduceResult(Errors.TransactionalIdAuthorizationFailedError.errno,
-                                   f"WRITE on transactional id {request.transactional_id!r} is not allowed")
-        elif not allowed(ctx, access.WRITE, access.TOPIC, topic.name):
-            denied = ProduceResult(Errors.TopicAuthorizationFailedError.errno,
-                                   f"WRITE on topic {topic.name!r} is not allowed")
-        else:
-            denied = None
+    def __init__(self, access: Access, replicas, quotas) -> None:
+        self._access = access
+        self._replicas = replicas
+        self._quotas = quotas
+
+    async def produce(self, ctx, request):
+        allowed = self._access.allowed
+        txn_denied = request.transactional_id is not None and not allowed(
+            ctx, WRITE, TXN, request.transactional_id)
+        if (request.transactional_id is None and self._access.enabled and not ctx.connection.inter_broker
+                and _has_transactional_batches(request)):
+            txn_denied = True
+        refusals = []  # per topic: the result of its refusal, or None
+        wanted = []  # (topic, partition, records) of the allowed partitions, in request order
+        for topic in request.topic_data:
+            if txn_denied:
+                denied = ProduceResult(Errors.TransactionalIdAuthorizationFailedError.errno,
+                                       f"WRITE on transactional id {request.transactional_id!r} is not allowed")
+            elif not allowed(ctx, WRITE, TOPIC, topic.name):
+                denied = ProduceResult(Errors.TopicAuthorizationFailedError.errno,
+                                       f"WRITE on topic {topic.name!r} is not allowed")
+            else:
+                denied = None
+                for data in topic.partition_data:
+                    wanted.append((topic.name, data.index, data.records))
+            refusals.append(denied)
+        results = iter(await self._replicas.append_records(
+            wanted, required_acks=request.acks, timeout_ms=request.timeout_ms,
+            transactional_id=request.transactional_id))
+
+        responses = []
+        failed = None
+        for topic, denied in zip(request.topic_data, refusals):
+            partitions = []
             for data in topic.partition_data:
-                wanted.append((topic.name, data.index, data.records))
-        refusals.append(denied)
-    results = iter(await replicas.append_records(wanted, required_acks=request.acks, timeout_ms=request.timeout_ms,
-                                                 transactional_id=request.transactional_id))
-
-    responses = []
-    failed = None
-    for topic, denied in zip(request.topic_data, refusals):
-        partitions = []
-        for data in topic.partition_data:
-            code, message, base_offset, log_append_time, log_start_offset, record_errors = denied or next(results)
-            if code:
-                failed = failed or f"{topic.name}-{data.index}: {message}"
-            partitions.append(PartitionResponse(
-                index=data.index, error_code=code, base_offset=base_offset, log_append_time_ms=log_append_time,
-                log_start_offset=log_start_offset, error_message=message,
-                record_errors=[RecordError(batch_index=i, batch_index_error_message=m) for i, m in record_errors]
-                if record_errors else []))
-        responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
-    throttle = _throttle(quotas, ctx, request)
-    if request.acks == 0:
-        if failed:
-            raise CloseConnection(f"acks=0 produce failed: {failed}")
-        return None
-    return ProduceResponse(responses=responses, throttle_time_ms=throttle)
+                code, message, base_offset, log_append_time, log_start_offset, record_errors = denied or next(results)
+                if code:
+                    failed = failed or f"{topic.name}-{data.index}: {message}"
+                partitions.append(PartitionResponse(
+                    index=data.index, error_code=code, base_offset=base_offset, log_append_time_ms=log_append_time,
+                    log_start_offset=log_start_offset, error_message=message,
+                    record_errors=[RecordError(batch_index=i, batch_index_error_message=m) for i, m in record_errors]
+                    if record_errors else []))
+            responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
+        throttle = _throttle(self._quotas, ctx, request)
+        if request.acks == 0:
+            if failed:
+                raise CloseConnection(f"acks=0 produce failed: {failed}")
+            return None
+        return ProduceResponse(responses=responses, throttle_time_ms=throttle)
 
 
 def _has_transactional_batches(request) -> bool:

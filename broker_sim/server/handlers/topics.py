@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Awaitable, Callable, Mapping
 
 import kafka.errors as Errors
 from kafka.protocol.admin import (
@@ -18,27 +19,19 @@ from kafka.protocol.admin import (
 )
 
 from broker_sim.config import (
-    BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, validate_dynamic_broker_configs,
+    BROKER_CONFIGS, BrokerConfig, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, validate_dynamic_broker_configs,
     validate_topic_configs,
 )
-from broker_sim.controller.metadata import MetadataError
+from broker_sim.controller.metadata import MetadataError, TopicInfo
+from broker_sim.security.entity_configs import EntityConfigs
 from broker_sim.server.handlers import access
+from broker_sim.server.handlers.access import Access
 from broker_sim.errors import error_of
 
 
 def _require(allowed: bool, error, message: str) -> None:
     if not allowed:
         raise MetadataError(error, message)
-
-
-def _require_topic(broker, ctx, operation, name: str) -> None:
-    _require(access.allowed(broker, ctx, operation, access.TOPIC, name), Errors.TopicAuthorizationFailedError,
-             f"{operation.name} on topic {name!r} is not allowed for {ctx.connection.principal}")
-
-
-def _require_cluster(broker, ctx, operation) -> None:
-    _require(access.allowed_cluster(broker, ctx, operation), Errors.ClusterAuthorizationFailedError,
-             f"{operation.name} on the cluster is not allowed for {ctx.connection.principal}")
 
 
 log = logging.getLogger(__name__)
@@ -54,152 +47,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = {"cleanup.policy", "log.cleanup.policy"}
 
 CreatedTopic = CreateTopicsResponse.CreatableTopicResult
-
-
-def _check_replication(broker, factor: int, assignments) -> None:
-    """Replication factor and explicit assignments against the brokers there are (this one alone on a single node)."""
-    live = sorted(broker.metadata.brokers) if broker.cluster is not None else [broker.broker_id]
-    if factor > len(live):
-        raise MetadataError(Errors.InvalidReplicationFactorError,
-                            f"Replication factor: {factor} larger than available brokers: {len(live)}.")
-    for assignment in assignments:
-        replicas = list(assignment)
-        unknown = [b for b in replicas if b not in live]
-        if unknown or len(set(replicas)) != len(replicas) or not replicas:
-            raise MetadataError(Errors.InvalidReplicationAssignmentError,
-                                f"replica assignment {replicas} must name distinct live brokers of {live}")
-        if len(replicas) != factor:
-            raise MetadataError(Errors.InvalidReplicationAssignmentError,
-                                f"replica assignment {replicas} has {len(replicas)} replicas, not {factor} "
-                                f"like the first partition's")
-
-
-async def create_topics(broker, ctx, request):
-    results = []
-    seen = {}
-    for topic in request.topics:
-        seen[topic.name] = seen.get(topic.name, 0) + 1
-    create_any = access.allowed_cluster(broker, ctx, access.CREATE)  # Kafka: CREATE on the cluster or the topic
-    for topic in request.topics:
-        configs = {c.name: c.value for c in topic.configs}
-        partitions = topic.num_partitions
-        factor = topic.replication_factor
-        try:
-            if seen[topic.name] > 1:
-                raise MetadataError(Errors.InvalidRequestError, f"topic {topic.name!r} appears more than once")
-            if not create_any:
-                _require_topic(broker, ctx, access.CREATE, topic.name)
-            if topic.name in broker.internal_topics and topic.name not in broker.metadata.topics:
-                # its coordinator creates it on first use with its own configs (an existing one: ALREADY_EXISTS)
-                raise MetadataError(Errors.InvalidRequestError,
-                                    f"Creation of internal topic {topic.name} is prohibited.")
-            if topic.assignments:
-                if partitions != -1 or factor != -1:
-                    raise MetadataError(Errors.InvalidRequestError,
-                                        "give either replica assignments or partitions and replication factor")
-                partitions = len(topic.assignments)
-                factor = len(topic.assignments[0].broker_ids)
-                assignment = [list(a.broker_ids) for a in sorted(topic.assignments, key=lambda a: a.partition_index)]
-                if [a.partition_index for a in sorted(topic.assignments, key=lambda a: a.partition_index)] \
-                        != list(range(partitions)):
-                    raise MetadataError(Errors.InvalidReplicationAssignmentError,
-                                        "replica assignments must cover partitions 0..n-1 once each")
-                _check_replication(broker, factor, assignment)
-            else:
-                assignment = None
-            if partitions == -1:
-                partitions = broker.config.get("num.partitions")
-            if factor == -1:
-                factor = broker.config.get("default.replication.factor")
-            if factor < 1:
-                raise MetadataError(Errors.InvalidReplicationFactorError, f"replication factor {factor} must be >= 1")
-            _check_replication(broker, factor, [])
-            if request.validate_only:
-                broker.metadata.check_new_topic(topic.name, partitions, configs)
-                broker.check_partition_budget(partitions * factor if broker.cluster is not None else partitions,
-                                              f"topic {topic.name!r}")
-                info = None
-            else:
-                info = await broker.create_topic_async(
-                    topic.name, partitions, configs,
-                    replication_factor=factor if broker.cluster is not None else None,
-                    assignment=assignment if broker.cluster is not None else None)
-        except Exception as exc:
-            code, message = error_of(exc)
-            results.append(CreatedTopic(name=topic.name, topic_id=None, error_code=code, error_message=message,
-                                        num_partitions=-1, replication_factor=-1, configs=None))
-            continue
-        if not access.allowed(broker, ctx, access.DESCRIBE_CONFIGS, access.TOPIC, topic.name):
-            # Kafka: the created topic's configs, partitions and factor only for DESCRIBE_CONFIGS on it
-            results.append(CreatedTopic(
-                name=topic.name, topic_id=info.topic_id if info else None, error_code=0, error_message=None,
-                num_partitions=-1, replication_factor=-1, configs=[],
-                topic_config_error_code=Errors.TopicAuthorizationFailedError.errno))
-            continue
-        results.append(CreatedTopic(
-            name=topic.name, topic_id=info.topic_id if info else None, error_code=0, error_message=None,
-            num_partitions=partitions, replication_factor=factor,
-            configs=[CreatedTopic.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
-                                                        config_source=e.config_source, is_sensitive=False)
-                     for e in _topic_entries(broker, configs, None, False, False)]))
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
-
-
 DeletedTopic = DeleteTopicsResponse.DeletableTopicResult
-
-
-async def delete_topics(broker, ctx, request):
-    if ctx.version >= 6:
-        wanted = [(t.name, t.topic_id) for t in request.topics]
-    else:
-        wanted = [(name, None) for name in request.topic_names]
-    results = []
-    for name, topic_id in wanted:
-        try:
-            if not broker.config.get("delete.topic.enable"):
-                raise MetadataError(Errors.TopicDeletionDisabledError, "delete.topic.enable is false on this broker")
-            if name is None:
-                info = broker.metadata.topics_by_id.get(topic_id)
-                if info is None:
-                    raise MetadataError(Errors.UnknownTopicIdError, f"no topic has id {topic_id}")
-                if not access.allowed(broker, ctx, access.DESCRIBE, access.TOPIC, info.name):
-                    # Kafka: by id, the name is told only to a principal that may DESCRIBE the topic
-                    raise MetadataError(Errors.TopicAuthorizationFailedError,
-                                        f"DESCRIBE on the topic with id {topic_id} is not allowed")
-                name = info.name
-            _require_topic(broker, ctx, access.DELETE, name)
-            await broker.delete_topic(name)
-            code, message = 0, None
-        except Exception as exc:
-            code, message = error_of(exc)
-        results.append(DeletedTopic(name=name, topic_id=topic_id, error_code=code, error_message=message))
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
-
-
-async def create_partitions(broker, ctx, request):
-    results = []
-    for topic in request.topics:
-        try:
-            _require_topic(broker, ctx, access.ALTER, topic.name)
-            info = broker.metadata.check_partition_count(topic.name, topic.count)
-            if topic.assignments is not None:
-                if len(topic.assignments) != topic.count - info.partitions:
-                    raise MetadataError(Errors.InvalidReplicationAssignmentError,
-                                        f"{len(topic.assignments)} assignments for "
-                                        f"{topic.count - info.partitions} new partitions")
-                _check_replication(broker, len(info.replicas_of(0, broker.broker_id)),
-                                   [a.broker_ids for a in topic.assignments])
-            if request.validate_only:
-                broker.check_partition_budget(topic.count - info.partitions,
-                                              f"{topic.count - info.partitions} more partitions of {topic.name!r}")
-            else:
-                await broker.add_partitions(topic.name, topic.count)
-            code, message = 0, None
-        except Exception as exc:
-            code, message = error_of(exc)
-        results.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
-            name=topic.name, error_code=code, error_message=message))
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
 class _Entry:
@@ -231,74 +79,8 @@ def _internal(name: str) -> bool:
     return name.startswith("internal.")
 
 
-def _topic_entries(broker, overrides, keys, synonyms, docs) -> list[_Entry]:
-    entries = []
-    for name, definition in TOPIC_CONFIGS.items():
-        if (keys is not None and name not in keys) or _internal(name):
-            continue
-        broker_name = definition.default
-        broker_source = _SOURCES[broker.config.source(broker_name)]
-        chain = []
-        if name in overrides:
-            chain.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-        chain.append((broker_name, broker.config.raw(broker_name), broker_source))
-        value, source = chain[0][1], chain[0][2]
-        entries.append(_Entry(name, value, False, source, chain if synonyms else [],
-                              definition.doc if docs else None,
-                              _config_type(name, BROKER_CONFIGS[broker_name].default)))
-    return entries
-
-
-def _broker_entries(broker, keys, synonyms, docs) -> list[_Entry]:
-    entries = []
-    for name, definition in BROKER_CONFIGS.items():
-        if (keys is not None and name not in keys) or _internal(name):
-            continue
-        source = _SOURCES[broker.config.source(name)]
-        value = None if definition.sensitive else broker.config.raw(name)  # Kafka: sensitive values are null
-        entry = _Entry(name, value, name not in DYNAMIC_BROKER_CONFIGS, source,
-                       [(name, value, source)] if synonyms else [],
-                       definition.doc if docs else None, _config_type(name, definition.default))
-        entry.sensitive = definition.sensitive
-        entries.append(entry)
-    return entries
-
-
 Described = DescribeConfigsResponse.DescribeConfigsResult
 DescribedConfig = Described.DescribeConfigsResourceResult
-
-
-async def describe_configs(broker, ctx, request):
-    results = []
-    for resource in request.resources:
-        keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
-        try:
-            if resource.resource_type == TOPIC:
-                _require_topic(broker, ctx, access.DESCRIBE_CONFIGS, resource.resource_name)
-                info = broker.metadata.get(resource.resource_name)
-                entries = _topic_entries(broker, info.configs, keys, request.include_synonyms,
-                                         request.include_documentation)
-            elif resource.resource_type == BROKER:
-                _require_cluster(broker, ctx, access.DESCRIBE_CONFIGS)
-                if resource.resource_name not in ("", str(broker.broker_id)):
-                    raise MetadataError(Errors.InvalidRequestError,
-                                        f"this is broker {broker.broker_id}, not {resource.resource_name!r}")
-                entries = _broker_entries(broker, keys, request.include_synonyms, request.include_documentation)
-            else:
-                raise MetadataError(Errors.InvalidRequestError,
-                                    f"resource type {resource.resource_type} is not described here (2 topic, 4 broker)")
-            code, message = 0, None
-        except Exception as exc:
-            code, message = error_of(exc)
-            entries = []
-        configs = [DescribedConfig(
-            name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
-            is_default=e.is_default, is_sensitive=e.sensitive,
-            synonyms=[DescribedConfig.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
-            config_type=e.type, documentation=e.doc) for e in entries]
-        results.append(Described(error_code=code, error_message=message, resource_type=resource.resource_type,
-                                 resource_name=resource.resource_name, configs=configs))
-    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
 def _altered(current: dict[str, str], changes) -> dict[str, str]:
@@ -325,79 +107,312 @@ def _altered(current: dict[str, str], changes) -> dict[str, str]:
     return configs
 
 
-def _broker_entity(broker, name: str) -> str:
-    """The /config/brokers entity of a BROKER resource name: <default> for "", else a broker id."""
-    if name == "":
-        return "<default>"
-    if not name.isdigit():
-        raise MetadataError(Errors.InvalidRequestError, f"broker resource name {name!r} is not a broker id")
-    if broker.cluster is None and int(name) != broker.broker_id:
-        raise MetadataError(Errors.InvalidRequestError, f"this is broker {broker.broker_id}, not {name}")
-    return name
+class TopicApis:
+    """Topic and config admin.  The topic changes themselves are the broker's (one path per kind, see
+    ``server/broker.py``): ``create_topic_async``, ``delete_topic``, ``add_partitions``, ``set_topic_configs``,
+    with ``check_partition_budget`` for ``validate_only`` requests; broker configs go to ``entity_configs``."""
 
+    def __init__(self, access: Access, metadata, config: BrokerConfig, entity_configs: EntityConfigs,
+                 broker_id: int, *, clustered: bool, internal_topics: Mapping[str, object],
+                 create_topic_async: Callable[..., Awaitable[TopicInfo]],
+                 delete_topic: Callable[[str], Awaitable[None]],
+                 add_partitions: Callable[[str, int], Awaitable[None]],
+                 set_topic_configs: Callable[[str, Mapping[str, str]], None],
+                 check_partition_budget: Callable[[int, str], None]) -> None:
+        self._access = access
+        self._metadata = metadata
+        self._config = config
+        self._entity_configs = entity_configs
+        self._broker_id = broker_id
+        self._clustered = clustered
+        self._internal_topics = internal_topics  # their coordinators create them, never CreateTopics
+        self._create_topic_async = create_topic_async
+        self._delete_topic = delete_topic
+        self._add_partitions = add_partitions
+        self._set_topic_configs = set_topic_configs
+        self._check_partition_budget = check_partition_budget
 
-async def _set_broker_configs(broker, name: str, configs: dict[str, str], validate_only: bool) -> None:
-    """Replace a broker's (or the default's) dynamic configs; they apply to every partition at once."""
-    entity = _broker_entity(broker, name)
-    try:
-        validate_dynamic_broker_configs(configs)
-    except ConfigError as exc:
-        error = Errors.InvalidRequestError if "dynamically" in str(exc) else Errors.InvalidConfigurationError
-        raise MetadataError(error, str(exc)) from None
-    if validate_only:
-        return
-    current = broker.entity_configs.get("brokers", entity)
-    await asyncio.get_running_loop().run_in_executor(
-        None, broker.entity_configs.alter, "brokers", entity, configs, [k for k in current if k not in configs])
-    log.info("dynamic configs of broker %s are now %s", entity, configs)
+    def _require_topic(self, ctx, operation, name: str) -> None:
+        _require(self._access.allowed(ctx, operation, access.TOPIC, name), Errors.TopicAuthorizationFailedError,
+                 f"{operation.name} on topic {name!r} is not allowed for {ctx.connection.principal}")
 
+    def _require_cluster(self, ctx, operation) -> None:
+        _require(self._access.allowed_cluster(ctx, operation), Errors.ClusterAuthorizationFailedError,
+                 f"{operation.name} on the cluster is not allowed for {ctx.connection.principal}")
 
-async def _alter_each(broker, ctx, request, broker_configs, topic_configs, response_class):
-    """The loop AlterConfigs and IncrementalAlterConfigs share: per resource, check ALTER_CONFIGS, compute the
-    new configs (``broker_configs(entity, resource)`` / ``topic_configs(info, resource)``) and store them;
-    an error answers that resource only."""
-    results = []
-    for resource in request.resources:
+    def _check_replication(self, factor: int, assignments) -> None:
+        """Replication factor and explicit assignments against the brokers there are (this one alone on a single
+        node)."""
+        live = sorted(self._metadata.brokers) if self._clustered else [self._broker_id]
+        if factor > len(live):
+            raise MetadataError(Errors.InvalidReplicationFactorError,
+                                f"Replication factor: {factor} larger than available brokers: {len(live)}.")
+        for assignment in assignments:
+            replicas = list(assignment)
+            unknown = [b for b in replicas if b not in live]
+            if unknown or len(set(replicas)) != len(replicas) or not replicas:
+                raise MetadataError(Errors.InvalidReplicationAssignmentError,
+                                    f"replica assignment {replicas} must name distinct live brokers of {live}")
+            if len(replicas) != factor:
+                raise MetadataError(Errors.InvalidReplicationAssignmentError,
+                                    f"replica assignment {replicas} has {len(replicas)} replicas, not {factor} "
+                                    f"like the first partition's")
+
+    async def create_topics(self, ctx, request):
+        results = []
+        seen = {}
+        for topic in request.topics:
+            seen[topic.name] = seen.get(topic.name, 0) + 1
+        create_any = self._access.allowed_cluster(ctx, access.CREATE)  # Kafka: CREATE on the cluster or the topic
+        for topic in request.topics:
+            configs = {c.name: c.value for c in topic.configs}
+            partitions = topic.num_partitions
+            factor = topic.replication_factor
+            try:
+                if seen[topic.name] > 1:
+                    raise MetadataError(Errors.InvalidRequestError, f"topic {topic.name!r} appears more than once")
+                if not create_any:
+                    self._require_topic(ctx, access.CREATE, topic.name)
+                if topic.name in self._internal_topics and topic.name not in self._metadata.topics:
+                    # its coordinator creates it on first use with its own configs (an existing one: ALREADY_EXISTS)
+                    raise MetadataError(Errors.InvalidRequestError,
+                                        f"Creation of internal topic {topic.name} is prohibited.")
+                if topic.assignments:
+                    if partitions != -1 or factor != -1:
+                        raise MetadataError(Errors.InvalidRequestError,
+                                            "give either replica assignments or partitions and replication factor")
+                    partitions = len(topic.assignments)
+                    factor = len(topic.assignments[0].broker_ids)
+                    ordered = sorted(topic.assignments, key=lambda a: a.partition_index)
+                    assignment = [list(a.broker_ids) for a in ordered]
+                    if [a.partition_index for a in ordered] != list(range(partitions)):
+                        raise MetadataError(Errors.InvalidReplicationAssignmentError,
+                                            "replica assignments must cover partitions 0..n-1 once each")
+                    self._check_replication(factor, assignment)
+                else:
+                    assignment = None
+                if partitions == -1:
+                    partitions = self._config.get("num.partitions")
+                if factor == -1:
+                    factor = self._config.get("default.replication.factor")
+                if factor < 1:
+                    raise MetadataError(Errors.InvalidReplicationFactorError,
+                                        f"replication factor {factor} must be >= 1")
+                self._check_replication(factor, [])
+                if request.validate_only:
+                    self._metadata.check_new_topic(topic.name, partitions, configs)
+                    self._check_partition_budget(partitions * factor if self._clustered else partitions,
+                                                 f"topic {topic.name!r}")
+                    info = None
+                else:
+                    info = await self._create_topic_async(
+                        topic.name, partitions, configs,
+                        replication_factor=factor if self._clustered else None,
+                        assignment=assignment if self._clustered else None)
+            except Exception as exc:
+                code, message = error_of(exc)
+                results.append(CreatedTopic(name=topic.name, topic_id=None, error_code=code, error_message=message,
+                                            num_partitions=-1, replication_factor=-1, configs=None))
+                continue
+            if not self._access.allowed(ctx, access.DESCRIBE_CONFIGS, access.TOPIC, topic.name):
+                # Kafka: the created topic's configs, partitions and factor only for DESCRIBE_CONFIGS on it
+                results.append(CreatedTopic(
+                    name=topic.name, topic_id=info.topic_id if info else None, error_code=0, error_message=None,
+                    num_partitions=-1, replication_factor=-1, configs=[],
+                    topic_config_error_code=Errors.TopicAuthorizationFailedError.errno))
+                continue
+            results.append(CreatedTopic(
+                name=topic.name, topic_id=info.topic_id if info else None, error_code=0, error_message=None,
+                num_partitions=partitions, replication_factor=factor,
+                configs=[CreatedTopic.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
+                                                            config_source=e.config_source, is_sensitive=False)
+                         for e in self._topic_entries(configs, None, False, False)]))
+        return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+    async def delete_topics(self, ctx, request):
+        if ctx.version >= 6:
+            wanted = [(t.name, t.topic_id) for t in request.topics]
+        else:
+            wanted = [(name, None) for name in request.topic_names]
+        results = []
+        for name, topic_id in wanted:
+            try:
+                if not self._config.get("delete.topic.enable"):
+                    raise MetadataError(Errors.TopicDeletionDisabledError,
+                                        "delete.topic.enable is false on this broker")
+                if name is None:
+                    info = self._metadata.topics_by_id.get(topic_id)
+                    if info is None:
+                        raise MetadataError(Errors.UnknownTopicIdError, f"no topic has id {topic_id}")
+                    if not self._access.allowed(ctx, access.DESCRIBE, access.TOPIC, info.name):
+                        # Kafka: by id, the name is told only to a principal that may DESCRIBE the topic
+                        raise MetadataError(Errors.TopicAuthorizationFailedError,
+                                            f"DESCRIBE on the topic with id {topic_id} is not allowed")
+                    name = info.name
+                self._require_topic(ctx, access.DELETE, name)
+                await self._delete_topic(name)
+                code, message = 0, None
+            except Exception as exc:
+                code, message = error_of(exc)
+            results.append(DeletedTopic(name=name, topic_id=topic_id, error_code=code, error_message=message))
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+    async def create_partitions(self, ctx, request):
+        results = []
+        for topic in request.topics:
+            try:
+                self._require_topic(ctx, access.ALTER, topic.name)
+                info = self._metadata.check_partition_count(topic.name, topic.count)
+                if topic.assignments is not None:
+                    if len(topic.assignments) != topic.count - info.partitions:
+                        raise MetadataError(Errors.InvalidReplicationAssignmentError,
+                                            f"{len(topic.assignments)} assignments for "
+                                            f"{topic.count - info.partitions} new partitions")
+                    self._check_replication(len(info.replicas_of(0, self._broker_id)),
+                                            [a.broker_ids for a in topic.assignments])
+                if request.validate_only:
+                    self._check_partition_budget(topic.count - info.partitions,
+                                                 f"{topic.count - info.partitions} more partitions of {topic.name!r}")
+                else:
+                    await self._add_partitions(topic.name, topic.count)
+                code, message = 0, None
+            except Exception as exc:
+                code, message = error_of(exc)
+            results.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=topic.name, error_code=code, error_message=message))
+        return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+    def _topic_entries(self, overrides, keys, synonyms, docs) -> list[_Entry]:
+        entries = []
+        for name, definition in TOPIC_CONFIGS.items():
+            if (keys is not None and name not in keys) or _internal(name):
+                continue
+            broker_name = definition.default
+            broker_source = _SOURCES[self._config.source(broker_name)]
+            chain = []
+            if name in overrides:
+                chain.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+            chain.append((broker_name, self._config.raw(broker_name), broker_source))
+            value, source = chain[0][1], chain[0][2]
+            entries.append(_Entry(name, value, False, source, chain if synonyms else [],
+                                  definition.doc if docs else None,
+                                  _config_type(name, BROKER_CONFIGS[broker_name].default)))
+        return entries
+
+    def _broker_entries(self, keys, synonyms, docs) -> list[_Entry]:
+        entries = []
+        for name, definition in BROKER_CONFIGS.items():
+            if (keys is not None and name not in keys) or _internal(name):
+                continue
+            source = _SOURCES[self._config.source(name)]
+            value = None if definition.sensitive else self._config.raw(name)  # Kafka: sensitive values are null
+            entry = _Entry(name, value, name not in DYNAMIC_BROKER_CONFIGS, source,
+                           [(name, value, source)] if synonyms else [],
+                           definition.doc if docs else None, _config_type(name, definition.default))
+            entry.sensitive = definition.sensitive
+            entries.append(entry)
+        return entries
+
+    async def describe_configs(self, ctx, request):
+        results = []
+        for resource in request.resources:
+            keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+            try:
+                if resource.resource_type == TOPIC:
+                    self._require_topic(ctx, access.DESCRIBE_CONFIGS, resource.resource_name)
+                    info = self._metadata.get(resource.resource_name)
+                    entries = self._topic_entries(info.configs, keys, request.include_synonyms,
+                                                  request.include_documentation)
+                elif resource.resource_type == BROKER:
+                    self._require_cluster(ctx, access.DESCRIBE_CONFIGS)
+                    if resource.resource_name not in ("", str(self._broker_id)):
+                        raise MetadataError(Errors.InvalidRequestError,
+                                            f"this is broker {self._broker_id}, not {resource.resource_name!r}")
+                    entries = self._broker_entries(keys, request.include_synonyms, request.include_documentation)
+                else:
+                    raise MetadataError(Errors.InvalidRequestError, f"resource type {resource.resource_type} is not "
+                                                                    f"described here (2 topic, 4 broker)")
+                code, message = 0, None
+            except Exception as exc:
+                code, message = error_of(exc)
+                entries = []
+            configs = [DescribedConfig(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.config_source,
+                is_default=e.is_default, is_sensitive=e.sensitive,
+                synonyms=[DescribedConfig.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms],
+                config_type=e.type, documentation=e.doc) for e in entries]
+            results.append(Described(error_code=code, error_message=message, resource_type=resource.resource_type,
+                                     resource_name=resource.resource_name, configs=configs))
+        return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+    def _broker_entity(self, name: str) -> str:
+        """The /config/brokers entity of a BROKER resource name: <default> for "", else a broker id."""
+        if name == "":
+            return "<default>"
+        if not name.isdigit():
+            raise MetadataError(Errors.InvalidRequestError, f"broker resource name {name!r} is not a broker id")
+        if not self._clustered and int(name) != self._broker_id:
+            raise MetadataError(Errors.InvalidRequestError, f"this is broker {self._broker_id}, not {name}")
+        return name
+
+    async def _set_broker_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
+        """Replace a broker's (or the default's) dynamic configs; they apply to every partition at once."""
+        entity = self._broker_entity(name)
         try:
-            if resource.resource_type == BROKER:
-                _require_cluster(broker, ctx, access.ALTER_CONFIGS)
-                configs = broker_configs(_broker_entity(broker, resource.resource_name), resource)
-                await _set_broker_configs(broker, resource.resource_name, configs, request.validate_only)
-            elif resource.resource_type == TOPIC:
-                _require_topic(broker, ctx, access.ALTER_CONFIGS, resource.resource_name)
-                info = broker.metadata.get(resource.resource_name)
-                _set_topic_configs(broker, info, topic_configs(info, resource), request.validate_only)
-            else:
-                raise MetadataError(Errors.InvalidRequestError,
-                                    f"resource type {resource.resource_type} cannot be altered (2 topic, 4 broker)")
-            code, message = 0, None
-        except Exception as exc:
-            code, message = error_of(exc)
-        results.append(response_class.AlterConfigsResourceResponse(
-            error_code=code, error_message=message, resource_type=resource.resource_type,
-            resource_name=resource.resource_name))
-    return response_class(throttle_time_ms=0, responses=results)
+            validate_dynamic_broker_configs(configs)
+        except ConfigError as exc:
+            error = Errors.InvalidRequestError if "dynamically" in str(exc) else Errors.InvalidConfigurationError
+            raise MetadataError(error, str(exc)) from None
+        if validate_only:
+            return
+        current = self._entity_configs.get("brokers", entity)
+        await asyncio.get_running_loop().run_in_executor(
+            None, self._entity_configs.alter, "brokers", entity, configs, [k for k in current if k not in configs])
+        log.info("dynamic configs of broker %s are now %s", entity, configs)
 
+    async def _alter_each(self, ctx, request, broker_configs, topic_configs, response_class):
+        """The loop AlterConfigs and IncrementalAlterConfigs share: per resource, check ALTER_CONFIGS, compute the
+        new configs (``broker_configs(entity, resource)`` / ``topic_configs(info, resource)``) and store them;
+        an error answers that resource only."""
+        results = []
+        for resource in request.resources:
+            try:
+                if resource.resource_type == BROKER:
+                    self._require_cluster(ctx, access.ALTER_CONFIGS)
+                    configs = broker_configs(self._broker_entity(resource.resource_name), resource)
+                    await self._set_broker_configs(resource.resource_name, configs, request.validate_only)
+                elif resource.resource_type == TOPIC:
+                    self._require_topic(ctx, access.ALTER_CONFIGS, resource.resource_name)
+                    info = self._metadata.get(resource.resource_name)
+                    self._alter_topic_configs(info, topic_configs(info, resource), request.validate_only)
+                else:
+                    raise MetadataError(Errors.InvalidRequestError,
+                                        f"resource type {resource.resource_type} cannot be altered (2 topic, 4 broker)")
+                code, message = 0, None
+            except Exception as exc:
+                code, message = error_of(exc)
+            results.append(response_class.AlterConfigsResourceResponse(
+                error_code=code, error_message=message, resource_type=resource.resource_type,
+                resource_name=resource.resource_name))
+        return response_class(throttle_time_ms=0, responses=results)
 
-async def incremental_alter_configs(broker, ctx, request):
-    """Each config SET, DELETE, APPENDed or SUBTRACTed on the resource's current overrides."""
-    return await _alter_each(
-        broker, ctx, request,
-        lambda entity, resource: _altered(broker.entity_configs.get("brokers", entity), resource.configs),
-        lambda info, resource: _altered(info.configs, resource.configs), IncrementalAlterConfigsResponse)
+    async def incremental_alter_configs(self, ctx, request):
+        """Each config SET, DELETE, APPENDed or SUBTRACTed on the resource's current overrides."""
+        return await self._alter_each(
+            ctx, request,
+            lambda entity, resource: _altered(self._entity_configs.get("brokers", entity), resource.configs),
+            lambda info, resource: _altered(info.configs, resource.configs), IncrementalAlterConfigsResponse)
 
+    def _alter_topic_configs(self, info, configs: dict[str, str], validate_only: bool) -> None:
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as exc:
+            raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+        if not validate_only:
+            self._set_topic_configs(info.name, configs)
 
-def _set_topic_configs(broker, info, configs: dict[str, str], validate_only: bool) -> None:
-    try:
-        validate_topic_configs(configs)
-    except ConfigError as exc:
-        raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
-    if not validate_only:
-        broker.set_topic_configs(info.name, configs)
-
-
-async def alter_configs(broker, ctx, request):
-    """AlterConfigs (API 33), Kafka's legacy form: the given configs *replace* the resource's overrides."""
-    def given(_, resource):
-        return {c.name: c.value for c in resource.configs}
-    return await _alter_each(broker, ctx, request, given, given, AlterConfigsResponse)
+    async def alter_configs(self, ctx, request):
+        """AlterConfigs (API 33), Kafka's legacy form: the given configs *replace* the resource's overrides."""
+        def given(_, resource):
+            return {c.name: c.value for c in resource.configs}
+        return await self._alter_each(ctx, request, given, given, AlterConfigsResponse)

@@ -1,9 +1,9 @@
 """Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
 WriteTxnMarkers, ListTransactions and DescribeTransactions.
 
-Each handler reads its version's fields, calls the transaction coordinator
-(``broker.transactions``, a ``broker_sim.coordinator.txn.service.TxnService``),
-the group coordinator (TxnOffsetCommit) or the partitions (WriteTxnMarkers),
+Each ``TransactionApis`` handler reads its version's fields, calls the transaction coordinator
+(``transactions``, a ``broker_sim.coordinator.txn.service.TxnService``), the producer id manager
+(an idempotent InitProducerId), the group coordinator (TxnOffsetCommit) or the marker writer (WriteTxnMarkers),
 and builds the response; the rules live in the coordinators.  The one rule
 kept here is Kafka's per-version error mapping: PRODUCER_FENCED (KIP-588)
 reaches clients only on the versions that know it, older ones get
@@ -15,6 +15,8 @@ TxnOffsetCommit; WRITE on each topic added; READ on the group whose offsets join
 """
 from __future__ import annotations
 
+from typing import Awaitable, Callable
+
 import kafka.errors as Errors
 from kafka.protocol.admin import DescribeTransactionsResponse, ListTransactionsResponse
 from kafka.protocol.producer import (
@@ -23,10 +25,10 @@ from kafka.protocol.producer import (
 )
 
 from broker_sim.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset
-from broker_sim.coordinator.txn import markers as txn_markers
 from broker_sim.coordinator.txn.state import parse_state
 from broker_sim.server.cluster_member import INTERNAL_TOPICS
 from broker_sim.server.handlers import access
+from broker_sim.server.handlers.access import Access
 
 PRODUCER_FENCED = Errors.ProducerFencedError.errno
 INVALID_PRODUCER_EPOCH = Errors.InvalidProducerEpochError.errno
@@ -37,40 +39,10 @@ GROUP_AUTHORIZATION_FAILED = Errors.GroupAuthorizationFailedError.errno
 OPERATION_NOT_ATTEMPTED = Errors.OperationNotAttemptedError.errno
 
 
-def _txn_allowed(broker, ctx, transactional_id: str) -> bool:
-    return access.allowed(broker, ctx, access.WRITE, access.TXN, transactional_id)
-
-
 def _fenced_as(error: int, version: int, first_version: int) -> int:
     """PRODUCER_FENCED on versions that have it (``first_version`` on), INVALID_PRODUCER_EPOCH before."""
     return INVALID_PRODUCER_EPOCH if error == PRODUCER_FENCED and version < first_version else error
 
-
-# --- InitProducerId ---------------------------------------------------------------------
-
-async def init_producer_id(broker, ctx, request):
-    version = ctx.version
-    expected_id = request.producer_id if version >= 3 else -1
-    expected_epoch = request.producer_epoch if version >= 3 else -1
-    if request.transactional_id is None:
-        # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
-        if not (access.allowed_cluster(broker, ctx, access.IDEMPOTENT_WRITE)
-                or access.allowed_any(broker, ctx, access.WRITE, access.TOPIC)):
-            return InitProducerIdResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
-                                          producer_id=-1, producer_epoch=-1)
-        producer_id, epoch = broker.producer_ids.init_idempotent(expected_id, expected_epoch)
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id,
-                                      producer_epoch=epoch)
-    if not _txn_allowed(broker, ctx, request.transactional_id):
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED, producer_id=-1,
-                                      producer_epoch=-1)
-    result = await broker.transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
-                                                        expected_id, expected_epoch)
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=_fenced_as(result.error, version, 4),
-                                  producer_id=result.producer_id, producer_epoch=result.producer_epoch)
-
-
-# --- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------------
 
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
@@ -86,180 +58,217 @@ def _topic_results(cls, results: dict[tuple[str, int], int], version: int) -> li
     return [cls(name=topic, results_by_partition=partitions) for topic, partitions in by_topic.items()]
 
 
-def _add_partitions_denied(broker, ctx, transactional_id: str, partitions) -> dict | None:
-    """Kafka's checks: WRITE on the transactional id (every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-    then WRITE on each topic (those TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED).  Internal
-    topics are never a client's to write in a transaction: TOPIC_AUTHORIZATION_FAILED for anyone, as Kafka."""
-    if not _txn_allowed(broker, ctx, transactional_id):
-        return dict.fromkeys(partitions, TXN_AUTHORIZATION_FAILED)
-    denied = {t for t, _ in partitions
-              if t in INTERNAL_TOPICS or not access.allowed(broker, ctx, access.WRITE, access.TOPIC, t)}
-    if denied:
-        return {(t, p): TOPIC_AUTHORIZATION_FAILED if t in denied else OPERATION_NOT_ATTEMPTED for t, p in partitions}
-    return None
-
-
-async def add_partitions_to_txn(broker, ctx, request):
-    version = ctx.version
-    if version <= 3:
-        partitions = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-        results = _add_partitions_denied(broker, ctx, request.v3_and_below_transactional_id, partitions)
-        if results is None:
-            results = await broker.transactions.add_partitions(request.v3_and_below_transactional_id,
-                                                               request.v3_and_below_producer_id,
-                                                               request.v3_and_below_producer_epoch, partitions)
-        return AddPartitionsToTxnResponse(throttle_time_ms=0,
-                                          results_by_topic_v3_and_below=_topic_results(TopicResult, results, version))
-    answers = []
-    # v4 is the broker-to-broker form: with an authorizer it needs CLUSTER_ACTION, as in Kafka
-    if broker.authorizer is not None and not access.cluster_action(broker, ctx):
-        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
-                                          results_by_transaction=[])
-    for txn in request.transactions:
-        partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
-        results = await broker.transactions.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                                           partitions, verify_only=txn.verify_only)
-        answers.append(TxnResult(transactional_id=txn.transactional_id,
-                                 topic_results=_topic_results(TxnResult.AddPartitionsToTxnTopicResult, results,
-                                                              version)))
-    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=answers)
-
-
-async def add_offsets_to_txn(broker, ctx, request):
-    if not _txn_allowed(broker, ctx, request.transactional_id):
-        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED)
-    if not access.allowed(broker, ctx, access.READ, access.GROUP, request.group_id):
-        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
-    broker.groups.ensure_topic()
-    error = await broker.transactions.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
-                                                  request.group_id, broker.groups.partition_of(request.group_id))
-    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
-
-
-# --- EndTxn ----------------------------------------------------------------------------------
-
-async def end_txn(broker, ctx, request):
-    if not _txn_allowed(broker, ctx, request.transactional_id):
-        return EndTxnResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED)
-    error = await broker.transactions.end_transaction(request.transactional_id, request.producer_id,
-                                                      request.producer_epoch, request.committed)
-    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
-
-
-# --- TxnOffsetCommit ---------------------------------------------------------------------------
-
 CommitTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 CommitPartition = CommitTopic.TxnOffsetCommitResponsePartition
 
-
-async def txn_offset_commit(broker, ctx, request):
-    version = ctx.version
-    commits = [(topic.name, p.partition_index, CommittedOffset(
-                   offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
-                   metadata=p.committed_metadata or ""))
-               for topic in request.topics for p in topic.partitions]
-    denied_error = None
-    if not _txn_allowed(broker, ctx, request.transactional_id):
-        denied_error = TXN_AUTHORIZATION_FAILED
-    elif not access.allowed(broker, ctx, access.READ, access.GROUP, request.group_id):
-        denied_error = GROUP_AUTHORIZATION_FAILED
-    denied_topics = {t.name for t in request.topics if not access.allowed(broker, ctx, access.READ, access.TOPIC,
-                                                                          t.name)}
-    error = 0
-    if denied_error is None:
-        broker.groups.ensure_topic()
-        error = broker.transactions.verify_partition(request.transactional_id, request.producer_id,
-                                                     request.producer_epoch, OFFSETS_TOPIC,
-                                                     broker.groups.partition_of(request.group_id))
-    if denied_error is not None:
-        results = {(t, p): denied_error for t, p, _ in commits}
-    elif denied_topics:
-        results = {(t, p): TOPIC_AUTHORIZATION_FAILED if t in denied_topics else OPERATION_NOT_ATTEMPTED
-                   for t, p, _ in commits}
-    elif error:
-        results = {(t, p): error for t, p, _ in commits}
-    else:
-        results = await broker.groups.commit_txn_offsets(
-            request.group_id, request.producer_id, request.producer_epoch,
-            request.member_id if version >= 3 else "", request.group_instance_id if version >= 3 else None,
-            request.generation_id if version >= 3 else -1, commits)
-    topics = [CommitTopic(name=topic.name, partitions=[
-                  CommitPartition(partition_index=p.partition_index,
-                                  # no TxnOffsetCommit version knows PRODUCER_FENCED
-                                  error_code=_fenced_as(results[(topic.name, p.partition_index)], 0, 1))
-                  for p in topic.partitions])
-              for topic in request.topics]
-    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
-
-
-# --- WriteTxnMarkers -----------------------------------------------------------------------------
 
 MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
 MarkerTopic = MarkerResult.WritableTxnMarkerTopicResult
 MarkerPartition = MarkerTopic.WritableTxnMarkerPartitionResult
 
 
-async def write_txn_markers(broker, ctx, request):
-    answers = []
-    for marker in request.markers:
-        partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-        if not access.cluster_action(broker, ctx):
-            # a broker-to-broker API: a client's markers would commit or abort other producers' transactions
-            results = dict.fromkeys(partitions, CLUSTER_AUTHORIZATION_FAILED)
-        elif broker.cluster is not None:  # answered once the ISR has the markers
-            results = await txn_markers.write_txn_markers_replicated(
-                broker, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
-                marker.transaction_result, partitions)
-        else:
-            results = txn_markers.write_txn_markers(broker, marker.producer_id, marker.producer_epoch,
-                                                   marker.coordinator_epoch, marker.transaction_result, partitions)
-        answers.append(MarkerResult(producer_id=marker.producer_id, topics=[
-            MarkerTopic(name=t.name, partitions=[MarkerPartition(partition_index=p, error_code=results[(t.name, p)])
-                                                 for p in t.partition_indexes])
-            for t in marker.topics]))
-    return WriteTxnMarkersResponse(markers=answers)
-
-
-# --- admin --------------------------------------------------------------------------------------
-
-async def list_transactions(broker, ctx, request):
-    version = ctx.version
-    states = [parse_state(name) for name in request.state_filters or []]
-    unknown = [name for name, state in zip(request.state_filters or [], states) if state is None]
-    if states and all(state is None for state in states):
-        listed = []  # only unknown states asked for: nothing matches
-    else:
-        listed = broker.transactions.list_transactions(
-            [s for s in states if s is not None], request.producer_id_filters or [],
-            request.duration_filter if version >= 1 else -1,
-            request.transactional_id_pattern if version >= 2 else None)
-    listed = [entry for entry in listed if access.allowed(broker, ctx, access.DESCRIBE, access.TXN, entry[0])]
-    return ListTransactionsResponse(
-        throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
-        transaction_states=[ListTransactionsResponse.TransactionState(transactional_id=txn_id, producer_id=pid,
-                                                                      transaction_state=state)
-                            for txn_id, pid, state in listed])
-
-
 Described = DescribeTransactionsResponse.TransactionState
 
 
-async def describe_transactions(broker, ctx, request):
-    described = []
-    for txn_id in request.transactional_ids:
-        if not access.allowed(broker, ctx, access.DESCRIBE, access.TXN, txn_id):
-            described.append(Described(error_code=TXN_AUTHORIZATION_FAILED, transactional_id=txn_id,
-                                       transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
-                                       producer_id=-1, producer_epoch=-1, topics=[]))
-            continue
-        d = broker.transactions.describe(txn_id)
-        topics: dict[str, list[int]] = {}
-        for topic, index in d.partitions:  # topics the caller may not DESCRIBE are left out, as Kafka
-            if access.allowed(broker, ctx, access.DESCRIBE, access.TOPIC, topic):
-                topics.setdefault(topic, []).append(index)
-        described.append(Described(
-            error_code=d.error, transactional_id=txn_id, transaction_state=d.state,
-            transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_ms, producer_id=d.producer_id,
-            producer_epoch=d.producer_epoch,
-            topics=[Described.TopicData(topic=t, partitions=ps) for t, ps in topics.items()]))
-    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=described)
+class TransactionApis:
+    def __init__(self, access: Access, transactions, groups, producer_ids, *,
+                 write_markers: Callable[..., dict[tuple[str, int], int]],
+                 write_markers_replicated: Callable[..., Awaitable[dict[tuple[str, int], int]]] | None) -> None:
+        self._access = access
+        self._transactions = transactions
+        self._groups = groups  # TxnOffsetCommit's offsets and AddOffsetsToTxn's partition are the group's
+        self._producer_ids = producer_ids  # idempotent producers' ids
+        # (producer id, epoch, coordinator epoch, commit, partitions) -> error code per partition; in a cluster the
+        # replicated one answers once the ISR has the markers
+        self._write_markers = write_markers
+        self._write_markers_replicated = write_markers_replicated
+
+    def _txn_allowed(self, ctx, transactional_id: str) -> bool:
+        return self._access.allowed(ctx, access.WRITE, access.TXN, transactional_id)
+
+    # --- InitProducerId ---------------------------------------------------------------------------
+
+    async def init_producer_id(self, ctx, request):
+        version = ctx.version
+        expected_id = request.producer_id if version >= 3 else -1
+        expected_epoch = request.producer_epoch if version >= 3 else -1
+        if request.transactional_id is None:
+            # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+            if not (self._access.allowed_cluster(ctx, access.IDEMPOTENT_WRITE)
+                    or self._access.allowed_any(ctx, access.WRITE, access.TOPIC)):
+                return InitProducerIdResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                              producer_id=-1, producer_epoch=-1)
+            producer_id, epoch = self._producer_ids.init_idempotent(expected_id, expected_epoch)
+            return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id,
+                                          producer_epoch=epoch)
+        if not self._txn_allowed(ctx, request.transactional_id):
+            return InitProducerIdResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED, producer_id=-1,
+                                          producer_epoch=-1)
+        result = await self._transactions.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, expected_id, expected_epoch)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=_fenced_as(result.error, version, 4),
+                                      producer_id=result.producer_id, producer_epoch=result.producer_epoch)
+
+    # --- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------
+
+    def _add_partitions_denied(self, ctx, transactional_id: str, partitions) -> dict | None:
+        """Kafka's checks: WRITE on the transactional id (every partition answers
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic (those TOPIC_AUTHORIZATION_FAILED, the
+        others OPERATION_NOT_ATTEMPTED).  Internal topics are never a client's to write in a transaction:
+        TOPIC_AUTHORIZATION_FAILED for anyone, as Kafka."""
+        if not self._txn_allowed(ctx, transactional_id):
+            return dict.fromkeys(partitions, TXN_AUTHORIZATION_FAILED)
+        denied = {t for t, _ in partitions
+                  if t in INTERNAL_TOPICS or not self._access.allowed(ctx, access.WRITE, access.TOPIC, t)}
+        if denied:
+            return {(t, p): TOPIC_AUTHORIZATION_FAILED if t in denied else OPERATION_NOT_ATTEMPTED
+                    for t, p in partitions}
+        return None
+
+    async def add_partitions_to_txn(self, ctx, request):
+        version = ctx.version
+        if version <= 3:
+            partitions = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+            results = self._add_partitions_denied(ctx, request.v3_and_below_transactional_id, partitions)
+            if results is None:
+                results = await self._transactions.add_partitions(
+                    request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                    request.v3_and_below_producer_epoch, partitions)
+            return AddPartitionsToTxnResponse(
+                throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(TopicResult, results, version))
+        answers = []
+        # v4 is the broker-to-broker form: with an authorizer it needs CLUSTER_ACTION, as in Kafka
+        if self._access.enabled and not self._access.cluster_action(ctx):
+            return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                              results_by_transaction=[])
+        for txn in request.transactions:
+            partitions = [(t.name, p) for t in txn.topics for p in t.partitions]
+            results = await self._transactions.add_partitions(
+                txn.transactional_id, txn.producer_id, txn.producer_epoch, partitions, verify_only=txn.verify_only)
+            answers.append(TxnResult(transactional_id=txn.transactional_id,
+                                     topic_results=_topic_results(TxnResult.AddPartitionsToTxnTopicResult, results,
+                                                                  version)))
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=answers)
+
+    async def add_offsets_to_txn(self, ctx, request):
+        if not self._txn_allowed(ctx, request.transactional_id):
+            return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED)
+        if not self._access.allowed(ctx, access.READ, access.GROUP, request.group_id):
+            return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
+        self._groups.ensure_topic()
+        error = await self._transactions.add_offsets(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.group_id,
+            self._groups.partition_of(request.group_id))
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
+
+    # --- EndTxn -----------------------------------------------------------------------------------
+
+    async def end_txn(self, ctx, request):
+        if not self._txn_allowed(ctx, request.transactional_id):
+            return EndTxnResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED)
+        error = await self._transactions.end_transaction(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.committed)
+        return EndTxnResponse(throttle_time_ms=0, error_code=_fenced_as(error, ctx.version, 2))
+
+    # --- TxnOffsetCommit --------------------------------------------------------------------------
+
+    async def txn_offset_commit(self, ctx, request):
+        version = ctx.version
+        commits = [(topic.name, p.partition_index, CommittedOffset(
+                       offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+                       metadata=p.committed_metadata or ""))
+                   for topic in request.topics for p in topic.partitions]
+        denied_error = None
+        if not self._txn_allowed(ctx, request.transactional_id):
+            denied_error = TXN_AUTHORIZATION_FAILED
+        elif not self._access.allowed(ctx, access.READ, access.GROUP, request.group_id):
+            denied_error = GROUP_AUTHORIZATION_FAILED
+        denied_topics = {t.name for t in request.topics if not self._access.allowed(ctx, access.READ, access.TOPIC,
+                                                                                    t.name)}
+        error = 0
+        if denied_error is None:
+            self._groups.ensure_topic()
+            error = self._transactions.verify_partition(request.transactional_id, request.producer_id,
+                                                        request.producer_epoch, OFFSETS_TOPIC,
+                                                        self._groups.partition_of(request.group_id))
+        if denied_error is not None:
+            results = {(t, p): denied_error for t, p, _ in commits}
+        elif denied_topics:
+            results = {(t, p): TOPIC_AUTHORIZATION_FAILED if t in denied_topics else OPERATION_NOT_ATTEMPTED
+                       for t, p, _ in commits}
+        elif error:
+            results = {(t, p): error for t, p, _ in commits}
+        else:
+            results = await self._groups.commit_txn_offsets(
+                request.group_id, request.producer_id, request.producer_epoch,
+                request.member_id if version >= 3 else "", request.group_instance_id if version >= 3 else None,
+                request.generation_id if version >= 3 else -1, commits)
+        topics = [CommitTopic(name=topic.name, partitions=[
+                      CommitPartition(partition_index=p.partition_index,
+                                      # no TxnOffsetCommit version knows PRODUCER_FENCED
+                                      error_code=_fenced_as(results[(topic.name, p.partition_index)], 0, 1))
+                      for p in topic.partitions])
+                  for topic in request.topics]
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+    # --- WriteTxnMarkers --------------------------------------------------------------------------
+
+    async def write_txn_markers(self, ctx, request):
+        answers = []
+        for marker in request.markers:
+            partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+            if not self._access.cluster_action(ctx):
+                # a broker-to-broker API: a client's markers would commit or abort other producers' transactions
+                results = dict.fromkeys(partitions, CLUSTER_AUTHORIZATION_FAILED)
+            elif self._write_markers_replicated is not None:  # a cluster: answered once the ISR has the markers
+                results = await self._write_markers_replicated(
+                    marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, marker.transaction_result,
+                    partitions)
+            else:
+                results = self._write_markers(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                              marker.transaction_result, partitions)
+            answers.append(MarkerResult(producer_id=marker.producer_id, topics=[
+                MarkerTopic(name=t.name, partitions=[MarkerPartition(partition_index=p, error_code=results[(t.name, p)])
+                                                     for p in t.partition_indexes])
+                for t in marker.topics]))
+        return WriteTxnMarkersResponse(markers=answers)
+
+    # --- admin ------------------------------------------------------------------------------------
+
+    async def list_transactions(self, ctx, request):
+        version = ctx.version
+        states = [parse_state(name) for name in request.state_filters or []]
+        unknown = [name for name, state in zip(request.state_filters or [], states) if state is None]
+        if states and all(state is None for state in states):
+            listed = []  # only unknown states asked for: nothing matches
+        else:
+            listed = self._transactions.list_transactions(
+                [s for s in states if s is not None], request.producer_id_filters or [],
+                request.duration_filter if version >= 1 else -1,
+                request.transactional_id_pattern if version >= 2 else None)
+        listed = [entry for entry in listed if self._access.allowed(ctx, access.DESCRIBE, access.TXN, entry[0])]
+        return ListTransactionsResponse(
+            throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
+            transaction_states=[ListTransactionsResponse.TransactionState(transactional_id=txn_id, producer_id=pid,
+                                                                          transaction_state=state)
+                                for txn_id, pid, state in listed])
+
+    async def describe_transactions(self, ctx, request):
+        described = []
+        for txn_id in request.transactional_ids:
+            if not self._access.allowed(ctx, access.DESCRIBE, access.TXN, txn_id):
+                described.append(Described(error_code=TXN_AUTHORIZATION_FAILED, transactional_id=txn_id,
+                                           transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                                           producer_id=-1, producer_epoch=-1, topics=[]))
+                continue
+            d = self._transactions.describe(txn_id)
+            topics: dict[str, list[int]] = {}
+            for topic, index in d.partitions:  # topics the caller may not DESCRIBE are left out, as Kafka
+                if self._access.allowed(ctx, access.DESCRIBE, access.TOPIC, topic):
+                    topics.setdefault(topic, []).append(index)
+            described.append(Described(
+                error_code=d.error, transactional_id=txn_id, transaction_state=d.state,
+                transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_ms, producer_id=d.producer_id,
+                producer_epoch=d.producer_epoch,
+                topics=[Described.TopicData(topic=t, partitions=ps) for t, ps in topics.items()]))
+        return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=described)
