@@ -34,7 +34,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, 
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from broker_sim.protocol.client import WireConnection
+from broker_sim.protocol.client import WireConnection, split_address
 
 # Fetch responses go straight into Arrow: a bigger kernel buffer keeps the broker streaming while Python decodes.
 _RECEIVE_BUFFER = 4 << 20
@@ -271,9 +271,9 @@ def check_login(address: str, config: dict, timeout_s: float = 30.0) -> None:
     login = sasl_login_for(config)
     if login is None:
         return
-    host, _, port = address.rpartition(":")
+    host, port = split_address(address)
     try:
-        BrokerConnection(host.strip("[]") or "localhost", int(port or 9092), timeout_s=timeout_s,
+        BrokerConnection(host, port, timeout_s=timeout_s,
                          client_id="pylog-login-check", ssl_context=ssl_context_for(config), sasl=login).close()
     except BrokerUnavailable:
         pass  # not reachable now: the clients' own retries and errors take over

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 
+from broker_sim.protocol.client import split_address
 from connector.error_codes import error_name, retriable
 from connector.options import SinkOptions
 from connector.wire import (
@@ -57,9 +58,8 @@ class SinkCluster:
         if self._bootstrap is None:
             last_error = None
             for server in self.options.bootstrap_servers.split(","):
-                host, _, port = server.strip().rpartition(":")
                 try:
-                    self._bootstrap = self._connect(host or "localhost", int(port or 9092))
+                    self._bootstrap = self._connect(*split_address(server))
                     break
                 except BrokerUnavailable as exc:
                     last_error = exc

@@ -23,6 +23,7 @@ from typing import Iterator
 
 from pyspark.sql.datasource import InputPartition
 
+from broker_sim.protocol.client import split_address
 from connector.error_codes import error_name, retriable
 from connector.options import SourceOptions
 from connector.source.offsets import OffsetRange
@@ -188,9 +189,9 @@ class _LeaderConnection:
         from connector.wire import BrokerConnection, BrokerUnavailable
         last_error = None
         for server in self._options.bootstrap_servers.split(","):
-            host, _, port = server.strip().rpartition(":")
+            host, port = split_address(server)
             try:
-                bootstrap = BrokerConnection(host or "localhost", int(port or 9092), timeout_s=self._timeout_s,
+                bootstrap = BrokerConnection(host, port, timeout_s=self._timeout_s,
                                              client_id=self._client_id, ssl_context=self._ssl,
                                              sasl=self._sasl)
             except BrokerUnavailable as exc:
