@@ -4,6 +4,6 @@ After ``pip install pylog``, ``spark.readStream.format("pylog")`` works with no
 registration code: Spark's data source lookup imports this module and
 registers ``DefaultSource`` under its ``name()``, "pylog".
 """
-from connector.source import PylogDataSource as DefaultSource
+from connector.datasource import PylogDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

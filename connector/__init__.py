@@ -1,15 +1,14 @@
-"""The Spark data source "pylog": Kafka-protocol topics into Spark (``connector.source``) and back (``connector.sink``).
-
-Two helpers for driver code: ``foreach_batch`` (``connector.sink_foreach``), the exactly-once sink as a
-``foreachBatch`` function for update mode, and ``progress`` (``connector.query_progress``), Spark's Kafka source
-metrics (offsets behind latest) for a running query.
+"""The Spark data source "pylog": ``datasource`` (options in, readers/writers out), ``source/``, ``sink/``; for
+driver code ``foreach_batch`` (the exactly-once sink in update mode) and ``progress`` (Kafka source metrics).
+Never imports broker_sim's broker side (server, replication, storage, coordinator, controller, local, testing,
+bench): only the client-side ``broker_sim.protocol`` and ``broker_sim.security.sasl``'s login.
 """
 try:
     import pyspark  # noqa: F401
 except ImportError as exc:  # a broker-only install: `pip install pylog` has no Spark
     raise ImportError("pylog's Spark connector needs PySpark: pip install 'pylog[spark]'") from exc
 
-from connector.query_progress import progress
-from connector.sink_foreach import foreach_batch
+from connector.foreach import foreach_batch
+from connector.source.progress import progress
 
 __all__ = ["foreach_batch", "progress"]

@@ -81,7 +81,7 @@ class SourceOptions:
     include_headers: bool = False
     isolation_level: str = "read_committed"
     group_id: str = ""                             # groupId / kafka.group.id, else the subscription's hash
-    group_id_set: bool = False                     # False: each query gets its own group (connector.source)
+    group_id_set: bool = False                     # False: each query gets its own group (connector.source.readers)
     commit_offsets_to_group: bool = True
     group_fallback: str = "earliest"
     poll_timeout_ms: int = 120_000
@@ -267,7 +267,7 @@ def default_group_id(strategy: str, topics, pattern, assigned, prefix: str = "py
 
     Python data sources are not told the query's checkpoint location, so a
     streaming query's default group is this stem plus a token drawn when the
-    query starts, carried in its checkpointed offsets (``connector.source``);
+    query starts, carried in its checkpointed offsets (``connector.source.readers``);
     checkpoints written before that use the stem alone.
 
     (Checked against pyspark 4.3: ``PythonScan.toMicroBatchStream`` drops the
@@ -297,8 +297,11 @@ SOURCE_OPTION_NAMES = (
 SINK_OPTION_NAMES = (
     "topic", "deliveryGuarantee", "sinkId", "transactionTimeoutMs", "sinkLogTopic", "bootstrapTimeoutMs",
 )
+# connector.foreach_batch's internal options: the streaming query and batch a df.write belongs to.
+QUERY_ID_OPTION = "pylog.queryId"
+BATCH_ID_OPTION = "pylog.batchId"
 # Options Spark itself puts into a data source's option map, and connector.foreach_batch's internal ones.
-_SPARK_OPTION_NAMES = ("path", "paths", "checkpointLocation", "queryName", "pylog.queryId", "pylog.batchId")
+_SPARK_OPTION_NAMES = ("path", "paths", "checkpointLocation", "queryName", QUERY_ID_OPTION, BATCH_ID_OPTION)
 
 
 def unknown_options(options: Mapping[str, str], known: tuple[str, ...]) -> list[tuple[str, str | None]]:
@@ -613,7 +616,7 @@ class SinkOptions:
     """Every sink option, typed. Frozen and picklable: the writer carries it to every task.
 
     ``sink_id`` prefixes the transactional ids of exactly-once tasks and keys the sink's
-    records in the sink log (``connector.sink_log``); see ``default_sink_id``.
+    records in the sink log (``connector.sink.sink_log``); see ``default_sink_id``.
     """
 
     bootstrap_servers: str

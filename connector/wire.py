@@ -1,9 +1,10 @@
 """A small blocking Kafka-protocol client for executors: Metadata, ListOffsets, raw Fetch, and the producer APIs.
 
 Theory of operation: kafka-python's generated classes encode requests and
-decode responses; ``BrokerConnection`` frames them over one blocking socket
-(TLS when ``security.protocol`` is SSL) and negotiates versions once with
-ApiVersions. Fetch responses keep their ``records`` field as bytes, which the
+decode responses; ``BrokerConnection`` sends them through
+``broker_sim.protocol.client.WireConnection`` (the one framed-request client:
+one blocking socket, TLS when ``security.protocol`` is SSL), logs in with SASL
+when configured and negotiates versions once with ApiVersions. Fetch responses keep their ``records`` field as bytes, which the
 caller hands straight to aiokafka's compiled record-batch reader: no
 consumer, no per-record Python objects in between, no background threads.
 
@@ -13,7 +14,8 @@ transaction APIs AddPartitionsToTxn and EndTxn; the request helpers return
 error codes as values and leave retrying to the caller.
 
 ``BrokerConnection.call`` returns the decoded response or raises
-``BrokerUnavailable`` (connect/IO failure, closed connection).
+``BrokerUnavailable`` naming the broker's address (connect/IO failure, closed
+connection, an answer out of order).
 
 ``check_bootstrap`` is the first-connection budget the driver spends before a
 query or a batch job starts: Kafka clients retry a refused address for
@@ -25,47 +27,17 @@ from __future__ import annotations
 
 import socket
 import ssl
-import struct
 import time
 
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer import (
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse,
-    EndTxnRequest,
-    EndTxnResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
-)
+from broker_sim.protocol.client import WireConnection, split_address
 
-_SIZE = struct.Struct(">i")
-_RESPONSES = {
-    SaslHandshakeRequest.API_KEY: SaslHandshakeResponse,
-    SaslAuthenticateRequest.API_KEY: SaslAuthenticateResponse,
-    FetchRequest.API_KEY: FetchResponse,
-    ListOffsetsRequest.API_KEY: ListOffsetsResponse,
-    MetadataRequest.API_KEY: MetadataResponse,
-    ApiVersionsRequest.API_KEY: ApiVersionsResponse,
-    ProduceRequest.API_KEY: ProduceResponse,
-    InitProducerIdRequest.API_KEY: InitProducerIdResponse,
-    FindCoordinatorRequest.API_KEY: FindCoordinatorResponse,
-    AddPartitionsToTxnRequest.API_KEY: AddPartitionsToTxnResponse,
-    EndTxnRequest.API_KEY: EndTxnResponse,
-}
+# Fetch responses go straight into Arrow: a bigger kernel buffer keeps the broker streaming while Python decodes.
+_RECEIVE_BUFFER = 4 << 20
 # The highest versions this client builds. Fetch and Produce stop at 12 / 9: v13+ names topics by id.
 # AddPartitionsToTxn v4+ is the brokers' batched verification form; EndTxn v5 is KIP-890's epoch-bumping one.
 _HIGHEST = {FetchRequest.API_KEY: 12, ListOffsetsRequest.API_KEY: 7, MetadataRequest.API_KEY: 12,
@@ -118,23 +90,19 @@ class BrokerConnection:
     def __init__(self, host: str, port: int, *, timeout_s: float, client_id: str,
                  ssl_context: ssl.SSLContext | None = None, sasl=None) -> None:
         self.address = f"{host}:{port}"
-        self._client_id = client_id
-        self._correlation_id = 0
         try:
-            sock = socket.create_connection((host, port), timeout=timeout_s)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-            self._sock = ssl_context.wrap_socket(sock, server_hostname=host) if ssl_context else sock
-        except OSError as exc:
-            raise BrokerUnavailable(f"cannot connect to {self.address}: {exc}") from exc
-        response = self.call(ApiVersionsRequest[0]())
-        self._versions = {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
-        if sasl is not None:
-            try:
+            self._wire = WireConnection.connect(host, port, timeout_s=timeout_s, client_id=client_id,
+                                                ssl_context=ssl_context, receive_buffer=_RECEIVE_BUFFER)
+        except OSError as exc:  # WireError: "cannot connect to <address>: <reason>"
+            raise BrokerUnavailable(str(exc)) from exc
+        try:
+            response = self.call(ApiVersionsRequest[0]())
+            self._versions = {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
+            if sasl is not None:
                 self._authenticate(sasl)
-            except BaseException:
-                self._sock.close()
-                raise
+        except BaseException:
+            self._wire.close()
+            raise
 
     def _authenticate(self, login) -> None:
         """SaslHandshake v1 + SaslAuthenticate (KIP-152) with a ``broker_sim.security.sasl.SaslLogin``."""
@@ -160,7 +128,7 @@ class BrokerConnection:
                 raise SaslAuthenticationFailed(f"{self.address}: {exc}") from None
 
     def close(self) -> None:
-        self._sock.close()
+        self._wire.close()
 
     def version(self, request_class) -> int:
         """The highest version both sides speak of ``request_class`` (raises when there is none)."""
@@ -174,29 +142,10 @@ class BrokerConnection:
 
     def call(self, request):
         """Send one versioned request and return its decoded response."""
-        self._correlation_id += 1
-        request.with_header(correlation_id=self._correlation_id, client_id=self._client_id)
         try:
-            self._sock.sendall(request.encode(header=True, framed=True))
-            (size,) = _SIZE.unpack(self._recv_exact(4))
-            payload = self._recv_exact(size)
-        except OSError as exc:
+            return self._wire.call(request)
+        except OSError as exc:  # WireError (closed, too large, out of order), timeouts, resets
             raise BrokerUnavailable(f"request to {self.address} failed: {exc}") from exc
-        response = _RESPONSES[request.API_KEY].decode(payload, version=request.API_VERSION, header=True)
-        if response.header.correlation_id != self._correlation_id:
-            raise BrokerUnavailable(f"{self.address} answered correlation id {response.header.correlation_id}, "
-                                    f"expected {self._correlation_id}")
-        return response
-
-    def _recv_exact(self, n: int) -> bytes:
-        buffer = bytearray(n)
-        view, got = memoryview(buffer), 0
-        while got < n:
-            read = self._sock.recv_into(view[got:], n - got)
-            if not read:
-                raise BrokerUnavailable(f"{self.address} closed the connection after {got} of {n} bytes")
-            got += read
-        return bytes(buffer)
 
     # -- requests ------------------------------------------------------------
 
@@ -322,9 +271,9 @@ def check_login(address: str, config: dict, timeout_s: float = 30.0) -> None:
     login = sasl_login_for(config)
     if login is None:
         return
-    host, _, port = address.rpartition(":")
+    host, port = split_address(address)
     try:
-        BrokerConnection(host.strip("[]") or "localhost", int(port or 9092), timeout_s=timeout_s,
+        BrokerConnection(host, port, timeout_s=timeout_s,
                          client_id="pylog-login-check", ssl_context=ssl_context_for(config), sasl=login).close()
     except BrokerUnavailable:
         pass  # not reachable now: the clients' own retries and errors take over

@@ -8,8 +8,8 @@ import pyarrow as pa
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from connector.arrow_records import decode, to_record_batch
-from connector.source import source_schema
+from connector.source.arrow_records import decode, to_record_batch
+from connector.source.readers import source_schema
 
 Aborted = namedtuple("Aborted", "producer_id first_offset")
 _ATTRIBUTES_AT = 21  # base offset 8, length 4, leader epoch 4, magic 1, crc 4

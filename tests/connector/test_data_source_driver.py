@@ -8,8 +8,9 @@ import time
 import pytest
 from pyspark.sql.types import StringType, StructField, StructType
 
+from connector.datasource import PylogDataSource
 from connector.options import PylogOptionError, parse_source_options
-from connector.source import PylogDataSource, source_schema
+from connector.source.readers import source_schema
 from connector.wire import BootstrapUnreachable, check_bootstrap
 
 VALUE_ONLY = StructType([StructField("value", StringType())])
@@ -33,7 +34,7 @@ def test_a_misspelled_source_option_is_warned_about_once_naming_the_closest_opti
 
 
 def test_a_misspelled_sink_option_is_warned_about(caplog, monkeypatch):
-    monkeypatch.setattr("connector.sink.prepare_sink", lambda schema, options, checkpoint=None: schema)
+    monkeypatch.setattr("connector.datasource.prepare_sink", lambda schema, options, checkpoint=None: schema)
     options = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t", "deliveryGuarentee": "at_least_once"}
     with caplog.at_level(logging.WARNING, logger="connector.options"):
         PylogDataSource(options).streamWriter(VALUE_ONLY, False)
@@ -58,7 +59,7 @@ def test_a_refused_bootstrap_address_fails_fast_naming_the_option_address_and_ca
 
 
 def test_the_source_driver_gives_up_on_a_refused_address_within_its_budget_not_fetch_offset_retries():
-    from connector.cluster import OffsetReader
+    from connector.source.offset_reader import OffsetReader
     address = f"127.0.0.1:{_closed_port()}"
     reader = OffsetReader(parse_source_options({"kafka.bootstrap.servers": address, "subscribe": "t",
                                                 "bootstrapTimeoutMs": "1000"}).for_batch())

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from connector.offsets import OffsetRange, from_json_dict, plan_ranges, rate_limit, split_ranges, to_json_dict
+from connector.source.offsets import OffsetRange, from_json_dict, plan_ranges, rate_limit, split_ranges, to_json_dict
 
 
 def test_offset_json_is_sorted_so_equal_positions_serialise_equally():

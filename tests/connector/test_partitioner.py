@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as reference
 
-from connector.partitioner import DefaultPartitioner, murmur2
+from connector.sink.partitioner import DefaultPartitioner, murmur2
 
 # Utils.murmur2 in Kafka's UtilsTest (signed Java ints).
 JAVA_VECTORS = {b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,

@@ -31,7 +31,8 @@ def main() -> None:
         "connector": connector.__file__,
         "discovered": sorted(m.name for m in pkgutil.iter_modules() if m.name.startswith("pyspark_")),
         "requires": importlib.metadata.requires("pylog"),
-        "schemas": sorted(p.name for p in (importlib.resources.files("broker_sim") / "schemas").iterdir()
+        "schemas": sorted(p.name for package in ("broker_sim", "connector")
+                          for p in (importlib.resources.files(package) / "schemas").iterdir()
                           if p.name.endswith(".json")),
         "top_level_schemas": importlib.util.find_spec("schemas") is not None,
     }

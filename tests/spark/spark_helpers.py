@@ -10,7 +10,7 @@ from pathlib import Path
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from connector.offsets import GROUP_KEY
+from connector.source.offsets import GROUP_KEY
 
 _query_names = itertools.count()
 

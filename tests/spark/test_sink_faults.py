@@ -14,7 +14,7 @@ Then the read_committed output must equal the transform of the input exactly —
 no transaction may be left open. ``PYLOG_SINK_FAULT_ROUNDS`` (default 4, one per commit point) sets the rounds; ci/stress_sink.sh
 runs more.
 
-Every injected fault must be seen to fire: the hooks (``connector.sink_commit.mark_fault``) leave a marker file
+Every injected fault must be seen to fire: the hooks (``connector.sink.commit.mark_fault``) leave a marker file
 in PYLOG_FAULT_MARKERS before they kill or fail, a crash run must end by SIGKILL *and* leave its point's marker,
 and a job that overruns its deadline fails the test as a timeout — it is never counted as a crash.
 Mutation: crash_point and the injected task failure as no-ops -> "PYLOG_SINK_CRASH_AT=before_intent did not

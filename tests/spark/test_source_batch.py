@@ -56,7 +56,7 @@ def test_big_ranges_are_split_across_tasks(spark, two_partitions, options, tasks
 
 
 def test_explicit_registration_works_alongside_auto_registration(spark, two_partitions):
-    from connector.source import PylogDataSource
+    from connector.datasource import PylogDataSource
 
     spark.dataSource.register(PylogDataSource)
     assert batch(spark, two_partitions, subscribe="history", endingOffsets='{"history":{"0":3,"1":0}}').count() == 3

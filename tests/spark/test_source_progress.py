@@ -8,10 +8,10 @@ import time
 import pytest
 
 import connector
-from connector.cluster import OffsetReader
-from connector.offsets import GROUP_KEY
 from connector.options import parse_source_options
-from connector.source import PylogStreamReader, source_schema
+from connector.source.offset_reader import OffsetReader
+from connector.source.offsets import GROUP_KEY
+from connector.source.readers import PylogStreamReader, source_schema
 from connector.wire import BootstrapUnreachable
 from spark_helpers import create_topic, numbered, produce, run_available_now, stream
 
@@ -55,7 +55,7 @@ def test_progress_reports_offsets_behind_latest_like_spark_kafka_metrics(spark, 
     query, rows = run_available_now(stream(spark, bootstrap, subscribe="behind", startingOffsets="earliest",
                                            maxOffsetsPerTrigger=50, groupId="behind-group"))
     assert len(rows) == 100
-    metrics = [connector.query_progress.source_progress(p)[0]["metrics"] for p in query.recentProgress
+    metrics = [connector.source.progress.source_progress(p)[0]["metrics"] for p in query.recentProgress
                if p["numInputRows"]]
     # rateLimit shares 50 as 30 + 20, then the other 50: 30 and 20 behind after the first batch, 0 after.
     assert metrics == [
@@ -94,7 +94,7 @@ def test_the_stream_reader_carries_its_group_in_its_offsets_and_logs_offsets_beh
 
 def test_a_broker_gone_mid_stream_fails_the_driver_naming_the_address_and_the_refusal(pylog_broker_factory,
                                                                                       monkeypatch):
-    monkeypatch.setattr("connector.cluster.DEFAULT_API_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("connector.admin.DEFAULT_API_TIMEOUT_S", 1.0)
     broker = pylog_broker_factory()
     bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, "gone", partitions=1)

@@ -11,7 +11,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewPartitions
 from kafka.structs import TopicPartition
 
-from connector.offsets import GROUP_KEY
+from connector.source.offsets import GROUP_KEY
 from spark_helpers import (
     checkpoint_source_offsets,
     create_topic,
@@ -74,11 +74,11 @@ def test_restart_from_checkpoint_loses_and_duplicates_nothing(spark, pylog_broke
 
 def _assert_checkpoint_offsets_match_the_schema(checkpoint: str, expected_last: dict) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((Path(__file__).parents[2] / "broker_sim" / "schemas" / "source-offsets.json").read_text())
+    schema = json.loads((Path(__file__).parents[2] / "connector" / "schemas" / "source-offsets.json").read_text())
     offsets = checkpoint_source_offsets(checkpoint)
     for offset in offsets:
         jsonschema.validate(offset, schema)
-    # every offset carries the query's own default consumer group (connector.source), the same across restarts
+    # every offset carries the query's own default consumer group (connector.source.readers), the same across restarts
     groups = {offset.pop(GROUP_KEY) for offset in offsets}
     assert len(groups) == 1 and groups.pop().startswith("pylog-")
     assert offsets[-1] == expected_last

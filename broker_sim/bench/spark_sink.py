@@ -1,6 +1,6 @@
 """Sink benchmark (JSON on stdout, never pass/fail): rows/s of a streaming query into the pylog sink.
 
-    python -m connector.bench_sink [--rows 2000000] [--partitions 4]
+    python -m broker_sim.bench.spark_sink [--rows 2000000] [--partitions 4]
 
 Starts an embedded broker, loads ``--rows`` records (key ``k<i>``, a 100-byte
 value) into an input topic with a batch write, then runs the same streaming

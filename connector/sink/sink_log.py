@@ -17,7 +17,7 @@ entries and a new checkpoint starts afresh:
                                 attempts that never reported back (crashed, retried, speculative).
 
 A ``Txn`` is ``{"partition", "attempt", "id", "pid", "epoch", "records": {"topic-partition": count}}``
-(``broker_sim/schemas/sink-log.json``). Resolved entries are deleted with tombstones;
+(``connector/schemas/sink-log.json``). Resolved entries are deleted with tombstones;
 batch entries are kept for the last ``KEEP_BATCHES`` batches (Spark re-runs at
 most the last uncommitted one). All of one sink and query's records go to one
 partition of the log (murmur2 of the prefix), so they are read back in order;
@@ -31,8 +31,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+import connector.admin as admin
+from connector.error_codes import error_name, retriable
 from connector.options import SinkOptions
-from connector.sink_cluster import RETRIABLE, RETRY_BACKOFF_S, SinkCluster, SinkError, error_name
+from connector.sink.brokers import RETRY_BACKOFF_S, SinkCluster, SinkError
 from connector.wire import BrokerUnavailable
 
 log = logging.getLogger(__name__)
@@ -125,7 +127,7 @@ class SinkLog:
                 code, message = -1, str(exc)
             if code == 0:
                 return
-            if code != -1 and code not in RETRIABLE:
+            if code != -1 and not retriable(code):
                 raise SinkError(f"Appending to the sink log {self.topic}-{partition} failed: {error_name(code)}"
                                 f"{': ' + message if message else ''}")
             self.cluster.forget(self.topic)
@@ -134,7 +136,7 @@ class SinkLog:
             time.sleep(RETRY_BACKOFF_S)
 
     def _partition(self, deadline: float) -> tuple[int, dict[int, int]]:
-        from connector.partitioner import murmur2
+        from connector.sink.partitioner import murmur2
         import pyarrow as pa
 
         count, leaders = self.cluster.topic(self.topic, deadline)
@@ -166,7 +168,7 @@ class SinkLog:
                 continue
             if answer is None or answer.error_code:
                 why = why if answer is None else error_name(answer.error_code)
-                if answer is not None and answer.error_code not in RETRIABLE:
+                if answer is not None and not retriable(answer.error_code):
                     raise SinkError(f"Reading the sink log {self.topic}-{partition} failed: {why}")
                 if time.monotonic() > deadline:
                     raise SinkError(f"Reading the sink log {self.topic}-{partition} gave up: {why}")
@@ -216,33 +218,28 @@ def ensure_log_topic(options: SinkOptions) -> None:
     key = (options.bootstrap_servers, options.sink_log_topic)
     if key in _CREATED:
         return
-    from connector.cluster import with_patience
-    with_patience(lambda: _create_log_topic(options), f"creating the sink log topic {options.sink_log_topic}")
+    admin.with_patience(lambda: _create_log_topic(options), f"creating the sink log topic {options.sink_log_topic}")
     _CREATED.add(key)
 
 
 def _create_log_topic(options: SinkOptions) -> None:
-    from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    from connector.cluster import _ADMIN_KWARGS
-    kwargs = {k: v for k, v in options.client_kwargs.items() if k in _ADMIN_KWARGS}
-    kwargs.setdefault("client_id", "pylog-sink-driver")
-    admin = KafkaAdminClient(bootstrap_servers=options.bootstrap_servers.split(","), **kwargs)
+    client = admin.client(options, "pylog-sink-driver")
     try:
-        if options.sink_log_topic not in admin.list_topics():
+        if options.sink_log_topic not in client.list_topics():
             # replicated like Kafka's own internal topics: 3 copies, or as many as there are brokers
-            factor = max(1, min(SINK_LOG_REPLICATION_FACTOR, len(admin.describe_cluster().get("brokers") or ())))
+            factor = max(1, min(SINK_LOG_REPLICATION_FACTOR, len(client.describe_cluster().get("brokers") or ())))
             try:
-                admin.create_topics([NewTopic(options.sink_log_topic, 1, factor, topic_configs={
+                client.create_topics([NewTopic(options.sink_log_topic, 1, factor, topic_configs={
                     "cleanup.policy": "compact", "min.compaction.lag.ms": "60000"})])
                 log.info("created the sink log topic %s (cleanup.policy=compact, replication factor %d)",
                          options.sink_log_topic, factor)
             except TopicAlreadyExistsError:
                 pass
     finally:
-        admin.close()
+        client.close()
 
 
 _CREATED: set[tuple[str, str]] = set()

@@ -1,40 +1,14 @@
-"""The "pylog" Spark data source: Kafka-protocol topics as a streaming or batch DataFrame, and as a sink.
+"""The source's readers: ``PylogStreamReader`` (micro-batches) and ``PylogBatchReader`` (``spark.read``).
 
-Usage (no registration needed once pylog is installed; ``pyspark_pylog``
-exposes ``DefaultSource``)::
-
-    df = (spark.readStream.format("pylog")
-          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
-          .option("subscribe", "events")
-          .option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", "10000")
-          .load())
-    df.selectExpr("CAST(value AS STRING)").writeStream.format("console").start()
-
-    batch = (spark.read.format("pylog")
-             .option("kafka.bootstrap.servers", "127.0.0.1:9092")
-             .option("subscribe", "events")
-             .option("endingOffsets", '{"events":{"0":100}}')
-             .load())
-
-or register the class explicitly: ``spark.dataSource.register(PylogDataSource)``.
-Writing — ``df.writeStream.format("pylog")`` / ``df.write.format("pylog")``,
-exactly-once by default — is ``connector.sink``.
-
-Rows: key binary, value binary, topic string, partition int, offset long,
-timestamp timestamp, timestampType int, and with ``includeHeaders=true``
-headers array<struct<key string, value binary>> — Spark's Kafka source
-schema. Options: see ``connector.options`` and the README's "Spark source".
-
-Theory of operation: ``PylogDataSource`` parses the options once (at
-``load()``, so bad options fail before a query starts) and builds readers.
-The stream reader lives in one long-running driver-side Python process per
-query: it asks the brokers for partitions and offsets (``OffsetReader``),
-plans each micro-batch as offset ranges (``connector.offsets``) and, on
+Theory of operation: ``connector.datasource.PylogDataSource`` builds a
+reader from the parsed ``SourceOptions``. The stream reader lives in one
+long-running driver-side Python process per query: it asks the brokers for
+partitions and offsets (``connector.source.offset_reader``), plans each
+micro-batch as offset ranges (``connector.source.offsets``) and, on
 ``commit``, copies the batch's end offsets to a consumer group. Spark
 pickles the reader and each ``RangeInputPartition`` to executors, where
 ``read`` fetches the range with raw Fetch requests and yields Arrow
-RecordBatches (``connector.partition_reader``).
+RecordBatches (``connector.source.partition_reader``).
 
 The consumer group: ``groupId`` (or ``kafka.group.id``) when given; else each
 query gets its own, ``<groupIdPrefix>-<hash of the subscription>-<token>``,
@@ -59,7 +33,7 @@ import secrets
 import time
 from typing import Iterator
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows, \
     SupportsTriggerAvailableNow
 from pyspark.sql.types import (
@@ -73,24 +47,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connector.offsets import (
+from connector.options import SourceOptions
+from connector.source.offsets import (
     GROUP_KEY,
+    OffsetRange,
     from_json_dict,
     offsets_behind,
     plan_ranges,
     rate_limit,
     split_ranges,
     to_json_dict,
-)
-from connector.options import (
-    SINK_OPTION_NAMES,
-    SOURCE_OPTION_NAMES,
-    PylogOptionError,
-    SinkOptions,
-    SourceOptions,
-    parse_sink_options,
-    parse_source_options,
-    warn_unknown_options,
 )
 
 log = logging.getLogger(__name__)
@@ -113,73 +79,8 @@ def source_schema(include_headers: bool = False) -> StructType:
     return StructType(fields)
 
 
-class PylogDataSource(DataSource):
-    """Holds the options and builds readers and writers; see the module docstring and ``connector.sink``.
-
-    Spark creates the data source before it knows whether it reads or writes,
-    so the options are parsed as source options when it asks for a schema or a
-    reader (``load()`` asks for the schema, so a bad read option still fails
-    there), and as sink options when it asks for a writer.
-    """
-
-    def __init__(self, options) -> None:
-        super().__init__(options)
-        self._source_options: SourceOptions | None = None
-
-    @classmethod
-    def name(cls) -> str:
-        return "pylog"
-
-    @property
-    def source_options(self) -> SourceOptions:
-        if self._source_options is None:
-            self._source_options = parse_source_options(self.options)
-        return self._source_options
-
-    def schema(self) -> StructType:
-        return source_schema(self.source_options.include_headers)
-
-    def reader(self, schema: StructType) -> "PylogBatchReader":
-        warn_unknown_options(self.options, SOURCE_OPTION_NAMES, "source")
-        return PylogBatchReader(self.source_options.for_batch(), schema)
-
-    def streamReader(self, schema: StructType) -> "PylogStreamReader":
-        warn_unknown_options(self.options, SOURCE_OPTION_NAMES, "source")
-        return PylogStreamReader(self.source_options.for_stream(), schema)
-
-    def sink_options(self) -> SinkOptions:
-        return parse_sink_options(self.options)
-
-    def writer(self, schema: StructType, overwrite: bool):
-        """``df.write``: Spark passes ``overwrite`` for mode("overwrite"), which a topic cannot honour."""
-        if overwrite:
-            raise PylogOptionError(OVERWRITE_MESSAGE)
-        from connector.sink import PylogBatchWriter, prepare_sink
-        from connector.sink_foreach import BATCH_ID_OPTION, QUERY_ID_OPTION
-        options = self.sink_options()
-        query_id = self.options.get(QUERY_ID_OPTION)
-        if query_id is None:   # connector.foreach_batch checked its options once, when the query was built
-            warn_unknown_options(self.options, SINK_OPTION_NAMES, "sink")
-            return PylogBatchWriter(options, prepare_sink(schema, options))
-        return PylogBatchWriter(options, prepare_sink(schema, options), query_id, int(self.options[BATCH_ID_OPTION]))
-
-    def streamWriter(self, schema: StructType, overwrite: bool):
-        """``writeStream``: append mode, and complete mode (``overwrite``), which Spark's Kafka sink also
-        accepts by appending each batch's full result. Update mode never reaches Python (see the README)."""
-        from connector.sink import PylogStreamWriter, prepare_sink
-        warn_unknown_options(self.options, SINK_OPTION_NAMES, "sink")
-        options = self.sink_options()
-        return PylogStreamWriter(options, prepare_sink(schema, options, self.options.get("checkpointLocation")))
-
-
-OVERWRITE_MESSAGE = (
-    "pylog does not support save mode Overwrite: a Kafka topic cannot be truncated, and appending instead would "
-    "duplicate data (Spark's Kafka sink refuses it too). Write with df.write.format(\"pylog\").mode(\"append\")"
-    ".save(); Spark's default mode (ErrorIfExists) and Ignore are refused by Spark for Python data sources.")
-
-
 def _read(partition: InputPartition, schema: StructType) -> Iterator:
-    from connector.partition_reader import RangeInputPartition, read_range
+    from connector.source.partition_reader import RangeInputPartition, read_range
     if not isinstance(partition, RangeInputPartition):  # Spark's placeholder when a batch has no ranges
         return iter(())
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -187,7 +88,7 @@ def _read(partition: InputPartition, schema: StructType) -> Iterator:
 
 
 def _input_partitions(options: SourceOptions, ranges) -> list:
-    from connector.partition_reader import RangeInputPartition
+    from connector.source.partition_reader import RangeInputPartition
     ranges = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
     return [RangeInputPartition(r, options) for r in ranges]
 
@@ -201,7 +102,7 @@ class _DriverState:
     @property
     def offset_reader(self):
         if self._offset_reader is None:
-            from connector.cluster import OffsetReader
+            from connector.source.offset_reader import OffsetReader
             self._offset_reader = OffsetReader(self.options)
         return self._offset_reader
 
@@ -212,7 +113,7 @@ class _DriverState:
 
 
 class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batch reader: offsets ``{"topic": {"partition": next offset}}``, broker_sim/schemas/source-offsets.json."""
+    """Micro-batch reader: offsets ``{"topic": {"partition": next offset}}``, connector/schemas/source-offsets.json."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
@@ -317,7 +218,7 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
         if new:
             reader = self.offset_reader
             earliest_of_new = reader.earliest(sorted(new & set(reader.partitions())))
-        from connector.partition_reader import report_data_loss
+        from connector.source.partition_reader import report_data_loss
         ranges = plan_ranges(start_offsets, end_offsets, earliest_of_new,
                              lambda message: report_data_loss(message, self.options.fail_on_data_loss))
         return _input_partitions(self.options, ranges)
@@ -361,7 +262,6 @@ class PylogBatchReader(_DriverState, DataSourceReader):
                                        option=_ending_option_name(self.options))
         finally:
             reader.close()
-        from connector.offsets import OffsetRange
         ranges = []
         for tp in sorted(end):
             if start[tp] > end[tp]:

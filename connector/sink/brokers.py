@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import time
 
+from broker_sim.protocol.client import split_address
+from connector.error_codes import error_name, retriable
 from connector.options import SinkOptions
 from connector.wire import (
     COORDINATOR_TRANSACTION, BrokerConnection, BrokerUnavailable, sasl_login_for, ssl_context_for,
@@ -22,19 +24,12 @@ from connector.wire import (
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.1
-# Kafka error codes the sink retries: leadership and coordinator moves, timeouts, transient storage errors,
-# CONCURRENT_TRANSACTIONS (a previous EndTxn still writing markers).
-RETRIABLE = {5, 6, 7, 13, 14, 15, 16, 19, 20, 51, 56, 74, 75}
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: find the coordinator again
 NOT_COORDINATOR = {14, 15, 16}
 
 
 class SinkError(RuntimeError):
     """A write or commit failed in a way retrying cannot fix (the message names topic, partition and error)."""
-
-
-def error_name(code: int) -> str:
-    import kafka.errors as errors
-    return f"{errors.for_code(code).__name__} (error code {code})"
 
 
 class SinkCluster:
@@ -63,9 +58,8 @@ class SinkCluster:
         if self._bootstrap is None:
             last_error = None
             for server in self.options.bootstrap_servers.split(","):
-                host, _, port = server.strip().rpartition(":")
                 try:
-                    self._bootstrap = self._connect(host or "localhost", int(port or 9092))
+                    self._bootstrap = self._connect(*split_address(server))
                     break
                 except BrokerUnavailable as exc:
                     last_error = exc
@@ -115,7 +109,7 @@ class SinkCluster:
                     self._topics[topic] = (len(leaders), leaders)
                     return self._topics[topic]
                 why = f"topic {topic} has partitions without a leader"
-            elif entry is not None and entry.error_code not in RETRIABLE and entry.error_code != 3:
+            elif entry is not None and not retriable(entry.error_code):
                 raise SinkError(f"Metadata for topic {topic} failed: {error_name(entry.error_code)}")
             why = why or f"Topic {topic} not present in metadata"
             if time.monotonic() > deadline:
@@ -141,7 +135,7 @@ class SinkCluster:
             if code == 0:
                 self._brokers[node_id] = (host, port)
                 return self.node(node_id)
-            if code != -1 and code not in RETRIABLE:
+            if code != -1 and not retriable(code):
                 raise SinkError(why)
             if time.monotonic() > deadline:
                 raise SinkError(f"{why}; gave up after {self.options.delivery_timeout_ms} ms")

@@ -1,7 +1,7 @@
 """Benchmark of the pylog source; prints one JSON document (not a test, never pass/fail).
 
-    python -m connector.bench [--records 2000000] [--value-bytes 100] [--partitions 2] [--rounds 3]
-                              [--headline-only]
+    python -m broker_sim.bench.spark_source [--records 2000000] [--value-bytes 100] [--partitions 2] [--rounds 3]
+                                            [--headline-only]
 
 Theory of operation: start the embedded broker in a temp dir, produce the
 records with confluent-kafka, then measure
@@ -36,7 +36,8 @@ import time
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from connector.source import PylogBatchReader, PylogDataSource
+from connector.datasource import PylogDataSource
+from connector.source.readers import PylogBatchReader
 
 TOPIC = "bench"
 
@@ -120,8 +121,8 @@ def _decode_rates(bootstrap: str) -> dict:
     from aiokafka.record.memory_records import MemoryRecords as CompiledMemoryRecords
     from kafka.record.memory_records import MemoryRecords as PureMemoryRecords
 
-    from connector.arrow_records import decode, to_record_batch
-    from connector.source import source_schema
+    from connector.source.arrow_records import decode, to_record_batch
+    from connector.source.readers import source_schema
     from pyspark.sql.pandas.types import to_arrow_schema
 
     chunks = _all_records_bytes(bootstrap)
@@ -159,11 +160,11 @@ def _fetch_rates(bootstrap: str) -> dict:
     from kafka import KafkaConsumer, TopicPartition
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from connector.cluster import OffsetReader
-    from connector.offsets import OffsetRange
     from connector.options import parse_source_options
-    from connector.partition_reader import RangeInputPartition, read_range
-    from connector.source import source_schema
+    from connector.source.offset_reader import OffsetReader
+    from connector.source.offsets import OffsetRange
+    from connector.source.partition_reader import RangeInputPartition, read_range
+    from connector.source.readers import source_schema
 
     options = parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC}).for_batch()
     reader = OffsetReader(options)
@@ -198,7 +199,7 @@ def _spark_session():
     spark.sparkContext.setLogLevel("ERROR")
     # Under ``python -m`` this module is __main__, which Python workers cannot import: register the
     # classes through their importable names so they pickle by reference.
-    from connector.bench import SyntheticArrowSource, TupleSource
+    from broker_sim.bench.spark_source import SyntheticArrowSource, TupleSource
     spark.dataSource.register(TupleSource)
     spark.dataSource.register(SyntheticArrowSource)
     return spark
@@ -312,7 +313,7 @@ class SyntheticArrowSource(DataSource):
         return "pylog_synthetic"
 
     def schema(self):
-        from connector.source import source_schema
+        from connector.source.readers import source_schema
         return source_schema()
 
     def streamReader(self, schema):

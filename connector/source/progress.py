@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from connector.offsets import GROUP_KEY, from_json_dict, offsets_behind
+from connector.source.offsets import GROUP_KEY, from_json_dict, offsets_behind
 
 
 def progress(query) -> list[dict]:

@@ -2,7 +2,7 @@
 
 Theory of operation: the source's offset, as Spark stores it in the
 checkpoint's ``offsets/`` log, is the JSON Spark's own Kafka source writes:
-``{"topic": {"partition": next offset to read}}`` (broker_sim/schemas/source-offsets.json).
+``{"topic": {"partition": next offset to read}}`` (connector/schemas/source-offsets.json).
 Topics and partitions are always emitted in sorted order so that the same
 positions serialise to the same JSON: Spark decides "no new data" by
 comparing offsets' JSON text. A streaming query that uses the default

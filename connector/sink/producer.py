@@ -5,7 +5,7 @@ gets a producer id with InitProducerId — without a transactional id for
 ``at_least_once`` (an idempotent producer), with the task's transactional id
 for ``exactly_once`` (which also fences and aborts any earlier holder of the
 same id). ``write`` maps each Arrow batch's rows to (topic, partition) —
-explicit ``partition``, else ``connector.partitioner`` — and appends them to
+explicit ``partition``, else ``connector.sink.partitioner`` — and appends them to
 one aiokafka compiled ``DefaultRecordBatchBuilder`` per partition (RecordBatch
 v2 with the producer id, epoch and the partition's next sequence number; CRC32C
 in C). Full batches wait in a per-leader queue; when the queued bytes reach
@@ -16,7 +16,7 @@ their first batch is sent.
 A failed send is retried with the same bytes (same sequence numbers, so the
 broker's idempotence drops a duplicate) until ``kafka.delivery.timeout.ms``;
 the producer never commits: ``exactly_once`` leaves its transaction open for
-the driver (``connector.sink_commit``), ``at_least_once`` data is visible once
+the driver (``connector.sink.commit``), ``at_least_once`` data is visible once
 acknowledged.
 """
 from __future__ import annotations
@@ -25,16 +25,10 @@ import logging
 import time
 from collections import defaultdict
 
+from connector.error_codes import error_name, retriable
 from connector.options import SinkOptions
-from connector.partitioner import DefaultPartitioner
-from connector.sink_cluster import (
-    NOT_COORDINATOR,
-    RETRIABLE,
-    RETRY_BACKOFF_S,
-    SinkCluster,
-    SinkError,
-    error_name,
-)
+from connector.sink.brokers import NOT_COORDINATOR, RETRY_BACKOFF_S, SinkCluster, SinkError
+from connector.sink.partitioner import DefaultPartitioner
 from connector.wire import BrokerUnavailable
 
 log = logging.getLogger(__name__)
@@ -207,7 +201,7 @@ class TaskProducer:
                 for tp, (code, _, message) in answers.items():
                     if code in (0, _DUPLICATE_SEQUENCE):
                         pending.pop(tp, None)
-                    elif code in RETRIABLE:
+                    elif retriable(code):
                         self.cluster.forget(tp[0])
                         failures.append(f"{tp[0]}-{tp[1]}: {error_name(code)}")
                     else:
@@ -238,7 +232,7 @@ class TaskProducer:
             # failover test): nothing of this transaction is written yet, so ask the coordinator again until the
             # deadline instead of failing the task at once
             fatal = {tp: code for tp, code in failed.items()
-                     if code != -1 and code not in RETRIABLE and code != INVALID_PRODUCER_ID_MAPPING}
+                     if code != -1 and not retriable(code) and code != INVALID_PRODUCER_ID_MAPPING}
             if fatal:
                 tp, code = next(iter(fatal.items()))
                 raise SinkError(f"AddPartitionsToTxn({self.transactional_id}, {tp[0]}-{tp[1]}) failed: "
@@ -273,7 +267,7 @@ def init_producer_id(cluster: SinkCluster, transactional_id: str | None, timeout
             why = error_name(code) if code else ""
         if code == 0:
             return producer_id, epoch
-        if code != -1 and code not in RETRIABLE:
+        if code != -1 and not retriable(code):
             raise SinkError(f"InitProducerId(transactional id {transactional_id}) failed: {why}")
         if code in NOT_COORDINATOR:
             cluster.drop()

@@ -1,4 +1,4 @@
-"""Driver-side view of the cluster: partitions of the subscription, their offsets, and group offsets.
+"""The source driver's offset reader: partitions of the subscription, their offsets, and group offsets.
 
 Theory of operation: ``OffsetReader`` plays the part of Spark's
 ``KafkaOffsetReaderAdmin``. It owns one kafka-python ``KafkaAdminClient``,
@@ -13,8 +13,9 @@ on a plain TCP connect to ``kafka.bootstrap.servers``
 fails the query at once with the address and the reason, instead of after
 ``fetchOffset.numRetries`` rounds of the clients' own minute-long patience.
 Once a broker answered, brokers that go away get the Java clients' patience
-(default.api.timeout.ms, 60 s) to accept connections again before each new
-client, and then fail the query with the same kind of message.
+(default.api.timeout.ms, 60 s, ``connector.admin``) to accept connections
+again before each new client, and then fail the query with the same kind of
+message.
 """
 from __future__ import annotations
 
@@ -22,8 +23,7 @@ import logging
 import time
 from typing import Callable, Iterable, TypeVar
 
-from connector.offsets import PartitionOffsets, TopicPartition, describe
-from connector.wire import BootstrapUnreachable
+import connector.admin as admin
 from connector.options import (
     BOUND_EARLIEST,
     BOUND_GROUP,
@@ -34,38 +34,11 @@ from connector.options import (
     OffsetBound,
     SourceOptions,
 )
+from connector.source.offsets import PartitionOffsets, TopicPartition, describe
+from connector.wire import BootstrapUnreachable, check_bootstrap, check_login
 
 log = logging.getLogger(__name__)
-DEFAULT_API_TIMEOUT_S = 60.0  # the Java consumer's default.api.timeout.ms
-RETRIABLE_BACKOFF_S = 0.25
 T = TypeVar("T")
-
-_ADMIN_KWARGS = {
-    "client_id", "request_timeout_ms", "connections_max_idle_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
-    "receive_buffer_bytes", "send_buffer_bytes", "retry_backoff_ms", "metadata_max_age_ms", "security_protocol",
-    "ssl_check_hostname", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_crlfile",
-    "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "sasl_kerberos_service_name",
-    "sasl_kerberos_domain_name",
-}
-
-
-def with_patience(call: Callable[[], T], what: str, *, on_retry: Callable[[], None] | None = None) -> T:
-    """``call()``, retried on retriable kafka-python errors (``.retriable``) for default.api.timeout.ms.
-
-    The Java clients wait out a leader moving or a broker restarting that long;
-    ``on_retry`` runs before each retry (e.g. drop a client for fresh metadata).
-    """
-    deadline = time.monotonic() + DEFAULT_API_TIMEOUT_S
-    while True:
-        try:
-            return call()
-        except Exception as exc:  # only retriable errors are retried, the rest propagate
-            if not getattr(exc, "retriable", False) or time.monotonic() >= deadline:
-                raise
-            log.info("retrying %s after a retriable error: %r", what, exc)
-            if on_retry is not None:
-                on_retry()
-            time.sleep(RETRIABLE_BACKOFF_S)
 
 
 class NoMatchingOffsetError(ValueError):
@@ -235,20 +208,16 @@ class OffsetReader:
 
     def _admin_client(self):
         if self._admin is None:
-            from connector.wire import check_bootstrap, check_login
             if self._reached:
                 # A new client after a failure: kafka-python would hang ~30 s per attempt on brokers that refuse
                 # connections and then say only "Unable to bootstrap"; give them the Java clients' patience.
-                check_bootstrap(self.options.bootstrap_servers, int(DEFAULT_API_TIMEOUT_S * 1000),
+                check_bootstrap(self.options.bootstrap_servers, int(admin.DEFAULT_API_TIMEOUT_S * 1000),
                                 "default.api.timeout.ms")
             else:
                 reached = check_bootstrap(self.options.bootstrap_servers, self.options.bootstrap_timeout_ms)
                 check_login(reached, self.options.client_kwargs)
                 self._reached = True
-            from kafka import KafkaAdminClient
-            kwargs = {k: v for k, v in self.options.client_kwargs.items() if k in _ADMIN_KWARGS}
-            kwargs.setdefault("client_id", "pylog-source-driver")
-            self._admin = KafkaAdminClient(bootstrap_servers=self.options.bootstrap_servers.split(","), **kwargs)
+            self._admin = admin.client(self.options, "pylog-source-driver")
         return self._admin
 
     def _with_retries(self, body: Callable[[object], T]) -> T:
@@ -262,8 +231,8 @@ class OffsetReader:
         attempts = self.options.fetch_offset_num_retries
         for attempt in range(1, attempts + 1):
             try:
-                return with_patience(lambda: body(self._admin_client()), "a Kafka offsets lookup",
-                                     on_retry=self.close)
+                return admin.with_patience(lambda: body(self._admin_client()), "a Kafka offsets lookup",
+                                           on_retry=self.close)
             except (NoMatchingOffsetError, BootstrapUnreachable):
                 raise
             except Exception as exc:  # any client failure: retry with a fresh client, as Spark does
@@ -280,7 +249,6 @@ class OffsetReader:
     def _unreachable(self, exc: Exception) -> BootstrapUnreachable | None:
         """After the last attempt: kafka-python says only "Unable to bootstrap" when the brokers are gone, so ask
         the operating system why (``check_bootstrap``, no waiting); None when a bootstrap server answers."""
-        from connector.wire import check_bootstrap
         try:
             check_bootstrap(self.options.bootstrap_servers, 0)
         except BootstrapUnreachable as unreachable:

@@ -23,8 +23,10 @@ from typing import Iterator
 
 from pyspark.sql.datasource import InputPartition
 
-from connector.offsets import OffsetRange
+from broker_sim.protocol.client import split_address
+from connector.error_codes import error_name, retriable
 from connector.options import SourceOptions
+from connector.source.offsets import OffsetRange
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +40,9 @@ INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE = (
     "your streaming query to fail on such cases, set the source option \"failOnDataLoss\" to \"false\".")
 
 _OFFSET_OUT_OF_RANGE = 1
-_GONE = {3, 100}  # UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID
-_RETRIABLE = {5, 6, 7, 13, 56, 74, 75}  # leader moves, timeouts, storage errors
+# UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID: retriable for Kafka's clients, which wait for a topic to appear;
+# a range planned from offsets the brokers reported is of a topic that existed, so here it is data loss.
+_GONE = {3, 100}
 _BACKOFF_S = 0.1
 
 
@@ -69,7 +72,7 @@ def report_data_loss(message: str, fail_on_data_loss: bool) -> None:
 
 def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
     """Yield Arrow RecordBatches (``arrow_schema``) for the partition's range; see the module docstring."""
-    from connector.arrow_records import decode, to_record_batch
+    from connector.source.arrow_records import decode, to_record_batch
 
     r, options = partition.offset_range, partition.options
     config = options.client_kwargs
@@ -101,13 +104,11 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
                 report_data_loss(f"Cannot fetch offsets {position} until {r.until_offset} of {where}: the topic "
                                  "partition is gone (topic deleted?)", options.fail_on_data_loss)
                 return
-            if code in _RETRIABLE:
+            if code != 0 and retriable(code):
                 fetcher.reset(deadline, f"Fetch of {where} at offset {position} failed with error code {code}")
                 continue
             if code != 0:
-                import kafka.errors as errors
-                raise RuntimeError(f"Fetch of {where} at offset {position} failed: "
-                                   f"{errors.for_code(code).__name__} (error code {code})")
+                raise RuntimeError(f"Fetch of {where} at offset {position} failed: {error_name(code)}")
             columns = decode(answer.records, position, r.until_offset, aborted_transactions=answer.aborted_transactions,
                              read_committed=read_committed, include_headers=options.include_headers)
             if len(columns):
@@ -178,6 +179,8 @@ class _LeaderConnection:
                 continue
             if code == 0:
                 return offset
+            if not retriable(code):
+                raise RuntimeError(f"ListOffsets of {self._topic}-{self._partition} failed: {error_name(code)}")
             self.reset(deadline, f"ListOffsets of {self._topic}-{self._partition} failed with error code {code}")
 
     def _leader(self, deadline: float):
@@ -186,9 +189,9 @@ class _LeaderConnection:
         from connector.wire import BrokerConnection, BrokerUnavailable
         last_error = None
         for server in self._options.bootstrap_servers.split(","):
-            host, _, port = server.strip().rpartition(":")
+            host, port = split_address(server)
             try:
-                bootstrap = BrokerConnection(host or "localhost", int(port or 9092), timeout_s=self._timeout_s,
+                bootstrap = BrokerConnection(host, port, timeout_s=self._timeout_s,
                                              client_id=self._client_id, ssl_context=self._ssl,
                                              sasl=self._sasl)
             except BrokerUnavailable as exc:

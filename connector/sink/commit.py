@@ -2,7 +2,7 @@
 
 Theory of operation: ``commit_batch(options, messages, batch_id)`` runs when
 every task of the batch has pre-committed (its transaction holds its records,
-open). It reads the sink log (``connector.sink_log``) for this sink and query,
+open). It reads the sink log (``connector.sink.sink_log``) for this sink and query,
 then:
 
 * the batch is COMPLETED — an earlier run committed it: abort this run's
@@ -50,17 +50,11 @@ import os
 import signal
 import time
 
+from connector.error_codes import error_name, retriable
 from connector.options import SinkOptions
-from connector.sink_cluster import (
-    NOT_COORDINATOR,
-    RETRIABLE,
-    RETRY_BACKOFF_S,
-    SinkCluster,
-    SinkError,
-    error_name,
-)
-from connector.sink_log import COMPLETED, INTENT, KEEP_BATCHES, SinkLog, SinkLogState, Txn
-from connector.sink_producer import init_producer_id
+from connector.sink.brokers import NOT_COORDINATOR, RETRY_BACKOFF_S, SinkCluster, SinkError
+from connector.sink.producer import init_producer_id
+from connector.sink.sink_log import COMPLETED, INTENT, KEEP_BATCHES, SinkLog, SinkLogState, Txn
 from connector.wire import BrokerUnavailable
 
 log = logging.getLogger(__name__)
@@ -199,7 +193,7 @@ def _end_txn(cluster, options: SinkOptions, txn: Txn, *, committed: bool) -> int
             code, why = -1, str(exc)
         else:
             why = error_name(code) if code else ""
-        if code == 0 or (code != -1 and code not in RETRIABLE):
+        if code == 0 or (code != -1 and not retriable(code)):
             if code and not committed:
                 log.info("pylog sink: EndTxn(abort) of %s: %s (already resolved)", txn.id, why)
             return code

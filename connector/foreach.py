@@ -39,10 +39,9 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from connector.options import SINK_OPTION_NAMES, PylogOptionError, parse_sink_options, warn_unknown_options
-
-QUERY_ID_OPTION = "pylog.queryId"
-BATCH_ID_OPTION = "pylog.batchId"
+from connector.options import (
+    BATCH_ID_OPTION, QUERY_ID_OPTION, SINK_OPTION_NAMES, PylogOptionError, parse_sink_options, warn_unknown_options,
+)
 
 
 def foreach_batch(options: Mapping[str, str] | None = None, /, **more: str) -> Callable:
@@ -66,7 +65,7 @@ def foreach_batch(options: Mapping[str, str] | None = None, /, **more: str) -> C
                                    "streaming query id (local property sql.streaming.queryId) on this thread")
         # Registered by hand so the writer works wherever this function could be imported, even where Spark's
         # discovery of pyspark_pylog cannot see pylog (a notebook that put a checkout on sys.path itself).
-        from connector.source import PylogDataSource
+        from connector.datasource import PylogDataSource
         session.dataSource.register(PylogDataSource)
         (batch_df.write.format("pylog").options(**merged)
          .option(QUERY_ID_OPTION, query_id).option(BATCH_ID_OPTION, str(batch_id))

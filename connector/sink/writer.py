@@ -12,7 +12,7 @@ Usage::
 Columns, as Spark's Kafka sink: ``value`` (required, string or binary), ``key``
 (string or binary), ``headers`` (array<struct<key string, value binary>>),
 ``topic`` (string; the ``topic`` option wins over it) and ``partition`` (int;
-null or absent: Kafka's default partitioner, ``connector.partitioner``). Other
+null or absent: Kafka's default partitioner, ``connector.sink.partitioner``). Other
 columns are ignored. A bad schema fails the query before its first batch,
 naming the column. Options: ``connector.options.parse_sink_options`` and the
 README's "Spark sink".
@@ -32,13 +32,13 @@ after a driver crash never fences the first run's transactions, which the
 sink log may still need to commit), records it in the sink log as *open*
 before its first record, and leaves it open: its commit message carries the
 transactional id, producer id, epoch and record counts. The driver's
-``commit(messages, batchId)`` finishes the batch (``connector.sink_commit``).
+``commit(messages, batchId)`` finishes the batch (``connector.sink.commit``).
 With ``at_least_once`` a task writes with an idempotent producer and the
 data is visible as soon as it is acknowledged.
 
 Test hooks (environment variables, read in the task and the driver's commit):
 ``PYLOG_SINK_CRASH_AT=<point>[:<min batch id>]`` SIGKILLs the driver's process
-group at a named point of a task or of the commit (``connector.sink_commit.CRASH_POINTS``);
+group at a named point of a task or of the commit (``connector.sink.commit.CRASH_POINTS``);
 ``PYLOG_SINK_FAIL_TASK=<partition id>[:<min batch id>]`` makes attempt 0 of that
 task raise after it has written and flushed its rows.
 """
@@ -115,7 +115,7 @@ def prepare_sink(schema: StructType, options: SinkOptions, checkpoint: str | Non
         reached = check_bootstrap(options.bootstrap_servers, options.bootstrap_timeout_ms)
     check_login(reached, options.client_kwargs)
     if options.exactly_once:
-        from connector.sink_log import ensure_log_topic
+        from connector.sink.sink_log import ensure_log_topic
         ensure_log_topic(options)
     return schema
 
@@ -152,7 +152,7 @@ class SinkCommitMessage(WriterCommitMessage):
     records: tuple[tuple[str, int, int], ...] = ()   # (topic, partition, records written)
 
     def txn(self):
-        from connector.sink_log import Txn
+        from connector.sink.sink_log import Txn
         return Txn(self.partition_id, self.attempt, self.transactional_id, self.producer_id, self.epoch,
                    {f"{t}-{p}": n for t, p, n in self.records})
 
@@ -175,13 +175,13 @@ class _PylogWriter:
     def _commit(self, messages, batch_id: int) -> None:
         if not self.options.exactly_once:
             return
-        from connector.sink_commit import commit_batch
+        from connector.sink.commit import commit_batch
         commit_batch(self.options, [m for m in messages if m is not None], batch_id, keep_entry=self.keep_entry)
 
     def _abort(self, messages, batch_id: int) -> None:
         if not self.options.exactly_once:
             return
-        from connector.sink_commit import abort_batch
+        from connector.sink.commit import abort_batch
         abort_batch(self.options, [m for m in messages if m is not None], batch_id)
 
 
@@ -197,7 +197,7 @@ class PylogStreamWriter(_PylogWriter, DataSourceStreamArrowWriter):
 
 class PylogBatchWriter(_PylogWriter, DataSourceArrowWriter):
     """``df.write.format("pylog").mode("append")``: one job, committed as batch 0 of its own job id; or, from
-    ``connector.sink_foreach``, one micro-batch of a streaming query, committed under that query's id and batch id
+    ``connector.foreach``, one micro-batch of a streaming query, committed under that query's id and batch id
     with its sink log entry kept, so a replay of the batch finds it COMPLETED."""
 
     def __init__(self, options: SinkOptions, schema: StructType, query_id: str | None = None,
@@ -219,7 +219,7 @@ def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_i
     """Write one task's Arrow batches; see the module docstring."""
     from pyspark import TaskContext
 
-    from connector.sink_producer import TaskProducer
+    from connector.sink.producer import TaskProducer
 
     context = TaskContext.get()
     batch_id = int(context.getLocalProperty("streaming.sql.batchId") or 0) if job_id is None else job_batch_id
@@ -237,14 +237,14 @@ def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_i
     try:
         producer.init()
         if transactional_id is not None:
-            from connector.sink_log import SinkLog, Txn
+            from connector.sink.sink_log import SinkLog, Txn
             SinkLog(producer.cluster, options, query_id).put_open(
                 batch_id, Txn(partition_id, attempt, transactional_id, producer.producer_id, producer.epoch))
         rows = producer.write(first, options.topic)
         for batch in batches:
             rows += producer.write(batch, options.topic)
         producer.flush()
-        from connector.sink_commit import crash_point
+        from connector.sink.commit import crash_point
         crash_point("task_written", batch_id)
         _maybe_fail_task(partition_id, attempt, batch_id)
     finally:
@@ -262,7 +262,7 @@ def _maybe_fail_task(partition_id: int, attempt: int, batch_id: int) -> None:
         return
     target, _, min_batch = spec.partition(":")
     if int(target) == partition_id and batch_id >= int(min_batch or 0):
-        from connector.sink_commit import mark_fault
+        from connector.sink.commit import mark_fault
         mark_fault(f"failtask-p{partition_id}-batch{batch_id}")
         raise RuntimeError(f"PYLOG_SINK_FAIL_TASK: injected failure of partition {partition_id} attempt {attempt} "
                            f"of batch {batch_id} after writing")

@@ -1,0 +1,58 @@
+"""kafka-python's ``KafkaAdminClient`` as the connector's drivers use it: built from the options, given patience.
+
+Theory of operation: the source driver (``connector.source.offset_reader``)
+and the sink driver (``connector.sink.sink_log.ensure_log_topic``) each use an
+admin client. ``client`` builds one from the options' bootstrap servers and
+the ``kafka.*`` settings the admin client accepts. ``with_patience`` retries
+a call on kafka-python's retriable errors (its ``retriable`` flag) for the
+Java clients' default.api.timeout.ms, which is how long Java clients wait out
+a leader moving or a broker restarting; kafka-python's admin client fails at
+once instead.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, TypeVar
+
+log = logging.getLogger(__name__)
+DEFAULT_API_TIMEOUT_S = 60.0  # the Java consumer's default.api.timeout.ms
+RETRIABLE_BACKOFF_S = 0.25
+T = TypeVar("T")
+
+# The kafka-python client settings (``SourceOptions.client_kwargs`` / ``SinkOptions.client_kwargs``) that
+# KafkaAdminClient accepts; the consumer and producer ones would make it raise.
+_ADMIN_KWARGS = {
+    "client_id", "request_timeout_ms", "connections_max_idle_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
+    "receive_buffer_bytes", "send_buffer_bytes", "retry_backoff_ms", "metadata_max_age_ms", "security_protocol",
+    "ssl_check_hostname", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_crlfile",
+    "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "sasl_kerberos_service_name",
+    "sasl_kerberos_domain_name",
+}
+
+
+def client(options, client_id: str):
+    """A ``KafkaAdminClient`` for ``options`` (source or sink options); ``client_id`` unless kafka.client.id."""
+    from kafka import KafkaAdminClient
+
+    kwargs = {k: v for k, v in options.client_kwargs.items() if k in _ADMIN_KWARGS}
+    kwargs.setdefault("client_id", client_id)
+    return KafkaAdminClient(bootstrap_servers=options.bootstrap_servers.split(","), **kwargs)
+
+
+def with_patience(call: Callable[[], T], what: str, *, on_retry: Callable[[], None] | None = None) -> T:
+    """``call()``, retried on retriable kafka-python errors (``.retriable``) for default.api.timeout.ms.
+
+    ``on_retry`` runs before each retry (e.g. drop a client for fresh metadata).
+    """
+    deadline = time.monotonic() + DEFAULT_API_TIMEOUT_S
+    while True:
+        try:
+            return call()
+        except Exception as exc:  # only retriable errors are retried, the rest propagate
+            if not getattr(exc, "retriable", False) or time.monotonic() >= deadline:
+                raise
+            log.info("retrying %s after a retriable error: %r", what, exc)
+            if on_retry is not None:
+                on_retry()
+            time.sleep(RETRIABLE_BACKOFF_S)
