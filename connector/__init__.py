@@ -1,7 +1,8 @@
 """The Spark data source "pylog": ``datasource`` (options in, readers/writers out), ``source/``, ``sink/``; for
 driver code ``foreach_batch`` (the exactly-once sink in update mode) and ``progress`` (Kafka source metrics).
 Never imports broker_sim's broker side (server, replication, storage, coordinator, controller, local, testing,
-bench): only the client-side ``broker_sim.protocol`` and ``broker_sim.security.sasl``'s login.
+bench): only the client-side ``broker_sim.protocol``, ``broker_sim.security.sasl``'s login and ``broker_sim.config``'s
+``ConfigError`` (JAAS parsing).
 """
 try:
     import pyspark  # noqa: F401
