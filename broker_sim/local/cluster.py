@@ -68,6 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, TextIO
 
+from broker_sim.arguments import key_value, positive_int
+from broker_sim.arguments import port as port_number
 from broker_sim.local.zookeeper import ZooKeeperServer, free_port
 from broker_sim.protocol.client import WireConnection
 
@@ -628,36 +630,15 @@ class LocalCluster:
 
 # --------------------------------------------------------------------------- the foreground command
 
-def _key_value(text: str) -> tuple[str, str]:
-    key, found, value = text.partition("=")
-    if not found or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number: {text}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``pylog-broker cluster`` and ``pylog cluster up``."""
-    parser.add_argument("--brokers", type=_positive, default=3, help="number of brokers (default: 3)")
+    parser.add_argument("--brokers", type=positive_int, default=3, help="number of brokers (default: 3)")
     parser.add_argument("--data-dir", required=True,
                         help="directory for ZooKeeper's and every broker's data and logs (kept for the next run)")
-    parser.add_argument("--base-port", type=_port, default=None,
+    parser.add_argument("--base-port", type=port_number, default=None,
                         help="broker i listens on BASE_PORT + i (default: free ports)")
-    parser.add_argument("--zookeeper-port", type=_port, default=0, help="ZooKeeper client port (default: a free one)")
-    parser.add_argument("--config", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--zookeeper-port", type=port_number, default=0, help="ZooKeeper client port (default: a free one)")
+    parser.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                         help="a Kafka broker config for every broker, e.g. min.insync.replicas=2 (repeatable); "
                              "{port} in a value is each broker's port, e.g. listeners=SASL_SSL://127.0.0.1:{port}")
     parser.add_argument("--add-scram", action="append", default=[], metavar="'MECHANISM=[name=U,password=P]'",
@@ -665,7 +646,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "secured cluster's inter-broker login and its admin")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="the brokers' log level (default: INFO)")
-    parser.add_argument("--start-timeout-s", type=_positive, default=int(START_TIMEOUT_S),
+    parser.add_argument("--start-timeout-s", type=positive_int, default=int(START_TIMEOUT_S),
                         help=f"how long to wait for the cluster to come up (default: {START_TIMEOUT_S:g})")
 
 

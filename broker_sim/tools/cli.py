@@ -67,38 +67,10 @@ from broker_sim.local import cluster as local_cluster
 from broker_sim.progress import Progress, progress_wanted
 from broker_sim.tools import console, groups, security, top, topics, transactions
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
+from broker_sim.arguments import key_value, non_negative_int, positive_float, positive_int
 from broker_sim.tools.errors import ToolError
 
 PROG = "pylog"
-
-
-def key_value(text: str) -> tuple[str, str]:
-    """argparse type for ``KEY=VALUE``; the value may contain further ``=``."""
-    key, found, value = text.partition("=")
-    if not found or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
-
-
-def non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def topic_partitions(text: str) -> tuple[str, list[int] | None]:
