@@ -145,7 +145,19 @@ def _consumer_config(bootstrap: str, name: str) -> dict:
     }
 
 
-class _ProducerWorker(threading.Thread):
+class _Worker(threading.Thread):
+    """A client thread of the workload (its ``_run``): what ends it (``failure``) is reported by the workload."""
+
+    failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # noqa: BLE001 - reported by the workload
+            self.failure = exc
+
+
+class _ProducerWorker(_Worker):
     """One logical producer: sends at a fixed rate; a fatal error starts a new incarnation."""
 
     def __init__(self, index: int, bootstrap: str, options: WorkloadOptions, stop: threading.Event,
@@ -159,7 +171,6 @@ class _ProducerWorker(threading.Thread):
         self.errors: dict[str, str] = {}
         self.incarnation = 0
         self._fatal = threading.Event()
-        self.failure: BaseException | None = None
 
     def _delivered(self, err, msg) -> None:
         value = msg.value().decode()
@@ -179,12 +190,6 @@ class _ProducerWorker(threading.Thread):
         self._fatal.clear()
         return Producer({**_producer_config(self.bootstrap, self.options), "error_cb": self._error,
                          "client.id": f"jepsen-p{self.index}.{self.incarnation}"})
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:  # noqa: BLE001 - reported by the workload
-            self.failure = exc
 
     def _run(self) -> None:
         from confluent_kafka import KafkaException
@@ -224,7 +229,7 @@ class _ProducerWorker(threading.Thread):
             self.events.append({"t": self.clock(), "producer": name, "unflushed": remaining})
 
 
-class _ConsumerWorker(threading.Thread):
+class _ConsumerWorker(_Worker):
     """Reads one partition from the beginning until told to stop; records runs of observations."""
 
     def __init__(self, partition: int, bootstrap: str, topic: str, stop: threading.Event,
@@ -235,13 +240,6 @@ class _ConsumerWorker(threading.Thread):
         self.runs: list[list[list]] = [[]]
         self.next_offset = 0
         self.out_of_range = 0
-        self.failure: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:  # noqa: BLE001 - reported by the workload
-            self.failure = exc
 
     def _run(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
