@@ -637,7 +637,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory for ZooKeeper's and every broker's data and logs (kept for the next run)")
     parser.add_argument("--base-port", type=port_number, default=None,
                         help="broker i listens on BASE_PORT + i (default: free ports)")
-    parser.add_argument("--zookeeper-port", type=port_number, default=0, help="ZooKeeper client port (default: a free one)")
+    parser.add_argument("--zookeeper-port", type=port_number, default=0,
+                        help="ZooKeeper client port (default: a free one)")
     parser.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                         help="a Kafka broker config for every broker, e.g. min.insync.replicas=2 (repeatable); "
                              "{port} in a value is each broker's port, e.g. listeners=SASL_SSL://127.0.0.1:{port}")
