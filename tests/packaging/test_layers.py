@@ -127,6 +127,9 @@ def test_arrows_point_down():
                                    "broker_sim.errors", "broker_sim.security", "broker_sim.protocol"},
         "broker_sim.coordinator": {"broker_sim.storage", "broker_sim.replication", "broker_sim.controller",
                                    "broker_sim.config", "broker_sim.errors", "broker_sim.protocol"},
+        "broker_sim.registry": {"broker_sim.storage", "broker_sim.replication", "broker_sim.controller",
+                                "broker_sim.config", "broker_sim.errors", "broker_sim.protocol",
+                                "broker_sim.security", "broker_sim.coordinator"},
     }
     wrong = {}
     for layer, allowed in below.items():
