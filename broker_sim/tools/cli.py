@@ -33,6 +33,7 @@ Usage::
     pylog quotas set (--user U | --user-default) [--client-id C | --client-default] [--producer-byte-rate N]
                         [--consumer-byte-rate N] [--request-percentage P] [--remove KEY ...]
     pylog quotas describe [--user U] [--client-id C] [--format text|json]
+    pylog schemas list|get|register|delete|compat|config|mode ... [--url URL] [--command-config FILE]
     pylog bench [--records N] [--record-size B] [--rounds R] [--brokers pylog,tansu]
                 [--skip-kafka-python] [--output FILE] [--progress]
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
@@ -44,9 +45,10 @@ Usage::
 
 Exit status: 0 on success, 1 for an expected failure (unknown topic, broker not
 reachable, broker refused the request; one line on stderr naming the problem),
-2 for bad usage (argparse's message names the option), 130 on Ctrl-C.
+2 for bad usage (argparse's message names the option), 130 on Ctrl-C. ``pylog schemas`` exits 1 only when
+``compat`` finds a schema incompatible and 2 on any error (the registry's error_code and message).
 
-See :mod:`broker_sim.tools.topics`, :mod:`broker_sim.tools.console`,
+See :mod:`broker_sim.tools.topics`, :mod:`broker_sim.tools.console`, :mod:`broker_sim.tools.schemas`,
 :mod:`broker_sim.tools.groups`, :mod:`broker_sim.tools.transactions`, the :mod:`broker_sim.bench` package
 and :mod:`broker_sim.local.cluster` for each command's manual.
 """
@@ -65,7 +67,7 @@ from broker_sim.bench import runner as bench
 from broker_sim.bench import security as bench_security
 from broker_sim.local import cluster as local_cluster
 from broker_sim.progress import Progress, progress_wanted
-from broker_sim.tools import console, groups, security, top, topics, transactions
+from broker_sim.tools import console, groups, schemas, security, top, topics, transactions
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.arguments import key_value, non_negative_int, positive_float, positive_int
 from broker_sim.tools.errors import ToolError
@@ -276,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench_groups.add_arguments(bench_parser)
     bench_replication.add_arguments(bench_parser)
 
+    schemas_parser = commands.add_parser("schemas", help="a Schema Registry's subjects, schemas, compatibility, "
+                                                         "config and mode (REST API v1)")
+    schemas.add_arguments(schemas_parser)
+
     cluster_parser = commands.add_parser("cluster", help="run a local ZooKeeper and N brokers (development, tests)")
     cluster_commands = cluster_parser.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
     cluster_up = cluster_commands.add_parser(
@@ -287,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     if args.command == "cluster":
         return local_cluster.run_from_args(args, out=out, err=err)
+    if args.command == "schemas":
+        return schemas.run_from_args(args, out=out, err=err)
     if args.command == "bench":
         runner = {"groups": bench_groups, "cluster": bench_replication,
                   "security": bench_security}.get(args.workload, bench)
