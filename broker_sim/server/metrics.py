@@ -10,8 +10,8 @@ dispatcher hands each request's API, version and duration to
 API: no label lookup per request).  Everything else is read when Prometheus
 scrapes: ``BrokerCollector.collect`` walks the partitions, groups and
 transactions the broker hands over once it has opened them (``BrokerMetrics.watch``)
-and yields metric families.  The scrape is served by an asyncio
-HTTP endpoint on the broker's own event loop (``serve_metrics``), so it reads
+and yields metric families.  The scrape is served by the broker's bounded
+HTTP server (``server/http.py``) on the broker's own event loop (``serve_metrics``), so it reads
 state that only that loop mutates, consistently; ``prometheus_client`` writes
 the exposition format.
 
@@ -26,10 +26,12 @@ not have is prefixed ``pylog_``.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from broker_sim.server.http import HttpLimits, HttpRequest, HttpResponse, HttpServer
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 LATENCY_BUCKETS_MS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 _MAX_HTTP_REQUEST_BYTES = 8192
 _HTTP_TIMEOUT_S = 10.0
+_MAX_HTTP_CONNECTIONS = 64
 
 
 class BrokerMetrics:
@@ -207,29 +210,19 @@ class BrokerCollector:
         yield family
 
 
-async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> asyncio.AbstractServer:
-    """GET /metrics on ``host:port`` (HTTP/1.0 style: one request per connection, bounded and timed out)."""
+async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> HttpServer:
+    """GET /metrics on ``host:port``, served by the bounded HTTP server (``server/http.py``): keep-alive, the
+    request and its headers within 8 KiB, no body, timed out."""
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HTTP_TIMEOUT_S)
-            request_line = head.split(b"\r\n", 1)[0].split()
-            if len(request_line) < 2 or request_line[0] not in (b"GET", b"HEAD"):
-                status, body, content_type = b"405 Method Not Allowed", b"only GET\n", b"text/plain"
-            elif request_line[1].split(b"?", 1)[0] not in (b"/metrics", b"/"):
-                status, body, content_type = b"404 Not Found", b"see /metrics\n", b"text/plain"
-            else:
-                status, body, content_type = b"200 OK", metrics.exposition(), CONTENT_TYPE_LATEST.encode()
-            writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + content_type
-                         + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n")
-            if request_line[:1] != [b"HEAD"]:
-                writer.write(body)
-            await asyncio.wait_for(writer.drain(), _HTTP_TIMEOUT_S)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        except Exception:  # a scrape must never take the broker down
-            log.exception("metrics request failed")
-        finally:
-            writer.close()
+    async def handle(request: HttpRequest) -> HttpResponse:
+        if request.method not in ("GET", "HEAD"):
+            return HttpResponse(405, {"Content-Type": "text/plain", "Allow": "GET, HEAD"}, b"only GET\n")
+        if request.path not in ("/metrics", "/"):
+            return HttpResponse(404, {"Content-Type": "text/plain"}, b"see /metrics\n")
+        return HttpResponse(200, {"Content-Type": CONTENT_TYPE_LATEST}, metrics.exposition())
 
-    return await asyncio.start_server(handle, host, port, limit=_MAX_HTTP_REQUEST_BYTES, reuse_address=True)
+    limits = HttpLimits(max_request_line_bytes=_MAX_HTTP_REQUEST_BYTES, max_header_bytes=_MAX_HTTP_REQUEST_BYTES,
+                        max_body_bytes=0, max_connections=_MAX_HTTP_CONNECTIONS, header_timeout_s=_HTTP_TIMEOUT_S,
+                        body_timeout_s=_HTTP_TIMEOUT_S, idle_timeout_s=_HTTP_TIMEOUT_S,
+                        write_timeout_s=_HTTP_TIMEOUT_S)
+    return await HttpServer(handle, limits, name="metrics").start(host, port)
