@@ -1,0 +1,222 @@
+"""Avro schemas: parsed and validated by the Apache ``avro`` package, compared by its reader/writer checker.
+
+- References: each referenced schema's named types are made known to the parser first (an ``avro.name.Names``
+  filled in dependency order), so the schema may use them by full name, as Confluent's ``AvroSchema`` does
+  with its resolved references.
+- ``canonical``: the schema as ``avro`` writes it back (docs, defaults, logical types and custom properties
+  kept, referenced types by name), compact JSON; whitespace and key order of the text do not matter.
+- ``normalized()``: Confluent's ``AvroSchemaUtils.toNormalizedString`` (full names, fixed key order, sorted
+  aliases and custom properties).
+- Compatibility: ``avro.compatibility.ReaderWriterCompatibilityChecker``, its findings worded as
+  Confluent's ``avro.Difference``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import avro.compatibility
+import avro.errors
+import avro.name
+import avro.schema
+
+from broker_sim.registry import bounded_json
+from broker_sim.registry.types import ParsedSchema
+from broker_sim.registry.types.errors import MAX_JSON_DEPTH, MAX_SCHEMA_DEPTH, SchemaError
+
+_NAMED = (avro.schema.RecordSchema, avro.schema.EnumSchema, avro.schema.FixedSchema)
+# What avro raises on a malformed schema: its own errors, and plain Python errors where it indexes or calls
+# into a JSON value of the wrong shape (e.g. "fields": 3).
+_PARSE_ERRORS = (avro.errors.AvroException, TypeError, ValueError, KeyError, AttributeError)
+
+
+@dataclass(frozen=True)
+class AvroModel:
+    """What ``parse`` keeps: the avro Schema, its JSON value, and every schema it references, transitively,
+    dependencies first (the order their named types must be made known to a parser)."""
+
+    schema: avro.schema.Schema
+    value: Any
+    dependencies: tuple[ParsedSchema, ...]
+
+
+def parse(text: str, references: Mapping[str, ParsedSchema]) -> ParsedSchema:
+    try:
+        value = bounded_json.loads(text, max_depth=MAX_JSON_DEPTH)
+    except ValueError as e:
+        raise SchemaError(f"Invalid Avro schema: {e}") from None
+    _check_depth(value)
+    dependencies = _dependencies(references)
+    names = avro.name.Names()
+    try:
+        for dependency in dependencies:
+            avro.schema.make_avsc_object(dependency.model.value, names)
+    except _PARSE_ERRORS as e:
+        raise SchemaError(f"Invalid Avro schema: reference: {e}") from None
+    known = dict(names.names)
+    try:
+        schema = avro.schema.make_avsc_object(value, names)
+    except _PARSE_ERRORS as e:
+        raise SchemaError(f"Invalid Avro schema: {e}") from None
+    return ParsedSchema(
+        schema_type="AVRO",
+        text=text,
+        canonical=_compact(schema.to_json(_names(known))),
+        name=schema.fullname if isinstance(schema, _NAMED) else None,
+        references=dict(references),
+        model=AvroModel(schema, value, dependencies),
+    )
+
+
+def normalize(parsed: ParsedSchema) -> ParsedSchema:
+    env = {d.model.schema.fullname for d in parsed.model.dependencies if isinstance(d.model.schema, _NAMED)}
+    return parse(_compact(_normalized(parsed.model.schema, env)), parsed.references)
+
+
+def formatted(parsed: ParsedSchema, fmt: str) -> str:
+    if fmt == "resolved":
+        return _compact(parsed.model.schema.to_json())
+    return parsed.text
+
+
+def incompatibilities(reader: ParsedSchema, writer: ParsedSchema, reader_role: str, writer_role: str) -> list[str]:
+    """Why ``reader`` cannot read data written with ``writer`` (empty when it can), as Confluent words it.
+
+    avro's result keeps the kinds of incompatibility in order but their locations and messages as sets, so
+    a single finding is reported exactly and several are reported once per kind with every location."""
+    result = avro.compatibility.ReaderWriterCompatibilityChecker().get_compatibility(
+        reader.model.schema, writer.model.schema)
+    if result.compatibility is not avro.compatibility.SchemaCompatibilityType.incompatible:
+        return []
+    # avro seeds every result with the root location "/" and merges it into the others' sets.
+    path = ", ".join(sorted(result.locations - {"/"}) or ["/"])
+    info = "; ".join(sorted(result.messages))
+    kinds = list(dict.fromkeys(kind.name.upper() for kind in result.incompatibilities))
+    return [_difference(kind, path, info, reader_role, writer_role) for kind in kinds]
+
+
+def _difference(kind: str, path: str, info: str, reader: str, writer: str) -> str:
+    """One finding in the words of Confluent's ``io.confluent.kafka.schemaregistry.avro.Difference``."""
+    descriptions = {
+        "FIXED_SIZE_MISMATCH": f"The size of FIXED type field at path '{path}' in the {reader} schema does not "
+                               f"match with the {writer} schema",
+        "TYPE_MISMATCH": f"The type (path '{path}') of a field in the {reader} schema does not match with the "
+                         f"{writer} schema",
+        "NAME_MISMATCH": f"The name of the schema has changed (path '{path}')",
+        "MISSING_ENUM_SYMBOLS": f"The {reader} schema is missing enum symbols '{info}' at path '{path}' in the "
+                                f"{writer} schema",
+        "MISSING_UNION_BRANCH": f"The {reader} schema is missing a type inside a union field at path '{path}' "
+                                f"in the {writer} schema",
+        "READER_FIELD_MISSING_DEFAULT_VALUE": f"The field '{info}' at path '{path}' in the {reader} schema has "
+                                              f"no default value and is missing in the {writer} schema",
+    }
+    return f"{{errorType:'{kind}', description:'{descriptions.get(kind, '')}', additionalInfo:'{info}'}}"
+
+
+def _dependencies(references: Mapping[str, ParsedSchema]) -> tuple[ParsedSchema, ...]:
+    """Every referenced schema, transitively, each after the schemas it references, each once."""
+    ordered: dict[int, ParsedSchema] = {}
+    for ref in references.values():
+        for dependency in (*ref.model.dependencies, ref):
+            ordered.setdefault(id(dependency), dependency)
+    return tuple(ordered.values())
+
+
+def _check_depth(value: Any) -> None:
+    """Refuse schemas whose types nest deeper than MAX_SCHEMA_DEPTH, walking without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise SchemaError(f"Invalid Avro schema: types nested deeper than {MAX_SCHEMA_DEPTH} levels")
+        if isinstance(node, list):
+            stack.extend((branch, depth + 1) for branch in node)
+        elif isinstance(node, dict):
+            children = [node.get("type"), node.get("items"), node.get("values")]
+            fields = node.get("fields")
+            if isinstance(fields, list):
+                children.extend(field.get("type") for field in fields if isinstance(field, dict))
+            stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+
+
+def _names(known: dict[str, avro.schema.NamedSchema]) -> avro.name.Names:
+    names = avro.name.Names()
+    names.names = dict(known)
+    return names
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+_RESERVED = {"type", "name", "namespace", "doc", "aliases", "fields", "symbols", "default", "size", "items",
+             "values", "logicalType", "precision", "scale", "order"}
+
+
+def _normalized(schema: avro.schema.Schema, env: set[str]) -> Any:
+    """Confluent's normalized form as a JSON value (recursion bounded: parse refused deeper schemas)."""
+    if isinstance(schema, avro.schema.UnionSchema):
+        return [_normalized(branch, env) for branch in schema.schemas]
+    props = schema.other_props
+    if isinstance(schema, (avro.schema.ArraySchema, avro.schema.MapSchema)):
+        out: dict[str, Any] = {"type": schema.type}
+        if isinstance(schema, avro.schema.ArraySchema):
+            out["items"] = _normalized(schema.items, env)
+        else:
+            out["values"] = _normalized(schema.values, env)
+        return out | _simple_props(props)
+    if isinstance(schema, _NAMED):
+        if schema.fullname in env:
+            return schema.fullname
+        env.add(schema.fullname)
+        out = {"name": schema.fullname, "type": schema.type}
+        if isinstance(schema, avro.schema.EnumSchema):
+            out["symbols"] = list(schema.symbols)
+        elif isinstance(schema, avro.schema.FixedSchema):
+            out["size"] = schema.size
+            out |= _logical_props(schema)
+        else:
+            out["fields"] = [_normalized_field(field, env) for field in schema.fields]
+        if schema.props.get("doc"):
+            out["doc"] = schema.props["doc"]
+        if schema.props.get("aliases"):
+            out["aliases"] = sorted(schema.props["aliases"])
+        if isinstance(schema, avro.schema.EnumSchema) and schema.props.get("default") is not None:
+            out["default"] = schema.props["default"]
+        return out | _simple_props(props)
+    logical = _logical_props(schema)
+    if logical or _simple_props(props):
+        return {"type": schema.type} | logical | _simple_props(props)
+    return schema.type
+
+
+def _normalized_field(field: avro.schema.Field, env: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": field.name, "type": _normalized(field.type, env)}
+    if field.props.get("order") is not None:
+        out["order"] = field.order
+    if field.doc is not None:
+        out["doc"] = field.doc
+    if field.props.get("aliases"):
+        out["aliases"] = sorted(field.props["aliases"])
+    if field.has_default:
+        out["default"] = field.default
+    return out | _simple_props(field.other_props)
+
+
+def _logical_props(schema: avro.schema.Schema) -> dict[str, Any]:
+    logical = schema.props.get("logicalType")
+    if not isinstance(logical, str):
+        return {}
+    out: dict[str, Any] = {"logicalType": logical}
+    if logical == "decimal":
+        out["precision"] = schema.props.get("precision")
+        if schema.props.get("scale"):
+            out["scale"] = schema.props["scale"]
+    return out
+
+
+def _simple_props(props: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: props[key] for key in sorted(props) if key not in _RESERVED}
