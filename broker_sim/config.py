@@ -357,6 +357,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "On a clean stop, ask the controller to move this broker's leaderships away first."),
     ConfigDef("controlled.shutdown.timeout.ms", "30000", _parse_int(0),
               "How long a stopping broker waits for the controller to move its leaderships."),
+    # --- the Schema Registry (server/schema_registry.py; pylog additions, Confluent's names where it has them) ---
+    ConfigDef("schema.registry.listeners", "", str,
+              "Serve a Confluent-compatible Schema Registry at these URLs: http://host:port or https://host:port, "
+              "comma-separated (port 0: any free port); empty: off. https uses the broker's ssl.keystore.* "
+              "(or listener.name.schema_registry.ssl.*)."),
+    ConfigDef("schema.registry.max.request.bytes", "1048576", _parse_int(1),
+              "Largest request body the registry reads (413 beyond)."),
+    ConfigDef("schema.registry.max.connections", "1000", _parse_int(1),
+              "Most registry HTTP connections at once (503 beyond)."),
+    ConfigDef("schema.registry.authentication.method", "", _parse_choice("", "NONE", "BASIC"),
+              "BASIC: HTTP Basic against the broker's SASL users (PLAIN JAAS users, SCRAM credentials); NONE: "
+              "anonymous; empty: BASIC when the broker has a SASL listener, else NONE."),
+    ConfigDef("schema.registry.forward.timeout.ms", "30000", _parse_int(1),
+              "How long a broker waits for the writer (the leader of _schemas-0) to answer a forwarded request."),
     # --- observability (pylog additions) ---
     ConfigDef("metrics.port", "-1", _parse_int(-1),
               "Serve Prometheus metrics at http://<host>:<port>/metrics (-1: off, 0: any free port)."),

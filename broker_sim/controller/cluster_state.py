@@ -21,6 +21,7 @@ class BrokerEndpoint:
     port: int
     rack: str | None = None
     listeners: tuple[tuple[str, str, str, int], ...] = ()
+    schema_registry_url: str | None = None  # its Schema Registry (pylog_schema_registry_url in the registration)
 
     def on(self, listener: str) -> "BrokerEndpoint | None":
         """This broker as reached through ``listener`` (None when it does not advertise that listener).

@@ -143,8 +143,10 @@ def decode_cluster_id(data: bytes) -> str:
 
 def encode_broker(endpoint: BrokerEndpoint, timestamp_ms: int | None = None) -> bytes:
     """Kafka's registration (version 4): every advertised listener in ``endpoints`` with its protocol in
-    ``listener_security_protocol_map``; host/port name the endpoint other brokers use."""
+    ``listener_security_protocol_map``; host/port name the endpoint other brokers use.  pylog adds
+    ``pylog_schema_registry_url`` when the broker serves a Schema Registry (Kafka ignores unknown fields)."""
     listeners = endpoint.listeners or (("PLAINTEXT", "PLAINTEXT", endpoint.host, endpoint.port),)
+    registry = {"pylog_schema_registry_url": endpoint.schema_registry_url} if endpoint.schema_registry_url else {}
     return _dump({
         "version": BROKER_REGISTRATION_VERSION,
         "host": endpoint.host,
@@ -155,6 +157,7 @@ def encode_broker(endpoint: BrokerEndpoint, timestamp_ms: int | None = None) -> 
         "timestamp": str(_now_ms() if timestamp_ms is None else timestamp_ms),
         "rack": endpoint.rack,
         "features": {},
+        **registry,
     })
 
 
@@ -179,7 +182,9 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerEndpoint:
         if not plain:
             raise LayoutError(f"{what}: no host/port and no endpoint")
         host, port = plain[0][2], plain[0][3]
-    return BrokerEndpoint(broker_id, host, port, obj.get("rack"), tuple(listeners))
+    registry = obj.get("pylog_schema_registry_url")
+    return BrokerEndpoint(broker_id, host, port, obj.get("rack"), tuple(listeners),
+                          registry if isinstance(registry, str) and registry else None)
 
 
 # --- /controller and /controller_epoch ---
