@@ -4,7 +4,12 @@ Model, exactly Kafka's:
 
 * a binding is (resource type, resource name, pattern type) + (principal,
   host, operation, permission); resource types Topic, Group, Cluster
-  (named ``kafka-cluster``), TransactionalId, DelegationToken; pattern types
+  (named ``kafka-cluster``), TransactionalId, DelegationToken, and pylog's
+  Schema Registry resources (after Redpanda's schema registry ACLs, with
+  codes outside Kafka's range): SUBJECT (100; a subject name, literal or
+  prefixed; ZooKeeper ``/kafka-acl/Subject/<name>``) and REGISTRY (101; the
+  one resource ``schema-registry``: the global config and mode,
+  ``/kafka-acl/Registry/schema-registry``); pattern types
   LITERAL (a name, or ``*`` for every resource of the type) and PREFIXED;
 * ``authorize(principal, host, operation, resource)``: super users
   (``super.users=User:admin;User:broker``) may do anything; otherwise the
@@ -44,6 +49,7 @@ from broker_sim.config import BrokerConfig, ConfigError
 
 log = logging.getLogger(__name__)
 CLUSTER_NAME = "kafka-cluster"
+REGISTRY_NAME = "schema-registry"  # the one REGISTRY resource (the registry's global config and mode)
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 VERSION = 1
@@ -58,6 +64,9 @@ class ResourceType(IntEnum):
     TRANSACTIONAL_ID = 5
     DELEGATION_TOKEN = 6
     USER = 7
+    # pylog's Schema Registry resources (after Redpanda's schema registry ACLs), outside Kafka's codes
+    SUBJECT = 100
+    REGISTRY = 101
 
 
 class PatternType(IntEnum):
@@ -96,7 +105,8 @@ class Permission(IntEnum):
 # Kafka's ZooKeeper spellings (ResourceType.toString / AclOperation / AclPermissionType in JSON)
 ZK_RESOURCE_TYPES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
                      ResourceType.TRANSACTIONAL_ID: "TransactionalId",
-                     ResourceType.DELEGATION_TOKEN: "DelegationToken"}
+                     ResourceType.DELEGATION_TOKEN: "DelegationToken", ResourceType.SUBJECT: "Subject",
+                     ResourceType.REGISTRY: "Registry"}
 ZK_OPERATIONS = {Operation.ALL: "All", Operation.READ: "Read", Operation.WRITE: "Write", Operation.CREATE: "Create",
                  Operation.DELETE: "Delete", Operation.ALTER: "Alter", Operation.DESCRIBE: "Describe",
                  Operation.CLUSTER_ACTION: "ClusterAction", Operation.DESCRIBE_CONFIGS: "DescribeConfigs",
@@ -120,6 +130,10 @@ SUPPORTED_OPERATIONS = {
                            Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
     ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
     ResourceType.DELEGATION_TOKEN: (Operation.DESCRIBE,),
+    ResourceType.SUBJECT: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.DESCRIBE,
+                           Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
+    ResourceType.REGISTRY: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.DESCRIBE,
+                            Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
 }
 
 
@@ -155,6 +169,8 @@ class AclBinding:
             raise AclError("Resource name must not be empty")
         if self.resource_type == ResourceType.CLUSTER and self.name != CLUSTER_NAME:
             raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+        if self.resource_type == ResourceType.REGISTRY and self.name != REGISTRY_NAME:
+            raise AclError(f"The only valid name for the REGISTRY resource is {REGISTRY_NAME}")
         if self.operation not in ZK_OPERATIONS:
             raise AclError(f"Invalid operation {self.operation.name}")
         if self.operation != Operation.ALL and self.operation not in SUPPORTED_OPERATIONS[self.resource_type]:

@@ -25,8 +25,10 @@ Usage::
     pylog transactions list [--state STATE ...] [--format text|json]
     pylog transactions describe TRANSACTIONAL-ID ... [--format text|json]
     pylog acls add|remove (--allow-principal|--deny-principal) User:NAME --operation OP ...
-                        (--topic T | --group G | --transactional-id ID | --cluster) [--resource-pattern-type prefixed]
-    pylog acls list [--topic T | --group G | --transactional-id ID | --cluster] [--principal P] [--format json]
+                        (--topic T | --group G | --transactional-id ID | --cluster | --subject S | --registry)
+                        [--resource-pattern-type prefixed]
+    pylog acls list [--topic T | --group G | --transactional-id ID | --cluster | --subject S | --registry]
+                    [--principal P] [--format json]
     pylog users add NAME --password PW [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N]
     pylog users list [--format text|json]
     pylog users remove NAME [--mechanism M]
@@ -228,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
         resource.add_argument("--group", metavar="G")
         resource.add_argument("--transactional-id", metavar="ID")
         resource.add_argument("--cluster", action="store_true")
+        resource.add_argument("--subject", metavar="S", help="a Schema Registry subject (prefixed with "
+                              "--resource-pattern-type prefixed)")
+        resource.add_argument("--registry", action="store_true",
+                              help="the Schema Registry's global config and mode")
         if action == "list":
             acl_parser.add_argument("--principal", metavar="User:NAME", help="only this principal's bindings")
             acl_parser.add_argument("--format", choices=["text", "json"], default="text")

@@ -8,6 +8,8 @@ Examples::
           --resource-pattern-type prefixed
     $ pylog acls list [--topic events] [--principal User:alice] [--format json]
     $ pylog acls remove --allow-principal User:alice --operation READ --topic events
+    $ pylog acls add --allow-principal User:etl --operation WRITE --subject orders- --resource-pattern-type prefixed
+    $ pylog acls add --allow-principal User:ops --operation ALTER_CONFIGS --registry
     $ pylog users add alice --password alice-secret [--mechanism SCRAM-SHA-512] [--iterations 8192]
     $ pylog users list [--format json]
     $ pylog users remove alice [--mechanism SCRAM-SHA-256]
@@ -29,7 +31,8 @@ Examples::
 from __future__ import annotations
 
 import json
-from contextlib import closing
+from contextlib import closing, contextmanager
+from enum import IntEnum
 from pathlib import Path
 from typing import TextIO
 
@@ -37,6 +40,7 @@ from kafka.admin import (
     ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourcePatternFilter,
     ResourceType, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion,
 )
+from kafka.admin import _acls
 from kafka.errors import KafkaError
 
 from broker_sim.tools.clients import Connection
@@ -108,20 +112,40 @@ def client_settings(path: str | None) -> dict:
 
 # --- acls ------------------------------------------------------------------------------------------
 
+# kafka-python knows Kafka's resource types only; pylog's Schema Registry ones (security/acl.py: SUBJECT 100,
+# REGISTRY 101) are added while an admin call decodes its answer (_registry_resource_types)
+_ResourceTypes = IntEnum("ResourceType", {**{t.name: t.value for t in ResourceType}, "SUBJECT": 100,
+                                          "REGISTRY": 101})
+
+
+@contextmanager
+def _registry_resource_types():
+    original = _acls.ResourceType
+    _acls.ResourceType = _ResourceTypes
+    try:
+        yield
+    finally:
+        _acls.ResourceType = original
+
+
 def _resource(args) -> tuple[ResourceType, str] | None:
     chosen = [(ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
               (ResourceType.TRANSACTIONAL_ID, args.transactional_id),
-              (ResourceType.CLUSTER, "kafka-cluster" if args.cluster else None)]
+              (ResourceType.CLUSTER, "kafka-cluster" if args.cluster else None),
+              (_ResourceTypes.SUBJECT, getattr(args, "subject", None)),
+              (_ResourceTypes.REGISTRY, "schema-registry" if getattr(args, "registry", False) else None)]
     given = [(t, n) for t, n in chosen if n is not None]
     if len(given) > 1:
-        raise ToolError("give one resource: --topic, --group, --transactional-id or --cluster")
+        raise ToolError("give one resource: --topic, --group, --transactional-id, --cluster, --subject or "
+                        "--registry")
     return given[0] if given else None
 
 
 def _bindings(args) -> list[ACL]:
     resource = _resource(args)
     if resource is None:
-        raise ToolError("name the resource: --topic T, --group G, --transactional-id ID or --cluster")
+        raise ToolError("name the resource: --topic T, --group G, --transactional-id ID, --cluster, "
+                        "--subject S or --registry")
     principals = ([(p, ACLPermissionType.ALLOW) for p in args.allow_principal or []]
                   + [(p, ACLPermissionType.DENY) for p in args.deny_principal or []])
     if not principals:
@@ -151,7 +175,8 @@ def add_acls(conn: Connection, args, out: TextIO) -> None:
     acls = _bindings(args)
     with closing(conn.admin()) as admin:
         try:
-            result = admin.create_acls(acls)
+            with _registry_resource_types():
+                result = admin.create_acls(acls)
         except KafkaError as exc:
             raise ToolError(f"CreateAcls failed: {exc}") from None
     if result["failed"]:
@@ -166,8 +191,9 @@ def list_acls(conn: Connection, args, out: TextIO) -> list[dict]:
                                     ACLResourcePatternType.ANY)
     with closing(conn.admin()) as admin:
         try:
-            acls, error = admin.describe_acls(ACLFilter(args.principal, None, ACLOperation.ANY,
-                                                        ACLPermissionType.ANY, pattern))
+            with _registry_resource_types():
+                acls, error = admin.describe_acls(ACLFilter(args.principal, None, ACLOperation.ANY,
+                                                            ACLPermissionType.ANY, pattern))
         except KafkaError as exc:
             raise ToolError(f"DescribeAcls failed: {exc}") from None
     rows = sorted((_row(a) for a in acls), key=lambda r: tuple(r.values()))
@@ -185,7 +211,8 @@ def remove_acls(conn: Connection, args, out: TextIO) -> None:
                                                a.resource_pattern.pattern_type)) for a in _bindings(args)]
     with closing(conn.admin()) as admin:
         try:
-            results = admin.delete_acls(filters)
+            with _registry_resource_types():
+                results = admin.delete_acls(filters)
         except KafkaError as exc:
             raise ToolError(f"DeleteAcls failed: {exc}") from None
     removed = [acl for _, matched, _ in results for acl in matched]
