@@ -80,6 +80,7 @@ from broker_sim.server.listeners import configure as listeners_from_config
 from broker_sim.server.loop_monitor import LoopMonitor
 from broker_sim.server.metrics import BrokerMetrics, serve_metrics
 from broker_sim.server.network import Connections, KafkaConnection
+from broker_sim.server.schema_registry import SchemaRegistry
 from broker_sim.storage.log import FDS_PER_PARTITION
 
 log = logging.getLogger(__name__)
@@ -218,7 +219,9 @@ class Broker:
         self.loop_monitor = LoopMonitor()  # event-loop stalls over 100 ms are logged and counted
         self.metrics = BrokerMetrics()
         self.metrics_port: int | None = None  # where /metrics is served (metrics.port), once listening
-        self._metrics_server: asyncio.AbstractServer | None = None
+        self._metrics_server = None  # server/http.py's HttpServer
+        # schema.registry.listeners (server/schema_registry.py): built now, so bad URLs or TLS fail the start
+        self.schema_registry = SchemaRegistry(self) if self.config.raw("schema.registry.listeners").strip() else None
         self.max_broker_partitions = 0  # set at start from max.broker.partitions or the open-file limit
         self._partition_limit_source = ""
 
@@ -235,6 +238,11 @@ class Broker:
                 return format_address(host, port)
         raise KeyError(f"no listener named {listener} (listeners: {', '.join(l.name for l in self.listeners)})")
 
+    @property
+    def schema_registry_url(self) -> str | None:
+        """The first bound ``schema.registry.listeners`` URL (None: the registry is off, or not started yet)."""
+        return self.schema_registry.url if self.schema_registry is not None else None
+
     def endpoint_on(self, listener: str | None) -> BrokerEndpoint:
         """This broker's address for a client on ``listener`` (the inter-broker one if it is not advertised)."""
         endpoint = self.endpoint()
@@ -246,7 +254,7 @@ class Broker:
         first = self.listeners[0]
         inter = next((entry for entry in advertised if entry[0] == self.inter_broker_listener),
                      advertised[0] if advertised else (first.name, first.protocol, self.host, self.port))
-        return BrokerEndpoint(self.broker_id, inter[2], inter[3], None, tuple(advertised))
+        return BrokerEndpoint(self.broker_id, inter[2], inter[3], None, tuple(advertised), self.schema_registry_url)
 
     def start(self, timeout: float = 30.0) -> "Broker":
         """Run the broker on a background thread; return once it accepts connections."""
@@ -513,6 +521,8 @@ class Broker:
         self.port = self.listeners[0].port
         self.connections.start()
         self._isr_checks = None
+        if self.schema_registry is not None:  # before registering: the registration publishes its URL
+            await self.schema_registry.start()
         if self.cluster is not None:
             self.cluster.start(self.endpoint())
             self._isr_checks = self._loop.create_task(self._check_isr())
@@ -612,6 +622,8 @@ class Broker:
             server.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
+        if self.schema_registry is not None:
+            self.schema_registry.close()
         self.connections.close()
         await asyncio.sleep(0)
         if self.cluster is not None:

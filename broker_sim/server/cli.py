@@ -3,6 +3,7 @@
 Examples::
 
     pylog-broker --data-dir /tmp/pylog --port 9092
+    pylog-broker --data-dir /tmp/pylog --port 9092 --schema-registry-port 8081
     pylog-broker --data-dir /tmp/pylog --port 9092 --config num.partitions=3 \\
         --config log.retention.ms=3600000
     # one broker of a ZooKeeper cluster (each broker: its own id, port and data dir)
@@ -52,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a Kafka broker config, e.g. num.partitions=3 (repeatable)")
     parser.add_argument("--metrics-port", type=int, default=None, metavar="N",
                         help="serve Prometheus metrics at http://HOST:N/metrics (metrics.port; 0 = any free port)")
+    parser.add_argument("--schema-registry-port", type=int, default=None, metavar="N",
+                        help="serve the Schema Registry at http://HOST:N (schema.registry.listeners; 0 = any free "
+                             "port)")
     parser.add_argument("--add-scram", action="append", default=[], metavar="'MECHANISM=[name=USER,password=PW]'",
                         help="store a SCRAM credential before serving (Kafka's kafka-storage --add-scram syntax, "
                              "e.g. 'SCRAM-SHA-256=[name=admin,password=admin-secret]'; repeatable): in the data "
@@ -72,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             configs["zookeeper.connect"] = args.zookeeper
         if args.metrics_port is not None:
             configs["metrics.port"] = args.metrics_port
+        if args.schema_registry_port is not None:
+            host = f"[{args.host}]" if ":" in args.host else args.host
+            configs["schema.registry.listeners"] = f"http://{host}:{args.schema_registry_port}"
         broker = Broker(args.data_dir, host=args.host, port=args.port, broker_id=args.broker_id,
                         config=configs, advertised_host=args.advertised_host, add_scram=args.add_scram)
         asyncio.run(broker.serve(handle_signals=True))

@@ -1,0 +1,43 @@
+"""The Schema Registry on a broker: its ``RegistryService`` over ``_schemas``-0 and the REST layer over that.
+
+``registry_for(broker, forward=..., authorize=...)`` builds the broker's
+``BrokerSchemaLog`` (``schema_log.py``: appends wait for the ISR at most
+``replica.socket.timeout.ms``), the ``RegistryService`` over it (the broker's
+clock; ``forward`` sends a write to the writer when this broker is not it) and
+the REST handler (``authorize(principal, operation, resource)`` checks each
+route), and replays what the local replica of ``_schemas`` holds.  Nothing
+else in ``broker_sim.registry`` knows the broker; the HTTP side is
+``server/schema_registry.py``.
+"""
+from __future__ import annotations
+
+import logging
+
+from broker_sim.registry import rest
+from broker_sim.registry.schema_log import BrokerSchemaLog
+from broker_sim.registry.service import RegistryService
+from broker_sim.registry.state import RegistryState
+
+log = logging.getLogger(__name__)
+
+
+def registry_for(broker, *, forward, authorize):
+    """(schema log, service, REST handler) of ``broker``, with the local ``_schemas`` replayed."""
+    schema_log = BrokerSchemaLog(broker, timeout_s=broker.config.get("replica.socket.timeout.ms") / 1000.0)
+    service = RegistryService(schema_log, clock=broker.now_ms, forward=forward)
+    handler = rest.RegistryRest(service, authorize=authorize)
+    catch_up(service, schema_log)
+    return schema_log, service, handler
+
+
+def catch_up(service: RegistryService, schema_log: BrokerSchemaLog) -> int:
+    """``service.catch_up()``, first rebuilding from the log's start when the log ends below what was
+    replayed (an old leader's uncommitted tail, truncated when it follows the new leader)."""
+    # the service detects a log start past its position; a log end below it is this broker's to see
+    position = service._position
+    if schema_log.end_offset() < position and schema_log.has_replica():
+        log.warning("_schemas-0 ends at %d, below the replayed position %d (truncated): replaying from the start",
+                    schema_log.end_offset(), position)
+        service.state = RegistryState()
+        service._position = schema_log.start_offset()
+    return service.catch_up()
