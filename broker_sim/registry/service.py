@@ -1,0 +1,541 @@
+"""``RegistryService``: Confluent Schema Registry's operations over a ``SchemaLog``, as async methods.
+
+Theory of operation.  The registry's truth is the ``_schemas`` log; ``RegistryState`` is this broker's replay
+of it.  Every operation first catches up (``catch_up``: apply what the log serves past the last applied
+offset; cheap when nothing is new), so a broker answers reads from its own replay: the writer from its log
+end, a follower from its high watermark.
+
+A write (register, delete, config, mode) runs under one ``asyncio.Lock``: catch up, decide from the state
+(Confluent's rules, ``KafkaSchemaRegistry``), append the records, wait until the log says they are committed,
+apply them by catching up (the same path a replay takes), answer.  Holding the lock across the append is what
+makes ids unique and versions dense: no second decision is taken before the first one's records are in the
+state.  Only the broker leading ``_schemas`` partition 0 appends (``SchemaLog.is_writer``); elsewhere the
+REST layer forwards the request to it (``forward``), and ``NotWriterError`` from ``append`` (leadership moved
+during the write) is answered the same way.
+
+The methods answer what Confluent's REST resources answer (JSON-ready dicts and lists) and raise
+``RegistryError`` with Confluent's status, code and message.  What is not kept: Confluent's schema metadata,
+rule sets, contexts and tags (accepted in requests and ignored).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable, Iterator, Protocol
+
+from broker_sim.registry import errors, records, types
+from broker_sim.registry.errors import NotWriterError, RegistryError
+from broker_sim.registry.records import (
+    ConfigValue, DeleteSubjectValue, IdHighWaterValue, ModeValue, Reference, SchemaValue,
+)
+from broker_sim.registry.state import RegistryState, identity
+
+log = logging.getLogger(__name__)
+
+LATEST = -1
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+MAX_SUBJECT_LENGTH = 4096
+INT32_MAX = (1 << 31) - 1
+
+__all__ = ["LATEST", "NotWriterError", "RegistryService", "SchemaLog"]
+
+
+class SchemaLog(Protocol):
+    """Where the registry's records live: the broker's ``_schemas`` partition 0, or a test's list."""
+
+    def is_writer(self) -> bool: ...
+
+    async def append(self, records: list[tuple[bytes, bytes | None]]) -> int: ...
+
+    def read_committed(self, from_offset: int) -> Iterator[tuple[int, bytes, bytes | None]]: ...
+
+    def start_offset(self) -> int: ...
+
+
+def valid_subject(subject: str) -> bool:
+    """Confluent's ``QualifiedSubject.isValidSubject`` (no ISO control characters, not a reserved name), and
+    pylog's length bound."""
+    return (0 < len(subject) <= MAX_SUBJECT_LENGTH and subject not in ("__GLOBAL", "__EMPTY")
+            and not any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in subject))
+
+
+def schema_entity(value: SchemaValue, text: str | None = None) -> dict:
+    """Confluent's ``Schema`` entity JSON: subject, version, id, schemaType (not for AVRO), references (when
+    any), schema."""
+    out: dict = {"subject": value.subject, "version": value.version, "id": value.id}
+    if value.schema_type != "AVRO":
+        out["schemaType"] = value.schema_type
+    if value.references:
+        out["references"] = [r.to_json() for r in value.references]
+    out["schema"] = value.schema if text is None else text
+    return out
+
+
+def config_entity(config: ConfigValue | None, default_level: str = "BACKWARD") -> dict:
+    out: dict = {}
+    if config is not None and config.normalize is not None:
+        out["normalize"] = config.normalize
+    level = config.compatibility_level if config is not None else None
+    out["compatibilityLevel"] = level or default_level
+    return out
+
+
+class RegistryService:
+    def __init__(self, log: SchemaLog, clock: Callable[[], float],
+                 forward: Callable[[object], Awaitable[object]] | None = None) -> None:
+        self.log = log
+        self.clock = clock
+        self.forward = forward
+        self.state = RegistryState()
+        self._position = 0  # the next offset to apply
+        self._lock = asyncio.Lock()
+
+    # ---- replay ----
+
+    def catch_up(self) -> int:
+        """Apply every record the log serves past the last one applied; the number applied.
+
+        A log whose start moved past our position (deleted segments, a truncation) is replayed from its
+        start into a new state."""
+        start = self.log.start_offset()
+        if start > self._position:
+            log.info("_schemas starts at %d, past our position %d: replaying from the start", start,
+                     self._position)
+            self.state = RegistryState()
+            self._position = start
+        applied = 0
+        for offset, key, value in self.log.read_committed(self._position):
+            if offset < self._position:
+                continue
+            self.state.apply(offset, key, value)
+            self._position = offset + 1
+            applied += 1
+        return applied
+
+    async def _write(self, decide: Callable[[RegistryState], tuple[list, object]]) -> object:
+        async with self._lock:
+            self.catch_up()
+            planned, answer = decide(self.state)
+            if planned:
+                if not self.log.is_writer():
+                    raise NotWriterError("not the writer of _schemas")
+                await self.log.append([records.encode(k, v) for k, v in planned])
+                self.catch_up()
+            return answer
+
+    def _read(self) -> RegistryState:
+        self.catch_up()
+        return self.state
+
+    # ---- shared rules ----
+
+    @staticmethod
+    def _check_subject(subject: str) -> None:
+        if not valid_subject(subject):
+            raise errors.invalid_subject(subject)
+
+    @staticmethod
+    def _resolve_version(state: RegistryState, subject: str, version: int,
+                         include_deleted: bool) -> SchemaValue:
+        """Confluent's ``validateAndGetSchema``: the version, or 40401 / 40402."""
+        if version == LATEST:
+            held = state.latest(subject, include_deleted)
+            if held is None:
+                raise errors.subject_not_found(subject)
+            return held
+        held = state.version(subject, version)
+        if held is None or (held.deleted and not include_deleted):
+            if not state.has_subject(subject, include_deleted):
+                raise errors.subject_not_found(subject)
+            raise errors.version_not_found(version)
+        return held
+
+    @staticmethod
+    def _references(raw: list[dict] | tuple) -> tuple[Reference, ...]:
+        return tuple(r if isinstance(r, Reference) else Reference(r["name"], r["subject"], r["version"])
+                     for r in raw)
+
+    def _parse(self, state: RegistryState, schema: str, schema_type: str, references: tuple[Reference, ...],
+               normalize: bool):
+        """The request's schema parsed (and normalized when asked), its references pinned to versions."""
+        if schema_type not in types.SCHEMA_TYPES:
+            raise errors.RegistryError(422, errors.INVALID_SCHEMA, f"Invalid schema type {schema_type}")
+        pinned = []
+        for ref in references:
+            if ref.version == LATEST:
+                latest = state.latest(ref.subject)
+                if latest is None:
+                    raise errors.invalid_schema(f"Invalid reference {ref.to_json()}: subject "
+                                                f"'{ref.subject}' not found")
+                ref = Reference(ref.name, ref.subject, latest.version)
+            pinned.append(ref)
+        pinned = tuple(pinned)
+        for ref in pinned:
+            held = state.version(ref.subject, ref.version)
+            if held is None:
+                raise errors.invalid_schema(f"Invalid reference {ref.to_json()}: version not found")
+        resolved = state.resolve_references(pinned)
+        if resolved is None:
+            raise errors.invalid_schema("a referenced schema could not be parsed")
+        try:
+            parsed = types.parse(schema_type, schema, resolved)
+            if normalize:
+                parsed = parsed.normalized()
+        except types.SchemaError as e:
+            raise errors.invalid_schema(str(e)) from None
+        return parsed, pinned
+
+    @staticmethod
+    def _incompatibilities(state: RegistryState, level: str, parsed,
+                           previous: list[SchemaValue]) -> list[str]:
+        """Confluent's ``isCompatibleWithPrevious``: the checker's messages for the first incompatible previous
+        version (newest first; only the latest unless transitive), then its version and the level."""
+        if level == "NONE" or not previous:
+            return []
+        checked = [previous[-1]] if not level.endswith("_TRANSITIVE") else list(reversed(previous))
+        for old in checked:
+            stored = state.schema_by_id(old.id)
+            if stored is None or stored.parsed is None:
+                continue
+            messages = types.check_compatibility(level, parsed, [stored.parsed])
+            if messages:
+                at = next((i for i, m in enumerate(messages) if m.startswith("{oldSchema: ")), len(messages))
+                return (messages[:at] + [f"{{oldSchemaVersion: {old.version}}}"] + messages[at:]
+                        + [f"{{compatibility: '{level}'}}"])
+        return []
+
+    # ---- subjects and versions ----
+
+    async def register(self, subject: str, schema: str | None, schema_type: str = "AVRO",
+                       references: list | tuple = (), version: int = 0, schema_id: int = -1,
+                       normalize: bool = False) -> dict:
+        """POST /subjects/{subject}/versions: ``{"id": n}``."""
+        self._check_subject(subject)
+        refs = self._references(references)
+
+        def decide(state: RegistryState):
+            mode = state.mode_in_scope(subject)
+            if mode in ("READONLY", "READONLY_OVERRIDE"):
+                raise errors.not_permitted(f"Subject {subject} is in read-only mode")
+            if schema_id >= 0 and mode != "IMPORT":
+                raise errors.not_permitted(f"Subject {subject} is not in import mode")
+            if schema_id < 0 and mode != "READWRITE":
+                raise errors.not_permitted(f"Subject {subject} is not in read-write mode")
+            every = state.all_versions(subject)
+            live = [v for v in every if not v.deleted]
+            new_version = max([v.version + 1 for v in every], default=1)
+            text, kind, pinned_in = schema, schema_type, refs
+            if text is None or not text.strip():
+                if not live:
+                    raise errors.invalid_schema("Empty schema")
+                text, kind, pinned_in = live[-1].schema, live[-1].schema_type, live[-1].references
+            parsed, pinned = self._parse(state, text, kind, pinned_in, normalize or state.normalize(subject))
+            ident = identity(kind, parsed.canonical, pinned)
+            new_id = schema_id
+            existing = state.id_of(ident)
+            if existing is not None and (schema_id < 0 or schema_id == existing):
+                if version == 0:
+                    for held in live:
+                        if held.id == existing:
+                            return [], {"id": existing}
+                new_id = existing
+            if mode != "IMPORT":
+                messages = self._incompatibilities(state, state.compatibility_level(subject), parsed, live)
+                if messages:
+                    raise errors.incompatible(subject, messages)
+            number = version if version > 0 else new_version
+            if version > 0 and version != new_version and mode != "IMPORT":
+                raise errors.invalid_schema("Version is not one more than previous version")
+            if new_id >= 0:
+                held_ident = state.identity_of_id(new_id)
+                if state.schema_by_id(new_id) is not None and held_ident != ident:
+                    raise errors.not_permitted(f"Overwrite new schema with id {new_id} is not permitted.")
+            else:
+                new_id = state.next_id
+                if new_id > INT32_MAX:
+                    raise errors.RegistryError(500, errors.STORE_ERROR, "schema ids are exhausted")
+            planned: list = [(records.schema_key(subject, old.version), None) for old in every
+                             if old.deleted and old.id == new_id and old.version < number]
+            planned.append((records.schema_key(subject, number),
+                            SchemaValue(subject, number, new_id, parsed.text, kind, pinned)))
+            return planned, {"id": new_id}
+
+        return await self._write(decide)
+
+    async def lookup(self, subject: str, schema: str, schema_type: str = "AVRO", references: list | tuple = (),
+                     normalize: bool = False, include_deleted: bool = False) -> dict:
+        """POST /subjects/{subject}: the version of ``subject`` holding this schema."""
+        state = self._read()
+        parsed, pinned = self._parse(state, schema, schema_type, self._references(references),
+                                     normalize or state.normalize(subject))
+        schema_id = state.id_of(identity(schema_type, parsed.canonical, pinned))
+        if schema_id is not None:
+            for s, v in state.subject_versions_of_id(schema_id, include_deleted):
+                if s == subject:
+                    return schema_entity(state.version(s, v))
+        if not state.has_subject(subject, include_deleted):
+            raise errors.subject_not_found(subject)
+        raise errors.schema_not_found()
+
+    async def subjects(self, prefix: str = "", include_deleted: bool = False,
+                       deleted_only: bool = False) -> list[str]:
+        state = self._read()
+        return [s for s in state.subjects(include_deleted, deleted_only) if s.startswith(prefix)]
+
+    async def versions(self, subject: str, include_deleted: bool = False, deleted_only: bool = False) -> list[int]:
+        state = self._read()
+        numbers = state.versions(subject, include_deleted, deleted_only)
+        if not numbers and not state.has_subject(subject, include_deleted or deleted_only):
+            raise errors.subject_not_found(subject)
+        return numbers
+
+    async def get_version(self, subject: str, version: int, include_deleted: bool = False,
+                          fmt: str | None = None) -> dict:
+        state = self._read()
+        held = self._resolve_version(state, subject, version, include_deleted)
+        return schema_entity(held, self._formatted(state, held.id, held.schema, fmt))
+
+    async def referenced_by(self, subject: str, version: int) -> list[int]:
+        state = self._read()
+        held = self._resolve_version(state, subject, version, False)
+        return state.referenced_by_ids(subject, held.version)
+
+    async def delete_version(self, subject: str, version: int, permanent: bool = False) -> int:
+        """DELETE /subjects/{subject}/versions/{version}: the version deleted."""
+
+        def decide(state: RegistryState):
+            if state.mode_in_scope(subject) in ("READONLY", "READONLY_OVERRIDE"):
+                raise errors.not_permitted(f"Subject {subject} is in read-only mode")
+            if version == LATEST:
+                held = state.latest(subject) or (state.latest(subject, True) if permanent else None)
+                if held is None:
+                    raise errors.subject_not_found(subject)
+            else:
+                held = state.version(subject, version)
+                if held is None:
+                    if not state.has_subject(subject, True):
+                        raise errors.subject_not_found(subject)
+                    raise errors.version_not_found(version)
+            if not permanent and held.deleted:
+                raise errors.version_soft_deleted(subject, held.version)
+            if state.referrers(subject, held.version):
+                raise errors.reference_exists(subject, held.version)
+            if permanent and not held.deleted:
+                raise errors.version_not_soft_deleted(subject, held.version)
+            key = records.schema_key(subject, held.version)
+            if permanent:
+                return [(key, None), (records.ID_HIGH_WATER_KEY, IdHighWaterValue(state.id_high_water))], \
+                    held.version
+            planned: list = [(key, SchemaValue(held.subject, held.version, held.id, held.schema, held.schema_type,
+                                               held.references, deleted=True))]
+            if [v for v in state.versions(subject) if v != held.version] == []:
+                planned += self._forget_subject_settings(state, subject)
+            return planned, held.version
+
+        return await self._write(decide)
+
+    @staticmethod
+    def _forget_subject_settings(state: RegistryState, subject: str) -> list:
+        planned = []
+        if state.mode(subject) is not None:
+            planned.append((records.mode_key(subject), None))
+        if state.config(subject) is not None:
+            planned.append((records.config_key(subject), None))
+        return planned
+
+    async def delete_subject(self, subject: str, permanent: bool = False) -> list[int]:
+        """DELETE /subjects/{subject}: the versions deleted."""
+
+        def decide(state: RegistryState):
+            if state.mode_in_scope(subject) in ("READONLY", "READONLY_OVERRIDE"):
+                raise errors.not_permitted(f"Subject {subject} is in read-only mode")
+            if not state.has_subject(subject, True):
+                raise errors.subject_not_found(subject)
+            if not permanent and not state.has_subject(subject, False):
+                raise errors.subject_soft_deleted(subject)
+            numbers = state.versions(subject, include_deleted=permanent)
+            for number in numbers:
+                if state.referrers(subject, number):
+                    raise errors.reference_exists(subject, number)
+                if permanent and not state.version(subject, number).deleted:
+                    raise errors.subject_not_soft_deleted(subject)
+            if permanent:
+                planned = [(records.schema_key(subject, n), None) for n in numbers]
+                planned.append((records.ID_HIGH_WATER_KEY, IdHighWaterValue(state.id_high_water)))
+            else:
+                planned = [(records.delete_subject_key(subject), DeleteSubjectValue(subject, numbers[-1]))]
+                planned += self._forget_subject_settings(state, subject)
+            return planned, numbers
+
+        return await self._write(decide)
+
+    # ---- schemas by id ----
+
+    def _formatted(self, state: RegistryState, schema_id: int, text: str, fmt: str | None) -> str:
+        if not fmt:
+            return text
+        stored = state.schema_by_id(schema_id)
+        if stored is None or stored.parsed is None:
+            return text
+        try:
+            return stored.parsed.formatted(fmt)
+        except types.SchemaError as e:
+            raise errors.invalid_schema(str(e)) from None
+
+    def _stored(self, state: RegistryState, schema_id: int):
+        stored = state.schema_by_id(schema_id)
+        if stored is None:
+            raise errors.schema_not_found(schema_id)
+        return stored
+
+    async def schema_by_id(self, schema_id: int, fmt: str | None = None, fetch_max_id: bool = False) -> dict:
+        """GET /schemas/ids/{id}: Confluent's ``SchemaString``."""
+        state = self._read()
+        stored = self._stored(state, schema_id)
+        out: dict = {}
+        if stored.schema_type != "AVRO":
+            out["schemaType"] = stored.schema_type
+        out["schema"] = self._formatted(state, schema_id, stored.text, fmt)
+        if stored.references:
+            out["references"] = [r.to_json() for r in stored.references]
+        if fetch_max_id:
+            out["maxId"] = state.id_high_water
+        return out
+
+    async def subjects_of_id(self, schema_id: int, include_deleted: bool = False) -> list[str]:
+        state = self._read()
+        self._stored(state, schema_id)
+        return sorted({s for s, _ in state.subject_versions_of_id(schema_id, include_deleted)})
+
+    async def versions_of_id(self, schema_id: int, include_deleted: bool = False) -> list[dict]:
+        state = self._read()
+        self._stored(state, schema_id)
+        return [{"subject": s, "version": v} for s, v in state.subject_versions_of_id(schema_id, include_deleted)]
+
+    async def schemas(self, prefix: str = "", include_deleted: bool = False, latest_only: bool = False) -> list:
+        """GET /schemas: every version of every subject under ``prefix``, as Schema entities."""
+        state = self._read()
+        out = []
+        for subject in state.subjects(include_deleted):
+            if not subject.startswith(prefix):
+                continue
+            held = [v for v in state.all_versions(subject) if include_deleted or not v.deleted]
+            out += [schema_entity(v) for v in (held[-1:] if latest_only else held)]
+        return out
+
+    @staticmethod
+    def schema_types() -> list[str]:
+        return list(types.SCHEMA_TYPES)
+
+    # ---- config ----
+
+    async def get_config(self, subject: str | None, default_to_global: bool = False) -> dict:
+        state = self._read()
+        if subject is None:
+            return config_entity(state.config(None))
+        config = state.config(subject)
+        if config is None or config.compatibility_level is None:
+            if not default_to_global:
+                raise errors.compatibility_not_configured(subject)
+            return config_entity(state.config(None))
+        return config_entity(config)
+
+    async def set_config(self, subject: str | None, compatibility: str | None,
+                         normalize: bool | None = None) -> dict:
+        """PUT /config[/subject]: echoes the update (Confluent's ``ConfigUpdateRequest``)."""
+        if compatibility is not None:
+            compatibility = compatibility.upper()
+            if compatibility not in types.COMPATIBILITY_LEVELS:
+                raise errors.invalid_compatibility_level()
+        if subject is not None:
+            self._check_subject(subject)
+
+        def decide(state: RegistryState):
+            old = state.config(subject)
+            merged = ConfigValue(subject,
+                                 compatibility if compatibility is not None else (old and old.compatibility_level),
+                                 normalize if normalize is not None else (old and old.normalize),
+                                 old.extra if old is not None else {})
+            answer: dict = {}
+            if compatibility is not None:
+                answer["compatibility"] = compatibility
+            if normalize is not None:
+                answer["normalize"] = normalize
+            return [(records.config_key(subject), merged)], answer
+
+        return await self._write(decide)
+
+    async def delete_config(self, subject: str | None) -> dict:
+        """DELETE /config[/subject]: the config that was in force there."""
+
+        def decide(state: RegistryState):
+            old = state.config(subject)
+            if subject is not None and old is None:
+                raise errors.subject_not_found(subject)
+            planned = [(records.config_key(subject), None)] if old is not None else []
+            return planned, config_entity(old)
+
+        return await self._write(decide)
+
+    # ---- mode ----
+
+    async def get_mode(self, subject: str | None, default_to_global: bool = False) -> dict:
+        state = self._read()
+        if subject is None:
+            return {"mode": state.mode_in_scope(None)}
+        mode = state.mode(subject)
+        if mode is None:
+            if not default_to_global:
+                raise errors.mode_not_configured(subject)
+            mode = state.mode_in_scope(None)
+        return {"mode": mode}
+
+    async def set_mode(self, subject: str | None, mode: object, force: bool = False) -> dict:
+        if not isinstance(mode, str) or mode.upper() not in MODES:
+            raise errors.invalid_mode(mode)
+        mode = mode.upper()
+        if subject is not None:
+            self._check_subject(subject)
+
+        def decide(state: RegistryState):
+            if mode == "IMPORT" and not force:
+                occupied = state.has_subject(subject) if subject is not None else bool(state.subjects())
+                if occupied:
+                    raise errors.not_permitted("Cannot import since found existing subjects")
+            return [(records.mode_key(subject), ModeValue(subject, mode))], {"mode": mode}
+
+        return await self._write(decide)
+
+    async def delete_mode(self, subject: str | None) -> dict:
+
+        def decide(state: RegistryState):
+            old = state.mode(subject)
+            if old is None:
+                if subject is not None:
+                    raise errors.subject_not_found(subject)
+                return [], {"mode": state.mode_in_scope(None)}
+            return [(records.mode_key(subject), None)], {"mode": old}
+
+        return await self._write(decide)
+
+    # ---- compatibility ----
+
+    async def test_compatibility(self, subject: str, version: int | None, schema: str, schema_type: str = "AVRO",
+                                 references: list | tuple = (), normalize: bool = False,
+                                 verbose: bool = False) -> dict:
+        """POST /compatibility/subjects/{subject}/versions[/{version}] (``version`` None: every live version)."""
+        state = self._read()
+        if version is None:
+            previous = [v for v in state.all_versions(subject) if not v.deleted]
+        elif version == LATEST:
+            latest = state.latest(subject)
+            previous = [latest] if latest is not None else []
+        else:
+            previous = [self._resolve_version(state, subject, version, False)]
+        parsed, _ = self._parse(state, schema, schema_type, self._references(references),
+                                normalize or state.normalize(subject))
+        messages = self._incompatibilities(state, state.compatibility_level(subject), parsed, previous)
+        answer: dict = {"is_compatible": not messages}
+        if verbose:
+            answer["messages"] = messages
+        return answer
