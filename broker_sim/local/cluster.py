@@ -5,6 +5,7 @@ Examples::
     $ pylog-broker cluster --brokers 3 --data-dir /tmp/pylog-cluster      # foreground, Ctrl-C stops
     $ pylog cluster up --brokers 3 --data-dir /tmp/pylog-cluster --base-port 9092
     PYLOG_BOOTSTRAP_SERVERS=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
+    PYLOG_SCHEMA_REGISTRY_URL=http://127.0.0.1:40123
 
     with LocalCluster("/tmp/c", brokers=3, configs={"min.insync.replicas": "2"}) as cluster:
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
@@ -166,6 +167,7 @@ class BrokerNode:
     broker_id: int
     port: int
     node_dir: Path
+    registry_port: int | None = None  # its Schema Registry (--schema-registry-port); None: off
     process: subprocess.Popen | None = None
     paused: bool = False
     starts: int = 0
@@ -181,6 +183,10 @@ class BrokerNode:
     @property
     def address(self) -> str:
         return f"{HOST}:{self.port}"
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        return f"http://{HOST}:{self.registry_port}" if self.registry_port is not None else None
 
     @property
     def pid(self) -> int | None:
@@ -199,13 +205,17 @@ class LocalCluster:
     broker's own port (``listeners=SASL_SSL://127.0.0.1:{port}`` secures each broker's one listener).
     *broker_args*: more ``pylog-broker`` arguments for every broker (e.g. ``--add-scram ...``).
     *base_port*: broker ``i`` listens on ``base_port + i``; None picks free ports.
+    *schema_registry*: every broker serves a Schema Registry at ``http://127.0.0.1:<port>``
+    (``schema_registry_url(id)``; ports chosen once like the brokers', ``registry_base_port + i`` when given),
+    unless the configs set ``schema.registry.listeners`` themselves.
     Use as a context manager, or call :meth:`start` and :meth:`stop_all`.
     """
 
     def __init__(self, data_dir: str | Path, brokers: int = 3, *, configs: Mapping[str, object] | None = None,
                  base_port: int | None = None, zookeeper_port: int = 0, log_level: str = "INFO",
                  start_timeout_s: float = START_TIMEOUT_S, stop_timeout_s: float = STOP_TIMEOUT_S,
-                 zookeeper_tick_ms: int = 500, broker_args: tuple[str, ...] | list[str] = ()) -> None:
+                 zookeeper_tick_ms: int = 500, broker_args: tuple[str, ...] | list[str] = (),
+                 schema_registry: bool = True, registry_base_port: int | None = None) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
         self.data_dir = Path(data_dir).resolve()
@@ -221,8 +231,12 @@ class LocalCluster:
         self._lock = threading.RLock()
         ports = ([base_port + i for i in range(brokers)] if base_port is not None
                  else self._free_ports(brokers))
+        registry = schema_registry and "schema.registry.listeners" not in self.configs
+        registry_ports = (([registry_base_port + i for i in range(brokers)] if registry_base_port is not None
+                           else [p for p in self._free_ports(brokers * 2) if p not in ports][:brokers])
+                          if registry else [None] * brokers)
         self.nodes: dict[int, BrokerNode] = {
-            i: BrokerNode(i, ports[i], self.data_dir / f"broker-{i}") for i in range(brokers)}
+            i: BrokerNode(i, ports[i], self.data_dir / f"broker-{i}", registry_ports[i]) for i in range(brokers)}
 
     @staticmethod
     def _free_ports(count: int) -> list[int]:
@@ -252,6 +266,14 @@ class LocalCluster:
 
     def port(self, broker_id: int) -> int:
         return self._node(broker_id).port
+
+    def schema_registry_url(self, broker_id: int) -> str | None:
+        """Broker *broker_id*'s Schema Registry (every broker's answers alike; writes reach the writer)."""
+        return self._node(broker_id).schema_registry_url
+
+    @property
+    def schema_registry_urls(self) -> list[str]:
+        return [self.nodes[i].schema_registry_url for i in self.broker_ids if self.nodes[i].registry_port]
 
     def pid(self, broker_id: int) -> int | None:
         return self._node(broker_id).pid
@@ -314,6 +336,8 @@ class LocalCluster:
                    "--port", str(node.port), "--host", HOST, "--log-level", self.log_level]
         for key, value in self.configs.items():  # "{port}" in a value: this broker's port (per-broker listeners)
             command += ["--config", f"{key}={value.replace('{port}', str(node.port))}"]
+        if node.registry_port is not None:
+            command += ["--schema-registry-port", str(node.registry_port)]
         return command + list(self.broker_args)
 
     def registered_brokers(self) -> list[int]:
@@ -623,7 +647,8 @@ class LocalCluster:
         for broker_id in self.broker_ids:
             node = self.nodes[broker_id]
             state = "paused" if node.paused else ("running" if node.running else "stopped")
-            lines.append(f"broker {broker_id}: {node.address} pid {node.pid} {state}, "
+            registry = f", schema registry {node.schema_registry_url}" if node.registry_port is not None else ""
+            lines.append(f"broker {broker_id}: {node.address} pid {node.pid} {state}{registry}, "
                          f"data {node.data_dir}, log {node.log_path}")
         return "\n".join(lines)
 
@@ -690,6 +715,8 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None, err: T
         print(f"pylog cluster: controller is broker {cluster.controller_id()}; Ctrl-C stops the cluster",
               file=err, flush=True)
         print(f"PYLOG_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}", file=out, flush=True)
+        if cluster.schema_registry_urls:  # any broker's registry serves the whole cluster's
+            print(f"PYLOG_SCHEMA_REGISTRY_URL={cluster.schema_registry_urls[0]}", file=out, flush=True)
         reported: set[int] = set()
         while not stop_event.wait(0.5):
             for broker_id in cluster.broker_ids:

@@ -179,8 +179,8 @@ class SchemaRegistry:
             await server.start(listener.host, listener.port)
             self.servers.append(server)
             url = listener.url(server.port)
-            if listener.host in ("0.0.0.0", "::"):  # published for clients and peers: a reachable host
-                url = RegistryListener(listener.scheme, self.broker.advertised_host, server.port).url()
+            if listener.host in ("0.0.0.0", "::", ""):  # published for peers: where they reach this broker
+                url = RegistryListener(listener.scheme, self.broker.endpoint().host, server.port).url()
             self.urls.append(url)
             log.info("schema registry at %s", url)
         self._tailing = asyncio.get_running_loop().create_task(self._tail())

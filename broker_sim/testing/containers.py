@@ -50,6 +50,7 @@ IMAGE = "pylog:latest"
 ZOOKEEPER_IMAGE = "pylog-zookeeper:latest"
 CLIENT_PORT = 9092  # PLAINTEXT: the test process, through the published port
 INTERNAL_PORT = 9093  # BROKER: other containers on the network
+REGISTRY_PORT = 8081  # the broker's Schema Registry (schema.registry.listeners), published on an ephemeral port
 START_SCRIPT = "/tmp/pylog-start.sh"
 ZOOKEEPER_ALIAS = "zookeeper"
 # failover settings for tests, as LocalCluster's (a dead broker is noticed in seconds, not 18 s)
@@ -119,6 +120,7 @@ class PylogContainer(DockerContainer):
         self._host_port = host_port
         self.host = "127.0.0.1"
         self.ports[CLIENT_PORT] = ("127.0.0.1", host_port)  # published on loopback only
+        self.ports[REGISTRY_PORT] = ("127.0.0.1", None)
         # KafkaContainer's trick: wait for a start script, copied in once the published port is known
         self._kwargs["entrypoint"] = ["sh", "-c", f"while [ ! -f {START_SCRIPT} ]; do sleep 0.1; done; "
                                                   f"exec sh {START_SCRIPT}"]
@@ -145,6 +147,10 @@ class PylogContainer(DockerContainer):
         """For containers on the same network: <alias>:9093."""
         return f"{self.alias}:{INTERNAL_PORT}"
 
+    def get_schema_registry_url(self) -> str:
+        """The broker's Schema Registry for the test process: http://127.0.0.1:<published port>."""
+        return f"http://{self.host}:{int(self.get_exposed_port(REGISTRY_PORT))}"
+
     @property
     def port(self) -> int:
         if self._host_port is None:
@@ -167,6 +173,8 @@ class PylogContainer(DockerContainer):
                                     f"BROKER://{self.alias}:{INTERNAL_PORT}",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT",
             "inter.broker.listener.name": "BROKER",
+            # published in the broker's registration as http://<alias>:8081, where peers forward writes
+            "schema.registry.listeners": f"http://0.0.0.0:{REGISTRY_PORT}",
             **self.configs,
         }
         args = ["pylog-broker", "--data-dir", "/var/lib/pylog", "--broker-id", str(self.broker_id)]

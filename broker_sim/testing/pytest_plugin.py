@@ -9,7 +9,10 @@ Install pylog and write::
 ``pylog_broker`` is a fresh in-process broker for each test, on 127.0.0.1 and
 an ephemeral port, with its data in pytest's ``tmp_path``; it is stopped when
 the test ends.  ``pylog_broker_factory`` starts brokers with configs of your
-choice (``pylog_broker_factory(config={"num.partitions": 3})``).  ``pylog_secured_broker``
+choice (``pylog_broker_factory(config={"num.partitions": 3})``).  Both serve a
+Schema Registry on an ephemeral port (``broker.schema_registry_url``;
+``pylog_schema_registry_url`` is ``pylog_broker``'s; give
+``schema.registry.listeners=""`` to turn it off).  ``pylog_secured_broker``
 (needs ``cryptography``, in ``pylog[test]``) is a broker with a throwaway CA, one SASL_SSL listener,
 SCRAM users and ACLs enforced (``broker_sim.testing.secured.SecuredBroker``: ``kafka_python()``,
 ``confluent()``, ``spark_options()`` give each client's settings; ``add_user`` and ``allow`` go
@@ -40,6 +43,8 @@ from __future__ import annotations
 import pytest
 
 TEST_CONFIG = {"group.initial.rebalance.delay.ms": "0"}
+# the in-process fixtures' brokers serve a Schema Registry too (Broker.schema_registry_url), on any free port
+REGISTRY_CONFIG = {"schema.registry.listeners": "http://127.0.0.1:0"}
 
 KAFKA_PYTHON_WARNINGS = (
     "ignore:read_text is deprecated:DeprecationWarning:kafka.protocol.schemas.load_json",
@@ -60,7 +65,7 @@ def pylog_broker_factory(tmp_path_factory):
 
     def start(config=None, data_dir=None, **kwargs):
         directory = data_dir or tmp_path_factory.mktemp("pylog-broker")
-        config = {**TEST_CONFIG, **(config or {})}
+        config = {**TEST_CONFIG, **REGISTRY_CONFIG, **(config or {})}
         broker = Broker(directory, host="127.0.0.1", port=0, config=config, **kwargs).start()
         started.append(broker)
         return broker
@@ -73,6 +78,12 @@ def pylog_broker_factory(tmp_path_factory):
 @pytest.fixture
 def pylog_broker(pylog_broker_factory):
     return pylog_broker_factory()
+
+
+@pytest.fixture
+def pylog_schema_registry_url(pylog_broker):
+    """The Schema Registry URL of ``pylog_broker`` (``http://127.0.0.1:<port>``)."""
+    return pylog_broker.schema_registry_url
 
 
 @pytest.fixture
