@@ -4,6 +4,7 @@ The tool speaks only Confluent's REST API, so these tests run the real command l
 ``main`` for most, one subprocess for the installed entry point, the environment default and exit codes)
 against a fresh broker with ``schema.registry.listeners``: ids and versions are exact.
 """
+import contextlib
 import io
 import json
 import os
@@ -55,11 +56,13 @@ def files(tmp_path):
 
 
 def pylog(url: str, *argv: str) -> Result:
-    """``pylog schemas ACTION --url URL ARGS...`` in-process; usage errors give status 2."""
+    """``pylog schemas ACTION --url URL ARGS...`` in-process; usage errors give status 2 (argparse's message,
+    written to sys.stderr, is captured too)."""
     action, *rest = argv
     out, err = io.StringIO(), io.StringIO()
     try:
-        status = main(["schemas", action, "--url", url, *rest], stdout=out, stderr=err)
+        with contextlib.redirect_stderr(err):
+            status = main(["schemas", action, "--url", url, *rest], stdout=out, stderr=err)
     except SystemExit as exc:
         status = exc.code
     return Result(status, out.getvalue(), err.getvalue())
