@@ -98,9 +98,15 @@ class TopicConfigDef:
     doc: str
     field: str | None = None  # the storage.log.LogConfig field it sets; None: not a per-log setting here
     broker_doc: str | None = None  # the broker config's doc where it says more than the topic's
+    requires: str | None = None  # a broker config that must be set before this boolean may be true
 
     def broker_config(self) -> ConfigDef:
         return ConfigDef(self.default, self.value, self.parse, self.broker_doc or self.doc)
+
+
+# confluent.{key,value}.subject.name.strategy: the Java class names Confluent Server accepts (the default first)
+SUBJECT_NAME_STRATEGIES = tuple(f"io.confluent.kafka.serializers.subject.{name}" for name in (
+    "TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"))
 
 
 # Every topic config, in one table: its broker-level default config is generated from the same row
@@ -192,7 +198,23 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default level."),
     TopicConfigDef("compression.zstd.level", "compression.zstd.level", "3", _parse_int(-131072),
                    "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default."),
+    # Confluent Server's broker-side schema validation (registry/validation.py), on the broker's own registry
+    *(TopicConfigDef(
+        f"confluent.{side}.schema.validation", f"confluent.{side}.schema.validation", "false", _parse_bool,
+        f"Every produced record's {side} must carry (magic byte 0, 4-byte schema id) the id of a schema "
+        f"registered under the subject confluent.{side}.subject.name.strategy names (a null {side} passes); "
+        f"else its batch fails with INVALID_RECORD. Needs schema.registry.listeners.", None,
+        f"Broker-wide default of the topic config confluent.{side}.schema.validation.",
+        requires="schema.registry.listeners") for side in ("key", "value")),
+    *(TopicConfigDef(
+        f"confluent.{side}.subject.name.strategy", f"confluent.{side}.subject.name.strategy",
+        SUBJECT_NAME_STRATEGIES[0], _parse_choice(*SUBJECT_NAME_STRATEGIES),
+        f"Subject a record {side}'s schema id must be registered under: TopicNameStrategy <topic>-{side}, "
+        f"RecordNameStrategy the schema's record name, TopicRecordNameStrategy <topic>-<record name>.")
+      for side in ("key", "value")),
 )}
+# topic configs that make every produced record pass a check beyond Kafka's (ReplicaManager.record_check)
+RECORD_CHECK_CONFIGS = ("confluent.key.schema.validation", "confluent.value.schema.validation")
 
 
 def parse_ip_overrides(value: str) -> dict[str, int]:
@@ -404,6 +426,11 @@ def topic_config_default(name: str) -> object:
     return row.parse(row.value)
 
 
+def checks_records(configs: Mapping[str, str]) -> bool:
+    """True when a topic with these (effective) configs has its produced records checked (RECORD_CHECK_CONFIGS)."""
+    return any(parse_topic_config(name, configs[name]) for name in RECORD_CHECK_CONFIGS if name in configs)
+
+
 def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     """Return ``configs`` unchanged after parsing each value; raise ConfigError naming the bad one."""
     for name, value in configs.items():
@@ -470,6 +497,22 @@ class BrokerConfig:
                 continue
             _check(BROKER_CONFIGS, name, text)
             self._values[name] = text
+        for row in TOPIC_CONFIGS.values():  # a broker-wide default may not turn on what this broker lacks
+            if row.requires and row.default in self._values:
+                self._check_requirement(row, row.default, self._values[row.default])
+
+    def _check_requirement(self, row: TopicConfigDef, name: str, value: str) -> None:
+        if row.parse(value) and not self._values.get(row.requires):
+            raise ConfigError(f"{name}={value} needs {row.requires}, which is not set on this broker")
+
+    def check_topic_configs(self, configs: Mapping[str, str]) -> dict[str, str]:
+        """``validate_topic_configs``, and a config that needs a broker setting (TopicConfigDef.requires, such as
+        confluent.value.schema.validation and schema.registry.listeners) is refused while that is unset."""
+        checked = validate_topic_configs(configs)
+        for name, value in checked.items():
+            if TOPIC_CONFIGS[name].requires:
+                self._check_requirement(TOPIC_CONFIGS[name], name, value)
+        return checked
 
     def listener_override(self, listener: str, name: str) -> str | None:
         """``listener.name.<listener>.<name>`` when set (listener names are case-insensitive)."""

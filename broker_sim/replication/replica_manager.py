@@ -38,7 +38,13 @@ appends (``get_leader``, once); the records pass Kafka's LogValidator rules
 and the topic's ``compression.type`` (``storage/validator.py``), inline when
 small and on a two-thread pool when checking them would hold the event loop
 (over 256 KB, or decompressing past that), the append itself then happening
-back on the loop; a transactional batch must belong to its producer's ongoing
+back on the loop; a topic whose configs ask for it (``config.checks_records``:
+Confluent's ``confluent.{key,value}.schema.validation``) has its records
+checked further by ``record_check`` (the broker wires the registry's schema
+validation there; replication does not import the registry): a scan of each
+batch's uncompressed records wherever validation runs, then a verdict on the
+loop, which refuses the whole request with INVALID_RECORD and per-record
+errors, or a retriable error; a transactional batch must belong to its producer's ongoing
 transaction (``verify_transaction``, the transaction coordinator's check, as
 Kafka 3.6+ ``transaction.partition.verification.enable``: INVALID_TXN_STATE,
 or INVALID_PRODUCER_EPOCH for a fenced epoch); then ``Partition.append_records``
@@ -69,11 +75,13 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Awaitable, Callable, Container, Generator, Iterable, Iterator, NamedTuple, Optional
+from functools import partial
+from typing import Awaitable, Callable, Container, Generator, Iterable, Iterator, Mapping, NamedTuple, Optional, \
+    Protocol
 
 import kafka.errors as Errors
 
-from broker_sim.config import BrokerConfig
+from broker_sim.config import RECORD_CHECK_CONFIGS, BrokerConfig, checks_records
 from broker_sim.controller.cluster_state import NO_LEADER, BrokerEndpoint, PartitionState
 from broker_sim.controller.metadata import TopicInfo
 from broker_sim.errors import error_of
@@ -109,6 +117,22 @@ class ProduceResult(NamedTuple):
     record_errors: list[tuple[int, str]] = []  # KIP-467: (index in its batch, message); never mutated
 
 
+class RecordScan(Protocol):
+    """One produce's further check of one partition's records (made by ``ReplicaManager.record_check``)."""
+
+    def __call__(self, batch: BatchHeader, records: memoryview) -> None:
+        """``validate_records``' inspect: one batch, uncompressed; pure, called on whatever thread validates
+        (again for the same batch when the check moves to a thread)."""
+
+    def verdict(self) -> None:
+        """On the event loop, once every batch was scanned: raises RecordValidationError (INVALID_RECORD with
+        per-record errors) or a retriable KafkaError; returns when the records may be appended."""
+
+
+# (topic, its effective configs) -> the scan of one produce's records to it
+RecordCheck = Callable[[str, Mapping[str, str]], RecordScan]
+
+
 class ReplicaManager:
     def __init__(self, data_dir: Path, config: BrokerConfig, *, broker_id: int,
                  now_ms: Callable[[], int],
@@ -128,6 +152,8 @@ class ReplicaManager:
         self.topic_exists = topic_exists
         self.internal_topics = internal_topics  # written by their coordinators only, never through Produce
         self.verify_transaction = verify_transaction  # the transaction coordinator's check (set once it exists)
+        self.record_check: RecordCheck | None = None  # set by the broker when its schema registry is on
+        self._checked_topics: dict[str, dict[str, str]] = {}  # topics whose records record_check checks -> configs
         self.inter_broker_client_id = inter_broker_client_id  # role -> client id proving we are a broker
         self.inter_broker_ssl = None  # SSLContext when inter.broker.listener.name is a TLS listener
         self.inter_broker_sasl = None  # SaslLogin when it is a SASL listener
@@ -142,7 +168,13 @@ class ReplicaManager:
             shutil.rmtree(stale, ignore_errors=True)
 
     def log_config(self, topic: TopicInfo) -> LogConfig:
-        return LogConfig.from_topic_configs(self.config.effective_topic_configs(topic.configs))
+        """The log settings of ``topic``'s partitions; notes whether its records are checked (``record_check``)."""
+        configs = self.config.effective_topic_configs(topic.configs)
+        if checks_records(configs):
+            self._checked_topics[topic.name] = configs
+        else:
+            self._checked_topics.pop(topic.name, None)
+        return LogConfig.from_topic_configs(configs)
 
     @property
     def resolve_broker(self) -> Callable[[int], Optional[BrokerEndpoint]] | None:
@@ -327,10 +359,13 @@ class ReplicaManager:
             if not records:
                 raise Errors.InvalidRecordError(f"produce to {topic}-{index} carries no records")
             rules = rules_for(partition.log.config, self.max_decompressed_bytes)
-            valid = _validate_inline(records, rules)
+            scan = self._record_scan(topic)
+            valid = _validate_inline(records, rules, scan)
             if not isinstance(valid, ValidRecords):  # too costly for the event loop: on a thread, then back here
                 valid = await asyncio.get_running_loop().run_in_executor(
-                    _VALIDATION_THREADS, validate_records, records, rules, valid)
+                    _VALIDATION_THREADS, partial(validate_records, records, rules, valid, inspect=scan))
+            if scan is not None:
+                scan.verdict()
             first = valid.batches[0]
             if transactional_id is not None and first.is_transactional and self.verify_transaction is not None:
                 error = self.verify_transaction(transactional_id, first.producer_id, first.producer_epoch, topic,
@@ -351,6 +386,18 @@ class ReplicaManager:
         if acks == -1:
             return result, (partition, appended.last_offset + 1, partition.log.config.min_insync_replicas)
         return result, None
+
+    def _record_scan(self, topic: str) -> RecordScan | None:
+        """The further check of a produce to ``topic``, None for a topic without one (nearly all: nothing else
+        is paid).  A checked topic on a broker that has no check (no schema registry) refuses every record."""
+        configs = self._checked_topics.get(topic)
+        if configs is None:
+            return None
+        if self.record_check is None:
+            on = ", ".join(f"{name}={configs[name]}" for name in RECORD_CHECK_CONFIGS)
+            raise Errors.InvalidRecordError(
+                f"{topic} has {on}, but this broker checks no records: schema.registry.listeners is not set")
+        return self.record_check(topic, configs)
 
     @staticmethod
     async def _await_replication(results: list[ProduceResult], waits: list[tuple], timeout_ms: int) -> None:
@@ -495,7 +542,8 @@ class ReplicaManager:
         self.partitions.clear()
 
 
-def _validate_inline(records, rules: RecordRules) -> ValidRecords | list[BatchHeader] | None:
+def _validate_inline(records, rules: RecordRules, inspect: RecordScan | None
+                     ) -> ValidRecords | list[BatchHeader] | None:
     """The log's record rules (Kafka's LogValidator) applied to a client's records on the event loop when that
     is cheap; else what to hand ``validate_records`` on a thread with them (their batch headers, or None when
     not even parsed), so no request holds the event loop for more than ~1 ms."""
@@ -503,6 +551,6 @@ def _validate_inline(records, rules: RecordRules) -> ValidRecords | list[BatchHe
         return None
     batches = parse_batches(records)
     try:
-        return validate_records(records, rules, batches, inline=True)
+        return validate_records(records, rules, batches, inline=True, inspect=inspect)
     except MoveToThread:
         return batches

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import cramjam
 import kafka.errors as Errors
@@ -127,6 +127,14 @@ class RecordValidationError(Errors.InvalidRecordError):
         super().__init__(message)
         self.record_errors = record_errors
 
+    @classmethod
+    def of(cls, record_errors: list[tuple[int, str]]) -> RecordValidationError:
+        """The error with Kafka's message for them (ProduceResponse's error_message shows the first three)."""
+        shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')"
+                          for index, message in record_errors[:3])
+        return cls(f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
+                   f"and only showing the first three errors at most: [{shown}]", record_errors)
+
 
 class MoveToThread(Exception):
     """An inline check met a compressed batch that decompresses past THREAD_THRESHOLD: redo it on a thread."""
@@ -138,13 +146,17 @@ def costs_a_thread(records) -> bool:
 
 
 def validate_records(records, rules: RecordRules, batches: list[BatchHeader] | None = None, *,
-                     inline: bool = False) -> ValidRecords:
+                     inline: bool = False, inspect: Callable[[BatchHeader, memoryview], None] | None = None
+                     ) -> ValidRecords:
     """Check a client's records for one partition as Kafka's LogValidator does, then re-encode them to
     ``rules.codec`` where they differ; returns what to store and its batch headers.
 
     ``batches``: the headers from ``parse_batches(records)`` when the caller
     already has them. ``inline``: the caller is the event loop, so raise
     :class:`MoveToThread` rather than decompress more than THREAD_THRESHOLD.
+    ``inspect``: called with each data batch that passed and its uncompressed form (a v2 batch, codec none,
+    whose records are known to parse), on whatever thread validates, so a further check of the records
+    (``ReplicaManager.record_check``) costs no second decompression.
     Raises CorruptRecordError, InvalidRecordError (:class:`RecordValidationError`
     for per-record rules) and MessageSizeTooLargeError.
     """
@@ -153,7 +165,7 @@ def validate_records(records, rules: RecordRules, batches: list[BatchHeader] | N
     view = memoryview(records)
     for batch in batches:
         _check_header(batch, rules)
-        _check_records(view[batch.position:batch.position + batch.size], batch, rules, inline)
+        _check_records(view[batch.position:batch.position + batch.size], batch, rules, inline, inspect)
     if rules.codec is not None and any(not b.is_control and b.compression != rules.codec for b in batches):
         return _recompress(view, batches, rules.codec)
     return ValidRecords(records, batches)
@@ -204,7 +216,7 @@ def _recompress(view: memoryview, batches: list[BatchHeader], codec: int) -> Val
     return ValidRecords(bytes(out), headers)
 
 
-def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inline: bool) -> None:
+def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inline: bool, inspect) -> None:
     """Walk every record of one batch (``data`` is exactly the batch)."""
     if batch.compression:
         copy = _decompressed_copy(data, batch, rules, inline)
@@ -230,11 +242,9 @@ def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inl
         keyless = [index for index, (_, no_key) in enumerate(walked) if no_key]
         if keyless:
             message = "Compacted topic cannot accept message without key"
-            errors = [(index, message) for index in keyless]
-            shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')" for index in keyless[:3])
-            raise RecordValidationError(
-                f"One or more records have been rejected due to {len(errors)} record errors in total, "
-                f"and only showing the first three errors at most: [{shown}]", errors)
+            raise RecordValidationError.of([(index, message) for index in keyless])
+    if inspect is not None and not batch.is_control:
+        inspect(batch, memoryview(copy)[:size])
 
 
 def _decompressed_copy(data: memoryview, batch: BatchHeader, rules: RecordRules, inline: bool) -> bytearray:

@@ -1,0 +1,316 @@
+"""Broker-side schema validation: Confluent Server's ``confluent.{key,value}.schema.validation`` (sans-IO).
+
+Theory of operation.  A topic with ``confluent.value.schema.validation=true`` (or the key's) accepts a
+produced record only when its value (key) is in Confluent's wire format -- magic byte 0, then a 4-byte
+big-endian schema id -- and that id is registered under the subject that
+``confluent.value.subject.name.strategy`` (the key's) names:
+
+===========================  ==============================================================
+TopicNameStrategy (default)  ``<topic>-value`` / ``<topic>-key``
+RecordNameStrategy           the schema's record name (``ParsedSchema.name``: the Avro full
+                             name, the Protobuf message's full name, the JSON Schema title)
+TopicRecordNameStrategy      ``<topic>-<record name>``
+===========================  ==============================================================
+
+As Confluent Server, the check looks at the id only, never at the payload ("does not perform data
+introspection"), and a null value (a tombstone) or a null key passes: compacted topics must stay deletable.
+A soft-deleted version still counts (Confluent: after a soft delete "the schema ID would still be
+available for any lookup", and records already serialized with it keep flowing; Redpanda checks with
+``include_deleted`` too); a permanently deleted one does not.  For Protobuf under the record-name strategies
+the message indexes after the id (Confluent's serializer writes them) pick the message whose full name is
+the record name.
+
+A produce's records for one partition are refused whole when any record fails: INVALID_RECORD, with one
+KIP-467 record error per failing record (its index among the partition's records, which is its batch
+index for the single batch clients send) naming the side, the problem, the schema id and the subject, and
+Kafka's summary as the error message (``RecordValidationError.of``).  Nothing of the partition's records is
+appended.
+
+Two steps, so the costly one runs wherever ``storage.validator`` runs (a thread for big or compressed
+inputs) and needs no second decompression: ``RecordScan.__call__`` walks each uncompressed batch with
+aiokafka's compiled reader and groups the records by schema id (pure: no registry, any thread); then
+``RecordScan.verdict`` (on the event loop) looks each distinct id up in the broker's ``RegistryState``.
+The answers are cached per (topic, side, strategy, id) until the state applies another record, so a produce
+of records of one schema costs one dict hit per id after the first.  An id that fails is looked up again
+after the registry catches up with ``_schemas`` (a schema registered through another broker a moment ago).
+A registry that cannot answer yet (still loading) makes the produce fail with a retriable error
+(``REGISTRY_NOT_READY``: COORDINATOR_LOAD_IN_PROGRESS, which producers retry) rather than accept records
+unchecked.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Callable, Mapping, NamedTuple
+
+import kafka.errors as Errors
+from aiokafka.errors import CorruptRecordException
+from aiokafka.record._crecords import DefaultRecordBatch
+
+from broker_sim.config import SUBJECT_NAME_STRATEGIES, parse_topic_config
+from broker_sim.storage.batch import BatchHeader
+from broker_sim.storage.validator import RecordValidationError
+
+TOPIC_NAME_STRATEGY, RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY = SUBJECT_NAME_STRATEGIES
+MAGIC_BYTE = 0
+_SCHEMA_ID = struct.Struct(">i")  # after the magic byte: the schema id, a big-endian int32
+# The retriable answer while the registry cannot look ids up: producers retry it, as a coordinator's load.
+REGISTRY_NOT_READY = Errors.CoordinatorLoadInProgressError
+# Most Protobuf message indexes read after a schema id (a deeper nesting than this is refused as malformed),
+# and the most bytes they take (a count and that many varints of at most 5 bytes)
+MAX_MESSAGE_INDEXES = 16
+MAX_INDEX_BYTES = 5 * (MAX_MESSAGE_INDEXES + 1)
+# Cached answers per check before the cache starts over (hostile producers may send any number of ids).
+CACHE_ENTRIES = 10_000
+
+# (refresh) -> the broker's RegistryState, caught up with _schemas first when ``refresh``; None while the
+# registry cannot answer (not loaded yet)
+StateSource = Callable[[bool], object]
+
+
+class SideRule(NamedTuple):
+    """One validated side of a topic's records."""
+
+    side: str  # "key" or "value"
+    strategy: str  # one of SUBJECT_NAME_STRATEGIES
+
+
+def rules_of(configs: Mapping[str, str]) -> tuple[SideRule, ...]:
+    """The validated sides of a topic with these (effective) configs, key first; () when neither is."""
+    return tuple(SideRule(side, parse_topic_config(f"confluent.{side}.subject.name.strategy",
+                                                   configs[f"confluent.{side}.subject.name.strategy"]))
+                 for side in ("key", "value")
+                 if parse_topic_config(f"confluent.{side}.schema.validation",
+                                       configs.get(f"confluent.{side}.schema.validation", "false")))
+
+
+def strategy_name(strategy: str) -> str:
+    """TopicNameStrategy for io.confluent.kafka.serializers.subject.TopicNameStrategy."""
+    return strategy.rpartition(".")[2]
+
+
+def subject_of(topic: str, side: str, strategy: str, record_name: str | None) -> str | None:
+    """The subject ``strategy`` names for a record's ``side``; None when it needs a record name and has none."""
+    if strategy == TOPIC_NAME_STRATEGY:
+        return f"{topic}-{side}"
+    if record_name is None:
+        return None
+    return record_name if strategy == RECORD_NAME_STRATEGY else f"{topic}-{record_name}"
+
+
+def message_indexes(data: bytes) -> tuple[int, ...] | None:
+    """The Protobuf message indexes after a schema id (``data`` starts after the id): Confluent's serializer
+    writes a zigzag varint count then that many zigzag varints, or a single 0 for the first message; None
+    when they do not parse."""
+    values = []
+    position = 0
+    while True:
+        shift = result = 0
+        while True:
+            if position >= len(data) or shift > 28:
+                return None
+            byte = data[position]
+            position += 1
+            result |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        values.append((result >> 1) ^ -(result & 1))
+        if len(values) == 1:
+            count = values[0]
+            if count == 0:
+                return (0,)
+            if not 0 < count <= MAX_MESSAGE_INDEXES:
+                return None
+        elif len(values) == values[0] + 1:
+            return tuple(values[1:])
+
+
+def record_name_of(parsed, indexes: tuple[int, ...] | None) -> str | None:
+    """The record name of a parsed schema: ``parsed.name``, except for a Protobuf message other than the
+    first, whose full name its indexes give (``parsed.model`` is its FileDescriptorProto)."""
+    if parsed is None:
+        return None
+    if parsed.schema_type != "PROTOBUF" or not indexes or indexes == (0,):
+        return parsed.name
+    model = parsed.model
+    messages = getattr(model, "message_type", None)
+    names = [model.package] if getattr(model, "package", "") else []
+    for index in indexes:
+        if messages is None or not 0 <= index < len(messages):
+            return None
+        names.append(messages[index].name)
+        messages = messages[index].nested_type
+    return ".".join(names)
+
+
+class _SideScan:
+    """One side's records of one batch: schema id -> record indexes, and the records not in wire format."""
+
+    __slots__ = ("ids", "heads", "malformed")
+
+    def __init__(self, record_named: bool) -> None:
+        self.ids: dict[bytes, list[int]] = {}  # the 4 bytes of a schema id -> the indexes of its records
+        # record-name strategies: index -> the bytes after the id (Protobuf's message indexes are there)
+        self.heads: dict[int, bytes] | None = {} if record_named else None
+        self.malformed: list[tuple[int, bytes]] = []  # (index in batch, the first bytes of the side)
+
+
+class RecordScan:
+    """One produce's check of one partition's records (``ReplicaManager.RecordScan``)."""
+
+    def __init__(self, check: SchemaValidation, topic: str, rules: tuple[SideRule, ...]) -> None:
+        self._check = check
+        self.topic = topic
+        self.rules = rules
+        self._batches: dict[int, tuple[int, list[_SideScan]]] = {}  # position -> (records, one scan per rule)
+
+    def __call__(self, batch: BatchHeader, records: memoryview) -> None:
+        """Group one uncompressed batch's records by schema id (pure; any thread)."""
+        scans = [_SideScan(rule.strategy != TOPIC_NAME_STRATEGY) for rule in self.rules]
+        key_scan = next((scan for rule, scan in zip(self.rules, scans) if rule.side == "key"), None)
+        value_scan = next((scan for rule, scan in zip(self.rules, scans) if rule.side == "value"), None)
+        try:
+            for index, record in enumerate(DefaultRecordBatch(records)):
+                if value_scan is not None:
+                    _note(value_scan, index, record.value)
+                if key_scan is not None:
+                    _note(key_scan, index, record.key)
+        except (CorruptRecordException, ValueError) as exc:  # validated already: not expected
+            raise Errors.InvalidRecordError(f"batch at byte {batch.position}: {exc}") from None
+        self._batches[batch.position] = (batch.record_count, scans)
+
+    def verdict(self) -> None:
+        """Raise RecordValidationError naming every record whose schema id fails, or REGISTRY_NOT_READY."""
+        errors = self._errors(refresh=False)
+        if errors:  # a schema registered a moment ago through another broker: look once more, caught up
+            errors = self._errors(refresh=True)
+        if errors:
+            raise RecordValidationError.of(sorted(errors))
+
+    def _errors(self, refresh: bool) -> list[tuple[int, str]]:
+        answers = self._check.answers(refresh)
+        errors = []
+        first = 0
+        for position in sorted(self._batches):
+            count, scans = self._batches[position]
+            for rule, scan in zip(self.rules, scans):
+                for index, head in scan.malformed:
+                    errors.append((first + index, f"{rule.side} of record {first + index}: "
+                                                  f"{self._malformed(rule, head)}"))
+                for id_bytes, indexes in scan.ids.items():
+                    if scan.heads is None or not answers.is_protobuf(id_bytes):
+                        problem = answers.problem(self.topic, rule, id_bytes, None)
+                        if problem is not None:
+                            errors.extend((first + index, f"{rule.side} of record {first + index}: {problem}")
+                                          for index in indexes)
+                        continue
+                    for index in indexes:  # each record's message may be another of the Protobuf file
+                        message = message_indexes(scan.heads[index]) or ()
+                        problem = answers.problem(self.topic, rule, id_bytes, message)
+                        if problem is not None:
+                            errors.append((first + index, f"{rule.side} of record {first + index}: {problem}"))
+            first += count
+        return errors
+
+    def _malformed(self, rule: SideRule, head: bytes) -> str:
+        subject = subject_of(self.topic, rule.side, rule.strategy, None)
+        wanted = f"subject {subject!r}" if subject else f"its {strategy_name(rule.strategy)} subject"
+        found = f"only {len(head)} bytes" if len(head) < 5 else f"magic byte {head[0]}"
+        return (f"not in the schema registry's wire format (magic byte 0, then a 4-byte schema id): {found}; "
+                f"{rule.side} schema validation wants the id of a schema registered under {wanted}")
+
+
+def _note(scan: _SideScan, index: int, data: bytes | None) -> None:
+    if data is None:  # a tombstone, or a null key: passes, as Confluent Server
+        return
+    if len(data) < 5 or data[0] != MAGIC_BYTE:
+        scan.malformed.append((index, data[:5]))
+        return
+    id_bytes = data[1:5]
+    indexes = scan.ids.get(id_bytes)
+    if indexes is None:
+        scan.ids[id_bytes] = [index]
+    else:
+        indexes.append(index)
+    if scan.heads is not None:
+        scan.heads[index] = data[5:5 + 1 + MAX_INDEX_BYTES]
+
+
+class SchemaValidation:
+    """The broker's record check (``ReplicaManager.record_check``) over its registry's state.
+
+    ``state_of(refresh)`` gives the ``RegistryState`` (caught up with ``_schemas`` first when ``refresh``),
+    or None while the registry cannot answer.  Answers are cached until the state applies another record.
+    """
+
+    def __init__(self, state_of: StateSource) -> None:
+        self._state_of = state_of
+        self._rules: dict[str, tuple[Mapping[str, str], tuple[SideRule, ...]]] = {}  # topic -> (configs, rules)
+        self._answers: _Answers | None = None
+
+    def __call__(self, topic: str, configs: Mapping[str, str]) -> RecordScan:
+        known = self._rules.get(topic)
+        if known is None or known[0] is not configs:
+            known = self._rules[topic] = (configs, rules_of(configs))
+        return RecordScan(self, topic, known[1])
+
+    def answers(self, refresh: bool) -> _Answers:
+        """The answers over the current state; raises REGISTRY_NOT_READY while there is none."""
+        state = self._state_of(refresh)
+        if state is None:
+            raise REGISTRY_NOT_READY("the schema registry of this broker is still loading _schemas: records of "
+                                     "topics with schema validation cannot be checked yet; retry")
+        answers = self._answers
+        if answers is None or not answers.current(state):
+            answers = self._answers = _Answers(state)
+        return answers
+
+
+class _Answers:
+    """Why a schema id may not be used, per (topic, rule, id, message indexes), over one state of the
+    registry: valid while the state applies no other record (``RegistryState.applied`` counts them)."""
+
+    def __init__(self, state) -> None:
+        self._state = state
+        self._applied = state.applied
+        self._problems: dict[tuple, str | None] = {}
+
+    def current(self, state) -> bool:
+        return state is self._state and state.applied == self._applied and len(self._problems) < CACHE_ENTRIES
+
+    def is_protobuf(self, id_bytes: bytes) -> bool:
+        stored = self._state.schema_by_id(_SCHEMA_ID.unpack(id_bytes)[0])
+        return stored is not None and stored.schema_type == "PROTOBUF"
+
+    def problem(self, topic: str, rule: SideRule, id_bytes: bytes, message: tuple[int, ...] | None) -> str | None:
+        key = (topic, rule, id_bytes, message)
+        try:
+            return self._problems[key]
+        except KeyError:
+            answer = self._problems[key] = _problem(self._state, topic, rule, _SCHEMA_ID.unpack(id_bytes)[0],
+                                                    message)
+            return answer
+
+
+def _problem(state, topic: str, rule: SideRule, schema_id: int, message: tuple[int, ...] | None) -> str | None:
+    """Why ``schema_id`` may not be used on ``rule``'s side of ``topic``, None when it may; ``message``: the
+    Protobuf message indexes after the id (record-name strategies; () when they did not parse)."""
+    strategy = strategy_name(rule.strategy)
+    stored = state.schema_by_id(schema_id)
+    if stored is None:
+        subject = subject_of(topic, rule.side, rule.strategy, None)
+        wanted = f"subject {subject!r}" if subject else strategy
+        return f"schema id {schema_id} is not registered ({rule.side} schema validation wants one under {wanted})"
+    if message == ():
+        return (f"schema id {schema_id} is a Protobuf schema, but no message indexes follow the id "
+                f"({strategy} needs them to name the message)")
+    subject = subject_of(topic, rule.side, rule.strategy, record_name_of(stored.parsed, message))
+    if subject is None:
+        return (f"schema id {schema_id} ({stored.schema_type}) has no record name, which {strategy} needs "
+                f"to name the subject")
+    holders = state.subject_versions_of_id(schema_id, include_deleted=True)
+    if any(held == subject for held, _ in holders):
+        return None
+    elsewhere = ", ".join(f"{held!r} version {version}" for held, version in holders[:3])
+    return (f"schema id {schema_id} is not registered under subject {subject!r} ({strategy})"
+            + (f"; it is registered under {elsewhere}" if elsewhere else "; it is permanently deleted"))
