@@ -297,7 +297,7 @@ class RegistryService:
 
     async def referenced_by(self, subject: str, version: int) -> list[int]:
         state = self._read()
-        held = self._resolve_version(state, subject, version, False)
+        held = self._resolve_version(state, subject, version, True)
         return state.referenced_by_ids(subject, held.version)
 
     async def delete_version(self, subject: str, version: int, permanent: bool = False) -> int:
@@ -382,10 +382,11 @@ class RegistryService:
         except types.SchemaError as e:
             raise errors.invalid_schema(str(e)) from None
 
-    def _stored(self, state: RegistryState, schema_id: int):
+    @staticmethod
+    def _stored(state: RegistryState, schema_id: int, name_id: bool = True):
         stored = state.schema_by_id(schema_id)
         if stored is None:
-            raise errors.schema_not_found(schema_id)
+            raise errors.schema_not_found(schema_id if name_id else None)
         return stored
 
     async def schema_by_id(self, schema_id: int, fmt: str | None = None, fetch_max_id: bool = False) -> dict:
@@ -404,12 +405,12 @@ class RegistryService:
 
     async def subjects_of_id(self, schema_id: int, include_deleted: bool = False) -> list[str]:
         state = self._read()
-        self._stored(state, schema_id)
+        self._stored(state, schema_id, name_id=False)
         return sorted({s for s, _ in state.subject_versions_of_id(schema_id, include_deleted)})
 
     async def versions_of_id(self, schema_id: int, include_deleted: bool = False) -> list[dict]:
         state = self._read()
-        self._stored(state, schema_id)
+        self._stored(state, schema_id, name_id=False)
         return [{"subject": s, "version": v} for s, v in state.subject_versions_of_id(schema_id, include_deleted)]
 
     async def schemas(self, prefix: str = "", include_deleted: bool = False, latest_only: bool = False) -> list:
@@ -457,10 +458,10 @@ class RegistryService:
                                  normalize if normalize is not None else (old and old.normalize),
                                  old.extra if old is not None else {})
             answer: dict = {}
-            if compatibility is not None:
-                answer["compatibility"] = compatibility
-            if normalize is not None:
-                answer["normalize"] = normalize
+            if merged.compatibility_level is not None:
+                answer["compatibility"] = merged.compatibility_level
+            if merged.normalize is not None:
+                answer["normalize"] = merged.normalize
             return [(records.config_key(subject), merged)], answer
 
         return await self._write(decide)

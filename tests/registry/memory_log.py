@@ -98,8 +98,19 @@ class Registry:
             value = response.body.decode()
         return response.status, value
 
+    def run(self, coroutine):
+        """Run one coroutine on this registry's own event loop (its lock lives there)."""
+        if getattr(self, "_loop", None) is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coroutine)
+
     def call(self, method: str, target: str, body=None, **kwargs):
-        return asyncio.run(self.acall(method, target, body, **kwargs))
+        return self.run(self.acall(method, target, body, **kwargs))
+
+    def close(self) -> None:
+        if getattr(self, "_loop", None) is not None:
+            self._loop.close()
+            self._loop = None
 
 
 AVRO_V1 = json.dumps({"type": "record", "name": "User", "namespace": "t",
