@@ -231,3 +231,43 @@ def test_an_unreachable_registry_is_one_line_and_exit_2():
     assert result.err.endswith("; check --url or PYLOG_SCHEMA_REGISTRY_URL)\n")
     assert pylog("ftp://x", "list").err == (
         "pylog: error: --url 'ftp://x': expected http://HOST:PORT or https://HOST:PORT\n")
+
+
+def test_a_secured_registry_over_https_with_basic_auth_and_acls(tmp_path, files):
+    """``--command-config`` with confluent-kafka's names: the CA to trust and Basic credentials of a SASL user."""
+    pytest.importorskip("cryptography")
+    from broker_sim.testing.secured import ADMIN_PASSWORD, ADMIN_USER, SecuredBroker
+
+    with SecuredBroker(tmp_path / "secured", config={"schema.registry.listeners": "https://127.0.0.1:0"}) as secured:
+        url = secured.broker.schema_registry_url
+        assert url.startswith("https://")
+        secured.add_user("app", "app-secret")
+
+        def properties(name: str, user: str, password: str) -> str:
+            path = tmp_path / name
+            path.write_text(f"schema.registry.basic.auth.user.info={user}:{password}\n"
+                            f"schema.registry.ssl.ca.location={secured.ca_file}\n", encoding="utf-8")
+            return str(path)
+
+        admin = properties("admin.properties", ADMIN_USER, ADMIN_PASSWORD)
+        app = properties("app.properties", "app", "app-secret")
+        wrong = properties("wrong.properties", "app", "not-the-password")
+        v1 = files("v1.avsc", V1)
+        assert pylog(url, "register", "events-value", "--schema-file", v1, "--command-config", admin).json == {"id": 1}
+        # no credentials, a wrong password: 401; a user without ACLs: 403 (denied by default)
+        anonymous = files("ca.properties", f"ssl.ca.location={secured.ca_file}\n")
+        assert pylog(url, "get", "events-value", "--command-config", anonymous).err.startswith("pylog: error: 40101 ")
+        assert pylog(url, "get", "events-value", "--command-config", wrong).err.startswith("pylog: error: 40101 ")
+        assert pylog(url, "get", "events-value", "--command-config", app).err.startswith("pylog: error: 40301 ")
+        kafka_admin = files("kafka-admin.properties",
+                            f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username={ADMIN_USER}\n"
+                            f"sasl.password={ADMIN_PASSWORD}\nssl.ca.location={secured.ca_file}\n")
+        assert main(["--bootstrap-server", secured.bootstrap_servers, "--command-config", kafka_admin, "acls", "add",
+                     "--allow-principal", "User:app", "--operation", "READ", "--subject", "events-",
+                     "--resource-pattern-type", "prefixed"], stdout=io.StringIO()) == 0
+        fetched = pylog(url, "get", "events-value", "--command-config", app)
+        assert (fetched.status, fetched.json["id"]) == (0, 1)
+        # the CA is needed: without it the server's certificate is not trusted
+        untrusted = pylog(url, "list", "--command-config", files("creds.properties",
+                                                                "basic.auth.user.info=admin:admin-secret\n"))
+        assert untrusted.status == 2 and "CERTIFICATE_VERIFY_FAILED" in untrusted.err
