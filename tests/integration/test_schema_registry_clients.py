@@ -149,11 +149,21 @@ def test_compatibility_checks_and_an_incompatible_registration_is_refused(sr, fr
     assert sr.test_compatibility(SUBJECT, Schema(V1, "AVRO"), version=1) is True
     assert sr.test_compatibility_all_versions(SUBJECT, Schema(V2, "AVRO")) is True
     assert sr.test_compatibility_all_versions(SUBJECT, Schema(INCOMPATIBLE, "AVRO"), verbose=True) is False
+    # test_compatibility(verbose=True) returns only the flag; the messages it asked for, through the client's
+    # own REST transport, are Confluent's: the difference, the version compared, its schema, the level
+    verbose = sr._rest_client.post(f"compatibility/subjects/{SUBJECT}/versions/1?verbose=true",
+                                   body=Schema(INCOMPATIBLE, "AVRO").to_dict())
+    assert verbose["is_compatible"] is False
+    difference, version, old_schema, level = verbose["messages"]
+    assert difference == ("{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'owner' at path "
+                          "'/fields/1' in the new schema has no default value and is missing in the old schema', "
+                          "additionalInfo:'owner'}")
+    assert (version, level) == ("{oldSchemaVersion: 1}", "{compatibility: 'BACKWARD'}")
+    assert old_schema.startswith("{oldSchema: '{") and '"name":"Event"' in old_schema
     status, code, message = refused(sr.register_schema, SUBJECT, Schema(INCOMPATIBLE, "AVRO"))
     assert (status, code) == (409, 40901)
     assert message.startswith(f'Schema being registered is incompatible with an earlier schema for subject '
-                              f'"{SUBJECT}", details: [')
-    assert "owner" in message
+                              f'"{SUBJECT}", details: [{difference}, {{oldSchemaVersion: 2}}, {{oldSchema: ')
     assert fresh().get_versions(SUBJECT) == [1, 2]
     # with the subject at NONE, the same schema is accepted as version 3
     assert sr.set_compatibility(SUBJECT, "NONE") == {"compatibility": "NONE"}
@@ -242,3 +252,19 @@ def test_normalize_makes_equivalent_texts_one_schema(sr, fresh):
     found = fresh().lookup_schema("pings-value", Schema(spaced, "PROTOBUF"), normalize_schemas=True)
     assert (found.schema_id, found.version) == (1, 1)
     assert fresh().get_schema(1).schema_type == "PROTOBUF"
+
+
+def test_normalize_avro_stores_confluents_normalized_form(sr, fresh):
+    text = json.dumps({"type": "record", "name": "Event", "namespace": "com.acme", "aliases": ["old.Event", "Legacy"],
+                       "fields": [{"name": "id", "type": "long"}]})
+    reordered = json.dumps({"namespace": "com.acme", "fields": [{"type": "long", "name": "id"}], "name": "Event",
+                            "aliases": ["Legacy", "old.Event"], "type": "record"})
+    assert sr.register_schema("events-value", Schema(text, "AVRO"), normalize_schemas=True) == 1
+    # AvroSchemaUtils.toNormalizedString: full names, fixed key order, sorted aliases
+    assert fresh().get_schema(1).schema_str == (
+        '{"name":"com.acme.Event","type":"record","fields":[{"name":"id","type":"long"}],'
+        '"aliases":["Legacy","old.Event"]}')
+    assert fresh().register_schema("events-value", Schema(reordered, "AVRO"), normalize_schemas=True) == 1
+    found = fresh().lookup_schema("events-value", Schema(reordered, "AVRO"), normalize_schemas=True)
+    assert (found.schema_id, found.version) == (1, 1)
+    assert fresh().get_versions("events-value") == [1]
