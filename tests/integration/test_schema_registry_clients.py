@@ -94,6 +94,9 @@ def test_subjects_versions_latest_and_lookup(sr, fresh):
     registered(sr, "audit-value", V1)
     assert fresh().get_subjects() == ["audit-value", SUBJECT]
     assert fresh().get_subjects(subject_prefix="events") == [SUBJECT]
+    assert fresh().get_subjects(offset=1, limit=1) == [SUBJECT]
+    assert fresh().get_subjects(limit=1) == ["audit-value"]
+    assert fresh().get_contexts() == ["."]
     latest = fresh().get_latest_version(SUBJECT)
     assert (latest.subject, latest.version, latest.schema_id, latest.schema) == (SUBJECT, 2, 2, Schema(V2, "AVRO"))
     first = fresh().get_version(SUBJECT, 1)
@@ -112,6 +115,7 @@ def test_delete_version_soft_then_permanent(sr, fresh):
     assert sr.delete_version(SUBJECT, 1) == 1
     assert fresh().get_versions(SUBJECT) == [2]
     assert fresh().get_versions(SUBJECT, deleted=True) == [1, 2]
+    assert fresh().get_versions(SUBJECT, deleted_only=True) == [1]
     assert refused(fresh().get_version, SUBJECT, 1) == (404, 40402, "Version 1 not found.")
     soft = fresh().get_version(SUBJECT, 1, deleted=True)
     assert (soft.version, soft.schema_id) == (1, 1)
@@ -135,6 +139,7 @@ def test_delete_subject_soft_then_permanent(sr, fresh):
     assert sr.delete_subject(SUBJECT) == [1, 2]
     assert fresh().get_subjects() == []
     assert fresh().get_subjects(deleted=True) == [SUBJECT]
+    assert fresh().get_subjects(deleted_only=True) == [SUBJECT]
     assert refused(fresh().get_versions, SUBJECT) == (404, 40401, f"Subject '{SUBJECT}' not found.")
     assert sr.delete_subject(SUBJECT, permanent=True) == [1, 2]
     assert fresh().get_subjects(deleted=True) == []
@@ -268,3 +273,12 @@ def test_normalize_avro_stores_confluents_normalized_form(sr, fresh):
     found = fresh().lookup_schema("events-value", Schema(reordered, "AVRO"), normalize_schemas=True)
     assert (found.schema_id, found.version) == (1, 1)
     assert fresh().get_versions("events-value") == [1]
+
+
+def test_data_contract_and_guid_calls_are_not_served(sr):
+    """Confluent 7.4+/8 data contracts (metadata), schema GUIDs and Cloud associations are outside pylog's
+    registry: the client gets Confluent's 404 for an unknown path, not a hang or a malformed answer."""
+    registered(sr, SUBJECT, V1)
+    assert refused(sr.get_latest_with_metadata, SUBJECT, {"owner": "ops"}) == (404, 404, "HTTP 404 Not Found")
+    assert refused(sr.get_schema_by_guid, "3f1c0c6e-0000-0000-0000-000000000000") == (404, 404, "HTTP 404 Not Found")
+    assert refused(sr.get_associations_by_resource_name, "events", "-") == (404, 404, "HTTP 404 Not Found")
