@@ -33,9 +33,19 @@ aiokafka's compiled reader and groups the records by schema id (pure: no registr
 The answers are cached per (topic, side, strategy, id) until the state applies another record, so a produce
 of records of one schema costs one dict hit per id after the first.  An id that fails is looked up again
 after the registry catches up with ``_schemas`` (a schema registered through another broker a moment ago).
-A registry that cannot answer yet (still loading) makes the produce fail with a retriable error
-(``REGISTRY_NOT_READY``: COORDINATOR_LOAD_IN_PROGRESS, which producers retry) rather than accept records
-unchecked.
+
+Retriable answers (``REGISTRY_NOT_READY``: COORDINATOR_LOAD_IN_PROGRESS, which Kafka's, librdkafka's and
+kafka-python's producers retry), never records accepted unchecked:
+
+- the registry cannot answer yet (the broker's registry is not started, or its ``_schemas`` replica is not
+  open yet);
+- on a broker that is not the writer (its replica follows the writer's), an id above every id its replay
+  has seen: ids are given in order, so that schema was registered after the replica's high watermark and
+  arrives with the next fetch.  An unknown id below that mark was never registered, or permanently deleted:
+  INVALID_RECORD.
+
+``broker_validation(registry)`` is the one piece that knows the broker: it reads the state of the broker's
+``server/schema_registry.SchemaRegistry`` and catches it up (``registry/wiring.catch_up``).
 """
 from __future__ import annotations
 
@@ -47,6 +57,8 @@ from aiokafka.errors import CorruptRecordException
 from aiokafka.record._crecords import DefaultRecordBatch
 
 from broker_sim.config import SUBJECT_NAME_STRATEGIES, parse_topic_config
+from broker_sim.registry.schema_log import SCHEMAS_TOPIC
+from broker_sim.registry.wiring import catch_up
 from broker_sim.storage.batch import BatchHeader
 from broker_sim.storage.validator import RecordValidationError
 
@@ -62,9 +74,18 @@ MAX_INDEX_BYTES = 5 * (MAX_MESSAGE_INDEXES + 1)
 # Cached answers per check before the cache starts over (hostile producers may send any number of ids).
 CACHE_ENTRIES = 10_000
 
-# (refresh) -> the broker's RegistryState, caught up with _schemas first when ``refresh``; None while the
-# registry cannot answer (not loaded yet)
-StateSource = Callable[[bool], object]
+
+
+class RegistryView(NamedTuple):
+    """The registry as the check sees it: its state, and whether it may lag the writer's."""
+
+    state: object  # RegistryState
+    may_lag: bool  # not the writer: a follower's replay ends at its replica's high watermark
+
+
+# (refresh) -> the broker's registry, caught up with _schemas first when ``refresh``; None while it cannot
+# answer (not loaded yet)
+StateSource = Callable[[bool], RegistryView | None]
 
 
 class SideRule(NamedTuple):
@@ -181,14 +202,18 @@ class RecordScan:
 
     def verdict(self) -> None:
         """Raise RecordValidationError naming every record whose schema id fails, or REGISTRY_NOT_READY."""
-        errors = self._errors(refresh=False)
+        errors = self._errors(self._check.answers(refresh=False))
         if errors:  # a schema registered a moment ago through another broker: look once more, caught up
-            errors = self._errors(refresh=True)
+            answers = self._check.answers(refresh=True)
+            errors = self._errors(answers)
+            if answers.lagging:
+                raise REGISTRY_NOT_READY(
+                    f"schema id {min(answers.lagging)} is above every id this broker's replica of _schemas holds "
+                    f"yet (it follows the registry's writer): retry")
         if errors:
             raise RecordValidationError.of(sorted(errors))
 
-    def _errors(self, refresh: bool) -> list[tuple[int, str]]:
-        answers = self._check.answers(refresh)
+    def _errors(self, answers: _Answers) -> list[tuple[int, str]]:
         errors = []
         first = 0
         for position in sorted(self._batches):
@@ -244,7 +269,7 @@ class SchemaValidation:
     """
 
     def __init__(self, state_of: StateSource) -> None:
-        self._state_of = state_of
+        self._state_of = state_of  # may raise a KafkaError: the produce fails with it
         self._rules: dict[str, tuple[Mapping[str, str], tuple[SideRule, ...]]] = {}  # topic -> (configs, rules)
         self._answers: _Answers | None = None
 
@@ -256,13 +281,13 @@ class SchemaValidation:
 
     def answers(self, refresh: bool) -> _Answers:
         """The answers over the current state; raises REGISTRY_NOT_READY while there is none."""
-        state = self._state_of(refresh)
-        if state is None:
+        view = self._state_of(refresh)
+        if view is None:
             raise REGISTRY_NOT_READY("the schema registry of this broker is still loading _schemas: records of "
                                      "topics with schema validation cannot be checked yet; retry")
         answers = self._answers
-        if answers is None or not answers.current(state):
-            answers = self._answers = _Answers(state)
+        if answers is None or not answers.current(view):
+            answers = self._answers = _Answers(view)
         return answers
 
 
@@ -270,13 +295,16 @@ class _Answers:
     """Why a schema id may not be used, per (topic, rule, id, message indexes), over one state of the
     registry: valid while the state applies no other record (``RegistryState.applied`` counts them)."""
 
-    def __init__(self, state) -> None:
-        self._state = state
-        self._applied = state.applied
+    def __init__(self, view: RegistryView) -> None:
+        self._view = view
+        self._state = view.state
+        self._applied = view.state.applied
         self._problems: dict[tuple, str | None] = {}
+        self.lagging: set[int] = set()  # unknown ids that may be registered after what this replica holds
 
-    def current(self, state) -> bool:
-        return state is self._state and state.applied == self._applied and len(self._problems) < CACHE_ENTRIES
+    def current(self, view: RegistryView) -> bool:
+        return (view == self._view and view.state.applied == self._applied and not self.lagging
+                and len(self._problems) < CACHE_ENTRIES)
 
     def is_protobuf(self, id_bytes: bytes) -> bool:
         stored = self._state.schema_by_id(_SCHEMA_ID.unpack(id_bytes)[0])
@@ -287,8 +315,10 @@ class _Answers:
         try:
             return self._problems[key]
         except KeyError:
-            answer = self._problems[key] = _problem(self._state, topic, rule, _SCHEMA_ID.unpack(id_bytes)[0],
-                                                    message)
+            schema_id = _SCHEMA_ID.unpack(id_bytes)[0]
+            answer = self._problems[key] = _problem(self._state, topic, rule, schema_id, message)
+            if self._view.may_lag and schema_id >= self._state.next_id:
+                self.lagging.add(schema_id)
             return answer
 
 
@@ -314,3 +344,28 @@ def _problem(state, topic: str, rule: SideRule, schema_id: int, message: tuple[i
     elsewhere = ", ".join(f"{held!r} version {version}" for held, version in holders[:3])
     return (f"schema id {schema_id} is not registered under subject {subject!r} ({strategy})"
             + (f"; it is registered under {elsewhere}" if elsewhere else "; it is permanently deleted"))
+
+
+def broker_validation(registry) -> SchemaValidation:
+    """The record check over a broker's registry (``server/schema_registry.SchemaRegistry``: ``service`` and
+    ``log`` once started).  In a cluster, a broker without a replica of an existing ``_schemas`` (more than
+    three brokers) has no replay to check ids against: its produces to validated topics fail with
+    INVALID_RECORD saying so, rather than wait for a replica that will not come."""
+    def state_of(refresh: bool) -> RegistryView | None:
+        service, schema_log = registry.service, registry.log
+        if service is None:
+            return None
+        if not schema_log.has_replica():
+            broker = registry.broker
+            info = broker.metadata.topics.get(SCHEMAS_TOPIC)
+            if info is None:
+                return RegistryView(service.state, False)  # no _schemas yet: no schema is registered
+            if broker.broker_id not in info.replicas_of(0, broker.broker_id):
+                raise Errors.InvalidRecordError(
+                    f"broker {broker.broker_id} holds no replica of {SCHEMAS_TOPIC}, so it cannot check schema "
+                    f"ids: produce to partitions led by brokers {info.replicas_of(0, broker.broker_id)}")
+            return None  # assigned here, not open yet
+        if refresh:
+            catch_up(service, schema_log)
+        return RegistryView(service.state, not schema_log.is_writer())
+    return SchemaValidation(state_of)

@@ -67,6 +67,7 @@ from broker_sim.coordinator.producer_ids import ProducerIdManager
 from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
 from broker_sim.coordinator.txn.service import TxnService
 from broker_sim.coordinator.txn.wiring import txn_service_for
+from broker_sim.registry.validation import broker_validation
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
@@ -487,6 +488,8 @@ class Broker:
         self.groups = group_service_for(self)
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
         self.replicas.verify_transaction = self.transactions.verify_partition
+        if self.schema_registry is not None:  # broker-side schema validation (confluent.*.schema.validation)
+            self.replicas.record_check = broker_validation(self.schema_registry)
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic
         self.metrics.watch(self.replicas, self.metadata, self.groups, self.transactions, self.connections,

@@ -16,7 +16,7 @@ from broker_sim.registry import records
 from broker_sim.registry.state import RegistryState
 from broker_sim.registry.types import parse
 from broker_sim.registry.validation import (
-    REGISTRY_NOT_READY, SchemaValidation, message_indexes, record_name_of, rules_of)
+    REGISTRY_NOT_READY, RegistryView, SchemaValidation, message_indexes, record_name_of, rules_of)
 from broker_sim.storage.validator import RecordRules, RecordValidationError, validate_records
 
 TOPIC_NAME, RECORD_NAME, TOPIC_RECORD_NAME = SUBJECT_NAME_STRATEGIES
@@ -34,6 +34,7 @@ class Registry:
         self.state = RegistryState()
         self.offset = 0
         self.ready = True
+        self.writer = True
         self.refreshes = 0
 
     def apply(self, key, value) -> None:
@@ -45,9 +46,9 @@ class Registry:
         self.apply(records.schema_key(subject, version),
                    records.SchemaValue(subject, version, schema_id, schema, schema_type))
 
-    def state_of(self, refresh: bool):
+    def state_of(self, refresh: bool) -> RegistryView | None:
         self.refreshes += refresh
-        return self.state if self.ready else None
+        return RegistryView(self.state, not self.writer) if self.ready else None
 
 
 def framed(schema_id: int, payload: bytes = b"\x06bob") -> bytes:
@@ -205,6 +206,22 @@ def test_a_registry_still_loading_answers_a_retriable_error(registry):
     with pytest.raises(REGISTRY_NOT_READY) as caught:
         check(registry, batch((None, framed(1))))
     assert caught.value.retriable and "still loading _schemas" in str(caught.value)
+
+
+def test_a_follower_answers_retriable_for_an_id_beyond_its_replay(registry):
+    registry.writer = False
+    with pytest.raises(REGISTRY_NOT_READY, match="schema id 2 is above every id this broker's replica"):
+        check(registry, batch((None, framed(2))))
+    registry.register("orders-value", 2, 2, ORDER)  # the replica catches up
+    check(registry, batch((None, framed(2))))
+    registry.apply(records.schema_key("orders-value", 2), None)  # permanently deleted: below the mark now
+    (error,) = refused(registry, batch((None, framed(2))))
+    assert "schema id 2 is not registered" in error[1]
+
+
+def test_the_writer_refuses_an_id_beyond_its_replay(registry):
+    (error,) = refused(registry, batch((None, framed(2))))
+    assert "schema id 2 is not registered" in error[1]
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])

@@ -20,7 +20,6 @@ from kafka.protocol.admin import (
 
 from broker_sim.config import (
     BROKER_CONFIGS, BrokerConfig, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, validate_dynamic_broker_configs,
-    validate_topic_configs,
 )
 from broker_sim.controller.metadata import MetadataError, TopicInfo
 from broker_sim.security.entity_configs import EntityConfigs
@@ -199,6 +198,7 @@ class TopicApis:
                     raise MetadataError(Errors.InvalidReplicationFactorError,
                                         f"replication factor {factor} must be >= 1")
                 self._check_replication(factor, [])
+                self._check_topic_configs(configs)
                 if request.validate_only:
                     self._metadata.check_new_topic(topic.name, partitions, configs)
                     self._check_partition_budget(partitions * factor if self._clustered else partitions,
@@ -403,11 +403,16 @@ class TopicApis:
             lambda entity, resource: _altered(self._entity_configs.get("brokers", entity), resource.configs),
             lambda info, resource: _altered(info.configs, resource.configs), IncrementalAlterConfigsResponse)
 
-    def _alter_topic_configs(self, info, configs: dict[str, str], validate_only: bool) -> None:
+    def _check_topic_configs(self, configs: dict[str, str]) -> None:
+        """INVALID_CONFIG for a value that does not parse, or one this broker cannot honour (schema validation
+        without schema.registry.listeners)."""
         try:
-            validate_topic_configs(configs)
+            self._config.check_topic_configs(configs)
         except ConfigError as exc:
             raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+
+    def _alter_topic_configs(self, info, configs: dict[str, str], validate_only: bool) -> None:
+        self._check_topic_configs(configs)
         if not validate_only:
             self._set_topic_configs(info.name, configs)
 
