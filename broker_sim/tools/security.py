@@ -31,7 +31,8 @@ Examples::
 from __future__ import annotations
 
 import json
-from contextlib import closing, contextmanager
+import functools
+from contextlib import closing
 from enum import IntEnum
 from pathlib import Path
 from typing import TextIO
@@ -113,25 +114,29 @@ def client_settings(path: str | None) -> dict:
 # --- acls ------------------------------------------------------------------------------------------
 
 # kafka-python knows Kafka's resource types only; pylog's Schema Registry ones (security/acl.py: SUBJECT 100,
-# REGISTRY 101) are added while an admin call decodes its answer (_registry_resource_types)
+# REGISTRY 101) are added while an acls command runs (_registry_resource_types)
 _ResourceTypes = IntEnum("ResourceType", {**{t.name: t.value for t in ResourceType}, "SUBJECT": 100,
                                           "REGISTRY": 101})
 
 
-@contextmanager
-def _registry_resource_types():
-    original = _acls.ResourceType
-    _acls.ResourceType = _ResourceTypes
-    try:
-        yield
-    finally:
-        _acls.ResourceType = original
+def _registry_resource_types(command):
+    """Run an acls command with kafka-python's ResourceType extended by pylog's (its checks and decoding use
+    the module's name)."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        original = _acls.ResourceType
+        _acls.ResourceType = _ResourceTypes
+        try:
+            return command(*args, **kwargs)
+        finally:
+            _acls.ResourceType = original
+    return run
 
 
 def _resource(args) -> tuple[ResourceType, str] | None:
-    chosen = [(ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
-              (ResourceType.TRANSACTIONAL_ID, args.transactional_id),
-              (ResourceType.CLUSTER, "kafka-cluster" if args.cluster else None),
+    chosen = [(_ResourceTypes.TOPIC, args.topic), (_ResourceTypes.GROUP, args.group),
+              (_ResourceTypes.TRANSACTIONAL_ID, args.transactional_id),
+              (_ResourceTypes.CLUSTER, "kafka-cluster" if args.cluster else None),
               (_ResourceTypes.SUBJECT, getattr(args, "subject", None)),
               (_ResourceTypes.REGISTRY, "schema-registry" if getattr(args, "registry", False) else None)]
     given = [(t, n) for t, n in chosen if n is not None]
@@ -171,12 +176,12 @@ def _row(acl) -> dict:
             "operation": acl.operation.name, "permission": acl.permission_type.name}
 
 
+@_registry_resource_types
 def add_acls(conn: Connection, args, out: TextIO) -> None:
     acls = _bindings(args)
     with closing(conn.admin()) as admin:
         try:
-            with _registry_resource_types():
-                result = admin.create_acls(acls)
+            result = admin.create_acls(acls)
         except KafkaError as exc:
             raise ToolError(f"CreateAcls failed: {exc}") from None
     if result["failed"]:
@@ -185,15 +190,15 @@ def add_acls(conn: Connection, args, out: TextIO) -> None:
         print(f"added {json.dumps(_row(acl))}", file=out)
 
 
+@_registry_resource_types
 def list_acls(conn: Connection, args, out: TextIO) -> list[dict]:
     resource = _resource(args)
-    pattern = ResourcePatternFilter(resource[0] if resource else ResourceType.ANY, resource[1] if resource else None,
+    pattern = ResourcePatternFilter(resource[0] if resource else _ResourceTypes.ANY, resource[1] if resource else None,
                                     ACLResourcePatternType.ANY)
     with closing(conn.admin()) as admin:
         try:
-            with _registry_resource_types():
-                acls, error = admin.describe_acls(ACLFilter(args.principal, None, ACLOperation.ANY,
-                                                            ACLPermissionType.ANY, pattern))
+            acls, error = admin.describe_acls(ACLFilter(args.principal, None, ACLOperation.ANY,
+                                                        ACLPermissionType.ANY, pattern))
         except KafkaError as exc:
             raise ToolError(f"DescribeAcls failed: {exc}") from None
     rows = sorted((_row(a) for a in acls), key=lambda r: tuple(r.values()))
@@ -205,14 +210,14 @@ def list_acls(conn: Connection, args, out: TextIO) -> list[dict]:
     return rows
 
 
+@_registry_resource_types
 def remove_acls(conn: Connection, args, out: TextIO) -> None:
     filters = [ACLFilter(a.principal, a.host, a.operation, a.permission_type,
                          ResourcePatternFilter(a.resource_pattern.resource_type, a.resource_pattern.resource_name,
                                                a.resource_pattern.pattern_type)) for a in _bindings(args)]
     with closing(conn.admin()) as admin:
         try:
-            with _registry_resource_types():
-                results = admin.delete_acls(filters)
+            results = admin.delete_acls(filters)
         except KafkaError as exc:
             raise ToolError(f"DeleteAcls failed: {exc}") from None
     removed = [acl for _, matched, _ in results for acl in matched]
