@@ -24,7 +24,7 @@ import logging
 from typing import Awaitable, Callable, Iterator, Protocol
 
 from broker_sim.registry import errors, records, types
-from broker_sim.registry.errors import NotWriterError, RegistryError
+from broker_sim.registry.errors import NotWriterError
 from broker_sim.registry.records import (
     ConfigValue, DeleteSubjectValue, IdHighWaterValue, ModeValue, Reference, SchemaValue,
 )

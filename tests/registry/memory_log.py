@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from broker_sim.registry.errors import NotWriterError
