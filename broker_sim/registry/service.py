@@ -183,6 +183,9 @@ class RegistryService:
                 parsed = parsed.normalized()
         except types.SchemaError as e:
             raise errors.invalid_schema(str(e)) from None
+        except Exception as e:  # a parser's own failure on hostile text is still the client's invalid schema
+            log.exception("schema registry: the %s parser failed", schema_type)
+            raise errors.invalid_schema(f"{type(e).__name__}: {e}") from None
         return parsed, pinned
 
     @staticmethod
@@ -197,7 +200,11 @@ class RegistryService:
             stored = state.schema_by_id(old.id)
             if stored is None or stored.parsed is None:
                 continue
-            messages = types.check_compatibility(level, parsed, [stored.parsed])
+            try:
+                messages = types.check_compatibility(level, parsed, [stored.parsed])
+            except Exception as e:  # a checker's failure refuses the schema rather than answering 500
+                log.exception("schema registry: the %s compatibility check failed", parsed.schema_type)
+                messages = [f"{{errorType:'CHECK_FAILED', description:'{type(e).__name__}: {e}'}}"]
             if messages:
                 at = next((i for i, m in enumerate(messages) if m.startswith("{oldSchema: ")), len(messages))
                 return (messages[:at] + [f"{{oldSchemaVersion: {old.version}}}"] + messages[at:]
@@ -381,6 +388,9 @@ class RegistryService:
             return stored.parsed.formatted(fmt)
         except types.SchemaError as e:
             raise errors.invalid_schema(str(e)) from None
+        except Exception:
+            log.exception("schema registry: schema %d in format %r failed", schema_id, fmt)
+            return text
 
     @staticmethod
     def _stored(state: RegistryState, schema_id: int, name_id: bool = True):

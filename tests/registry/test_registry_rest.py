@@ -378,3 +378,31 @@ def test_many_concurrent_requests_through_handle_keep_ids_unique(reg):
 
     ids = [body["id"] for status, body in reg.run(burst())]
     assert sorted(ids) == list(range(1, 26))
+
+
+def test_json_schemas_register_with_their_type(reg):
+    text = json.dumps({"type": "object", "properties": {"a": {"type": "string"}}})
+    assert reg.call("POST", "/subjects/j/versions", {"schema": text, "schemaType": "JSON"}) == (200, {"id": 1})
+    assert reg.call("GET", "/schemas/ids/1")[1] == {"schemaType": "JSON", "schema": text}
+    assert reg.call("GET", "/subjects/j/versions/1")[1]["schemaType"] == "JSON"
+    assert reg.call("POST", "/subjects/j", {"schema": text, "schemaType": "JSON"})[1]["id"] == 1
+    answer = reg.call("POST", "/subjects/j/versions", {"schema": '{"type": 5}', "schemaType": "JSON"})
+    assert answer[1]["error_code"] == errors.INVALID_SCHEMA
+
+
+def test_protobuf_schemas_register_with_their_type(reg):
+    pytest.importorskip("broker_sim.registry.types.protobuf")
+    text = 'syntax = "proto3";\npackage p;\nmessage M { string a = 1; }\n'
+    assert reg.call("POST", "/subjects/p/versions", {"schema": text, "schemaType": "PROTOBUF"}) == (200, {"id": 1})
+    assert reg.call("GET", "/schemas/ids/1")[1]["schemaType"] == "PROTOBUF"
+    assert reg.call("POST", "/subjects/p", {"schema": text, "schemaType": "PROTOBUF"})[1]["version"] == 1
+
+
+def test_normalize_registers_the_normalized_form_and_finds_it_again(reg):
+    assert reg.call("POST", "/subjects/n/versions?normalize=true", {"schema": AVRO_V1}) == (200, {"id": 1})
+    stored = reg.call("GET", "/subjects/n/versions/1")[1]["schema"]
+    assert reg.call("POST", "/subjects/n?normalize=true", {"schema": AVRO_V1})[1]["id"] == 1
+    assert reg.call("POST", "/subjects/n/versions?normalize=true", {"schema": AVRO_V1}) == (200, {"id": 1})
+    reg.call("PUT", "/config/m", {"normalize": True})
+    assert reg.call("POST", "/subjects/m/versions", {"schema": AVRO_V1}) == (200, {"id": 1})
+    assert reg.call("GET", "/subjects/m/versions/1")[1]["schema"] == stored
