@@ -51,6 +51,9 @@ class SchemaLog(Protocol):
 
     def start_offset(self) -> int: ...
 
+    # optional: ``end_offset() -> int``, the end of what ``read_committed`` serves; a log that ends below
+    # what was applied was truncated, and ``catch_up`` replays it from its start
+
 
 def valid_subject(subject: str) -> bool:
     """Confluent's ``QualifiedSubject.isValidSubject`` (no ISO control characters, not a reserved name), and
@@ -92,15 +95,23 @@ class RegistryService:
 
     # ---- replay ----
 
+    @property
+    def position(self) -> int:
+        """The offset of the next record to apply."""
+        return self._position
+
     def catch_up(self) -> int:
         """Apply every record the log serves past the last one applied; the number applied.
 
-        A log whose start moved past our position (deleted segments, a truncation) is replayed from its
-        start into a new state."""
+        The state is rebuilt from the log's start when the log no longer continues what was applied: its
+        start moved past our position (segments deleted under us), or — for a log with ``end_offset()`` —
+        it ends below our position (an old leader's uncommitted tail, truncated when it follows again)."""
         start = self.log.start_offset()
-        if start > self._position:
-            log.info("_schemas starts at %d, past our position %d: replaying from the start", start,
-                     self._position)
+        end_offset = getattr(self.log, "end_offset", None)
+        end = end_offset() if end_offset is not None else None
+        if start > self._position or (end is not None and end < self._position):
+            log.warning("_schemas spans [%d, %s), not continuing our position %d: replaying from its start",
+                        start, end, self._position)
             self.state = RegistryState()
             self._position = start
         applied = 0

@@ -305,3 +305,17 @@ def test_schema_types_and_schemas_by_id(reg):
 
 def test_the_service_needs_no_running_loop_to_be_built():
     RegistryService(MemoryLog(), clock=lambda: 0.0)
+
+
+def test_a_log_truncated_below_our_position_is_replayed_from_its_start():
+    log = MemoryLog()
+    log.end_offset = lambda: log.next_offset
+    reg = Registry(log)
+    reg.run(reg.service.register("a", AVRO_V1))
+    reg.run(reg.service.register("b", AVRO_V2))
+    assert reg.service.position == 2
+    del log.entries[1:]  # the old leader's tail, dropped when it follows the new leader
+    log.next_offset = 1
+    assert reg.run(reg.service.subjects()) == ["a"]
+    assert reg.service.position == 1 and reg.service.state.next_id == 2
+    reg.close()
