@@ -61,6 +61,7 @@ from urllib.parse import urlsplit
 
 from broker_sim.config import BrokerConfig, ConfigError
 from broker_sim.registry import errors as registry_errors
+from broker_sim.registry.schema_log import SCHEMAS_TOPIC
 from broker_sim.registry.wiring import catch_up, registry_for
 from broker_sim.registry.auth import REALM, AuthenticationFailed, BasicAuthenticator, unauthorized_body
 from broker_sim.security import acl, sasl, tls
@@ -173,6 +174,9 @@ class SchemaRegistry:
             self.authenticator.credentials = self.broker.entity_configs  # SCRAM users, opened by now
         self.log, self.service, self.rest = registry_for(self.broker, forward=self.forward,
                                                          authorize=self.authorize)
+        # _schemas as the coordinators' topics: created by the registry with its configs (also when a client's
+        # Metadata names it first), never by CreateTopics, and written by the registry only, never by Produce
+        self.broker.internal_topics[SCHEMAS_TOPIC] = self.log.ensure_topic
         for listener in self.listeners:
             server = HttpServer(self.handle, self.limits, name=f"schema-registry {listener.url()}",
                                 ssl=self.server_ssl if listener.scheme == "https" else None)

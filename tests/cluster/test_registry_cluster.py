@@ -1,0 +1,149 @@
+"""The Schema Registry of a 3-broker cluster: one writer (the leader of ``_schemas``-0), forwarding, failover.
+
+Registrations go through all three brokers at once while the writer is SIGKILLed: every answered
+registration survives with its id, ids stay unique, and every broker answers reads alike afterwards.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+V1 = "application/vnd.schemaregistry.v1+json"
+
+
+def call(method: str, url: str, body: dict | None = None, timeout: float = 30.0) -> tuple[int, object]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
+                                     method=method, headers={"Content-Type": V1})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def schema(name: str) -> str:
+    return json.dumps({"type": "record", "name": name, "fields": [{"name": "a", "type": "string"}]})
+
+
+def registry_state(url: str) -> dict:
+    status, subjects = call("GET", url + "/subjects")
+    assert status == 200, subjects
+    state = {}
+    for subject in subjects:
+        status, latest = call("GET", f"{url}/subjects/{subject}/versions/latest")
+        state[subject] = (status, latest.get("id"), latest.get("version"))
+    return state
+
+
+def wait_until(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except (OSError, AssertionError) as exc:
+            last = exc
+        time.sleep(0.2)
+    raise AssertionError(f"{what} within {timeout_s} s; last: {last!r}")
+
+
+def test_each_broker_serves_the_registry_and_forwards_writes_to_the_writer(healthy_cluster):
+    cluster = healthy_cluster
+    urls = {b: cluster.schema_registry_url(b) for b in cluster.broker_ids}
+    assert all(urls.values())
+    # the first registration creates _schemas; until its leader is elected clients are told to retry (50004)
+    wait_until(lambda: call("POST", urls[0] + "/subjects/first-value/versions",
+                            {"schema": schema("First")})[0] == 200, 60, "the first registration")
+    states = cluster.wait_for_full_isr("_schemas", 1)
+    writer = states[0].leader
+    assert sorted(states[0].replicas) == cluster.broker_ids
+    follower = next(b for b in cluster.broker_ids if b != writer)
+    status, answer = call("POST", urls[follower] + "/subjects/forwarded-value/versions", {"schema": schema("Fwd")})
+    assert status == 200, answer
+    # read on every broker (each from its own replay of _schemas)
+    for url in urls.values():
+        wait_until(lambda url=url: call("GET", f"{url}/schemas/ids/{answer['id']}")[0] == 200, 10,
+                   f"{url} serving id {answer['id']}")
+
+
+def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(healthy_cluster):
+    cluster = healthy_cluster
+    urls = {b: cluster.schema_registry_url(b) for b in cluster.broker_ids}
+    wait_until(lambda: call("POST", urls[0] + "/subjects/warmup-value/versions",
+                            {"schema": schema("Warmup")})[0] == 200, 60, "a registration")
+    cluster.wait_for_full_isr("_schemas", 1)
+    writer = cluster.leader_of("_schemas", 0)
+    answered: dict[str, int] = {}  # subject -> the id it was answered with
+    failures: list = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    killed = threading.Event()
+
+    def client(broker_id: int) -> None:
+        number = 0
+        while not stop.is_set() and number < 60:
+            subject = f"c{broker_id}-{number}-value"
+            body = {"schema": schema(f"C{broker_id}N{number}")}
+            deadline = time.monotonic() + 60
+            while not stop.is_set() and time.monotonic() < deadline:
+                targets = [b for b in cluster.broker_ids if b != writer] if killed.is_set() else [broker_id]
+                url = urls[broker_id if broker_id in targets else targets[number % len(targets)]]
+                try:
+                    status, answer = call("POST", f"{url}/subjects/{subject}/versions", body, timeout=20)
+                except OSError as exc:  # the killed broker's own clients
+                    status, answer = 0, repr(exc)
+                if status == 200:
+                    with lock:
+                        answered[subject] = answer["id"]
+                    break
+                if status and status < 500:
+                    failures.append((subject, status, answer))
+                    break
+                time.sleep(0.2)  # 500 / 50003 / 50004: the writer is moving; retry as clients do
+            number += 1
+
+    threads = [threading.Thread(target=client, args=(b,), daemon=True) for b in cluster.broker_ids]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: len(answered) >= 15, 60, "registrations before the kill")
+    cluster.kill(writer)
+    killed.set()
+    survivors = [b for b in cluster.broker_ids if b != writer]
+    before_kill = len(answered)
+    wait_until(lambda: len(answered) >= before_kill + 30, 90, "registrations after the kill")
+    stop.set()
+    for thread in threads:
+        thread.join(90)
+    assert not failures, failures[:5]
+    new_writer = cluster.leader_of("_schemas", 0)
+    assert new_writer in survivors
+
+    ids = list(answered.values())
+    assert len(set(ids)) == len(ids), "two distinct schemas were answered with one id"
+    # every answered registration is there, with its id, on every live broker; all brokers agree
+    def agreed():
+        states = [registry_state(urls[b]) for b in survivors]
+        if any(state != states[0] for state in states):
+            return None
+        return states[0]
+    state = wait_until(agreed, 30, "the surviving brokers agreeing")
+    for subject, schema_id in answered.items():
+        assert state.get(subject) == (200, schema_id, 1), (subject, schema_id, state.get(subject))
+    served_ids = [entry[1] for entry in state.values()]
+    assert len(set(served_ids)) == len(served_ids)
+
+    # the killed broker comes back, replays _schemas and answers the same
+    cluster.heal(wait=True)
+    wait_until(lambda: registry_state(urls[writer]) == registry_state(urls[new_writer]), 60,
+               "the restarted broker agreeing")
+    status, again = call("POST", urls[writer] + "/subjects/after-value/versions", {"schema": schema("After")})
+    assert status == 200 and again["id"] not in ids
