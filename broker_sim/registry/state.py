@@ -267,9 +267,12 @@ class RegistryState:
         return self._modes.get(subject)
 
     def mode_in_scope(self, subject: str | None) -> str:
-        if subject is not None and subject in self._modes:
+        """The mode in force for ``subject``: its own, else the global one, else READWRITE; a global
+        READONLY_OVERRIDE overrides every subject's own (Confluent's ``getModeInScope``)."""
+        global_mode = self._modes.get(None, DEFAULT_MODE)
+        if subject is not None and subject in self._modes and global_mode != "READONLY_OVERRIDE":
             return self._modes[subject]
-        return self._modes.get(None, DEFAULT_MODE)
+        return global_mode
 
     def subjects_with_config(self) -> list[str]:
         return sorted(s for s in self._configs if s is not None)

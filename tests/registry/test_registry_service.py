@@ -159,6 +159,9 @@ def test_read_only_mode_refuses_writes(reg):
     fails(reg, svc.register("b", AVRO_V1), errors.OPERATION_NOT_PERMITTED)
     assert reg.run(svc.delete_mode("a")) == {"mode": "READONLY"}
     assert reg.run(svc.get_mode("a", default_to_global=True)) == {"mode": "READONLY"}
+    reg.run(svc.set_mode(None, "READONLY_OVERRIDE"))
+    reg.run(svc.set_mode("b", "READWRITE"))
+    fails(reg, svc.register("b", AVRO_V1), errors.OPERATION_NOT_PERMITTED)  # the override wins
 
 
 def test_import_mode_takes_explicit_ids_and_versions(reg):
