@@ -14,8 +14,8 @@ about; a null value is a tombstone (compaction then drops every earlier record o
                     {"subject":"s","mode":"READONLY"}
     DELETE_SUBJECT  {"keytype":"DELETE_SUBJECT","subject":"s","magic":0}
                     {"subject":"s","version":3}   (every version up to 3 is soft-deleted)
-    CLEAR_SUBJECT   {"keytype":"CLEAR_SUBJECT","subject":"s","magic":0}
-                    {"subject":"s"}               (forget the subject's soft-deleted versions)
+    CLEAR_SUBJECT   {"keytype":"CLEAR_SUBJECT","subject":"s","magic":0}   (no "subject": every subject)
+                    {"subject":"s"}               (forget the soft-deleted versions; written on entering IMPORT)
     NOOP            {"keytype":"NOOP","magic":0}   value null (Confluent's reader-position marker)
 
 pylog adds one record of its own, the id high-water mark, so that ids stay unique after a permanent delete
@@ -103,7 +103,7 @@ class DeleteSubjectValue:
 
 @dataclass(frozen=True)
 class ClearSubjectValue:
-    subject: str
+    subject: str | None
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def delete_subject_key(subject: str) -> Key:
     return Key(DELETE_SUBJECT, subject)
 
 
-def clear_subject_key(subject: str) -> Key:
+def clear_subject_key(subject: str | None) -> Key:
     return Key(CLEAR_SUBJECT, subject)
 
 
@@ -183,7 +183,7 @@ def encode_value(value) -> bytes | None:
     if isinstance(value, DeleteSubjectValue):
         return _dumps({"subject": value.subject, "version": value.version})
     if isinstance(value, ClearSubjectValue):
-        return _dumps({"subject": value.subject})
+        return _dumps({} if value.subject is None else {"subject": value.subject})
     if isinstance(value, IdHighWaterValue):
         return _dumps({_HIGH_WATER_TAG: value.id_high_water})
     raise TypeError(f"not a registry value: {value!r}")
@@ -224,9 +224,9 @@ def decode_key(data: bytes) -> Key:
     keytype = obj.get("keytype")
     if keytype == SCHEMA:
         return Key(SCHEMA, _str(obj, "subject"), _int(obj, "version", 1))
-    if keytype in (CONFIG, MODE):
+    if keytype in (CONFIG, MODE, CLEAR_SUBJECT):
         return Key(keytype, _str(obj, "subject", optional=True))
-    if keytype in (DELETE_SUBJECT, CLEAR_SUBJECT):
+    if keytype == DELETE_SUBJECT:
         return Key(keytype, _str(obj, "subject"))
     if keytype == NOOP:
         return ID_HIGH_WATER_KEY if obj.get("pylog") == _HIGH_WATER_TAG else Key(NOOP)
@@ -268,7 +268,7 @@ def decode_value(key: Key, data: bytes | None):
     if key.keytype == DELETE_SUBJECT:
         return DeleteSubjectValue(_str(obj, "subject"), _int(obj, "version", 0))
     if key.keytype == CLEAR_SUBJECT:
-        return ClearSubjectValue(_str(obj, "subject"))
+        return ClearSubjectValue(_str(obj, "subject", True))
     if key.keytype == ID_HIGH_WATER:
         return IdHighWaterValue(_int(obj, _HIGH_WATER_TAG))
     raise RecordError(f"unknown keytype {key.keytype!r}")

@@ -26,7 +26,7 @@ from typing import Awaitable, Callable, Iterator, Protocol
 from broker_sim.registry import errors, records, types
 from broker_sim.registry.errors import NotWriterError
 from broker_sim.registry.records import (
-    ConfigValue, DeleteSubjectValue, IdHighWaterValue, ModeValue, Reference, SchemaValue,
+    ClearSubjectValue, ConfigValue, DeleteSubjectValue, IdHighWaterValue, ModeValue, Reference, SchemaValue,
 )
 from broker_sim.registry.state import RegistryState, identity
 
@@ -520,11 +520,15 @@ class RegistryService:
             self._check_subject(subject)
 
         def decide(state: RegistryState):
-            if mode == "IMPORT" and not force:
+            planned: list = []
+            if mode == "IMPORT" and state.mode_in_scope(subject) != "IMPORT" and not force:
                 occupied = state.has_subject(subject) if subject is not None else bool(state.subjects())
                 if occupied:
                     raise errors.not_permitted("Cannot import since found existing subjects")
-            return [(records.mode_key(subject), ModeValue(subject, mode))], {"mode": mode}
+                # Confluent's: no live schema is left there; forget the soft-deleted ones too
+                planned.append((records.clear_subject_key(subject), ClearSubjectValue(subject)))
+            planned.append((records.mode_key(subject), ModeValue(subject, mode)))
+            return planned, {"mode": mode}
 
         return await self._write(decide)
 

@@ -13,7 +13,8 @@ What a record does:
   keeps the text of the first record seen for an id (every version sharing an id has the same schema).
   SCHEMA tombstone (a permanent delete): drops that version; an id no version holds any longer is gone.
 - DELETE_SUBJECT {version}: soft-deletes every version of the subject up to ``version``.
-- CLEAR_SUBJECT: drops every version of the subject.
+- CLEAR_SUBJECT: drops the soft-deleted versions of the subject (of every subject without one); Confluent
+  writes it when a subject or the registry enters IMPORT mode.
 - CONFIG / MODE value: the subject's (or, without subject, the global) config or mode; a tombstone removes it.
 - NOOP: nothing.  ID_HIGH_WATER (pylog's NOOP-keyed record): raises the id high-water mark.
 
@@ -112,8 +113,11 @@ class RegistryState:
                         versions[version] = replace(held, deleted=True)
         elif kind == records.CLEAR_SUBJECT:
             if value is not None:
-                for version in list(self._versions.get(key.subject, {})):
-                    self._drop_version(key.subject, version)
+                subjects = [key.subject] if key.subject is not None else list(self._versions)
+                for subject in subjects:
+                    for version, held in list(self._versions.get(subject, {}).items()):
+                        if held.deleted:
+                            self._drop_version(subject, version)
         elif kind == records.ID_HIGH_WATER:
             if value is not None:
                 self.id_high_water = max(self.id_high_water, value.id_high_water)

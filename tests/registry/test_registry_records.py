@@ -17,6 +17,7 @@ from broker_sim.registry.records import (
     (records.mode_key("s"), b'{"keytype":"MODE","subject":"s","magic":0}'),
     (records.delete_subject_key("s"), b'{"keytype":"DELETE_SUBJECT","subject":"s","magic":0}'),
     (records.clear_subject_key("s"), b'{"keytype":"CLEAR_SUBJECT","subject":"s","magic":0}'),
+    (records.clear_subject_key(None), b'{"keytype":"CLEAR_SUBJECT","magic":0}'),
     (Key(records.NOOP), b'{"keytype":"NOOP","magic":0}'),
     (records.ID_HIGH_WATER_KEY, b'{"keytype":"NOOP","magic":0,"pylog":"idHighWater"}'),
 ])
@@ -42,6 +43,7 @@ def test_non_ascii_subjects_are_utf8_not_escaped_as_jackson_writes_them():
     (ModeValue("s", "READONLY"), b'{"subject":"s","mode":"READONLY"}'),
     (DeleteSubjectValue("s", 4), b'{"subject":"s","version":4}'),
     (ClearSubjectValue("s"), b'{"subject":"s"}'),
+    (ClearSubjectValue(None), b'{}'),
     (IdHighWaterValue(42), b'{"idHighWater":42}'),
     (None, None),
 ])

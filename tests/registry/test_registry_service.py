@@ -178,6 +178,16 @@ def test_import_mode_takes_explicit_ids_and_versions(reg):
     assert reg.run(svc.register("c", AVRO_V2)) == {"id": 11}
 
 
+def test_entering_import_mode_forgets_soft_deleted_schemas(reg):
+    svc = reg.service
+    reg.run(svc.register("a", AVRO_V1))
+    reg.run(svc.delete_subject("a"))
+    assert reg.run(svc.set_mode("a", "IMPORT")) == {"mode": "IMPORT"}
+    assert reg.run(svc.subjects(include_deleted=True)) == []
+    assert reg.run(svc.register("a", AVRO_V2, version=1, schema_id=1)) == {"id": 1}
+    assert reg.run(svc.set_mode("a", "IMPORT")) == {"mode": "IMPORT"}  # already importing: no check
+
+
 def test_import_mode_over_existing_subjects_needs_force(reg):
     svc = reg.service
     reg.run(svc.register("a", AVRO_V1))

@@ -67,11 +67,15 @@ def test_a_tombstone_removes_a_version_and_an_id_nothing_holds():
     assert state.next_id == 3  # the high-water mark stays
 
 
-def test_clear_subject_drops_every_version():
-    state = replay(schema("a", 1, 1), schema("a", 2, 2, RECORD),
+def test_clear_subject_drops_the_soft_deleted_versions():
+    state = replay(schema("a", 1, 1, deleted=True), schema("a", 2, 2, RECORD),
+                   schema("b", 1, 3, RECORD.replace('"R"', '"Q"'), deleted=True),
                    (records.clear_subject_key("a"), ClearSubjectValue("a")))
-    assert state.subjects(include_deleted=True) == []
-    assert state.schema_by_id(1) is None and state.next_id == 3
+    assert state.versions("a", include_deleted=True) == [2]
+    assert state.schema_by_id(1) is None and state.next_id == 4
+    assert state.versions("b", include_deleted=True) == [1]
+    state.apply(9, *records.encode(records.clear_subject_key(None), ClearSubjectValue(None)))
+    assert state.subjects(include_deleted=True) == ["a"]
 
 
 def test_config_and_mode_records_and_their_tombstones():
