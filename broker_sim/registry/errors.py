@@ -123,9 +123,8 @@ def invalid_compatibility_level() -> RegistryError:
                          "backward, forward, full, backward_transitive, forward_transitive, and full_transitive")
 
 
-def invalid_mode(mode: object) -> RegistryError:
-    return RegistryError(422, INVALID_MODE, f"Invalid mode {mode}. Valid values are READWRITE, READONLY, "
-                         "READONLY_OVERRIDE, IMPORT.")
+def invalid_mode() -> RegistryError:
+    return RegistryError(422, INVALID_MODE, "Invalid mode. Valid values are READWRITE, READONLY, and IMPORT.")
 
 
 def not_permitted(message: str) -> RegistryError:
@@ -138,7 +137,7 @@ def reference_exists(subject: str, version: int) -> RegistryError:
 
 
 def invalid_subject(subject: str) -> RegistryError:
-    return RegistryError(422, INVALID_SUBJECT, f"The specified subject '{subject}' is not valid.")
+    return RegistryError(422, INVALID_SUBJECT, f"The specified subject '{subject}' is not a valid.")
 
 
 def unprocessable(message: str) -> RegistryError:

@@ -514,8 +514,8 @@ class RegistryService:
 
     async def set_mode(self, subject: str | None, mode: object, force: bool = False) -> dict:
         if not isinstance(mode, str) or mode.upper() not in MODES:
-            raise errors.invalid_mode(mode)
-        mode = mode.upper()
+            raise errors.invalid_mode()
+        echo, mode = mode, mode.upper()
         if subject is not None:
             self._check_subject(subject)
 
@@ -528,7 +528,7 @@ class RegistryService:
                 # Confluent's: no live schema is left there; forget the soft-deleted ones too
                 planned.append((records.clear_subject_key(subject), ClearSubjectValue(subject)))
             planned.append((records.mode_key(subject), ModeValue(subject, mode)))
-            return planned, {"mode": mode}
+            return planned, {"mode": echo}  # Confluent answers the request as it came
 
         return await self._write(decide)
 
