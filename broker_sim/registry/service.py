@@ -9,7 +9,8 @@ A write (register, delete, config, mode) runs under one ``asyncio.Lock``: catch 
 (Confluent's rules, ``KafkaSchemaRegistry``), append the records, wait until the log says they are committed,
 apply them by catching up (the same path a replay takes), answer.  Holding the lock across the append is what
 makes ids unique and versions dense: no second decision is taken before the first one's records are in the
-state.  Only the broker leading ``_schemas`` partition 0 appends (``SchemaLog.is_writer``); elsewhere the
+state.  While an append waits for its commit, reads (which catch up too) stop before it: the writer's log
+serves its end, and nobody may learn an id that a leader change could still take back.  Only the broker leading ``_schemas`` partition 0 appends (``SchemaLog.is_writer``); elsewhere the
 REST layer forwards the request to it (``forward``), and ``NotWriterError`` from ``append`` (leadership moved
 during the write) is answered the same way.
 
@@ -91,6 +92,7 @@ class RegistryService:
         self.forward = forward
         self.state = RegistryState()
         self._position = 0  # the next offset to apply
+        self._hold: int | None = None  # while an append waits for its commit: apply nothing from here on
         self._lock = asyncio.Lock()
 
     # ---- replay ----
@@ -118,6 +120,8 @@ class RegistryService:
         for offset, key, value in self.log.read_committed(self._position):
             if offset < self._position:
                 continue
+            if self._hold is not None and offset >= self._hold:
+                break
             self.state.apply(offset, key, value)
             self._position = offset + 1
             applied += 1
@@ -130,7 +134,12 @@ class RegistryService:
             if planned:
                 if not self.log.is_writer():
                     raise NotWriterError("not the writer of _schemas")
-                await self.log.append([records.encode(k, v) for k, v in planned])
+                # the writer's log serves its end: until the append is committed, reads must not see it
+                self._hold = self._position
+                try:
+                    await self.log.append([records.encode(k, v) for k, v in planned])
+                finally:
+                    self._hold = None
                 self.catch_up()
             return answer
 

@@ -332,3 +332,30 @@ def test_a_log_truncated_below_our_position_is_replayed_from_its_start():
     assert reg.run(reg.service.subjects()) == ["a"]
     assert reg.service.position == 1 and reg.service.state.next_id == 2
     reg.close()
+
+
+def test_reads_do_not_see_a_registration_before_its_commit():
+    log = MemoryLog()
+    reg = Registry(log)
+    release = asyncio.Event()
+    plain_append = log.append
+
+    async def slow_append(recs):
+        log.entries.append((log.next_offset, *recs[0]))  # in the log, not yet committed
+        log.next_offset += 1
+        await release.wait()
+        return log.next_offset
+
+    async def scenario():
+        await reg.service.register("a", AVRO_V1)
+        log.append = slow_append
+        writing = asyncio.ensure_future(reg.service.register("a", AVRO_V2))
+        await asyncio.sleep(0)
+        seen_during = await reg.service.versions("a")
+        release.set()
+        answer = await writing
+        log.append = plain_append
+        return seen_during, answer, await reg.service.versions("a")
+
+    assert reg.run(scenario()) == ([1], {"id": 2}, [1, 2])
+    reg.close()
