@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from typing import Any
 
 DEFAULT_MAX_DEPTH = 64
 
@@ -35,8 +37,9 @@ def nesting_depth(text: str, limit: int) -> int:
     return deepest
 
 
-def loads(data: str | bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
-    """Decode one JSON value from ``data`` (UTF-8 when bytes).
+def loads(data: str | bytes, max_depth: int = DEFAULT_MAX_DEPTH,
+          object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+    """Decode one JSON value from ``data`` (UTF-8 when bytes); ``object_hook`` as json.loads has it.
 
     Raises ValueError naming the problem: invalid UTF-8, nesting deeper than ``max_depth``, or malformed
     JSON (with json's position).  Non-standard constants (NaN, Infinity) are refused, as Jackson does.
@@ -51,7 +54,7 @@ def loads(data: str | bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
     if nesting_depth(text, max_depth) > max_depth:
         raise ValueError(f"JSON nested deeper than {max_depth} levels")
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, object_hook=object_hook)
     except json.JSONDecodeError as e:
         raise ValueError(f"malformed JSON: {e}") from None
 

@@ -66,6 +66,17 @@ def test_deep_nesting_is_a_schema_error_not_a_recursion_error():
     assert avro('{"type":"array","items":' * 63 + '"int"' + "}" * 63).name is None
 
 
+def test_an_error_deep_inside_costs_no_more_than_the_schema():
+    # avro quotes the failing subschema at each level it unwinds: the reason stays short and cheap.
+    padding = ',"doc":"' + "x" * 10_000 + '"'
+    text = '"Missing"'
+    for i in range(60):
+        text = '{"type":"record","name":"R%d"%s,"fields":[{"name":"f","type":%s}]}' % (i, padding, text)
+    with pytest.raises(SchemaError) as refused:
+        avro(text)
+    assert "R58" in str(refused.value) and len(str(refused.value)) < 3000
+
+
 def test_too_many_references_are_refused():
     enum = avro('{"type":"enum","name":"E","symbols":["A"]}')
     with pytest.raises(SchemaError, match="too many references"):

@@ -85,7 +85,13 @@ def parse(schema_type: str, text: str, references: Mapping[str, ParsedSchema] | 
             raise SchemaError(f"reference {ref_name!r} is a {ref.schema_type} schema, not {schema_type}")
     if not isinstance(text, str):
         raise SchemaError("the schema must be a string")
-    return _module(schema_type).parse(text, references)
+    module = _module(schema_type)
+    try:
+        return module.parse(text, references)
+    except RecursionError:
+        # The depth bounds keep every parser far below the interpreter's limit; this only answers a caller
+        # that was itself deep in the stack.
+        raise SchemaError(f"Invalid {schema_type} schema: nested too deeply to parse") from None
 
 
 def check_compatibility(level: str, new: ParsedSchema, previous: list[ParsedSchema]) -> list[str]:

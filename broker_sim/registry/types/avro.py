@@ -33,6 +33,27 @@ _NAMED = (avro.schema.RecordSchema, avro.schema.EnumSchema, avro.schema.FixedSch
 _PARSE_ERRORS = (avro.errors.AvroException, TypeError, ValueError, KeyError, AttributeError)
 
 
+# Reasons longer than this are cut: avro quotes the failing subschema at every level it unwinds through.
+_MAX_REASON = 2000
+
+
+class _QuietDict(dict):
+    """A JSON object whose repr is short.  avro wraps an error in a nested type as 'Type property "<the
+    subschema>" not a valid Avro schema', once per level: with plain dicts a deep invalid schema costs its
+    size times its depth to describe (megabytes from a few hundred kilobytes)."""
+
+    def __repr__(self) -> str:
+        name = self.get("name")
+        return f"{{type: {self.get('type')!r}, name: {name!r}, ...}}" if isinstance(name, str) \
+            else f"{{type: {self.get('type')!r}, ...}}"
+
+    __str__ = __repr__
+
+
+def _shortened(reason: str) -> str:
+    return reason if len(reason) <= _MAX_REASON else reason[:_MAX_REASON] + "..."
+
+
 @dataclass(frozen=True)
 class AvroModel:
     """What ``parse`` keeps: the avro Schema, its JSON value, and every schema it references, transitively,
@@ -45,7 +66,7 @@ class AvroModel:
 
 def parse(text: str, references: Mapping[str, ParsedSchema]) -> ParsedSchema:
     try:
-        value = bounded_json.loads(text, max_depth=MAX_JSON_DEPTH)
+        value = bounded_json.loads(text, max_depth=MAX_JSON_DEPTH, object_hook=_QuietDict)
     except ValueError as e:
         raise SchemaError(f"Invalid Avro schema: {e}") from None
     _check_depth(value)
@@ -55,12 +76,12 @@ def parse(text: str, references: Mapping[str, ParsedSchema]) -> ParsedSchema:
         for dependency in dependencies:
             avro.schema.make_avsc_object(dependency.model.value, names)
     except _PARSE_ERRORS as e:
-        raise SchemaError(f"Invalid Avro schema: reference: {e}") from None
+        raise SchemaError(f"Invalid Avro schema: reference: {_shortened(str(e))}") from None
     known = dict(names.names)
     try:
         schema = avro.schema.make_avsc_object(value, names)
     except _PARSE_ERRORS as e:
-        raise SchemaError(f"Invalid Avro schema: {e}") from None
+        raise SchemaError(f"Invalid Avro schema: {_shortened(str(e))}") from None
     return ParsedSchema(
         schema_type="AVRO",
         text=text,
