@@ -51,7 +51,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from typing import Callable
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from broker_sim.registry import bounded_json, errors
 from broker_sim.registry.errors import NotWriterError, RegistryError
@@ -209,7 +209,7 @@ class RegistryRest:
     def _segments(request) -> list[str]:
         raw = getattr(request, "raw_path", "") or ""
         if raw:
-            raw = raw.split("?", 1)[0].split("#", 1)[0]
+            raw = urlsplit(raw).path if "://" in raw.split("?", 1)[0] else raw.split("?", 1)[0].split("#", 1)[0]
             parts = [unquote(p) for p in raw.split("/")]
         else:
             parts = request.path.split("/")

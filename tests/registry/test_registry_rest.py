@@ -406,3 +406,9 @@ def test_normalize_registers_the_normalized_form_and_finds_it_again(reg):
     reg.call("PUT", "/config/m", {"normalize": True})
     assert reg.call("POST", "/subjects/m/versions", {"schema": AVRO_V1}) == (200, {"id": 1})
     assert reg.call("GET", "/subjects/m/versions/1")[1]["schema"] == stored
+
+
+def test_an_absolute_form_request_target_routes_by_its_path(reg):
+    req = request("GET", "/subjects")
+    req.raw_path = "http://registry.example:8081/subjects?deleted=true"
+    assert reg.run(reg.rest.handle(req)).status == 200
