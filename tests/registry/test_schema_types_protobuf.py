@@ -202,3 +202,26 @@ def test_forward_reverses_the_comparison():
     assert kinds(old, BASE, "FORWARD") == []
     assert kinds(BASE, old, "FORWARD") == ["MESSAGE_REMOVED"]
     assert kinds(BASE, old, "FULL") == ["MESSAGE_REMOVED"]
+
+
+def test_confluent_kafka_protobuf_client_forms_round_trip():
+    """The serializer registers base64(FileDescriptor.serialized_pb); the deserializer reads format=serialized
+    back with _str_to_proto and adds it to its own pool (confluent_kafka.schema_registry.common.protobuf)."""
+    from confluent_kafka.schema_registry.common.protobuf import _init_pool, _schema_to_str, _str_to_proto
+    from google.protobuf import descriptor_pool
+
+    client_pool = descriptor_pool.DescriptorPool()
+    _init_pool(client_pool)
+    source = descriptor_pb2.FileDescriptorProto()
+    source.CopyFrom(proto(ORDER).model.file)
+    source.name = "shop/order.proto"
+    registered = _schema_to_str(client_pool.Add(source))
+    parsed = proto(registered)
+    assert parsed.canonical == proto(ORDER).canonical and parsed.name == "shop.v1.Order"
+
+    reader_pool = descriptor_pool.DescriptorPool()
+    _init_pool(reader_pool)
+    fdp = _str_to_proto("default", parsed.formatted("serialized"))
+    reader_pool.Add(fdp)
+    order = reader_pool.FindMessageTypeByName("shop.v1.Order")
+    assert [f.name for f in order.fields] == ["id", "at", "lines", "qty", "card", "iban", "status"]
