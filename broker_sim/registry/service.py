@@ -112,8 +112,9 @@ class RegistryService:
         end_offset = getattr(self.log, "end_offset", None)
         end = end_offset() if end_offset is not None else None
         if start > self._position or (end is not None and end < self._position):
-            log.warning("_schemas spans [%d, %s), not continuing our position %d: replaying from its start",
-                        start, end, self._position)
+            if self.state.applied:
+                log.warning("_schemas spans [%d, %s), not continuing our position %d: replaying from its start",
+                            start, end, self._position)
             self.state = RegistryState()
             self._position = start
         applied = 0
