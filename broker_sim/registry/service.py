@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 LATEST = -1
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 MAX_SUBJECT_LENGTH = 4096
+CONTEXT_WILDCARD = ":*:"
 INT32_MAX = (1 << 31) - 1
 
 __all__ = ["LATEST", "NotWriterError", "RegistryService", "SchemaLog"]
@@ -307,6 +308,8 @@ class RegistryService:
 
     async def subjects(self, prefix: str = "", include_deleted: bool = False,
                        deleted_only: bool = False) -> list[str]:
+        """GET /subjects (``prefix`` ":*:", Confluent's context wildcard, is every subject)."""
+        prefix = "" if prefix == CONTEXT_WILDCARD else prefix
         state = self._read()
         return [s for s in state.subjects(include_deleted, deleted_only) if s.startswith(prefix)]
 
@@ -332,8 +335,6 @@ class RegistryService:
         """DELETE /subjects/{subject}/versions/{version}: the version deleted."""
 
         def decide(state: RegistryState):
-            if state.mode_in_scope(subject) in ("READONLY", "READONLY_OVERRIDE"):
-                raise errors.not_permitted(f"Subject {subject} is in read-only mode")
             if version == LATEST:
                 held = state.latest(subject) or (state.latest(subject, True) if permanent else None)
                 if held is None:
@@ -346,6 +347,8 @@ class RegistryService:
                     raise errors.version_not_found(version)
             if not permanent and held.deleted:
                 raise errors.version_soft_deleted(subject, held.version)
+            if state.mode_in_scope(subject) in ("READONLY", "READONLY_OVERRIDE"):
+                raise errors.not_permitted(f"Subject {subject} is in read-only mode")
             if state.referrers(subject, held.version):
                 raise errors.reference_exists(subject, held.version)
             if permanent and not held.deleted:
@@ -375,12 +378,12 @@ class RegistryService:
         """DELETE /subjects/{subject}: the versions deleted."""
 
         def decide(state: RegistryState):
-            if state.mode_in_scope(subject) in ("READONLY", "READONLY_OVERRIDE"):
-                raise errors.not_permitted(f"Subject {subject} is in read-only mode")
             if not state.has_subject(subject, True):
                 raise errors.subject_not_found(subject)
             if not permanent and not state.has_subject(subject, False):
                 raise errors.subject_soft_deleted(subject)
+            if state.mode_in_scope(subject) in ("READONLY", "READONLY_OVERRIDE"):
+                raise errors.not_permitted(f"Subject {subject} is in read-only mode")
             numbers = state.versions(subject, include_deleted=permanent)
             for number in numbers:
                 if state.referrers(subject, number):
@@ -446,6 +449,7 @@ class RegistryService:
 
     async def schemas(self, prefix: str = "", include_deleted: bool = False, latest_only: bool = False) -> list:
         """GET /schemas: every version of every subject under ``prefix``, as Schema entities."""
+        prefix = "" if prefix == CONTEXT_WILDCARD else prefix
         state = self._read()
         out = []
         for subject in state.subjects(include_deleted):

@@ -359,3 +359,16 @@ def test_reads_do_not_see_a_registration_before_its_commit():
 
     assert reg.run(scenario()) == ([1], {"id": 2}, [1, 2])
     reg.close()
+
+
+def test_delete_checks_existence_before_the_mode_as_confluent_does(reg):
+    svc = reg.service
+    reg.run(svc.set_mode(None, "READONLY"))
+    fails(reg, svc.delete_subject("nope"), errors.SUBJECT_NOT_FOUND)
+    fails(reg, svc.delete_version("nope", 1), errors.SUBJECT_NOT_FOUND)
+
+
+def test_the_context_wildcard_prefix_lists_every_subject(reg):
+    reg.run(reg.service.register("a", AVRO_V1))
+    assert reg.run(reg.service.subjects(":*:")) == ["a"]
+    assert [s["subject"] for s in reg.run(reg.service.schemas(":*:"))] == ["a"]
