@@ -5,11 +5,8 @@ kind is in ``COMPATIBLE_CHANGES`` keeps data valid under the original valid unde
 compares original = the previous version with update = the new one; FORWARD the other way round.
 
 Confluent compares Everit schema objects; here each JSON value is first classified into the Everit class it
-would load as (a ``_View``: empty, false, combined, not, enum, string, number, object, array, boolean, null),
-with ``$ref`` followed to the schema it names.  A value with keywords of several kinds (``type`` plus
-``oneOf``, ``type`` plus ``enum``) is an ``allOf`` of one view per kind, a list ``type`` an ``anyOf``, as
-Everit's loader builds them.  Pairs already compared are memoized and a pair met again while being compared
-(a recursive schema) counts as compatible, as Confluent's ``Context`` does.  The recursion is bounded:
+would load as (``json_schema_view.View``).  Pairs already compared are memoized and a pair met again while
+being compared (a recursive schema) counts as compatible, as Confluent's ``Context`` does.  The recursion is bounded:
 schemas were refused at parse when nested deeper than MAX_SCHEMA_DEPTH, and a comparison that goes deeper
 than twice that (two recursive schemas whose cycles do not line up) stops with an incompatibility.
 """
@@ -17,119 +14,36 @@ than twice that (two recursive schemas whose cycles do not line up) stops with a
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from broker_sim.registry.types.errors import MAX_SCHEMA_DEPTH
 from broker_sim.registry.types.json_schema_difference import COMPATIBLE_CHANGES, Difference
+from broker_sim.registry.types.json_schema_view import (
+    View, Views, additional_items, all_items, dependency_arrays, dependency_schemas, extra_items, extra_schema,
+    has_default, is_open, item_list, partial_schema, schemas, strings)
 
 MAX_COMPARE_DEPTH = 2 * MAX_SCHEMA_DEPTH
 # oneOf/anyOf/allOf match subschema pairs; past this many pairs the comparison is refused, not run.
 MAX_COMBINED_PAIRS = 65536
 
-def compare(original: Any, update: Any) -> list[Difference]:
-    """Every difference from ``original`` to ``update`` (two JsonModels), Confluent's SchemaDiff.compare."""
-    state = _State()
-    ctx = _Context(state, [])
-    _compare(ctx, state.view(original.value, original.resolver(), original.specification),
-             state.view(update.value, update.resolver(), update.specification))
-    return ctx.diffs
-
-
-# --- views: what Everit would load a JSON value as ---------------------------------------------------------
-
-_OBJECT_KEYWORDS = ("properties", "required", "additionalProperties", "patternProperties", "dependencies",
-                    "dependentRequired", "dependentSchemas", "minProperties", "maxProperties", "propertyNames")
-_ARRAY_KEYWORDS = ("items", "additionalItems", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains")
-_STRING_KEYWORDS = ("minLength", "maxLength", "pattern")
-_NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-_TYPED_KINDS = {"object": _OBJECT_KEYWORDS, "array": _ARRAY_KEYWORDS, "string": _STRING_KEYWORDS,
-                "number": _NUMBER_KEYWORDS}
-_COMBINERS = ("allOf", "anyOf", "oneOf")
-_MAX_REF_HOPS = MAX_SCHEMA_DEPTH
-
-
-@dataclass(eq=False)
-class _View:
-    kind: str
-    node: Any = None
-    resolver: Any = None
-    spec: Any = None
-    integer: bool = False
-    criterion: str = ""
-    subs: list[_View] = field(default_factory=list)
-
-    def key(self) -> str:
-        """What makes two subschemas of a combined type the same (Confluent collapses duplicates)."""
-        return json.dumps([self.kind, self.integer, self.criterion, self.node], sort_keys=True)
-
-
 class _State:
-    """Shared by one comparison: the views built so far (by node id, keeping the nodes alive), the memo of
-    compared pairs, the pairs being compared, and the comparison depth."""
+    """Shared by one comparison: the views, the memo of compared pairs, the pairs being compared, the depth."""
 
     def __init__(self) -> None:
-        self.views: dict[int, tuple[Any, _View]] = {}
+        self.views = Views()
         self.memo: dict[tuple[int, int], list[Difference]] = {}
         self.in_progress: set[tuple[int, int]] = set()
         self.depth = 0
 
-    def view(self, node: Any, resolver: Any, specification: Any) -> _View:
-        for _ in range(_MAX_REF_HOPS):
-            if not (isinstance(node, dict) and isinstance(node.get("$ref"), str)):
-                break
-            if isinstance(node.get("$id"), str):
-                resolver = resolver.in_subresource(specification.create_resource(node))
-            resolved = resolver.lookup(node["$ref"])  # parse checked that every $ref resolves
-            node, resolver = resolved.contents, resolved.resolver
-        cached = self.views.get(id(node))
-        if cached is not None:
-            return cached[1]
-        if isinstance(node, dict) and isinstance(node.get("$id"), str):
-            resolver = resolver.in_subresource(specification.create_resource(node))
-        view = _classify(node, resolver, specification, self)
-        self.views[id(node)] = (node, view)
-        return view
 
-    def sub(self, view: _View, keyword: str) -> _View | None:
-        node = view.node.get(keyword) if isinstance(view.node, dict) else None
-        if not isinstance(node, (dict, bool)):
-            return None
-        return self.view(node, view.resolver, view.spec)
-
-
-def _classify(node: Any, resolver: Any, specification: Any, state: _State) -> _View:
-    if node is True or node == {}:
-        return _View("empty", node, resolver, specification)
-    if node is False or not isinstance(node, dict):
-        return _View("false", node, resolver, specification)
-    parts: list[_View] = []
-    declared = node.get("type")
-    types = declared if isinstance(declared, list) else [declared] if isinstance(declared, str) else []
-    if not types:
-        types = [kind for kind, keywords in _TYPED_KINDS.items() if any(k in node for k in keywords)]
-    typed = [_View("number" if t == "integer" else t, node, resolver, specification, integer=t == "integer")
-             for t in types]
-    if len(typed) == 1:
-        parts.append(typed[0])
-    elif typed:
-        parts.append(_View("combined", node, resolver, specification, criterion="anyOf", subs=typed))
-    if "enum" in node or "const" in node:
-        parts.append(_View("enum", node, resolver, specification))
-    if isinstance(node.get("not"), (dict, bool)):
-        parts.append(_View("not", node, resolver, specification))
-    for criterion in _COMBINERS:
-        if isinstance(node.get(criterion), list):
-            subs = [state.view(sub, resolver, specification) for sub in node[criterion]
-                    if isinstance(sub, (dict, bool))]
-            parts.append(_View("combined", node, resolver, specification, criterion=criterion, subs=subs))
-    if not parts:
-        return _View("empty", node, resolver, specification)
-    if len(parts) == 1:
-        return parts[0]
-    return _View("combined", node, resolver, specification, criterion="allOf", subs=parts)
+def compare(original: Any, update: Any) -> list[Difference]:
+    """Every difference from ``original`` to ``update`` (two JsonModels), Confluent's SchemaDiff.compare."""
+    state = _State()
+    ctx = _Context(state, [])
+    _compare(ctx, state.views.view(original.value, original.resolver(), original.specification),
+             state.views.view(update.value, update.resolver(), update.specification))
+    return ctx.diffs
 
 
 # --- the comparison ----------------------------------------------------------------------------------------
@@ -165,7 +79,7 @@ class _Context:
         self.path.pop()
 
 
-def _compare(ctx: _Context, original: _View | None, update: _View | None) -> None:
+def _compare(ctx: _Context, original: View | None, update: View | None) -> None:
     if original is None and update is None:
         return
     if original is None:
@@ -196,7 +110,7 @@ def _compare(ctx: _Context, original: _View | None, update: _View | None) -> Non
     ctx.add_rebased(pair.diffs)
 
 
-def _compare_pair(ctx: _Context, original: _View, update: _View) -> None:
+def _compare_pair(ctx: _Context, original: View, update: View) -> None:
     if original.kind != "combined" and update.kind == "combined":
         if len(update.subs) == 1:
             sub = ctx.sub()
@@ -243,7 +157,7 @@ def _limit(ctx: _Context, keyword: str, original: Any, update: Any, stem: str) -
         ctx.add(f"{stem}_DECREASED", keyword)
 
 
-def _string(ctx: _Context, original: _View, update: _View) -> None:
+def _string(ctx: _Context, original: View, update: View) -> None:
     o, u = original.node, update.node
     _limit(ctx, "maxLength", o.get("maxLength"), u.get("maxLength"), "MAX_LENGTH")
     _limit(ctx, "minLength", o.get("minLength"), u.get("minLength"), "MIN_LENGTH")
@@ -256,7 +170,7 @@ def _string(ctx: _Context, original: _View, update: _View) -> None:
         ctx.add("PATTERN_CHANGED", "pattern")
 
 
-def _number(ctx: _Context, original: _View, update: _View) -> None:
+def _number(ctx: _Context, original: View, update: View) -> None:
     o, u = original.node, update.node
     _limit(ctx, "maximum", o.get("maximum"), u.get("maximum"), "MAXIMUM")
     _limit(ctx, "minimum", o.get("minimum"), u.get("minimum"), "MINIMUM")
@@ -284,7 +198,7 @@ def _fraction(value: Any) -> Fraction | None:
     return Fraction(str(value))
 
 
-def _enum(ctx: _Context, original: _View, update: _View) -> None:
+def _enum(ctx: _Context, original: View, update: View) -> None:
     o, u = _enum_values(original.node), _enum_values(update.node)
     if o != u:
         if u >= o:
@@ -300,16 +214,16 @@ def _enum_values(node: dict[str, Any]) -> frozenset[str]:
     return frozenset(json.dumps(v, sort_keys=True) for v in values)
 
 
-def _not(ctx: _Context, original: _View, update: _View) -> None:
+def _not(ctx: _Context, original: View, update: View) -> None:
     ctx.enter("not")
     sub = ctx.sub()
     # Reversed: the update accepts more when what it excludes is narrower.
-    _compare(sub, ctx.state.sub(update, "not"), ctx.state.sub(original, "not"))
+    _compare(sub, ctx.state.views.sub(update, "not"), ctx.state.views.sub(original, "not"))
     ctx.add("NOT_TYPE_NARROWED" if sub.compatible() else "NOT_TYPE_EXTENDED")
     ctx.leave()
 
 
-def _combined(ctx: _Context, original: _View, update: _View) -> None:
+def _combined(ctx: _Context, original: View, update: View) -> None:
     oc, uc = original.criterion, update.criterion
     changed = False
     if oc != uc:
@@ -380,11 +294,11 @@ def _maximum_matching(edges: dict[int, dict[int, Any]], left: int) -> dict[int, 
     return right_of
 
 
-def _object(ctx: _Context, original: _View, update: _View) -> None:
+def _object(ctx: _Context, original: View, update: View) -> None:
     state = ctx.state
     o, u = original.node, update.node
-    o_props, u_props = _schemas(state, original, "properties"), _schemas(state, update, "properties")
-    o_req, u_req = _strings(o.get("required")), _strings(u.get("required"))
+    o_props, u_props = schemas(state.views, original, "properties"), schemas(state.views, update, "properties")
+    o_req, u_req = strings(o.get("required")), strings(u.get("required"))
     ctx.enter("required")
     for name in o_props:
         if name in u_props:
@@ -392,7 +306,7 @@ def _object(ctx: _Context, original: _View, update: _View) -> None:
             if name in o_req and name not in u_req:
                 ctx.add("REQUIRED_ATTRIBUTE_REMOVED")
             elif name not in o_req and name in u_req:
-                ctx.add("REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED" if _has_default(u_props[name])
+                ctx.add("REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED" if has_default(u_props[name])
                         else "REQUIRED_ATTRIBUTE_ADDED")
             ctx.leave()
     ctx.leave()
@@ -411,7 +325,7 @@ def _object(ctx: _Context, original: _View, update: _View) -> None:
     _dependencies(ctx, original, update)
     ctx.enter("additionalProperties")
     o_permits, u_permits = o.get("additionalProperties") is not False, u.get("additionalProperties") is not False
-    o_extra, u_extra = _extra_schema(state, original), _extra_schema(state, update)
+    o_extra, u_extra = extra_schema(state.views, original), extra_schema(state.views, update)
     if o_permits != u_permits:
         ctx.add("ADDITIONAL_PROPERTIES_ADDED" if u_permits else "ADDITIONAL_PROPERTIES_REMOVED")
     elif o_extra is None and u_extra is not None:
@@ -425,12 +339,12 @@ def _object(ctx: _Context, original: _View, update: _View) -> None:
     _limit(ctx, "minProperties", o.get("minProperties"), u.get("minProperties"), "MIN_PROPERTIES")
 
 
-def _property_removed(ctx: _Context, update: _View, name: str, o_prop: _View) -> None:
+def _property_removed(ctx: _Context, update: View, name: str, o_prop: View) -> None:
     # Only the update's content model matters: a property may go only where the update accepts it anyway.
-    if _is_open(update):
+    if is_open(update):
         ctx.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL")
         return
-    partial = _partial_schema(ctx.state, update, name)
+    partial = partial_schema(ctx.state.views, update, name)
     if partial is not None:
         sub = ctx.sub()
         _compare(sub, o_prop, partial)
@@ -443,14 +357,14 @@ def _property_removed(ctx: _Context, update: _View, name: str, o_prop: _View) ->
         ctx.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
 
 
-def _property_added(ctx: _Context, original: _View, update: _View, name: str, u_prop: _View,
+def _property_added(ctx: _Context, original: View, update: View, name: str, u_prop: View,
                     u_req: set[str]) -> None:
     # Only the original's content model matters: data written with it may already hold the new property.
-    if _is_open(original):
+    if is_open(original):
         ctx.add("PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL" if u_prop.kind == "empty"
                 else "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL")
         return
-    partial = _partial_schema(ctx.state, original, name)
+    partial = partial_schema(ctx.state.views, original, name)
     if partial is not None:
         sub = ctx.sub()
         _compare(sub, partial, u_prop)
@@ -458,15 +372,15 @@ def _property_added(ctx: _Context, original: _View, update: _View, name: str, u_
         ctx.add("PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible()
                 else "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
     if name in u_req:
-        ctx.add("REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL" if _has_default(u_prop)
+        ctx.add("REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL" if has_default(u_prop)
                 else "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
     else:
         ctx.add("OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
 
 
-def _dependencies(ctx: _Context, original: _View, update: _View) -> None:
+def _dependencies(ctx: _Context, original: View, update: View) -> None:
     ctx.enter("dependencies")
-    o_arrays, u_arrays = _dependency_arrays(original.node), _dependency_arrays(update.node)
+    o_arrays, u_arrays = dependency_arrays(original.node), dependency_arrays(update.node)
     for name in list(dict.fromkeys([*o_arrays, *u_arrays])):
         o_deps, u_deps = o_arrays.get(name), u_arrays.get(name)
         ctx.enter(name)
@@ -478,7 +392,7 @@ def _dependencies(ctx: _Context, original: _View, update: _View) -> None:
             ctx.add("DEPENDENCY_ARRAY_EXTENDED" if u_deps >= o_deps else
                     "DEPENDENCY_ARRAY_NARROWED" if o_deps >= u_deps else "DEPENDENCY_ARRAY_CHANGED")
         ctx.leave()
-    o_schemas, u_schemas = _dependency_schemas(ctx.state, original), _dependency_schemas(ctx.state, update)
+    o_schemas, u_schemas = dependency_schemas(ctx.state, original), dependency_schemas(ctx.state, update)
     for name in list(dict.fromkeys([*o_schemas, *u_schemas])):
         ctx.enter(name)
         if name not in u_schemas:
@@ -491,13 +405,13 @@ def _dependencies(ctx: _Context, original: _View, update: _View) -> None:
     ctx.leave()
 
 
-def _array(ctx: _Context, original: _View, update: _View) -> None:
+def _array(ctx: _Context, original: View, update: View) -> None:
     state = ctx.state
     o, u = original.node, update.node
     ctx.enter("items")
-    _compare(ctx, _all_items(state, original), _all_items(state, update))
+    _compare(ctx, all_items(state.views, original), all_items(state.views, update))
     ctx.leave()
-    o_items, u_items = _item_list(state, original), _item_list(state, update)
+    o_items, u_items = item_list(state.views, original), item_list(state.views, update)
     for index in range(max(len(o_items), len(u_items))):
         ctx.enter(f"items/{index}")
         if index < len(o_items) and index < len(u_items):
@@ -508,8 +422,8 @@ def _array(ctx: _Context, original: _View, update: _View) -> None:
             _item_added(ctx, original, u_items[index])
         ctx.leave()
     ctx.enter("additionalItems")
-    o_permits, u_permits = _additional_items(o) is not False, _additional_items(u) is not False
-    o_extra, u_extra = _extra_items(state, original), _extra_items(state, update)
+    o_permits, u_permits = additional_items(o) is not False, additional_items(u) is not False
+    o_extra, u_extra = extra_items(state.views, original), extra_items(state.views, update)
     if o_permits != u_permits:
         ctx.add("ADDITIONAL_ITEMS_REMOVED" if o_permits else "ADDITIONAL_ITEMS_ADDED")
     elif o_extra is None and u_extra is not None:
@@ -525,9 +439,9 @@ def _array(ctx: _Context, original: _View, update: _View) -> None:
         ctx.add("UNIQUE_ITEMS_REMOVED" if o.get("uniqueItems") else "UNIQUE_ITEMS_ADDED", "uniqueItems")
 
 
-def _item_removed(ctx: _Context, update: _View, o_item: _View) -> None:
-    extra = _extra_items(ctx.state, update)
-    if _additional_items(update.node) is not False and extra is None:
+def _item_removed(ctx: _Context, update: View, o_item: View) -> None:
+    extra = extra_items(ctx.state.views, update)
+    if additional_items(update.node) is not False and extra is None:
         ctx.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL")
     elif extra is not None:
         sub = ctx.sub()
@@ -541,9 +455,9 @@ def _item_removed(ctx: _Context, update: _View, o_item: _View) -> None:
         ctx.add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL")
 
 
-def _item_added(ctx: _Context, original: _View, u_item: _View) -> None:
-    extra = _extra_items(ctx.state, original)
-    if _additional_items(original.node) is not False and extra is None:
+def _item_added(ctx: _Context, original: View, u_item: View) -> None:
+    extra = extra_items(ctx.state.views, original)
+    if additional_items(original.node) is not False and extra is None:
         ctx.add("ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL" if u_item.kind == "empty"
                 else "ITEM_ADDED_TO_OPEN_CONTENT_MODEL")
     elif extra is not None:
@@ -560,80 +474,3 @@ _BY_KIND = {"string": _string, "number": _number, "enum": _enum, "combined": _co
             "object": _object, "array": _array}
 
 
-# --- keyword readers ---------------------------------------------------------------------------------------
-
-def _schemas(state: _State, view: _View, keyword: str) -> dict[str, _View]:
-    value = view.node.get(keyword)
-    if not isinstance(value, dict):
-        return {}
-    return {name: state.view(sub, view.resolver, view.spec) for name, sub in value.items()
-            if isinstance(sub, (dict, bool))}
-
-
-def _strings(value: Any) -> set[str]:
-    return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
-
-
-def _has_default(view: _View) -> bool:
-    return isinstance(view.node, dict) and "default" in view.node
-
-
-def _extra_schema(state: _State, view: _View) -> _View | None:
-    extra = view.node.get("additionalProperties")
-    return state.sub(view, "additionalProperties") if isinstance(extra, dict) else None
-
-
-def _is_open(view: _View) -> bool:
-    node = view.node
-    return not node.get("patternProperties") and not isinstance(node.get("additionalProperties"), dict) \
-        and node.get("additionalProperties") is not False
-
-
-def _partial_schema(state: _State, view: _View, name: str) -> _View | None:
-    for pattern, schema in _schemas(state, view, "patternProperties").items():
-        try:
-            if re.search(pattern, name):
-                return schema
-        except re.error:
-            continue
-    return _extra_schema(state, view)
-
-
-def _dependency_arrays(node: dict[str, Any]) -> dict[str, set[str]]:
-    found = {}
-    for keyword in ("dependencies", "dependentRequired"):
-        value = node.get(keyword)
-        if isinstance(value, dict):
-            found |= {name: _strings(deps) for name, deps in value.items() if isinstance(deps, list)}
-    return found
-
-
-def _dependency_schemas(state: _State, view: _View) -> dict[str, _View]:
-    found = {}
-    for keyword in ("dependencies", "dependentSchemas"):
-        found |= _schemas(state, view, keyword)
-    return found
-
-
-def _all_items(state: _State, view: _View) -> _View | None:
-    items = view.node.get("items")
-    if "prefixItems" in view.node or not isinstance(items, (dict, bool)):
-        return None
-    return state.sub(view, "items")
-
-
-def _item_list(state: _State, view: _View) -> list[_View]:
-    node = view.node
-    items = node.get("prefixItems") if isinstance(node.get("prefixItems"), list) else node.get("items")
-    if not isinstance(items, list):
-        return []
-    return [state.view(item, view.resolver, view.spec) for item in items if isinstance(item, (dict, bool))]
-
-
-def _additional_items(node: dict[str, Any]) -> Any:
-    return node.get("items") if isinstance(node.get("prefixItems"), list) else node.get("additionalItems")
-
-
-def _extra_items(state: _State, view: _View) -> _View | None:
-    keyword = "items" if isinstance(view.node.get("prefixItems"), list) else "additionalItems"
-    return state.sub(view, keyword) if isinstance(view.node.get(keyword), dict) else None
