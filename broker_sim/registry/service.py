@@ -25,7 +25,7 @@ import logging
 from typing import Awaitable, Callable, Iterator, Protocol
 
 from broker_sim.registry import errors, records, types
-from broker_sim.registry.errors import NotWriterError
+from broker_sim.registry.errors import NotWriterError, RegistryError
 from broker_sim.registry.records import (
     ClearSubjectValue, ConfigValue, DeleteSubjectValue, IdHighWaterValue, ModeValue, Reference, SchemaValue,
 )
@@ -571,9 +571,17 @@ class RegistryService:
             latest = state.latest(subject)
             previous = [latest] if latest is not None else []
         else:
-            previous = [self._resolve_version(state, subject, version, False)]
-        parsed, _ = self._parse(state, schema, schema_type, self._references(references),
-                                normalize or state.normalize(subject))
+            held = state.version(subject, version)
+            if held is None or held.deleted:  # Confluent answers 40402 here, whether the subject exists or not
+                raise errors.version_not_found(version)
+            previous = [held]
+        try:
+            parsed, _ = self._parse(state, schema, schema_type, self._references(references),
+                                    normalize or state.normalize(subject))
+        except RegistryError as e:
+            if not verbose or e.error_code != errors.INVALID_SCHEMA:
+                raise
+            return {"is_compatible": False, "messages": [e.message]}  # Confluent's verbose answer
         messages = self._incompatibilities(state, state.compatibility_level(subject), parsed, previous)
         answer: dict = {"is_compatible": not messages}
         if verbose:

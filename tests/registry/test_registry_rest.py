@@ -101,7 +101,8 @@ def test_delete_routes_and_the_deleted_flags(reg):
     ("PUT", "/mode", {"mode": "IMPORT"}, 422, errors.OPERATION_NOT_PERMITTED),
     ("POST", "/subjects/a%01/versions", {"schema": AVRO_V1}, 422, errors.INVALID_SUBJECT),
     ("POST", "/compatibility/subjects/a/versions/7", {"schema": AVRO_V1}, 404, errors.VERSION_NOT_FOUND),
-    ("POST", "/compatibility/subjects/nope/versions/1", {"schema": AVRO_V1}, 404, errors.SUBJECT_NOT_FOUND),
+    ("POST", "/compatibility/subjects/nope/versions/1", {"schema": AVRO_V1}, 404, errors.VERSION_NOT_FOUND),
+    ("POST", "/compatibility/subjects/a/versions/1", {"schema": "{\"type\": 1}"}, 422, errors.INVALID_SCHEMA),
     ("GET", "/nowhere", None, 404, 404),
     ("GET", "/schemas/ids/abc", None, 404, 404),
     ("GET", "/subjects/a/versions?offset=x", None, 404, 404),
@@ -165,6 +166,8 @@ def test_compatibility_routes(reg):
         (200, {"is_compatible": True})
     assert reg.call("POST", "/compatibility/subjects/new/versions/latest", {"schema": AVRO_V2}) == \
         (200, {"is_compatible": True})
+    status, body = reg.call("POST", "/compatibility/subjects/a/versions/latest?verbose=true", {"schema": "{"})
+    assert status == 200 and body["is_compatible"] is False and body["messages"][0].startswith("Invalid schema")
 
 
 @pytest.mark.parametrize("body, status, error_code", [
