@@ -263,10 +263,9 @@ class RegistryService:
             new_id = schema_id
             existing = state.id_of(ident)
             if existing is not None and (schema_id < 0 or schema_id == existing):
-                if version == 0:
-                    for held in live:
-                        if held.id == existing:
-                            return [], {"id": existing}
+                for held in live:  # already there (an import run again names its version too)
+                    if held.id == existing and version in (0, held.version):
+                        return [], {"id": existing}
                 new_id = existing
             if mode != "IMPORT":
                 messages = self._incompatibilities(state, state.compatibility_level(subject), parsed, live)

@@ -174,6 +174,9 @@ def test_import_mode_takes_explicit_ids_and_versions(reg):
     error = fails(reg, svc.register("b", AVRO_V2, schema_id=10), errors.OPERATION_NOT_PERMITTED)
     assert "Overwrite new schema with id 10" in error.message
     assert reg.run(svc.register("b", AVRO_V1, version=1, schema_id=10)) == {"id": 10}
+    appended = len(reg.log.entries)
+    assert reg.run(svc.register("b", AVRO_V1, version=1, schema_id=10)) == {"id": 10}  # an import run again
+    assert len(reg.log.entries) == appended
     reg.run(svc.set_mode(None, "READWRITE"))
     assert reg.run(svc.register("c", AVRO_V2)) == {"id": 11}
 
