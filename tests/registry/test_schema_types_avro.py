@@ -54,6 +54,28 @@ def test_invalid_schemas_are_refused_with_the_parsers_reason(text, reason):
         avro(text)
 
 
+@pytest.mark.parametrize("field_type, default", [
+    ("int", 1), ("long", 2**40), ("double", 1), ("boolean", True), ("string", "x"), ("bytes", "\u00ff"),
+    (["null", "string"], None), (["string", "null"], "x"), ({"type": "array", "items": "int"}, [1, 2]),
+    ({"type": "map", "values": "long"}, {"a": 1}), ({"type": "enum", "name": "E", "symbols": ["A"]}, "A"),
+    ({"type": "record", "name": "In", "fields": [{"name": "a", "type": "int"}]}, {"a": 1}),
+    ({"type": "int", "logicalType": "date"}, 0),
+])
+def test_valid_defaults_are_accepted(field_type, default):
+    record({"name": "f", "type": field_type, "default": default})
+
+
+@pytest.mark.parametrize("field_type, default", [
+    ("int", "x"), ("int", 2**31), ("int", True), ("string", 1), ("boolean", 0), ("null", 0),
+    (["null", "string"], "x"), ({"type": "array", "items": "int"}, ["a"]),
+    ({"type": "enum", "name": "E", "symbols": ["A"]}, "B"),
+    ({"type": "record", "name": "In", "fields": [{"name": "a", "type": "int"}]}, {}),
+])
+def test_invalid_defaults_are_refused_as_javas_parser_does(field_type, default):
+    with pytest.raises(SchemaError, match="Invalid default for field f"):
+        record({"name": "f", "type": field_type, "default": default})
+
+
 def test_deep_nesting_is_a_schema_error_not_a_recursion_error():
     text = '"int"'
     for i in range(10_000):

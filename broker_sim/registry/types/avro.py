@@ -82,6 +82,7 @@ def parse(text: str, references: Mapping[str, ParsedSchema]) -> ParsedSchema:
         schema = avro.schema.make_avsc_object(value, names)
     except _PARSE_ERRORS as e:
         raise SchemaError(f"Invalid Avro schema: {_shortened(str(e))}") from None
+    _check_defaults(schema)
     return ParsedSchema(
         schema_type="AVRO",
         text=text,
@@ -135,6 +136,79 @@ def _difference(kind: str, path: str, info: str, reader: str, writer: str) -> st
                                               f"no default value and is missing in the {writer} schema",
     }
     return f"{{errorType:'{kind}', description:'{descriptions.get(kind, '')}', additionalInfo:'{info}'}}"
+
+
+_INT_RANGES = {"int": (-2**31, 2**31 - 1), "long": (-2**63, 2**63 - 1)}
+
+
+def _check_defaults(schema: avro.schema.Schema) -> None:
+    """Every field default is a value of its field's type, in Avro's JSON encoding (a union's default of its
+    first branch), as Java's Schema.Parser checks them for Confluent when a schema is registered."""
+    seen: set[int] = set()
+    records = [schema]
+    while records:
+        node = records.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, avro.schema.RecordSchema):
+            for field in node.fields:
+                if field.has_default and not _is_valid_default(field.type, field.default):
+                    raise SchemaError(f"Invalid Avro schema: Invalid default for field {field.name}: "
+                                      f"{_shortened(_compact(field.default))} not a {_compact(field.type.to_json())}")
+                records.append(field.type)
+        elif isinstance(node, avro.schema.UnionSchema):
+            records.extend(node.schemas)
+        elif isinstance(node, avro.schema.ArraySchema):
+            records.append(node.items)
+        elif isinstance(node, avro.schema.MapSchema):
+            records.append(node.values)
+
+
+def _is_valid_default(schema: avro.schema.Schema, default: Any) -> bool:
+    """Whether ``default`` is a JSON-encoded value of ``schema``, walking nested values without recursion."""
+    pending = [(schema, default)]
+    while pending:
+        node, value = pending.pop()
+        kind = node.type
+        if isinstance(node, avro.schema.UnionSchema):
+            pending.append((node.schemas[0], value))
+        elif kind == "null":
+            if value is not None:
+                return False
+        elif kind == "boolean":
+            if not isinstance(value, bool):
+                return False
+        elif kind in _INT_RANGES:
+            low, high = _INT_RANGES[kind]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                return False
+        elif kind in ("float", "double"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return False
+        elif kind in ("string", "bytes", "fixed"):
+            if not isinstance(value, str):
+                return False
+        elif kind == "enum":
+            if value not in node.symbols:
+                return False
+        elif kind == "array":
+            if not isinstance(value, list):
+                return False
+            pending.extend((node.items, item) for item in value)
+        elif kind == "map":
+            if not isinstance(value, dict):
+                return False
+            pending.extend((node.values, item) for item in value.values())
+        elif kind in ("record", "error"):
+            if not isinstance(value, dict):
+                return False
+            for field in node.fields:
+                if field.name in value:
+                    pending.append((field.type, value[field.name]))
+                elif not field.has_default:
+                    return False
+    return True
 
 
 def _dependencies(references: Mapping[str, ParsedSchema]) -> tuple[ParsedSchema, ...]:
