@@ -118,8 +118,9 @@ def test_compat_exit_status_says_whether_a_schema_fits(url, files):
     assert refused.status == 2
     assert refused.err.startswith('pylog: error: 40901 Schema being registered is incompatible with an earlier '
                                   'schema for subject "events-value"')
+    # as Confluent's CompatibilityResource: a version of a subject that does not exist is a version not found
     assert pylog(url, "compat", "nope", "--schema-file", files("v1.avsc", V1), "--version", "1").err == \
-        "pylog: error: 40401 Subject 'nope' not found.\n"
+        "pylog: error: 40402 Version 1 not found.\n"
 
 
 def test_registry_errors_print_code_and_message_and_exit_2(url, files):
@@ -197,11 +198,15 @@ def test_references_and_normalize(url, files):
         {"name": "com.acme.Customer", "subject": "customer-value", "version": 1}]
     assert pylog(url, "compat", "order-value", "--schema-file", order,
                  "--reference", "com.acme.Customer=customer-value:1").status == 0
-    spaced = files("spaced.proto", 'syntax   = "proto3";  package acme;\nmessage Ping { int64 id = 1; }')
-    assert pylog(url, "register", "pings-value", "--schema-file", files("ping.proto", PROTO),
-                 "--normalize").json["id"] == 3
-    assert pylog(url, "register", "pings-value", "--schema-file", spaced, "--normalize").json["id"] == 3
+    # normalize orders Protobuf fields by number: the two files are one schema then, two without it
+    shuffled = files("shuffled.proto", 'syntax = "proto3"; package acme;\n'
+                                       'message Ping { string note = 2; int64 id = 1; }')
+    in_order = files("in-order.proto", 'syntax = "proto3"; package acme;\n'
+                                       'message Ping { int64 id = 1; string note = 2; }')
+    assert pylog(url, "register", "pings-value", "--schema-file", shuffled, "--normalize").json["id"] == 3
+    assert pylog(url, "register", "pings-value", "--schema-file", in_order, "--normalize").json["id"] == 3
     assert pylog(url, "list", "--prefix", "pings", "--format", "json").json[0]["versions"] == [1]
+    assert pylog(url, "register", "pongs-value", "--schema-file", shuffled).json["id"] == 4
 
 
 def test_command_config_and_environment(url, files, tmp_path):
