@@ -15,7 +15,9 @@ headers, body) with Confluent's JSON shapes, content type ``application/vnd.sche
    nesting (``bounded_json``; not JSON: 400 / 400), its fields checked for type and range (422 / 422; unknown
    fields too, unless ``Confluent-Accept-Unknown-Properties: true``, which confluent-kafka sends);
 4. forward: a write (POST, PUT, DELETE, except the read-only POSTs lookup and compatibility) on a broker that
-   is not the writer goes to ``service.forward`` as it came (already authorized here); without one: 500 / 50004;
+   is not the writer goes to ``service.forward`` as it came (already authorized here); without one: 500 / 50004.
+   A registration the subject already holds is answered locally first, in any mode (Confluent's
+   ``registerOrForward``): serializers re-registering on start need neither the writer nor READWRITE;
 5. answer from the service (``RegistryError`` -> its status and code).
 
 Authorization model (after Redpanda's schema registry ACLs): resources are ("subject", name) and
@@ -329,8 +331,9 @@ class RegistryRest:
             if parts[2] != "versions":
                 return None
             if n == 3:
+                # register forwards by itself: an existing registration is answered here first
                 return {"GET": (DESCRIBE, res, lambda r, q: self._versions(r, q, subject), False),
-                        "POST": (WRITE, res, lambda r, q: self._register(r, q, subject), True)}
+                        "POST": (WRITE, res, lambda r, q: self._register(r, q, subject), False)}
             version = parts[3]
             if n == 4:
                 return {"GET": (READ, res, lambda r, q: self._get_version(r, q, subject, version), False),
@@ -398,7 +401,13 @@ class RegistryRest:
 
     async def _register(self, request, query, subject):
         body = self._schema_request(request)
-        return 200, await self.service.register(subject, normalize=_flag(query, "normalize"), **body)
+        normalize = _flag(query, "normalize")
+        answer = await self.service.registered(subject, normalize=normalize, **body)
+        if answer is not None:
+            return 200, answer
+        if not self.service.log.is_writer():
+            return 200, await self._forward(request)
+        return 200, await self.service.register(subject, normalize=normalize, **body)
 
     async def _lookup(self, request, query, subject):
         body = self._schema_request(request)

@@ -94,6 +94,7 @@ class RegistryService:
         self.state = RegistryState()
         self._position = 0  # the next offset to apply
         self._hold: int | None = None  # while an append waits for its commit: apply nothing from here on
+        self._last_parse: tuple | None = None
         self._lock = asyncio.Lock()
 
     # ---- replay ----
@@ -196,6 +197,11 @@ class RegistryService:
             held = state.version(ref.subject, ref.version)
             if held is None:
                 raise errors.invalid_schema(f"Invalid reference {ref.to_json()}: version not found")
+        # the same request parsed again against the same state (a registration's local check, then its
+        # decision) reuses the result
+        memo_key = (self._position, state is self.state, schema_type, schema, pinned, normalize)
+        if self._last_parse is not None and self._last_parse[0] == memo_key:
+            return self._last_parse[1], pinned
         resolved = state.resolve_references(pinned)
         if resolved is None:
             raise errors.invalid_schema("a referenced schema could not be parsed")
@@ -203,6 +209,7 @@ class RegistryService:
             parsed = types.parse(schema_type, schema, resolved)
             if normalize:
                 parsed = parsed.normalized()
+            self._last_parse = (memo_key, parsed)
         except types.SchemaError as e:
             raise errors.invalid_schema(str(e)) from None
         except Exception as e:  # a parser's own failure on hostile text is still the client's invalid schema
@@ -235,12 +242,39 @@ class RegistryService:
 
     # ---- subjects and versions ----
 
+    async def registered(self, subject: str, schema: str | None, schema_type: str = "AVRO",
+                         references: list | tuple = (), version: int = 0, schema_id: int = -1,
+                         normalize: bool = False) -> dict | None:
+        """Confluent's ``registerOrForward`` first step, on any broker and in any mode: ``{"id": n}`` when
+        ``subject`` already holds this schema live (at ``version``, with ``schema_id``, when given), else
+        None (an invalid request included: the registration itself answers its error)."""
+        if not schema or not valid_subject(subject):
+            return None
+        state = self._read()
+        try:
+            parsed, pinned = self._parse(state, schema, schema_type, self._references(references),
+                                         normalize or state.normalize(subject))
+        except RegistryError:
+            return None
+        existing = state.id_of(identity(schema_type, parsed.canonical, pinned))
+        if existing is None:
+            return None
+        for held in state.all_versions(subject):
+            if held.deleted or held.id != existing:
+                continue
+            if version == 0 and schema_id in (-1, existing) or version == held.version and schema_id == existing:
+                return {"id": existing}
+        return None
+
     async def register(self, subject: str, schema: str | None, schema_type: str = "AVRO",
                        references: list | tuple = (), version: int = 0, schema_id: int = -1,
                        normalize: bool = False) -> dict:
         """POST /subjects/{subject}/versions: ``{"id": n}``."""
         self._check_subject(subject)
         refs = self._references(references)
+        answer = await self.registered(subject, schema, schema_type, refs, version, schema_id, normalize)
+        if answer is not None:
+            return answer
 
         def decide(state: RegistryState):
             mode = state.mode_in_scope(subject)

@@ -415,3 +415,19 @@ def test_an_absolute_form_request_target_routes_by_its_path(reg):
     req = request("GET", "/subjects")
     req.raw_path = "http://registry.example:8081/subjects?deleted=true"
     assert reg.run(reg.rest.handle(req)).status == 200
+
+
+def test_an_existing_registration_is_answered_locally_even_read_only_or_without_a_writer():
+    log = MemoryLog()
+    writer = Registry(log)
+    writer.call("POST", "/subjects/a/versions", {"schema": AVRO_V1})
+    writer.call("PUT", "/mode", {"mode": "READONLY"})
+    assert writer.call("POST", "/subjects/a/versions", {"schema": AVRO_V1}) == (200, {"id": 1})
+    assert writer.call("POST", "/subjects/a/versions", {"schema": AVRO_V2})[1]["error_code"] == \
+        errors.OPERATION_NOT_PERMITTED
+    follower = Registry(log.follower())  # no forwarder
+    assert follower.call("POST", "/subjects/a/versions", {"schema": AVRO_V1}) == (200, {"id": 1})
+    assert follower.call("POST", "/subjects/a/versions", {"schema": AVRO_V2})[1]["error_code"] == \
+        errors.UNKNOWN_LEADER
+    writer.close()
+    follower.close()
