@@ -199,3 +199,19 @@ def test_forward_and_full_reverse_the_comparison():
     message = check_compatibility("BACKWARD", js(new), [js(old)])[0]
     assert message == ('{errorType:"REQUIRED_ATTRIBUTE_ADDED", description:"The keyword at path \'#/required/a\' '
                        'in the new schema is not present in the old schema"}')
+
+
+def test_pattern_properties_cover_matching_names():
+    partial = {"additionalProperties": False, "patternProperties": {"^x_": STR}}
+    assert kinds(obj({"a": STR}, **partial), obj({"a": STR, "x_b": STR}, **partial)) == []
+    assert kinds(obj({"a": STR}, **partial), obj({"a": STR, "x_b": INT}, **partial)) == [
+        "TYPE_CHANGED", "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"]
+
+
+def test_a_catastrophic_pattern_is_not_run_against_hostile_names():
+    import time
+    partial = {"additionalProperties": False, "patternProperties": {"^(a+)+$": STR}}
+    name = "a" * 40 + "!"
+    started = time.monotonic()
+    assert kinds(obj({}, **partial), obj({name: STR}, **partial)) == []  # an optional property, not covered
+    assert time.monotonic() - started < 2

@@ -135,8 +135,27 @@ def is_open(view: View) -> bool:
         and node.get("additionalProperties") is not False
 
 
+# Both the patterns and the names come from hostile schemas, and backtracking is exponential in the worst
+# case: a pattern is only run when it cannot blow up on a short name (no quantified group, no backreference,
+# few quantifiers); another one matches nothing, so the property falls to additionalProperties.
+_QUANTIFIED_GROUP = re.compile(r"\)[*+?{]")
+_BACKREFERENCE = re.compile(r"\\[1-9]|\(\?P=")
+_MAX_QUANTIFIERS = 4
+_MAX_PATTERN = 256
+
+
+def _safe_pattern(pattern: str) -> bool:
+    quantifiers = sum(pattern.count(c) for c in "*+{")
+    return (len(pattern) <= _MAX_PATTERN and quantifiers <= _MAX_QUANTIFIERS
+            and not _QUANTIFIED_GROUP.search(pattern) and not _BACKREFERENCE.search(pattern))
+
+
 def partial_schema(views: Views, view: View, name: str) -> View | None:
+    """The schema a partially open content model gives property ``name``: its first matching
+    patternProperties schema, else the additionalProperties schema."""
     for pattern, schema in schemas(views, view, "patternProperties").items():
+        if not _safe_pattern(pattern):
+            continue
         try:
             if re.search(pattern, name):
                 return schema
