@@ -212,7 +212,7 @@ class RegistryRest:
         raw = getattr(request, "raw_path", "") or ""
         if raw:
             raw = urlsplit(raw).path if "://" in raw.split("?", 1)[0] else raw.split("?", 1)[0].split("#", 1)[0]
-            parts = [unquote(p) for p in raw.split("/")]
+            parts = [unquote(p) if "%" in p else p for p in raw.split("/")]
         else:
             parts = request.path.split("/")
         if parts and parts[0] == "":
