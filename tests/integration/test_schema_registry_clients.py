@@ -1,6 +1,6 @@
 """confluent-kafka's SchemaRegistryClient, every call it has, against pylog's registry.
 
-Each test starts a fresh broker with ``schema.registry.listeners`` on an ephemeral port, so schema ids
+Each test gets a fresh broker's registry (the pytest plugin's ``pylog_schema_registry_url``), so schema ids
 and versions are exact: the first schema registered gets id 1. A client caches ids, schemas and
 versions; where a test must see what the registry answers (not the cache), it asks a new client
 (``fresh()``). The errors are Confluent's: ``SchemaRegistryError(http_status, error_code, message)``
@@ -32,18 +32,12 @@ SUBJECT = "events-value"
 
 
 @pytest.fixture
-def registry_url(pylog_broker_factory):
-    broker = pylog_broker_factory(config={"schema.registry.listeners": "http://127.0.0.1:0"})
-    return broker.schema_registry_url
-
-
-@pytest.fixture
-def fresh(registry_url):
+def fresh(pylog_schema_registry_url):
     """A factory of clients with empty caches, closed at teardown; ``fresh()`` is also the test's client."""
     clients = []
 
     def make() -> SchemaRegistryClient:
-        clients.append(SchemaRegistryClient({"url": registry_url, "max.retries": 0}))
+        clients.append(SchemaRegistryClient({"url": pylog_schema_registry_url, "max.retries": 0}))
         return clients[-1]
 
     yield make

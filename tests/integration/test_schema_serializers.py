@@ -1,6 +1,6 @@
 """confluent-kafka's Avro, JSON Schema and Protobuf serializers produce to pylog; the deserializers consume.
 
-One broker serves both the topics and the Schema Registry (``schema.registry.listeners``). Each format
+One broker (the pytest plugin's ``pylog_broker``) serves both the topics and the Schema Registry. Each format
 goes through two schema versions, the second adding a field with a default: the serializers register
 both under the topic's value subject (TopicNameStrategy), every record carries its version's id
 (Confluent's wire format: magic byte 0, 4-byte big-endian id), and the deserializers read every record
@@ -56,8 +56,9 @@ EventV2 = event_class(("id", 1, INT64), ("source", 2, STRING))
 
 
 @pytest.fixture
-def broker(pylog_broker_factory):
-    return pylog_broker_factory(config={"schema.registry.listeners": "http://127.0.0.1:0"})
+def broker(pylog_broker):
+    """The plugin's broker, which serves the registry too (``schema_registry_url``)."""
+    return pylog_broker
 
 
 @pytest.fixture

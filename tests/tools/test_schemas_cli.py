@@ -40,9 +40,8 @@ class Result:
 
 
 @pytest.fixture
-def url(pylog_broker_factory):
-    broker = pylog_broker_factory(config={"schema.registry.listeners": "http://127.0.0.1:0"})
-    return broker.schema_registry_url
+def url(pylog_schema_registry_url):
+    return pylog_schema_registry_url
 
 
 @pytest.fixture
