@@ -10,9 +10,12 @@ A write (register, delete, config, mode) runs under one ``asyncio.Lock``: catch 
 apply them by catching up (the same path a replay takes), answer.  Holding the lock across the append is what
 makes ids unique and versions dense: no second decision is taken before the first one's records are in the
 state.  While an append waits for its commit, reads (which catch up too) stop before it: the writer's log
-serves its end, and nobody may learn an id that a leader change could still take back.  Only the broker leading ``_schemas`` partition 0 appends (``SchemaLog.is_writer``); elsewhere the
-REST layer forwards the request to it (``forward``), and ``NotWriterError`` from ``append`` (leadership moved
-during the write) is answered the same way.
+serves its end, and nobody may learn an id that a leader change could still take back.
+
+Only the broker leading ``_schemas`` partition 0 appends (``SchemaLog.is_writer``); elsewhere the REST layer
+forwards the request to it (``forward``), and ``NotWriterError`` from ``append`` (leadership moved during the
+write) is answered the same way.  ``registered`` is Confluent's first step of a registration, taken on any
+broker and in any mode: a schema the subject already holds is answered from the local state.
 
 The methods answer what Confluent's REST resources answer (JSON-ready dicts and lists) and raise
 ``RegistryError`` with Confluent's status, code and message.  What is not kept: Confluent's schema metadata,
