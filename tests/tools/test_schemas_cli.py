@@ -231,6 +231,11 @@ def test_command_config_and_environment(url, files, tmp_path):
     assert (done.returncode, done.stderr) == (2, "pylog: error: 40401 Subject 'nope' not found.\n")
 
 
+def test_a_url_list_is_tried_in_turn(url, files):
+    assert pylog(f"http://127.0.0.1:1,{url}", "register", "events-value",
+                 "--schema-file", files("v1.avsc", V1)).json == {"id": 1}
+
+
 def test_an_unreachable_registry_is_one_line_and_exit_2():
     result = pylog("http://127.0.0.1:1", "list")
     assert result.status == 2
