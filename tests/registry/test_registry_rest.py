@@ -431,3 +431,29 @@ def test_an_existing_registration_is_answered_locally_even_read_only_or_without_
         errors.UNKNOWN_LEADER
     writer.close()
     follower.close()
+
+
+def test_protobuf_and_json_references_resolve_and_replay():
+    pytest.importorskip("broker_sim.registry.types.protobuf")
+    reg = Registry()
+    a = 'syntax = "proto3";\npackage p;\nmessage A { string x = 1; }\n'
+    b = 'syntax = "proto3";\npackage p;\nimport "a.proto";\nmessage B { A a = 1; }\n'
+    assert reg.call("POST", "/subjects/a/versions", {"schema": a, "schemaType": "PROTOBUF"}) == (200, {"id": 1})
+    assert reg.call("POST", "/subjects/b/versions", {"schema": b, "schemaType": "PROTOBUF"})[1]["error_code"] \
+        == errors.INVALID_SCHEMA  # the import is not there without its reference
+    refs = [{"name": "a.proto", "subject": "a", "version": 1}]
+    assert reg.call("POST", "/subjects/b/versions", {"schema": b, "schemaType": "PROTOBUF", "references": refs}) \
+        == (200, {"id": 2})
+    assert reg.call("GET", "/subjects/a/versions/1/referencedby") == (200, [2])
+    ja = json.dumps({"type": "object", "properties": {"x": {"type": "string"}}})
+    jb = json.dumps({"type": "object", "properties": {"a": {"$ref": "a.json"}}})
+    reg.call("POST", "/subjects/ja/versions", {"schema": ja, "schemaType": "JSON"})
+    jrefs = [{"name": "a.json", "subject": "ja", "version": 1}]
+    assert reg.call("POST", "/subjects/jb/versions", {"schema": jb, "schemaType": "JSON", "references": jrefs}) \
+        == (200, {"id": 4})
+    again = Registry(reg.log)
+    again.call("GET", "/subjects")
+    assert again.service.state.snapshot() == reg.service.state.snapshot()
+    assert all(again.service.state.schema_by_id(i).parsed is not None for i in (1, 2, 3, 4))
+    reg.close()
+    again.close()
