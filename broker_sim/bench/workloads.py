@@ -74,8 +74,10 @@ def _failure(message: str, records: int) -> dict:
 
 
 def confluent_produce(bootstrap_servers: str, topic: str, records: int, record_size: int, acks: str,
-                      timeout_s: float, progress: Progress, security: dict | None = None) -> dict:
-    """Produce with confluent-kafka (librdkafka) to partition 0 and flush (``security``: librdkafka settings)."""
+                      timeout_s: float, progress: Progress, security: dict | None = None,
+                      value: bytes | None = None) -> dict:
+    """Produce with confluent-kafka (librdkafka) to partition 0 and flush (``security``: librdkafka settings;
+    ``value``: what every record carries, else ``payload(record_size)``)."""
     from confluent_kafka import KafkaException, Producer
 
     errors: list[str] = []
@@ -86,7 +88,7 @@ def confluent_produce(bootstrap_servers: str, topic: str, records: int, record_s
 
     producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": acks,
                          "message.timeout.ms": int(timeout_s * 1000), **CONFLUENT_PRODUCER, **(security or {})})
-    value = payload(record_size)
+    value = payload(record_size) if value is None else value
     started = time.perf_counter()
     deadline = started + timeout_s
     sent = 0

@@ -91,7 +91,8 @@ from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
 from broker_sim.storage.log import LogConfig
 from broker_sim.storage.validator import (
-    MoveToThread, RecordRules, RecordValidationError, ValidRecords, costs_a_thread, rules_for, validate_records)
+    MoveToThread, RecordInspector, RecordRules, RecordValidationError, ValidRecords, costs_a_thread, rules_for,
+    validate_records)
 
 log = logging.getLogger(__name__)
 # ``create_partitions`` yields to its caller after this much work, so a big CreateTopics can be
@@ -117,12 +118,10 @@ class ProduceResult(NamedTuple):
     record_errors: list[tuple[int, str]] = []  # KIP-467: (index in its batch, message); never mutated
 
 
-class RecordScan(Protocol):
-    """One produce's further check of one partition's records (made by ``ReplicaManager.record_check``)."""
-
-    def __call__(self, batch: BatchHeader, records: memoryview) -> None:
-        """``validate_records``' inspect: one batch, uncompressed; pure, called on whatever thread validates
-        (again for the same batch when the check moves to a thread)."""
+class RecordScan(RecordInspector, Protocol):
+    """One produce's further check of one partition's records (made by ``ReplicaManager.record_check``): as
+    ``validate_records``' inspect it is given each batch's keys or values, pure, on whatever thread validates
+    (again for the same batch when the check moves to a thread); then its verdict."""
 
     def verdict(self) -> None:
         """On the event loop, once every batch was scanned: raises RecordValidationError (INVALID_RECORD with
