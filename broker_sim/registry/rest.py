@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import unquote, urlsplit
 
-from broker_sim.registry import bounded_json, errors
+from broker_sim.registry import bounded_json, errors, types
 from broker_sim.registry.errors import NotWriterError, RegistryError
 from broker_sim.registry.service import INT32_MAX, LATEST, RegistryService
 
@@ -265,6 +265,8 @@ class RegistryRest:
         if schema is not None and not isinstance(schema, str):
             raise errors.unprocessable("Field \"schema\" must be a string")
         references = []
+        if len(obj.get("references") or []) > types.MAX_REFERENCES:
+            raise errors.invalid_schema(f"too many references (at most {types.MAX_REFERENCES})")
         for ref in obj.get("references") or []:
             if not isinstance(ref, dict):
                 raise errors.unprocessable("A reference must be an object")

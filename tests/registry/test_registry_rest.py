@@ -192,6 +192,13 @@ def test_bad_bodies_are_4xx_never_500(reg, body, status, error_code):
     assert answer[0] == status and answer[1]["error_code"] == error_code, answer
 
 
+def test_too_many_references_are_refused_before_any_is_resolved(reg):
+    from broker_sim.registry.types import MAX_REFERENCES
+    refs = [{"name": f"n{i}", "subject": "s", "version": 1} for i in range(MAX_REFERENCES + 1)]
+    answer = reg.call("POST", "/subjects/a/versions", {"schema": AVRO_V1, "references": refs})
+    assert answer[0] == 422 and answer[1]["error_code"] == errors.INVALID_SCHEMA
+
+
 def test_unknown_fields_pass_when_the_client_says_it_accepts_them(reg):
     body = {"schema": AVRO_V1, "metadata": None, "ruleSet": None, "surprise": 1}
     assert reg.call("POST", "/subjects/a/versions", body,
