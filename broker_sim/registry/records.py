@@ -23,9 +23,10 @@ and compaction removed the schema with the highest id::
 
     ID_HIGH_WATER   {"keytype":"NOOP","magic":0,"pylog":"idHighWater"}   {"idHighWater":42}
 
-It is a NOOP key for Confluent's reader: a Confluent registry reading this log either parses it as a NOOP
-(and ignores it) or fails to deserialize it, which its reader thread logs and skips.  One key for the whole
-log, so compaction keeps only the last.
+It is a NOOP key for Confluent's reader (``KafkaStoreReaderThread.doWork``): a key that deserializes to a
+``NoopKey`` (whose ``equals`` compares the class only) only moves the reader's offset, and one that fails to
+deserialize (Jackson refusing the unknown ``pylog`` field) is logged and skipped; the value is never read.
+One key for the whole log, so compaction keeps only the last.
 
 Decoding never raises on what is in the log: ``decode`` returns ``None`` for a key or value it cannot read
 (unknown keytype, not JSON, wrong field types) after logging one line, and replay goes on.
