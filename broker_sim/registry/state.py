@@ -278,9 +278,6 @@ class RegistryState:
             return self._modes[subject]
         return global_mode
 
-    def subjects_with_config(self) -> list[str]:
-        return sorted(s for s in self._configs if s is not None)
-
     def snapshot(self) -> dict:
         """Everything a read can observe, as plain values (replay-equivalence tests compare these)."""
         return {
