@@ -8,6 +8,8 @@ Examples::
     $ ci/bench.sh                                  # the same, from the repository root
     $ pylog bench --workload groups                # rebalance times, OffsetCommit rate (bench.groups)
     $ pylog bench --workload cluster               # replication cost and failover time (bench.replication)
+    $ pylog bench --workload schema-validation     # produce with broker-side schema validation vs without
+    $ pylog bench --workload registry              # Schema Registry lookups by id, registrations per second
 
 What one round does for one broker, on a fresh broker process:
 
@@ -75,8 +77,12 @@ NOTES = [
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`broker_sim.bench.groups`)."""
-    parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security"], default="throughput",
-                        help="security: produce/consume over PLAINTEXT vs SSL vs SASL_SSL on one broker, and "
+    parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security", "schema-validation",
+                                               "registry"], default="throughput",
+                        help="schema-validation: produce to a topic with confluent.value.schema.validation vs one "
+                             "without, alternating rounds (bench.schema_validation); registry: Schema Registry "
+                             "lookups by id and registrations per second (bench.registry); "
+                             "security: produce/consume over PLAINTEXT vs SSL vs SASL_SSL on one broker, and "
                              "quotas (bench.security); throughput: produce/consume and start time (this module); "
                              "groups: rebalance "
                              "times and OffsetCommit rate, see --members etc.; cluster: RF=3 acks=all vs "

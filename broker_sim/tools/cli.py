@@ -64,8 +64,10 @@ from typing import Sequence
 from kafka.errors import KafkaError
 
 from broker_sim.bench import groups as bench_groups
+from broker_sim.bench import registry as bench_registry
 from broker_sim.bench import replication as bench_replication
 from broker_sim.bench import runner as bench
+from broker_sim.bench import schema_validation as bench_schema_validation
 from broker_sim.bench import security as bench_security
 from broker_sim.local import cluster as local_cluster
 from broker_sim.progress import Progress, progress_wanted
@@ -302,8 +304,8 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     if args.command == "schemas":
         return schemas.run_from_args(args, out=out, err=err)
     if args.command == "bench":
-        runner = {"groups": bench_groups, "cluster": bench_replication,
-                  "security": bench_security}.get(args.workload, bench)
+        runner = {"groups": bench_groups, "cluster": bench_replication, "security": bench_security,
+                  "schema-validation": bench_schema_validation, "registry": bench_registry}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
                       security=security.client_settings(args.command_config))
