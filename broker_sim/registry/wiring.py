@@ -11,14 +11,9 @@ else in ``broker_sim.registry`` knows the broker; the HTTP side is
 """
 from __future__ import annotations
 
-import logging
-
 from broker_sim.registry import rest
 from broker_sim.registry.schema_log import BrokerSchemaLog
 from broker_sim.registry.service import RegistryService
-from broker_sim.registry.state import RegistryState
-
-log = logging.getLogger(__name__)
 
 
 def registry_for(broker, *, forward, authorize):
@@ -31,13 +26,6 @@ def registry_for(broker, *, forward, authorize):
 
 
 def catch_up(service: RegistryService, schema_log: BrokerSchemaLog) -> int:
-    """``service.catch_up()``, first rebuilding from the log's start when the log ends below what was
-    replayed (an old leader's uncommitted tail, truncated when it follows the new leader)."""
-    # the service detects a log start past its position; a log end below it is this broker's to see
-    position = service._position
-    if schema_log.end_offset() < position and schema_log.has_replica():
-        log.warning("_schemas-0 ends at %d, below the replayed position %d (truncated): replaying from the start",
-                    schema_log.end_offset(), position)
-        service.state = RegistryState()
-        service._position = schema_log.start_offset()
+    """Replay what the local replica of ``_schemas`` gained (the service rebuilds from the log's start when the
+    log ends below what it replayed: ``BrokerSchemaLog.end_offset``)."""
     return service.catch_up()

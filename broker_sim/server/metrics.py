@@ -57,6 +57,8 @@ class BrokerMetrics:
         # SASL outcomes (Kafka: socket-server-metrics successful-/failed-authentication-total)
         self.successful_authentications = 0
         self.failed_authentications = 0
+        # the Schema Registry's HTTP Basic logins (registry/auth.py's BasicAuthenticator: successes, failures)
+        self.schema_registry_logins = None
 
     def watch(self, replicas, metadata, groups, transactions, connections, loop_monitor) -> None:
         """Report these parts of the broker at every scrape from now on (once the broker has opened them)."""
@@ -116,6 +118,12 @@ class BrokerCollector:
         yield CounterMetricFamily("kafka_server_socket_server_metrics_failed_authentication",
                                   "SASL authentications refused (Kafka: failed-authentication-total)",
                                   value=self.metrics.failed_authentications)
+        logins = self.metrics.schema_registry_logins
+        if logins is not None:
+            yield CounterMetricFamily("pylog_schema_registry_successful_authentication",
+                                      "Schema Registry HTTP Basic logins that succeeded", value=logins.successes)
+            yield CounterMetricFamily("pylog_schema_registry_failed_authentication",
+                                      "Schema Registry HTTP Basic logins refused (401)", value=logins.failures)
         monitor = self.loop_monitor
         yield CounterMetricFamily("pylog_event_loop_stalls", "Event-loop stalls over 100 ms", value=monitor.stalls)
         yield GaugeMetricFamily("pylog_event_loop_max_lag_ms", "Longest event-loop stall since start, ms",

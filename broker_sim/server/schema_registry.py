@@ -172,6 +172,7 @@ class SchemaRegistry:
 
         if self.authenticator is not None:
             self.authenticator.credentials = self.broker.entity_configs  # SCRAM users, opened by now
+            self.broker.metrics.schema_registry_logins = self.authenticator  # counted in /metrics
         self.log, self.service, self.rest = registry_for(self.broker, forward=self.forward,
                                                          authorize=self.authorize)
         # _schemas as the coordinators' topics: created by the registry with its configs (also when a client's
@@ -202,7 +203,6 @@ class SchemaRegistry:
                 request.principal = self.authenticator.authenticate(request.headers.get("authorization"))
             except AuthenticationFailed as exc:
                 log.info("schema registry: authentication of %s failed: %s", request.peer, exc)
-                self.broker.metrics.failed_authentications += 1
                 return json_response(401, unauthorized_body(), {"WWW-Authenticate": f'Basic realm="{REALM}"'})
         else:
             request.principal = tls.ANONYMOUS

@@ -76,7 +76,7 @@ def test_https_with_the_brokers_certificate_and_basic_auth_of_a_super_user(secur
 
 
 def test_no_or_wrong_credentials_get_401_with_confluents_body_and_are_counted(secured):
-    failed = secured.metrics.failed_authentications
+    failed = secured.schema_registry.authenticator.failures
     import urllib.error
     import urllib.request
 
@@ -92,7 +92,11 @@ def test_no_or_wrong_credentials_get_401_with_confluents_body_and_are_counted(se
     with pytest.raises(SchemaRegistryError) as refused:
         client(secured, "bob", "not-bob").get_subjects()
     assert refused.value.http_status_code == 401
-    assert secured.metrics.failed_authentications >= failed + 6
+    assert secured.schema_registry.authenticator.failures >= failed + 6
+    exposition = secured.metrics.exposition().decode()
+    counted = [line for line in exposition.splitlines()
+               if line.startswith("pylog_schema_registry_failed_authentication_total ")]
+    assert counted and float(counted[0].split()[1]) >= failed + 6
 
 
 def test_plain_and_scram_users_authenticate_and_are_denied_by_default(secured):
