@@ -77,7 +77,6 @@ MAX_INDEX_BYTES = 5 * (MAX_MESSAGE_INDEXES + 1)
 CACHE_ENTRIES = 10_000
 
 
-
 class RegistryView(NamedTuple):
     """The registry as the check sees it: its state, and whether it may lag the writer's."""
 
@@ -150,12 +149,12 @@ def message_indexes(data: bytes) -> tuple[int, ...] | None:
 
 def record_name_of(parsed, indexes: tuple[int, ...] | None) -> str | None:
     """The record name of a parsed schema: ``parsed.name``, except for a Protobuf message other than the
-    first, whose full name its indexes give (``parsed.model`` is its FileDescriptorProto)."""
+    first, whose full name its indexes give (in the FileDescriptorProto ``parsed.model.file``)."""
     if parsed is None:
         return None
     if parsed.schema_type != "PROTOBUF" or not indexes or indexes == (0,):
         return parsed.name
-    model = parsed.model
+    model = parsed.model.file
     messages = getattr(model, "message_type", None)
     names = [model.package] if getattr(model, "package", "") else []
     for index in indexes:

@@ -252,11 +252,23 @@ def test_protobuf_record_name_follows_the_message_indexes():
     class Parsed:
         schema_type = "PROTOBUF"
         name = "shop.Order"
-        model = proto
+        model = type("Model", (), {"file": proto})
     assert record_name_of(Parsed, (0,)) == "shop.Order"
     assert record_name_of(Parsed, (1, 0)) == "shop.Refund.Line"
     assert record_name_of(Parsed, (0, 0)) == "shop.Order.Item"
     assert record_name_of(Parsed, (2,)) is None
+
+
+def test_record_name_strategy_names_the_protobuf_message_the_indexes_pick(registry):
+    registry.register("shop.Refund", 1, 6, "syntax = \"proto3\"; package shop; message Order { int64 id = 1; } "
+                                            "message Refund { int64 id = 1; }", "PROTOBUF")
+    configs = topic_configs(confluent_value_schema_validation="true",
+                            confluent_value_subject_name_strategy=RECORD_NAME)
+    check(registry, batch((None, framed(6, b"\x02\x02\x08\x01"))), configs)  # indexes [1]: shop.Refund
+    errors = refused(registry, batch((None, framed(6, b"\x00\x08\x01"))), configs)  # [0]: shop.Order
+    assert "not registered under subject 'shop.Order' (RecordNameStrategy)" in errors[0][1]
+    errors = refused(registry, batch((None, framed(6, b"\x7f"))), configs)
+    assert "no message indexes follow the id" in errors[0][1]
 
 
 def test_rules_come_from_the_effective_topic_configs():
