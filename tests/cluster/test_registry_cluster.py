@@ -147,3 +147,81 @@ def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(h
                "the restarted broker agreeing")
     status, again = call("POST", urls[writer] + "/subjects/after-value/versions", {"schema": schema("After")})
     assert status == 200 and again["id"] not in ids
+
+
+def test_a_secured_cluster_forwards_https_writes_with_the_clients_credentials(tmp_path):
+    """https with the brokers' PEM keystore, Basic auth against SCRAM users and ACLs, checked on the broker a
+    client calls and again on the writer the write is forwarded to (with the client's Authorization)."""
+    pytest.importorskip("cryptography")
+    import base64
+    import ssl
+
+    from kafka import KafkaAdminClient
+    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
+    from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
+
+    from broker_sim.local.certificates import CertificateAuthority
+    from broker_sim.local.cluster import LocalCluster
+    from cluster_helpers import CLUSTER_CONFIGS, zookeeper_missing
+
+    if zookeeper_missing():
+        pytest.skip(zookeeper_missing())
+    ca = CertificateAuthority(tmp_path / "ca")
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";'
+    configs = {**CLUSTER_CONFIGS,
+               "listeners": "PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:0",
+               "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+               "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": jaas,
+               "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
+               "ssl.keystore.location": ca.issue("broker").keystore, "ssl.truststore.location": ca.truststore,
+               "schema.registry.listeners": "https://127.0.0.1:0"}
+    cluster = LocalCluster(tmp_path / "cluster", brokers=2, configs=configs,
+                           broker_args=["--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]"]).start()
+    try:
+        urls = {}
+        for broker_id in cluster.broker_ids:
+            data, _ = cluster._zk.get(f"/brokers/ids/{broker_id}")
+            urls[broker_id] = json.loads(data)["pylog_schema_registry_url"]
+        assert all(url.startswith("https://127.0.0.1:") for url in urls.values())
+        sasl = next(e for e in json.loads(cluster._zk.get("/brokers/ids/0")[0])["endpoints"]
+                    if e.startswith("SASL_PLAINTEXT://"))[len("SASL_PLAINTEXT://"):]
+        admin = KafkaAdminClient(bootstrap_servers=sasl, security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="admin",
+                                 sasl_plain_password="admin-secret")
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion("eve", ScramMechanism.SCRAM_SHA_256,
+                                                                        "eve-secret")])
+        admin.create_acls([ACL("User:ANONYMOUS", "*", ACLOperation.DESCRIBE, ACLPermissionType.ALLOW,
+                               ResourcePattern(ResourceType.TOPIC, "*"))])  # LocalCluster's metadata polling
+        admin.close()
+        context = ssl.create_default_context(cafile=ca.truststore)
+
+        def secured_call(method, url, body=None, user=None, password=None):
+            headers = {"Content-Type": V1}
+            if user:
+                headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+            request = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
+                                             method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=30, context=context) as response:
+                    return response.status, json.loads(response.read())
+            except urllib.error.HTTPError as error:
+                return error.code, json.loads(error.read() or b"{}")
+
+        for url in urls.values():
+            assert secured_call("GET", url + "/subjects")[0] == 401
+        wait_until(lambda: secured_call("POST", urls[0] + "/subjects/admin-value/versions", {"schema": schema("A")},
+                                        "admin", "admin-secret")[0] == 200, 60, "a first registration")
+        writer = cluster.leader_of("_schemas", 0)
+        other = next(b for b in cluster.broker_ids if b != writer)
+        status, answer = secured_call("POST", urls[other] + "/subjects/fwd-value/versions", {"schema": schema("F")},
+                                      "admin", "admin-secret")
+        assert status == 200, answer
+        # eve has no ACL: denied on the broker she calls (and would be on the writer)
+        status, answer = secured_call("POST", urls[other] + "/subjects/eve-value/versions", {"schema": schema("E")},
+                                      "eve", "eve-secret")
+        assert (status, answer.get("error_code")) == (403, 40301), answer
+        status, answer = secured_call("POST", urls[other] + "/subjects/eve-value/versions", {"schema": schema("E")},
+                                      "eve", "wrong")
+        assert (status, answer.get("error_code")) == (401, 40101), answer
+    finally:
+        cluster.stop_all()
