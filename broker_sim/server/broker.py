@@ -28,6 +28,13 @@ keeps the local replicas leader or follower as the partition states say,
 producer ids come in blocks from ZooKeeper, and a clean stop is a controlled
 shutdown (leaderships moved away first).
 
+Schema Registry: with ``schema.registry.listeners`` set (``pylog-broker
+--schema-registry-port``) the broker also serves Confluent's Schema Registry
+REST API over the ``_schemas`` topic (``server/schema_registry.py``; the
+first bound URL is ``schema_registry_url``, published in the cluster
+registration so that other brokers forward writes to the leader of
+``_schemas``-0).
+
 Files: at start the soft RLIMIT_NOFILE is raised to the hard limit and the
 partition budget derived from it (``max.broker.partitions``, KIP-578's name:
 half the descriptors at ``FDS_PER_PARTITION`` each, unless set).  Topic changes

@@ -15,7 +15,8 @@ must advertise ``127.0.0.1:<published port>`` to the test process and ``<network
 its network.  Each broker has two listeners — PLAINTEXT on 9092 for the host and BROKER on 9093 for the network
 (``inter.broker.listener.name=BROKER``, so replication stays on the network) — and, like KafkaContainer, its
 command waits for a start script that is copied in once the published port is known.  Ports are published on
-127.0.0.1 only.
+127.0.0.1 only.  Each broker also serves its Schema Registry on 8081 (``get_schema_registry_url()``: the
+published port), registered as ``http://<network alias>:8081`` for the other brokers to forward writes to.
 
 Network faults.  ``partition(groups)`` installs iptables rules inside the broker containers (``docker exec -u
 root``, the containers have CAP_NET_ADMIN) that drop packets to and from the members of the other groups'

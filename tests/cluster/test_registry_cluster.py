@@ -225,3 +225,27 @@ def test_a_secured_cluster_forwards_https_writes_with_the_clients_credentials(tm
         assert (status, answer.get("error_code")) == (401, 40101), answer
     finally:
         cluster.stop_all()
+
+
+def test_the_foreground_cluster_command_prints_a_registry_url(tmp_path):
+    import subprocess
+    import sys
+
+    from cluster_helpers import zookeeper_missing
+
+    if zookeeper_missing():
+        pytest.skip(zookeeper_missing())
+    process = subprocess.Popen([sys.executable, "-m", "broker_sim", "cluster", "--brokers", "1",
+                                "--data-dir", str(tmp_path / "fg")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().startswith("PYLOG_BOOTSTRAP_SERVERS=")
+        line = process.stdout.readline()
+        assert line.startswith("PYLOG_SCHEMA_REGISTRY_URL=http://127.0.0.1:"), line or process.stderr.read()
+        assert call("GET", line.strip().split("=", 1)[1] + "/subjects") == (200, [])
+        process.terminate()
+        assert process.wait(60) == 0
+        assert "schema registry http://127.0.0.1:" in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
