@@ -215,3 +215,18 @@ def test_a_catastrophic_pattern_is_not_run_against_hostile_names():
     started = time.monotonic()
     assert kinds(obj({}, **partial), obj({name: STR}, **partial)) == []  # an optional property, not covered
     assert time.monotonic() - started < 2
+
+
+def test_combined_types_inside_combined_types_are_compared_within_a_budget():
+    import time
+
+    def nested(extra=None):
+        branches = [{"oneOf": [obj({f"p{i}_{j}": INT}) for j in range(40)]} for i in range(40)]
+        if extra is not None:
+            branches[0]["oneOf"][0]["properties"]["zz"] = extra
+        return {"oneOf": branches}
+    started = time.monotonic()
+    assert kinds(nested(), nested()) == []
+    assert kinds(nested(), {"oneOf": [*nested()["oneOf"], {"type": "null"}]}) == []
+    assert kinds(nested(), nested(extra=STR)) != []
+    assert time.monotonic() - started < 20

@@ -94,6 +94,8 @@ class Difference:
                     "not covered by its partially open content model")
         if k == "SCHEMA_TOO_DEEP_TO_COMPARE":
             return f"The schemas at path '{p}' nest too deeply to compare"
+        if k == "SCHEMA_TOO_LARGE_TO_COMPARE":
+            return f"The schemas at path '{p}' have too many subschemas to compare"
         if k == "COMBINED_TYPE_TOO_LARGE_TO_COMPARE":
             return f"The combined types at path '{p}' have too many subschemas to compare"
         return ""

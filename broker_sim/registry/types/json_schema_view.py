@@ -41,9 +41,13 @@ class View:
     criterion: str = ""
     subs: list[View] = field(default_factory=list)
 
+    _key: str | None = None
+
     def key(self) -> str:
         """What makes two subschemas of a combined type the same (Confluent collapses duplicates)."""
-        return json.dumps([self.kind, self.integer, self.criterion, self.node], sort_keys=True)
+        if self._key is None:
+            self._key = json.dumps([self.kind, self.integer, self.criterion, self.node], sort_keys=True)
+        return self._key
 
 
 class Views:
