@@ -62,6 +62,35 @@ def test_canonical_text_is_the_printed_descriptor():
         "  map<string, int64> counts = 2;\n}\n")
 
 
+PROTO2 = r"""syntax = "proto2"; package p.q;
+option java_package = "x.y"; option optimize_for = SPEED;
+message M {
+  optional int32 a = 1 [default = 5, deprecated = true, json_name = "AA"];
+  required E e = 2 [default = E1];
+  optional string t = 8 [default = "a\"b\n"];
+  optional bytes by = 12 [default = "\001x"];
+  reserved 9 to 11, 15, 20 to max; reserved "foo"; extensions 100 to 199;
+  optional group G = 4 { optional int32 x = 1; }
+  map<string, M> mm = 5;
+  oneof o { string s1 = 6; int64 i1 = 7; }
+  extend M { optional int32 ext = 101; }
+}
+enum E { option allow_alias = true; E0 = 0; E1 = 1; E1B = 1; reserved 5 to 7; }
+service S { rpc Call (stream M) returns (M) { option deprecated = true; } }
+"""
+
+
+def test_proto2_features_print_and_parse_back_to_the_same_canonical_text():
+    parsed = proto(PROTO2)
+    assert proto(parsed.canonical).canonical == parsed.canonical
+    assert proto(parsed.formatted("serialized")).canonical == parsed.canonical
+    for line in ('optional int32 a = 1 [default = 5, json_name = "AA", deprecated = true];',
+                 "required E e = 2 [default = E1];", 'optional string t = 8 [default = "a\\"b\\n"];',
+                 "reserved 9 to 11, 15, 20 to max;", "optional group G = 4 {", "map<string, M> mm = 5;",
+                 "rpc Call(stream M) returns (M) {", "option optimize_for = SPEED;"):
+        assert line in parsed.canonical, line
+
+
 def test_name_is_the_first_messages_full_name():
     assert proto(ORDER).name == "shop.v1.Order"
     assert proto('syntax = "proto3"; message M {}').name == "M"

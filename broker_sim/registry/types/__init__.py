@@ -11,8 +11,9 @@ type's full name; Protobuf: the import path; JSON Schema: the ``$ref`` URL) to i
 whether the new schema reads data written with the previous one (``new.isBackwardCompatible(old)``), FORWARD
 whether the previous one reads data of the new one (``old.isBackwardCompatible(new)``), FULL both; the
 ``*_TRANSITIVE`` levels check every previous version, newest first, and stop at the first incompatible one.
-Messages are Confluent's ``{errorType:..., description:..., additionalInfo:...}`` strings, followed by
-``{oldSchema: '...'}``; the caller adds ``{oldSchemaVersion: n}`` and ``{compatibility: '...'}``.
+Messages are each type's Confluent wording (Avro ``{errorType:'...', description:'...', additionalInfo:'...'}``,
+JSON Schema ``{errorType:"...", description:"..."}``, Protobuf ``Difference{fullPath='...', type=...}``),
+then ``{oldSchema: '...'}``; the caller adds ``{oldSchemaVersion: n}`` and ``{compatibility: '...'}``.
 
 Everything hostile input controls is bounded: JSON nesting (``bounded_json``), schema nesting
 (``MAX_SCHEMA_DEPTH``), the number of references (``MAX_REFERENCES``); no parser recurses unboundedly.

@@ -74,7 +74,9 @@ class _Printer:
         for message in self.ordered(fdp.message_type):
             self.lines.append("")
             self.message(message, 0)
-        self.extensions(fdp.extension, 0)
+        if fdp.extension:
+            self.lines.append("")
+            self.extensions(fdp.extension, 0)
         for service in self.ordered(fdp.service):
             self.lines.append("")
             self.service(service)
