@@ -22,7 +22,11 @@ Per request, in order:
 3. a broker that hosts no replica of ``_schemas`` has nothing to answer reads
    from: it forwards every request to the writer; otherwise the REST layer
    answers, checking each route with ``authorize`` (below) and forwarding
-   writes to the writer when this broker is not it.
+   writes to the writer when this broker is not it;
+4. a read a follower answers 404 is asked of the writer too (its answer, unless
+   the writer cannot be reached): the follower may not have replicated a
+   registration that was just answered through another broker, and a
+   deserializer fetching that id must not fail.
 
 Forwarding: the writer is the leader of ``_schemas``-0 as the cluster
 metadata says; the request goes to its published registry URL with the
@@ -216,7 +220,15 @@ class SchemaRegistry:
             if not self._may_forward(request):
                 return error_response(registry_errors.unknown_leader())
             return await self.forward(request)
-        return await self.rest.handle(request)
+        response = await self.rest.handle(request)
+        if response.status == 404 and request.method in ("GET", "HEAD") and self._may_forward(request) \
+                and self.broker.cluster is not None and not self.log.is_writer():
+            # read-your-writes across brokers: what is missing here may be a write this follower has not
+            # replicated yet (a serializer registers through one broker, a deserializer asks another)
+            answer = await self.forward(request)
+            if answer.status < 500:
+                return answer
+        return response
 
     def authorize(self, principal: str | None, operation: str, resource: tuple[str, str]) -> bool:
         authorizer = self.broker.authorizer

@@ -69,10 +69,13 @@ def test_each_broker_serves_the_registry_and_forwards_writes_to_the_writer(healt
     follower = next(b for b in cluster.broker_ids if b != writer)
     status, answer = call("POST", urls[follower] + "/subjects/forwarded-value/versions", {"schema": schema("Fwd")})
     assert status == 200, answer
-    # read on every broker (each from its own replay of _schemas)
+    # at once on every broker: a follower that has not replicated it yet asks the writer
     for url in urls.values():
-        wait_until(lambda url=url: call("GET", f"{url}/schemas/ids/{answer['id']}")[0] == 200, 10,
-                   f"{url} serving id {answer['id']}")
+        status, fetched = call("GET", f"{url}/schemas/ids/{answer['id']}")
+        assert status == 200 and json.loads(fetched["schema"])["name"] == "Fwd", fetched
+    # and each from its own replay of _schemas soon after
+    for url in urls.values():
+        wait_until(lambda url=url: "forwarded-value" in registry_state(url), 10, f"{url} replaying")
 
 
 def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(healthy_cluster):
