@@ -114,6 +114,12 @@ def test_well_known_types_resolve_without_references():
     assert proto(ORDER).canonical.count("google.protobuf.Timestamp at = 2;") == 1
 
 
+def test_confluents_own_files_resolve_without_references():
+    parsed = proto('syntax = "proto3"; package p; import "confluent/type/decimal.proto"; '
+                   'import "confluent/meta.proto"; message Price { confluent.type.Decimal amount = 1; }')
+    assert "confluent.type.Decimal amount = 1;" in parsed.canonical
+
+
 def test_a_well_known_file_registered_as_a_reference_is_accepted():
     # confluent-kafka with skip.known.types=False registers google/protobuf/timestamp.proto itself.
     timestamp = proto(base64.b64encode(timestamp_pb2.DESCRIPTOR.serialized_pb).decode())

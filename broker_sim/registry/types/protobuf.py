@@ -2,7 +2,8 @@
 
 confluent-kafka's ProtobufSerializer registers a schema as the base64 of its serialized FileDescriptorProto
 and each imported file as a reference named by its import path (except the well-known google/protobuf,
-google/type and confluent/ files, skipped by default); Confluent's registry also accepts .proto text.  Both
+google/type and confluent/ files, skipped by default, which every pool here knows); Confluent's registry
+also accepts .proto text.  Both
 become a FileDescriptorProto (text through ``protobuf_text``), which is added, after its references and the
 well-known files, to a fresh DescriptorPool: unresolved types, duplicate field numbers, missing imports are
 refused with the pool's reason.  The pool's resolved copy of the file (type names fully qualified) is what
@@ -58,7 +59,39 @@ def _well_known() -> dict[str, descriptor_pb2.FileDescriptorProto]:
     return files
 
 
-WELL_KNOWN_FILES = _well_known()
+# The files Confluent's registry knows besides google's (its ProtobufSchema's known dependencies), which
+# confluent-kafka's serializer never registers as references: field metadata and the Decimal type.
+_CONFLUENT_FILES = {
+    "confluent/meta.proto": """
+        syntax = "proto3";
+        package confluent;
+        import "google/protobuf/descriptor.proto";
+        option go_package = "../confluent";
+        message Meta { string doc = 1; map<string, string> params = 2; repeated string tags = 3; }
+        extend google.protobuf.FileOptions { Meta file_meta = 1088; }
+        extend google.protobuf.MessageOptions { Meta message_meta = 1088; }
+        extend google.protobuf.FieldOptions { Meta field_meta = 1088; }
+        extend google.protobuf.EnumOptions { Meta enum_meta = 1088; }
+        extend google.protobuf.EnumValueOptions { Meta enum_value_meta = 1088; }
+    """,
+    "confluent/type/decimal.proto": """
+        syntax = "proto3";
+        package confluent.type;
+        option go_package = "../types";
+        message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }
+    """,
+}
+
+
+def _known_files() -> dict[str, descriptor_pb2.FileDescriptorProto]:
+    files = _well_known()
+    for path, text in _CONFLUENT_FILES.items():
+        files[path] = parse_text(text)
+        files[path].name = path
+    return files
+
+
+WELL_KNOWN_FILES = _known_files()
 
 
 @dataclass(frozen=True)
