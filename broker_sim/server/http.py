@@ -18,7 +18,10 @@ limits below, or hold it for long:
   slowloris client is closed);
 * the body: ``Content-Length`` up to ``max_body_bytes`` (413 beyond, the
   connection closed without reading the body), or chunked, decoded up to the
-  same total (413 beyond); both at once is request smuggling (400).  The body
+  same total (413 beyond); both at once is request smuggling (400).  The
+  bodies of all connections together, from the head until the answer, stay
+  within ``max_buffered_body_bytes`` (a chunked one counts as
+  ``max_body_bytes``): a request beyond gets 503, which clients retry.  The body
   must arrive within ``body_timeout_s``; ``Expect: 100-continue`` is answered
   once the length is accepted;
 * an idle keep-alive connection closes after ``idle_timeout_s``; a response
@@ -54,6 +57,7 @@ class HttpLimits:
     max_headers: int = 100
     max_body_bytes: int = 1 << 20
     max_connections: int = 1000
+    max_buffered_body_bytes: int = 64 << 20  # bodies of all connections held at once (503 beyond)
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     idle_timeout_s: float = 30.0
@@ -108,6 +112,7 @@ class HttpServer:
         self.name = name
         self.connections: set[asyncio.Task] = set()
         self.refused_connections = 0
+        self.buffered_body_bytes = 0  # reserved by requests whose body is being read or handled
         self._server: asyncio.AbstractServer | None = None
         self.host = ""
         self.port = 0
@@ -175,23 +180,27 @@ class HttpServer:
                 return
             if not first:
                 return
+            reserved = [0]
             try:
-                request, close = await asyncio.wait_for(self._read_head(first, reader),
-                                                        self.limits.header_timeout_s)
-                request.peer = peer_host
-                await self._read_body(request, reader, writer)
-            except _Refused as refused:
-                if refused.message is not None:
-                    writer.write(_encode(error_response(refused.status, refused.message), head_only=False,
-                                         close=True))
-                    await asyncio.wait_for(writer.drain(), self.limits.write_timeout_s)
-                    await _linger(reader, writer)
-                return
-            try:
-                response = await self.handler(request)
-            except Exception:
-                log.exception("%s: %s %s failed", self.name, request.method, request.raw_path)
-                response = error_response(500, "Internal Server Error")
+                try:
+                    request, close = await asyncio.wait_for(self._read_head(first, reader),
+                                                            self.limits.header_timeout_s)
+                    request.peer = peer_host
+                    await self._read_body(request, reader, writer, reserved)
+                except _Refused as refused:
+                    if refused.message is not None:
+                        writer.write(_encode(error_response(refused.status, refused.message), head_only=False,
+                                             close=True))
+                        await asyncio.wait_for(writer.drain(), self.limits.write_timeout_s)
+                        await _linger(reader, writer)
+                    return
+                try:
+                    response = await self.handler(request)
+                except Exception:
+                    log.exception("%s: %s %s failed", self.name, request.method, request.raw_path)
+                    response = error_response(500, "Internal Server Error")
+            finally:
+                self.buffered_body_bytes -= reserved[0]
             writer.write(_encode(response, head_only=request.method == "HEAD", close=close))
             await asyncio.wait_for(writer.drain(), self.limits.write_timeout_s)
             if close:
@@ -244,7 +253,7 @@ class HttpServer:
         return request, close
 
     async def _read_body(self, request: HttpRequest, reader: asyncio.StreamReader,
-                         writer: asyncio.StreamWriter) -> None:
+                         writer: asyncio.StreamWriter, reserved: list[int]) -> None:
         limits = self.limits
         headers = request.headers
         chunked = "transfer-encoding" in headers
@@ -262,6 +271,11 @@ class HttpServer:
                 raise _Refused(413, f"Payload Too Large: at most {limits.max_body_bytes} bytes")
         if not chunked and not length:
             return
+        reserve = limits.max_body_bytes if chunked else length
+        if self.buffered_body_bytes + reserve > limits.max_buffered_body_bytes:
+            raise _Refused(503, "Service Unavailable: too many request bodies in flight; retry")
+        self.buffered_body_bytes += reserve
+        reserved[0] = reserve
         if headers.get("expect", "").lower() == "100-continue":
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         try:

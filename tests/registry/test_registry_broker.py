@@ -265,3 +265,44 @@ def test_ten_thousand_connection_attempts_are_bounded(registry_broker):
     assert opened > 5000
     time.sleep(1)
     _still_serving(broker)
+
+
+def test_the_http_server_bounds_the_bodies_held_at_once_and_keeps_connections_alive():
+    from broker_sim.server.http import HttpLimits, HttpResponse, HttpServer
+
+    async def scenario():
+        async def echo(request):
+            return HttpResponse(200, {"Content-Type": "text/plain"}, b"%d" % len(request.body))
+
+        server = await HttpServer(echo, HttpLimits(max_body_bytes=1000, max_buffered_body_bytes=2500)).start(
+            "127.0.0.1", 0)
+        try:
+            held = []
+            for _ in range(2):  # two bodies of 1000 bytes in flight (only their heads sent)
+                reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+                writer.write(b"POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\n")
+                held.append((reader, writer))
+            await asyncio.sleep(0.2)
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000)
+            busy = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            # the held ones finish, and one connection then serves several requests (keep-alive)
+            reader, writer = held[0]
+            writer.write(b"x" * 1000)
+            first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert await reader.readexactly(4) == b"1000"
+            writer.write(b"GET / HTTP/1.1\r\n\r\n")
+            second = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert await reader.readexactly(1) == b"0"
+            for _, held_writer in held:
+                held_writer.close()
+            return busy, first, second, server.buffered_body_bytes
+        finally:
+            server.close()
+
+    busy, first, second, buffered = asyncio.run(scenario())
+    assert busy.startswith(b"HTTP/1.1 503"), busy
+    assert first.startswith(b"HTTP/1.1 200") and b"Connection: keep-alive" in first
+    assert second.startswith(b"HTTP/1.1 200")
+    assert buffered <= 1000  # released by the answered requests (the other held one may still count)
