@@ -66,6 +66,13 @@ def test_each_broker_serves_the_registry_and_forwards_writes_to_the_writer(healt
     states = cluster.wait_for_full_isr("_schemas", 1)
     writer = states[0].leader
     assert sorted(states[0].replicas) == cluster.broker_ids
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "_schemas")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    described = admin.describe_configs([resource])[resource].result(30)
+    assert described["cleanup.policy"].value == "compact"
+    assert described["min.insync.replicas"].value == "2"  # replication factor 3
     follower = next(b for b in cluster.broker_ids if b != writer)
     status, answer = call("POST", urls[follower] + "/subjects/forwarded-value/versions", {"schema": schema("Fwd")})
     assert status == 200, answer
