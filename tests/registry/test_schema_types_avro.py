@@ -157,6 +157,20 @@ def test_removed_field_without_default_breaks_forward_only():
     assert check_compatibility("FULL", new, [old]) == forward[:1]  # FULL's forward half quotes no old schema
 
 
+def test_several_incompatibilities_are_reported_one_by_one_with_their_paths():
+    old = record({"name": "id", "type": "long"}, {"name": "inner", "type": {"type": "record", "name": "In", "fields": [
+        {"name": "n", "type": "int"}]}})
+    new = record({"name": "id", "type": "int"}, {"name": "inner", "type": {"type": "record", "name": "In", "fields": [
+        {"name": "n", "type": "string"}, {"name": "m", "type": "int"}]}}, {"name": "e", "type": "string"})
+    messages = check_compatibility("BACKWARD", new, [old])[:-1]
+    assert [(m.split("'")[1], m.split("path '")[1].split("'")[0]) for m in messages] == [
+        ("TYPE_MISMATCH", "/fields/0/type"),
+        ("TYPE_MISMATCH", "/fields/1/type/fields/0/type"),
+        ("READER_FIELD_MISSING_DEFAULT_VALUE", "/fields/1/type/fields/1"),
+        ("READER_FIELD_MISSING_DEFAULT_VALUE", "/fields/2"),
+    ]
+
+
 def test_type_promotion_int_to_long_reads_backward_not_forward():
     old = record({"name": "n", "type": "int"})
     new = record({"name": "n", "type": "long"})

@@ -105,19 +105,57 @@ def formatted(parsed: ParsedSchema, fmt: str) -> str:
 
 
 def incompatibilities(reader: ParsedSchema, writer: ParsedSchema, reader_role: str, writer_role: str) -> list[str]:
-    """Why ``reader`` cannot read data written with ``writer`` (empty when it can), as Confluent words it.
+    """Why ``reader`` cannot read data written with ``writer`` (empty when it can), as Confluent words it."""
+    return [_difference(kind, path, info, reader_role, writer_role)
+            for kind, path, info in _findings(reader.model.schema, writer.model.schema)]
 
-    avro's result keeps the kinds of incompatibility in order but their locations and messages as sets, so
-    a single finding is reported exactly and several are reported once per kind with every location."""
-    result = avro.compatibility.ReaderWriterCompatibilityChecker().get_compatibility(
-        reader.model.schema, writer.model.schema)
-    if result.compatibility is not avro.compatibility.SchemaCompatibilityType.incompatible:
-        return []
-    # avro seeds every result with the root location "/" and merges it into the others' sets.
-    path = ", ".join(sorted(result.locations - {"/"}) or ["/"])
-    info = "; ".join(sorted(result.messages))
-    kinds = list(dict.fromkeys(kind.name.upper() for kind in result.incompatibilities))
-    return [_difference(kind, path, info, reader_role, writer_role) for kind in kinds]
+
+def _findings(reader: avro.schema.Schema, writer: avro.schema.Schema) -> list[tuple[str, str, str]]:
+    """(kind, path, info) of each incompatibility avro's checker finds.
+
+    avro's result keeps the kinds in order but their locations and messages as sets, so several findings
+    cannot be told apart.  A pair of records with several is taken apart field by field (the way the checker
+    walks them, without recursion), until each finding stands alone; otherwise they are reported once per
+    kind with every location."""
+    found: list[tuple[str, str, str]] = []
+    # A depth-first walk in field order (children pushed in reverse): an entry is a pair to check or a finding.
+    stack: list[tuple[avro.schema.Schema, avro.schema.Schema, str] | tuple[str, str, str]] = [(reader, writer, "")]
+    seen: set[tuple[int, int]] = set()
+    while stack:
+        entry = stack.pop()
+        if isinstance(entry[0], str):
+            found.append(entry)  # type: ignore[arg-type]
+            continue
+        r, w, prefix = entry
+        if (id(r), id(w)) in seen:
+            continue
+        seen.add((id(r), id(w)))
+        # A fresh checker each time: a memoized result carries the locations of the walk that computed it.
+        result = avro.compatibility.ReaderWriterCompatibilityChecker().get_compatibility(r, w)
+        if result.compatibility is not avro.compatibility.SchemaCompatibilityType.incompatible:
+            continue
+        kinds = list(dict.fromkeys(kind.name.upper() for kind in result.incompatibilities))
+        # avro seeds every result with the root location "/" and merges it into the others' sets.
+        locations = sorted(prefix + location if location != "/" else prefix or "/"
+                           for location in (result.locations - {"/"} or {"/"}))
+        separable = (isinstance(r, avro.schema.RecordSchema) and isinstance(w, avro.schema.RecordSchema)
+                     and avro.compatibility.schema_name_equals(r, w))
+        if len(result.incompatibilities) == 1 or not separable:
+            info = "; ".join(sorted(result.messages))
+            found.extend((kind, ", ".join(locations), info) for kind in kinds)
+            continue
+        children: list = []
+        for i, field in enumerate(r.fields):
+            at = f"{prefix}/fields/{i}"
+            writer_field = avro.compatibility.lookup_writer_field(writer_schema=w, reader_field=field)
+            if writer_field is not None:
+                children.append((field.type, writer_field.type, at + "/type"))
+            elif field.type.type == "enum" and field.type.props.get("default"):
+                children.append((field.type, w, at + "/type"))  # as avro checks an enum field with a default
+            elif not field.has_default:
+                children.append(("READER_FIELD_MISSING_DEFAULT_VALUE", at, field.name))
+        stack.extend(reversed(children))
+    return found
 
 
 def _difference(kind: str, path: str, info: str, reader: str, writer: str) -> str:
