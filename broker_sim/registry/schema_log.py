@@ -19,7 +19,8 @@ that leads ``_schemas``-0; ``BrokerSchemaLog`` is that partition as the
   it, at most ``replica.socket.timeout.ms`` (``coordinator/isr_wait``'s wait);
   returns the offset after the batch.  Lost leadership, a shrunk ISR or a
   timeout raise ``NotWriterError``: the service answers an error the client
-  retries, never success for a write that may not survive;
+  retries, never success for a write that may not survive; records over the
+  topic's ``max.message.bytes`` are Confluent's 42209 (schema too large);
 * ``read_committed(from_offset)``: the records from ``from_offset`` up to
   what may be served — the leader's log end (as the coordinators load: a new
   leader's high watermark lags what its ISR committed), a follower's high
@@ -43,7 +44,7 @@ from broker_sim.coordinator.broker_topic import BrokerInternalTopic
 from broker_sim.coordinator.internal_topic import READ_CHUNK_BYTES
 from broker_sim.coordinator.records import build_batch, iter_batches
 from broker_sim.controller.metadata import MetadataError
-from broker_sim.registry.errors import NotWriterError
+from broker_sim.registry.errors import SCHEMA_TOO_LARGE, NotWriterError, RegistryError
 from broker_sim.storage.batch import parse_batches
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,9 @@ class BrokerSchemaLog:
         except (Errors.NotLeaderForPartitionError, Errors.NotEnoughReplicasError,
                 Errors.NotEnoughReplicasAfterAppendError, Errors.RequestTimedOutError) as exc:
             raise NotWriterError(f"{SCHEMAS_TOPIC}-0: the write was not committed: {exc}") from exc
+        except (Errors.MessageSizeTooLargeError, Errors.RecordListTooLargeError) as exc:
+            raise RegistryError(422, SCHEMA_TOO_LARGE, f"Schema too large for the {SCHEMAS_TOPIC} topic "
+                                f"(its max.message.bytes): {exc}") from exc
         return end
 
     def end_offset(self) -> int:
