@@ -17,8 +17,9 @@ from typing import Any
 DEFAULT_MAX_DEPTH = 64
 
 # A string literal (with its escapes) or one bracket: the scan skips strings whole, so brackets inside them
-# do not count.  An unterminated string matches nothing here and is left for json.loads to report.
-_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+# do not count.  An unterminated string runs to the end of the text (json.loads then reports it): were it
+# to match nothing, the scan would retry at every quote inside it, quadratic in the text.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 
 
 def nesting_depth(text: str, limit: int) -> int:

@@ -41,3 +41,12 @@ def test_non_standard_constants_are_refused():
 def test_invalid_utf8_is_refused():
     with pytest.raises(ValueError, match="invalid UTF-8"):
         bounded_json.loads(b'{"a": "\xff"}')
+
+
+@pytest.mark.parametrize("text", ['"' + '\\"' * 300_000, '"' + "\\" * 600_001, "[" * 10 + '"' + "a" * 600_000])
+def test_an_unterminated_string_is_refused_in_linear_time(text):
+    import time
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="malformed JSON"):
+        bounded_json.loads(text)
+    assert time.monotonic() - started < 2

@@ -151,6 +151,19 @@ def test_deep_nesting_is_a_schema_error_not_a_recursion_error():
         proto(base64.b64encode(fdp.SerializeToString()).decode())
 
 
+@pytest.mark.parametrize("text", ["/*" * 100_000, 'syntax = "proto3"; "' + '\\"' * 100_000])
+def test_unterminated_comments_and_strings_are_refused_in_linear_time(text):
+    import time
+    started = time.monotonic()
+    with pytest.raises(SchemaError):
+        proto(text)
+    assert time.monotonic() - started < 5
+
+
+def test_a_brace_in_a_comment_or_string_does_not_count_as_nesting():
+    assert proto('syntax = "proto2"; message M { /* {{{ */ optional string a = 1 [default = "{{"]; }').name == "M"
+
+
 def test_normalized_sorts_fields_by_number():
     normalized = p3("message M { string b = 2; int32 a = 1; }").normalized()
     assert normalized.text.index("int32 a = 1;") < normalized.text.index("string b = 2;")

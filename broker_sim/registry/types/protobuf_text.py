@@ -33,8 +33,10 @@ _LABELS = {ast.FieldCardinality.OPTIONAL: F.LABEL_OPTIONAL, ast.FieldCardinality
            ast.FieldCardinality.REPEATED: F.LABEL_REPEATED}
 FIELD_NUMBER_MAX = 536870911  # 2^29 - 1
 ENUM_NUMBER_MAX = 2147483647
-# A string literal, a comment, or one brace: the nesting scan skips the first two whole.
-_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|//[^\n]*|/\*.*?\*/|[{}]', re.DOTALL)
+# A string literal, a comment, or one brace: the nesting scan skips the first two whole.  An unterminated
+# string or comment runs to its line's or the text's end (the parser then reports it), so that the scan
+# never retries inside it (quadratic in the text).
+_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"?|\'(?:[^\'\\\n]|\\.)*\'?|//[^\n]*|/\*.*?(?:\*/|\Z)|[{}]', re.DOTALL)
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", re.DOTALL)
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
 
