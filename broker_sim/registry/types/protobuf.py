@@ -5,8 +5,8 @@ and each imported file as a reference named by its import path (except the well-
 google/type and confluent/ files, skipped by default, which every pool here knows); Confluent's registry
 also accepts .proto text.  Both become a FileDescriptorProto (text through ``protobuf_text``), which is
 added, after its references and the well-known files, to a fresh DescriptorPool: unresolved types, duplicate
-field numbers, missing imports are refused with the pool's reason.  The pool's resolved copy of the file (type names fully qualified) is what
-the schema keeps.
+field numbers, missing imports are refused with the pool's reason.  The pool's resolved copy of the file
+(type names fully qualified) is what the schema keeps.
 
 - ``canonical``: that file printed as .proto text (``protobuf_print``), so the text and the base64 forms of
   one schema share it.  ``formatted("serialized")``: the base64 FileDescriptorProto, as the client's
