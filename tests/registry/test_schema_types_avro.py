@@ -27,6 +27,18 @@ def test_whitespace_and_key_order_do_not_change_the_canonical_form():
     assert avro(spaced).text == spaced
 
 
+def test_canonical_is_written_as_javas_schema_to_string():
+    text = ('{"fields":[{"default":0,"type":{"logicalType":"date","type":"int"},"doc":"d","name":"at"},'
+            '{"name":"c","type":{"symbols":["R"],"name":"C","type":"enum"}},{"name":"o","type":'
+            '{"type":"record","name":"x.O","fields":[{"name":"c","type":"com.example.C"}]}}],'
+            '"x-p":1,"name":"User","type":"record","namespace":"com.example"}')
+    assert avro(text).canonical == (
+        '{"type":"record","name":"User","namespace":"com.example","fields":[{"name":"at","type":{"type":"int",'
+        '"logicalType":"date"},"doc":"d","default":0},{"name":"c","type":{"type":"enum","name":"C","symbols":'
+        '["R"]}},{"name":"o","type":{"type":"record","name":"O","namespace":"x","fields":[{"name":"c","type":'
+        '"com.example.C"}]}}],"x-p":1}')
+
+
 def test_canonical_keeps_docs_defaults_and_logical_types():
     parsed = record({"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}, "doc": "when",
                      "default": 0})
@@ -111,7 +123,7 @@ def test_references_make_named_types_known_and_stay_by_name_in_the_canonical_for
                    '"fields":[{"name":"colour","type":"Colour"}]}', {"com.example.Colour": enum})
     user = avro('{"type":"record","name":"User","namespace":"com.example",'
                 '"fields":[{"name":"home","type":"com.example.Address"}]}', {"com.example.Address": address})
-    assert json.loads(user.canonical)["fields"][0]["type"] == "com.example.Address"
+    assert json.loads(user.canonical)["fields"][0]["type"] == "Address"  # Java writes it relative to the namespace
     resolved = json.loads(user.formatted("resolved"))
     assert resolved["fields"][0]["type"]["fields"][0]["type"]["symbols"] == ["RED"]
     assert user.formatted(None) == user.text and user.formatted("default") == user.text

@@ -3,8 +3,9 @@
 - References: each referenced schema's named types are made known to the parser first (an ``avro.name.Names``
   filled in dependency order), so the schema may use them by full name, as Confluent's ``AvroSchema`` does
   with its resolved references.
-- ``canonical``: the schema as ``avro`` writes it back (docs, defaults, logical types and custom properties
-  kept, referenced types by name), compact JSON; whitespace and key order of the text do not matter.
+- ``canonical``: the schema as Java's ``Schema.toString()`` writes it, which is Confluent's
+  ``AvroSchema.canonicalString()`` (docs, defaults, logical types and custom properties kept, referenced
+  types by name), compact JSON; whitespace and key order of the text do not matter.
 - ``normalized()``: Confluent's ``AvroSchemaUtils.toNormalizedString`` (full names, fixed key order, sorted
   aliases and custom properties).
 - Compatibility: ``avro.compatibility.ReaderWriterCompatibilityChecker``, its findings worded as
@@ -86,7 +87,7 @@ def parse(text: str, references: Mapping[str, ParsedSchema]) -> ParsedSchema:
     return ParsedSchema(
         schema_type="AVRO",
         text=text,
-        canonical=_compact(schema.to_json(_names(known))),
+        canonical=_compact(_java_json(schema, None, set(known))),
         name=schema.fullname if isinstance(schema, _NAMED) else None,
         references=dict(references),
         model=AvroModel(schema, value, dependencies),
@@ -275,14 +276,59 @@ def _check_depth(value: Any) -> None:
             stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
 
 
-def _names(known: dict[str, avro.schema.NamedSchema]) -> avro.name.Names:
-    names = avro.name.Names()
-    names.names = dict(known)
-    return names
-
-
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _java_json(schema: avro.schema.Schema, space: str | None, known: set[str]) -> Any:
+    """The schema as Java's ``Schema.toString()`` writes it (what Confluent stores and compares): key order,
+    namespaces written only where they change, named types written once and then by (qualified) name.
+    ``known`` holds the full names already written (first the references'); recursion is bounded by the
+    depth parse checked."""
+    if isinstance(schema, avro.schema.UnionSchema):
+        return [_java_json(branch, space, known) for branch in schema.schemas]
+    if isinstance(schema, _NAMED):
+        if schema.fullname in known:
+            return schema.name if (schema.namespace or None) == space else schema.fullname
+        known.add(schema.fullname)
+        out: dict[str, Any] = {"type": schema.type, "name": schema.name}
+        namespace = schema.namespace or None
+        if namespace != space:
+            out["namespace"] = namespace or ""
+        if schema.props.get("doc") is not None:
+            out["doc"] = schema.props["doc"]
+        if isinstance(schema, avro.schema.RecordSchema):
+            out["fields"] = [_java_field(field, namespace, known) for field in schema.fields]
+        elif isinstance(schema, avro.schema.EnumSchema):
+            out["symbols"] = list(schema.symbols)
+            if schema.props.get("default") is not None:
+                out["default"] = schema.props["default"]
+        else:
+            out["size"] = schema.size
+        out |= {k: v for k, v in schema.other_props.items() if k not in ("aliases", "default")}
+        if schema.props.get("aliases"):
+            out["aliases"] = list(schema.props["aliases"])
+        return out
+    if isinstance(schema, avro.schema.ArraySchema):
+        return {"type": "array", "items": _java_json(schema.items, space, known)} | dict(schema.other_props)
+    if isinstance(schema, avro.schema.MapSchema):
+        return {"type": "map", "values": _java_json(schema.values, space, known)} | dict(schema.other_props)
+    if schema.other_props:
+        return {"type": schema.type} | dict(schema.other_props)
+    return schema.type
+
+
+def _java_field(field: avro.schema.Field, space: str | None, known: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": field.name, "type": _java_json(field.type, space, known)}
+    if field.doc is not None:
+        out["doc"] = field.doc
+    if field.has_default:
+        out["default"] = field.default
+    if field.props.get("order") not in (None, "ascending"):
+        out["order"] = field.props["order"]
+    if field.props.get("aliases"):
+        out["aliases"] = list(field.props["aliases"])
+    return out | {k: v for k, v in field.other_props.items() if k != "aliases"}
 
 
 _RESERVED = {"type", "name", "namespace", "doc", "aliases", "fields", "symbols", "default", "size", "items",
