@@ -225,3 +225,16 @@ def test_no_previous_schema_or_none_level_is_compatible():
 def test_unknown_schema_type_is_a_schema_error():
     with pytest.raises(SchemaError, match="unknown schema type"):
         parse("XML", "<a/>")
+
+
+def test_a_reference_of_another_schema_type_is_refused():
+    json_schema = parse("JSON", '{"type": "string"}')
+    with pytest.raises(SchemaError, match="is a JSON schema, not AVRO"):
+        avro(RECORD, {"other.json": json_schema})
+
+
+def test_parsed_schemas_are_hashable_values_and_unknown_formats_answer_the_text():
+    assert len({avro(RECORD), avro(RECORD.replace(",", ", "))}) == 1
+    assert avro(RECORD).formatted("no-such-format") == RECORD
+    with pytest.raises(SchemaError, match="must be a string"):
+        parse("AVRO", None)
