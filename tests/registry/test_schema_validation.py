@@ -296,3 +296,112 @@ def test_validation_needs_the_brokers_registry():
     BrokerConfig({}).check_topic_configs({"confluent.value.schema.validation": "false"})
     with pytest.raises(ConfigError, match="schema.registry.listeners"):
         BrokerConfig({"confluent.key.schema.validation": "true"})
+
+
+class _Refusing:
+    def __call__(self, topic, configs):
+        raise AssertionError(f"{topic} is not validated: its produce must not reach the check")
+
+
+def _append(replicas, topic: str, data: bytes):
+    import asyncio
+    (result,) = asyncio.run(replicas.append_records([(topic, 0, data)], required_acks=1, timeout_ms=1000))
+    return result
+
+
+@pytest.fixture
+def replicas(tmp_path):
+    import uuid
+
+    from broker_sim.controller.metadata import TopicInfo
+    from broker_sim.replication.replica_manager import ReplicaManager
+
+    manager = ReplicaManager(tmp_path, BrokerConfig({}), broker_id=0, now_ms=lambda: 1_000)
+    manager.open_topic(TopicInfo("orders", uuid.uuid4(), 1, {"confluent.value.schema.validation": "true"}))
+    manager.open_topic(TopicInfo("plain", uuid.uuid4(), 1, {}))
+    yield manager
+    manager.close()
+
+
+def test_the_produce_path_checks_validated_topics_only(replicas, registry):
+    replicas.record_check = _Refusing()
+    assert _append(replicas, "plain", batch((None, b"raw"))).error_code == 0  # other topics pay nothing
+    replicas.record_check = SchemaValidation(registry.state_of)
+    assert _append(replicas, "orders", batch((None, framed(1)))).error_code == 0
+    refused_ = _append(replicas, "orders", batch((None, framed(1)), (None, b"raw")))
+    assert refused_.error_code == 87 and [index for index, _ in refused_.record_errors] == [1]
+    assert replicas.get("orders", 0).log_end_offset == 1  # nothing of the refused batch was appended
+
+
+def test_a_validated_topic_on_a_broker_without_a_check_refuses_everything(replicas):
+    result = _append(replicas, "orders", batch((None, framed(1))))
+    assert result.error_code == 87 and "schema.registry.listeners is not set" in result.error_message
+
+
+def test_turning_validation_off_stops_the_check(replicas, registry):
+    import uuid
+
+    from broker_sim.controller.metadata import TopicInfo
+
+    replicas.reconfigure(TopicInfo("orders", uuid.uuid4(), 1, {"confluent.value.schema.validation": "false"}))
+    replicas.record_check = _Refusing()
+    assert _append(replicas, "orders", batch((None, b"raw"))).error_code == 0
+
+
+class _FakeLog:
+    def __init__(self, replica: bool, writer: bool) -> None:
+        self.replica, self.writer = replica, writer
+
+    def has_replica(self) -> bool:
+        return self.replica
+
+    def is_writer(self) -> bool:
+        return self.writer
+
+    def end_offset(self) -> int:
+        return 0
+
+    def start_offset(self) -> int:
+        return 0
+
+
+def _broker_registry(registry: Registry, *, replica=True, writer=True, topic_replicas=None, started=True):
+    from types import SimpleNamespace
+
+    from broker_sim.controller.metadata import TopicInfo
+
+    service = SimpleNamespace(state=registry.state, _position=0, catch_ups=0)
+    service.catch_up = lambda: setattr(service, "catch_ups", service.catch_ups + 1) or 0
+    topics = {} if topic_replicas is None else {"_schemas": TopicInfo("_schemas", None, 1, {}, True,
+                                                                      [topic_replicas])}
+    broker = SimpleNamespace(broker_id=4, metadata=SimpleNamespace(topics=topics))
+    return SimpleNamespace(service=service if started else None, log=_FakeLog(replica, writer), broker=broker)
+
+
+def test_on_a_broker_the_check_reads_its_registry(registry):
+    from broker_sim.registry.validation import broker_validation
+
+    on_writer = _broker_registry(registry)
+    scan = broker_validation(on_writer)("orders", VALUE_ON)
+    validate_records(batch((None, framed(1))), RULES, inspect=scan)
+    scan.verdict()
+    scan = broker_validation(on_writer)("orders", VALUE_ON)
+    validate_records(batch((None, framed(9))), RULES, inspect=scan)
+    with pytest.raises(RecordValidationError):  # the writer holds every id: an unknown one is refused
+        scan.verdict()
+    assert on_writer.service.catch_ups == 1  # caught up once before refusing
+
+    def verdict_on(broker_registry, value=framed(9)):
+        scan = broker_validation(broker_registry)("orders", VALUE_ON)
+        validate_records(batch((None, value)), RULES, inspect=scan)
+        scan.verdict()
+    with pytest.raises(REGISTRY_NOT_READY, match="above every id"):  # a follower may lag the writer
+        verdict_on(_broker_registry(registry, writer=False))
+    with pytest.raises(REGISTRY_NOT_READY, match="still loading"):  # the registry is not started yet
+        verdict_on(_broker_registry(registry, started=False))
+    with pytest.raises(REGISTRY_NOT_READY, match="still loading"):  # _schemas assigned here, not open yet
+        verdict_on(_broker_registry(registry, replica=False, topic_replicas=[4, 5, 6]))
+    with pytest.raises(Errors.InvalidRecordError, match="holds no replica of _schemas"):
+        verdict_on(_broker_registry(registry, replica=False, topic_replicas=[1, 2, 3]))
+    with pytest.raises(RecordValidationError, match="schema id 9 is not registered"):  # no _schemas: no schema
+        verdict_on(_broker_registry(registry, replica=False))
