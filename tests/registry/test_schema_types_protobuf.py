@@ -273,3 +273,21 @@ def test_confluent_kafka_protobuf_client_forms_round_trip():
     reader_pool.Add(fdp)
     order = reader_pool.FindMessageTypeByName("shop.v1.Order")
     assert [f.name for f in order.fields] == ["id", "at", "lines", "qty", "card", "iban", "status"]
+
+
+def test_a_long_chain_of_message_types_is_compared_without_deep_recursion_or_quadratic_output():
+    import sys
+
+    def chain(last, n=500):
+        messages = "\n".join(f"message M{i} {{ M{i + 1} f = 1; }}" for i in range(n))
+        return messages + f"\nmessage M{n} {{ {last} v = 1; }}"
+    old, new = p3(chain("int32")), p3(chain("string"))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)  # the walk must not need a frame per message in the chain
+    try:
+        messages = check_compatibility("BACKWARD", new, [old])
+    finally:
+        sys.setrecursionlimit(limit)
+    assert messages[0] == "Difference{fullPath='#/M500/1', type=FIELD_SCALAR_KIND_CHANGED}"
+    assert len(messages) <= 101
+    assert check_compatibility("BACKWARD", old, [old]) == []

@@ -17,7 +17,7 @@ import json
 from fractions import Fraction
 from typing import Any
 
-from broker_sim.registry.types.errors import MAX_SCHEMA_DEPTH
+from broker_sim.registry.types.errors import MAX_SCHEMA_DEPTH, capped
 from broker_sim.registry.types.json_schema_difference import COMPATIBLE_CHANGES, Difference
 from broker_sim.registry.types.json_schema_view import (
     View, Views, additional_items, all_items, dependency_arrays, dependency_schemas, extra_items, extra_schema,
@@ -47,7 +47,7 @@ def compare(original: Any, update: Any) -> list[Difference]:
     ctx = _Context(state, [])
     _compare(ctx, state.views.view(original.value, original.resolver(), original.specification),
              state.views.view(update.value, update.resolver(), update.specification))
-    return ctx.diffs
+    return capped(list(dict.fromkeys(ctx.diffs)), COMPATIBLE_CHANGES)
 
 
 # --- the comparison ----------------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ def _compare(ctx: _Context, original: View | None, update: View | None) -> None:
     finally:
         state.depth -= 1
         state.in_progress.discard(key)
-    state.memo[key] = pair.diffs
+    state.memo[key] = pair.diffs = capped(pair.diffs, COMPATIBLE_CHANGES)
     ctx.add_rebased(pair.diffs)
 
 

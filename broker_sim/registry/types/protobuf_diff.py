@@ -20,7 +20,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2
 
-from broker_sim.registry.types.errors import MAX_SCHEMA_DEPTH
+from broker_sim.registry.types.errors import MAX_SCHEMA_DEPTH, capped
 
 F = descriptor_pb2.FieldDescriptorProto
 MAX_COMPARE_DEPTH = 2 * MAX_SCHEMA_DEPTH
@@ -109,11 +109,39 @@ class _Context:
 def compare(original: Any, update: Any) -> list[Difference]:
     """Every difference from ``original`` to ``update`` (ProtoModels), Confluent's SchemaDiff.compare."""
     state = _State(_Side(original), _Side(update))
+    _compare_dependencies_first(state)
     ctx = _Context(state, [])
     if original.file.package != update.file.package:
         ctx.add("PACKAGE_CHANGED")
     _compare_types(ctx, original.file, update.file)
-    return ctx.diffs
+    return capped(list(dict.fromkeys(ctx.diffs)), COMPATIBLE_CHANGES)
+
+
+def _compare_dependencies_first(state: _State) -> None:
+    """Compare the message types both sides name alike, each after the types its fields use (a post-order,
+    walked without recursion), so that the walk that follows finds them memoized instead of recursing down a
+    long chain of message-typed fields."""
+    order: list[str] = []
+    done: set[str] = set()
+    for root in list(state.original.types):
+        stack = [(root, False)]
+        while stack:
+            name, expanded = stack.pop()
+            if expanded:
+                order.append(name)
+                continue
+            if name in done:
+                continue
+            done.add(name)
+            info = state.original.types.get(name)
+            if info is None or not isinstance(info.proto, descriptor_pb2.DescriptorProto):
+                continue
+            stack.append((name, True))
+            stack.extend((f.type_name.lstrip("."), False) for f in info.proto.field if f.type_name)
+    for name in order:
+        o_info, u_info = state.original.types.get(name), state.update.types.get(name)
+        if u_info is not None and isinstance(u_info.proto, descriptor_pb2.DescriptorProto):
+            _compare_message_types(_Context(state, []), name, o_info, name, u_info)
 
 
 def _compare_types(ctx: _Context, original: Any, update: Any) -> None:
@@ -300,7 +328,7 @@ def _compare_message_types(ctx: _Context, o_name: str, o_info: _TypeInfo | None,
         finally:
             state.depth -= 1
             state.in_progress.discard(key)
-        state.memo[key] = sub.diffs
+        state.memo[key] = capped(sub.diffs, COMPATIBLE_CHANGES)
     diffs = state.memo[key]
     ctx.diffs.extend(diffs)
     if not all(diff.kind in COMPATIBLE_CHANGES for diff in diffs):
