@@ -230,3 +230,51 @@ def test_combined_types_inside_combined_types_are_compared_within_a_budget():
     assert kinds(nested(), {"oneOf": [*nested()["oneOf"], {"type": "null"}]}) == []
     assert kinds(nested(), nested(extra=STR)) != []
     assert time.monotonic() - started < 20
+
+
+def test_multiple_of_may_divide_not_multiply():
+    assert kinds({"type": "number", "multipleOf": 4}, {"type": "number", "multipleOf": 2}) == []
+    assert kinds({"type": "number", "multipleOf": 2}, {"type": "number", "multipleOf": 4}) == ["MULTIPLE_OF_EXPANDED"]
+    assert kinds({"type": "number", "multipleOf": 2}, {"type": "number", "multipleOf": 3}) == ["MULTIPLE_OF_CHANGED"]
+    assert kinds({"type": "number", "multipleOf": 0.5}, {"type": "number", "multipleOf": 0.25}) == []
+
+
+def test_exclusive_limits_may_widen_not_narrow():
+    assert kinds({"type": "number", "exclusiveMaximum": 3}, {"type": "number", "exclusiveMaximum": 5}) == []
+    assert kinds({"type": "number", "exclusiveMinimum": 3}, {"type": "number", "exclusiveMinimum": 5}) == [
+        "EXCLUSIVE_MINIMUM_INCREASED"]
+
+
+def test_unique_items_removed_is_compatible_added_is_not():
+    assert kinds({"type": "array", "uniqueItems": True}, {"type": "array"}) == []
+    assert kinds({"type": "array"}, {"type": "array", "uniqueItems": True}) == ["UNIQUE_ITEMS_ADDED"]
+
+
+def test_tuple_items_follow_the_content_model():
+    closed = {"type": "array", "items": [STR], "additionalItems": False}
+    assert kinds(closed, {**closed, "items": [STR, INT]}) == []  # ITEM_ADDED_TO_CLOSED_CONTENT_MODEL
+    assert kinds({**closed, "items": [STR, INT]}, closed) == ["ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL"]
+    open_ = {"type": "array", "items": [STR]}
+    assert kinds(open_, {**open_, "items": [STR, INT]}) == ["ITEM_ADDED_TO_OPEN_CONTENT_MODEL"]
+    assert kinds({**open_, "items": [STR, INT]}, open_) == []
+    assert kinds(open_, closed) == ["ADDITIONAL_ITEMS_REMOVED"]
+    assert kinds(closed, open_) == []
+
+
+def test_dependencies_may_narrow_not_extend():
+    wide = obj({"a": STR, "b": STR, "c": STR}, dependencies={"a": ["b", "c"]})
+    narrow = obj({"a": STR, "b": STR, "c": STR}, dependencies={"a": ["b"]})
+    assert kinds(wide, narrow) == []
+    assert kinds(narrow, wide) == ["DEPENDENCY_ARRAY_EXTENDED"]
+    assert kinds(obj({"a": STR, "b": STR}), obj({"a": STR, "b": STR}, dependencies={"a": ["b"]})) == [
+        "DEPENDENCY_ARRAY_ADDED"]
+
+
+def test_not_may_narrow_not_extend():
+    assert kinds({"not": {"type": ["string", "integer"]}}, {"not": STR}) == []
+    assert kinds({"not": STR}, {"not": {"type": ["string", "integer"]}}) == ["NOT_TYPE_EXTENDED"]
+
+
+def test_const_is_an_enum_of_one():
+    assert kinds({"const": "a"}, {"enum": ["a", "b"]}) == []
+    assert kinds({"enum": ["a", "b"]}, {"const": "a"}) == ["ENUM_ARRAY_NARROWED"]
