@@ -174,3 +174,19 @@ def test_without_a_registry_validation_cannot_be_turned_on(pylog_broker_factory)
     with pytest.raises(Exception) as caught:
         admin.alter_configs([resource])[resource].result(timeout=30)
     assert caught.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_compressed_and_large_batches_are_checked(broker, codec):
+    """Compressed batches are checked from the validator's decompressed copy; a produce over 256 KB is checked
+    on the validation threads with the rest of its records."""
+    bootstrap = broker.bootstrap_servers
+    topic = f"packed-{codec}"
+    create(bootstrap, topic, VALIDATED)
+    (framed,) = avro_values(broker.schema_registry_url, topic, 1)
+    many = [framed + bytes(200)] * 3000  # ~630 KB in one request
+    settings = {"compression.type": codec, "batch.size": 1_000_000}
+    assert produce(bootstrap, topic, many, **settings) == [None] * len(many)
+    outcomes = produce(bootstrap, topic, many[:100] + [bytes(205)] + many[:100], **settings)
+    assert all(error is not None and error.code() == KafkaError.INVALID_RECORD for error in outcomes)
+    assert len(consume_all(bootstrap, topic, len(many))) == len(many)
