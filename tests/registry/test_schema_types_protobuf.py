@@ -291,3 +291,14 @@ def test_a_long_chain_of_message_types_is_compared_without_deep_recursion_or_qua
     assert messages[0] == "Difference{fullPath='#/M500/1', type=FIELD_SCALAR_KIND_CHANGED}"
     assert len(messages) <= 101
     assert check_compatibility("BACKWARD", old, [old]) == []
+
+
+def test_reordered_messages_and_renamed_enum_constants_are_compatible():
+    assert kinds("message A {} message B {}", "message B {} message A {}") == []
+    assert kinds("enum E { X = 0; Y = 1; }", "enum E { X = 0; Z = 1; }") == []
+
+
+def test_a_field_moved_into_an_existing_oneof_is_incompatible():
+    old = "message M { int32 a = 1; oneof o { string s = 2; } }"
+    assert kinds(old, "message M { oneof o { int32 a = 1; string s = 2; } }") == ["FIELD_MOVED_TO_EXISTING_ONEOF"]
+    assert kinds(old, "message M { int32 a = 1; oneof o { string s = 2; } oneof n { int64 x = 3; } }") == []
