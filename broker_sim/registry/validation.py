@@ -29,7 +29,7 @@ appended.
 Two steps, so the costly one runs wherever ``storage.validator`` runs (a thread for big or compressed
 inputs) and costs no second decompression nor walk: ``RecordScan.__call__`` is given the values (keys)
 the validator's walk read with aiokafka's compiled reader, and collects their distinct 5-byte heads at C
-speed (pure: no registry, any thread; ~100 ns a record); then
+speed (pure: no registry, any thread; well under 100 ns a record); then
 ``RecordScan.verdict`` (on the event loop) looks each distinct id up in the broker's ``RegistryState``, and
 walks the records one by one only when one fails, to name each failing record.
 The answers are cached per (topic, side, strategy, id) until the state applies another record, so a produce
@@ -187,11 +187,7 @@ class RecordScan:
         sides = []
         for rule in self.rules:
             data = values if rule.side == "value" else keys
-            try:
-                heads = set(map(_HEAD, data))
-            except TypeError:  # null values (tombstones) or keys: they pass
-                heads = {item[:5] for item in data if item is not None}
-            sides.append((data, heads))
+            sides.append((data, _heads(data)))
         self._batches[batch.position] = (batch.record_count, sides)
 
     def verdict(self) -> None:
@@ -252,6 +248,24 @@ class RecordScan:
         if rule.strategy != TOPIC_NAME_STRATEGY and answers.is_protobuf(item[1:5]):
             message = message_indexes(item[5:5 + 1 + MAX_INDEX_BYTES]) or ()
         return answers.problem(self.topic, rule, item[1:5], message)
+
+
+def _heads(data: list) -> set[bytes]:
+    """The distinct first 5 bytes (magic byte and schema id) of the non-null items of ``data``.
+
+    Nearly always they all share one: then the lowest and the highest item (two passes of C comparisons,
+    cheaper than slicing every item) share it too, and every item between them must start with it."""
+    present = data
+    try:
+        low, high = min(data), max(data)
+    except TypeError:  # null values (tombstones) or keys: they pass
+        present = [item for item in data if item is not None]
+        if not present:
+            return set()
+        low, high = min(present), max(present)
+    if len(low) >= 5 and low[:5] == high[:5]:
+        return {low[:5]}
+    return set(map(_HEAD, present))
 
 
 class SchemaValidation:
