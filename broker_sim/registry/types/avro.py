@@ -5,9 +5,9 @@
   with its resolved references.
 - ``canonical``: the schema as Java's ``Schema.toString()`` writes it, which is Confluent's
   ``AvroSchema.canonicalString()`` (docs, defaults, logical types and custom properties kept, referenced
-  types by name), compact JSON; whitespace and key order of the text do not matter.
+  types by name), compact JSON; whitespace and key order of the text do not matter (``avro_forms``).
 - ``normalized()``: Confluent's ``AvroSchemaUtils.toNormalizedString`` (full names, fixed key order, sorted
-  aliases and custom properties).
+  aliases and custom properties; ``avro_forms``).
 - Compatibility: ``avro.compatibility.ReaderWriterCompatibilityChecker``, its findings worded as
   Confluent's ``avro.Difference``.
 """
@@ -25,10 +25,9 @@ import avro.name
 import avro.schema
 
 from broker_sim.registry import bounded_json
-from broker_sim.registry.types import ParsedSchema
+from broker_sim.registry.types import ParsedSchema, avro_forms
 from broker_sim.registry.types.errors import MAX_JSON_DEPTH, MAX_SCHEMA_DEPTH, SchemaError
 
-_NAMED = (avro.schema.RecordSchema, avro.schema.EnumSchema, avro.schema.FixedSchema)
 # What avro raises on a malformed schema: its own errors, and plain Python errors where it indexes or calls
 # into a JSON value of the wrong shape (e.g. "fields": 3).
 _PARSE_ERRORS = (avro.errors.AvroException, TypeError, ValueError, KeyError, AttributeError)
@@ -87,16 +86,16 @@ def parse(text: str, references: Mapping[str, ParsedSchema]) -> ParsedSchema:
     return ParsedSchema(
         schema_type="AVRO",
         text=text,
-        canonical=_compact(_java_json(schema, None, set(known))),
-        name=schema.fullname if isinstance(schema, _NAMED) else None,
+        canonical=_compact(avro_forms.java_json(schema, None, set(known))),
+        name=schema.fullname if isinstance(schema, avro_forms.NAMED) else None,
         references=dict(references),
         model=AvroModel(schema, value, dependencies),
     )
 
 
 def normalize(parsed: ParsedSchema) -> ParsedSchema:
-    env = {d.model.schema.fullname for d in parsed.model.dependencies if isinstance(d.model.schema, _NAMED)}
-    return parse(_compact(_normalized(parsed.model.schema, env)), parsed.references)
+    env = {d.model.schema.fullname for d in parsed.model.dependencies if isinstance(d.model.schema, avro_forms.NAMED)}
+    return parse(_compact(avro_forms.normalized(parsed.model.schema, env)), parsed.references)
 
 
 def formatted(parsed: ParsedSchema, fmt: str) -> str:
@@ -278,124 +277,3 @@ def _check_depth(value: Any) -> None:
 
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _java_json(schema: avro.schema.Schema, space: str | None, known: set[str]) -> Any:
-    """The schema as Java's ``Schema.toString()`` writes it (what Confluent stores and compares): key order,
-    namespaces written only where they change, named types written once and then by (qualified) name.
-    ``known`` holds the full names already written (first the references'); recursion is bounded by the
-    depth parse checked."""
-    if isinstance(schema, avro.schema.UnionSchema):
-        return [_java_json(branch, space, known) for branch in schema.schemas]
-    if isinstance(schema, _NAMED):
-        if schema.fullname in known:
-            return schema.name if (schema.namespace or None) == space else schema.fullname
-        known.add(schema.fullname)
-        out: dict[str, Any] = {"type": schema.type, "name": schema.name}
-        namespace = schema.namespace or None
-        if namespace != space:
-            out["namespace"] = namespace or ""
-        if schema.props.get("doc") is not None:
-            out["doc"] = schema.props["doc"]
-        if isinstance(schema, avro.schema.RecordSchema):
-            out["fields"] = [_java_field(field, namespace, known) for field in schema.fields]
-        elif isinstance(schema, avro.schema.EnumSchema):
-            out["symbols"] = list(schema.symbols)
-            if schema.props.get("default") is not None:
-                out["default"] = schema.props["default"]
-        else:
-            out["size"] = schema.size
-        out |= {k: v for k, v in schema.other_props.items() if k not in ("aliases", "default")}
-        if schema.props.get("aliases"):
-            out["aliases"] = list(schema.props["aliases"])
-        return out
-    if isinstance(schema, avro.schema.ArraySchema):
-        return {"type": "array", "items": _java_json(schema.items, space, known)} | dict(schema.other_props)
-    if isinstance(schema, avro.schema.MapSchema):
-        return {"type": "map", "values": _java_json(schema.values, space, known)} | dict(schema.other_props)
-    if schema.other_props:
-        return {"type": schema.type} | dict(schema.other_props)
-    return schema.type
-
-
-def _java_field(field: avro.schema.Field, space: str | None, known: set[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": field.name, "type": _java_json(field.type, space, known)}
-    if field.doc is not None:
-        out["doc"] = field.doc
-    if field.has_default:
-        out["default"] = field.default
-    if field.props.get("order") not in (None, "ascending"):
-        out["order"] = field.props["order"]
-    if field.props.get("aliases"):
-        out["aliases"] = list(field.props["aliases"])
-    return out | {k: v for k, v in field.other_props.items() if k != "aliases"}
-
-
-_RESERVED = {"type", "name", "namespace", "doc", "aliases", "fields", "symbols", "default", "size", "items",
-             "values", "logicalType", "precision", "scale", "order"}
-
-
-def _normalized(schema: avro.schema.Schema, env: set[str]) -> Any:
-    """Confluent's normalized form as a JSON value (recursion bounded: parse refused deeper schemas)."""
-    if isinstance(schema, avro.schema.UnionSchema):
-        return [_normalized(branch, env) for branch in schema.schemas]
-    props = schema.other_props
-    if isinstance(schema, (avro.schema.ArraySchema, avro.schema.MapSchema)):
-        out: dict[str, Any] = {"type": schema.type}
-        if isinstance(schema, avro.schema.ArraySchema):
-            out["items"] = _normalized(schema.items, env)
-        else:
-            out["values"] = _normalized(schema.values, env)
-        return out | _simple_props(props)
-    if isinstance(schema, _NAMED):
-        if schema.fullname in env:
-            return schema.fullname
-        env.add(schema.fullname)
-        out = {"name": schema.fullname, "type": schema.type}
-        if isinstance(schema, avro.schema.EnumSchema):
-            out["symbols"] = list(schema.symbols)
-        elif isinstance(schema, avro.schema.FixedSchema):
-            out["size"] = schema.size
-            out |= _logical_props(schema)
-        else:
-            out["fields"] = [_normalized_field(field, env) for field in schema.fields]
-        if schema.props.get("doc"):
-            out["doc"] = schema.props["doc"]
-        if schema.props.get("aliases"):
-            out["aliases"] = sorted(schema.props["aliases"])
-        if isinstance(schema, avro.schema.EnumSchema) and schema.props.get("default") is not None:
-            out["default"] = schema.props["default"]
-        return out | _simple_props(props)
-    logical = _logical_props(schema)
-    if logical or _simple_props(props):
-        return {"type": schema.type} | logical | _simple_props(props)
-    return schema.type
-
-
-def _normalized_field(field: avro.schema.Field, env: set[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": field.name, "type": _normalized(field.type, env)}
-    if field.props.get("order") is not None:
-        out["order"] = field.order
-    if field.doc is not None:
-        out["doc"] = field.doc
-    if field.props.get("aliases"):
-        out["aliases"] = sorted(field.props["aliases"])
-    if field.has_default:
-        out["default"] = field.default
-    return out | _simple_props(field.other_props)
-
-
-def _logical_props(schema: avro.schema.Schema) -> dict[str, Any]:
-    logical = schema.props.get("logicalType")
-    if not isinstance(logical, str):
-        return {}
-    out: dict[str, Any] = {"logicalType": logical}
-    if logical == "decimal":
-        out["precision"] = schema.props.get("precision")
-        if schema.props.get("scale"):
-            out["scale"] = schema.props["scale"]
-    return out
-
-
-def _simple_props(props: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: props[key] for key in sorted(props) if key not in _RESERVED}
