@@ -15,8 +15,10 @@ Messages are each type's Confluent wording (Avro ``{errorType:'...', description
 JSON Schema ``{errorType:"...", description:"..."}``, Protobuf ``Difference{fullPath='...', type=...}``),
 then ``{oldSchema: '...'}``; the caller adds ``{oldSchemaVersion: n}`` and ``{compatibility: '...'}``.
 
-Everything hostile input controls is bounded: JSON nesting (``bounded_json``), schema nesting
-(``MAX_SCHEMA_DEPTH``), the number of references (``MAX_REFERENCES``); no parser recurses unboundedly.
+Everything hostile input controls is bounded: JSON nesting (``bounded_json``), schema nesting, through
+references too (``MAX_SCHEMA_DEPTH``), the number of references (``MAX_REFERENCES``), the subschema pairs a
+JSON Schema comparison visits and the differences each compared type keeps; no parser or checker recurses
+unboundedly, and no scan or error message grows faster than the text.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ class ParsedSchema:
 
     ``text`` is the text as registered; ``canonical`` the form identical schemas share; ``name`` the record
     name RecordNameStrategy uses (None when the schema has none).  ``references`` are the parsed schemas it
-    was parsed with (name -> schema); ``model`` is the type module's parsed object (an avro Schema, a JSON
-    value, a FileDescriptorProto), for that module only.
+    was parsed with (name -> schema); ``model`` is the type module's own (AvroModel, JsonModel, ProtoModel),
+    for that module only.
     """
 
     schema_type: str
