@@ -41,13 +41,14 @@ small and on a two-thread pool when checking them would hold the event loop
 back on the loop; a topic whose configs ask for it (``config.checks_records``:
 Confluent's ``confluent.{key,value}.schema.validation``) has its records
 checked further by ``record_check`` (the broker wires the registry's schema
-validation there; replication does not import the registry): a scan of each
-batch's uncompressed records wherever validation runs, then a verdict on the
-loop, which refuses the whole request with INVALID_RECORD and per-record
-errors, or a retriable error; a transactional batch must belong to its producer's ongoing
-transaction (``verify_transaction``, the transaction coordinator's check, as
-Kafka 3.6+ ``transaction.partition.verification.enable``: INVALID_TXN_STATE,
-or INVALID_PRODUCER_EPOCH for a fenced epoch); then ``Partition.append_records``
+validation there; replication does not import the registry): the validator's
+walk hands it the keys or values it asks for wherever validation runs, then
+its verdict on the loop refuses the partition's records with INVALID_RECORD
+and per-record errors, or a retriable error; a transactional batch must
+belong to its producer's ongoing transaction (``verify_transaction``, the
+transaction coordinator's check, as Kafka 3.6+
+``transaction.partition.verification.enable``: INVALID_TXN_STATE, or
+INVALID_PRODUCER_EPOCH for a fenced epoch); then ``Partition.append_records``
 refuses acks=-1 below min.insync.replicas and appends.  For acks=-1 the
 request then waits (Kafka's delayed produce, the purgatory being
 ``Partition.wait_for_high_watermark``) until the high watermark covers what
@@ -74,10 +75,10 @@ import shutil
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from functools import partial
-from typing import Awaitable, Callable, Container, Generator, Iterable, Iterator, Mapping, NamedTuple, Optional, \
-    Protocol
+from pathlib import Path
+from typing import (
+    Awaitable, Callable, Container, Generator, Iterable, Iterator, Mapping, NamedTuple, Optional, Protocol)
 
 import kafka.errors as Errors
 
