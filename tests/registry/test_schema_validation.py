@@ -14,7 +14,6 @@ from broker_sim.config import (
     SUBJECT_NAME_STRATEGIES, BrokerConfig, ConfigError, checks_records, validate_topic_configs)
 from broker_sim.registry import records
 from broker_sim.registry.state import RegistryState
-from broker_sim.registry.types import parse
 from broker_sim.registry.validation import (
     REGISTRY_NOT_READY, RegistryView, SchemaValidation, message_indexes, record_name_of, rules_of)
 from broker_sim.storage.validator import RecordRules, RecordValidationError, validate_records
