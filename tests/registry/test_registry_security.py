@@ -2,9 +2,13 @@
 SCRAM users, and ACLs on subjects and on the registry's global config and mode (denied by default)."""
 from __future__ import annotations
 
+import base64
 import io
 import json
+import socket
 import ssl
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -33,7 +37,7 @@ def secured(tmp_path_factory):
               "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
               "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": f"User:{ADMIN}",
               "schema.registry.listeners": "https://127.0.0.1:0"}
-    scram = [f"SCRAM-SHA-256=[name=bob,password=bob-secret]", f"SCRAM-SHA-512=[name={ADMIN},password={ADMIN_PASSWORD}]"]
+    scram = ["SCRAM-SHA-256=[name=bob,password=bob-secret]", f"SCRAM-SHA-512=[name={ADMIN},password={ADMIN_PASSWORD}]"]
     broker = Broker(directory / "data", config=config, add_scram=scram).start()
     admin_properties = directory / "admin.properties"
     admin_properties.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username={ADMIN}\n"
@@ -50,9 +54,7 @@ def client(broker, user: str, password: str) -> SchemaRegistryClient:
 
 
 def request(broker, method: str, path: str, body: dict | None = None, user: str | None = None,
-            password: str = "") -> tuple[int, dict, ]:
-    import base64
-
+            password: str = "") -> tuple[int, dict]:
     headers = {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()} if user else {}
     context = ssl.create_default_context(cafile=broker.ca_file)
     status, raw = http(method, broker.schema_registry_url + path,
@@ -70,16 +72,14 @@ def test_https_with_the_brokers_certificate_and_basic_auth_of_a_super_user(secur
     assert secured.schema_registry_url.startswith("https://127.0.0.1:")
     schema_id = client(secured, ADMIN, ADMIN_PASSWORD).register_schema("admin-value", Schema(SCHEMA, "AVRO"))
     assert client(secured, ADMIN, ADMIN_PASSWORD).get_schema(schema_id).schema_str == SCHEMA
+    port = int(secured.schema_registry_url.rsplit(":", 1)[1])
     with pytest.raises(ssl.SSLError):  # the broker's certificate, from the broker's CA only
-        ssl.create_default_context().wrap_socket(__import__("socket").create_connection(
-            ("127.0.0.1", int(secured.schema_registry_url.rsplit(":", 1)[1]))), server_hostname="127.0.0.1")
+        ssl.create_default_context().wrap_socket(socket.create_connection(("127.0.0.1", port)),
+                                                 server_hostname="127.0.0.1")
 
 
 def test_no_or_wrong_credentials_get_401_with_confluents_body_and_are_counted(secured):
     failed = secured.schema_registry.authenticator.failures
-    import urllib.error
-    import urllib.request
-
     context = ssl.create_default_context(cafile=secured.ca_file)
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(secured.schema_registry_url + "/subjects", context=context, timeout=10)
@@ -126,7 +126,7 @@ def test_subject_acls_allow_and_deny_per_subject_and_prefix(secured):
         client(secured, "bob", "bob-secret").register_schema("alice-shared-value", Schema(SCHEMA, "AVRO"))
     assert denied.value.http_status_code == 403
     # the listing shows only what the principal may see
-    listed = json.loads(json.dumps(request(secured, "GET", "/subjects", user="bob", password="bob-secret")[1]))
+    listed = request(secured, "GET", "/subjects", user="bob", password="bob-secret")[1]
     assert "alice-shared-value" in listed and "admin-value" not in listed
     rows = io.StringIO()
     assert pylog_main(["--bootstrap-server", secured.bootstrap_servers, "--command-config", secured.admin_properties,
