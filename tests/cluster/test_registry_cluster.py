@@ -93,6 +93,7 @@ def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(h
     cluster.wait_for_full_isr("_schemas", 1)
     writer = cluster.leader_of("_schemas", 0)
     answered: dict[str, int] = {}  # subject -> the id it was answered with
+    answered_at: list[float] = []
     failures: list = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -114,6 +115,7 @@ def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(h
                 if status == 200:
                     with lock:
                         answered[subject] = answer["id"]
+                        answered_at.append(time.monotonic())
                     break
                 if status and status < 500:
                     failures.append((subject, status, answer))
@@ -126,6 +128,7 @@ def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(h
         thread.start()
     wait_until(lambda: len(answered) >= 15, 60, "registrations before the kill")
     cluster.kill(writer)
+    killed_at = time.monotonic()
     killed.set()
     survivors = [b for b in cluster.broker_ids if b != writer]
     before_kill = len(answered)
@@ -136,6 +139,9 @@ def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(h
     assert not failures, failures[:5]
     new_writer = cluster.leader_of("_schemas", 0)
     assert new_writer in survivors
+    # another broker writes within the ZooKeeper session timeout (3 s here) plus an election and a retry
+    resumed = min(t for t in answered_at if t > killed_at + 0.5)
+    assert resumed - killed_at < 3.0 + 7.0, resumed - killed_at
 
     ids = list(answered.values())
     assert len(set(ids)) == len(ids), "two distinct schemas were answered with one id"
@@ -259,3 +265,24 @@ def test_the_foreground_cluster_command_prints_a_registry_url(tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_a_broker_without_a_replica_of_schemas_forwards_reads_too(tmp_path):
+    from cluster_helpers import start_cluster
+
+    cluster = start_cluster(tmp_path / "four", brokers=4)
+    try:
+        urls = {b: cluster.schema_registry_url(b) for b in cluster.broker_ids}
+        first = wait_until(lambda: (lambda r: r[1] if r[0] == 200 else None)(
+            call("POST", urls[0] + "/subjects/four-value/versions", {"schema": schema("Four")})), 60,
+            "a first registration")
+        states = cluster.wait_for_full_isr("_schemas", 1)
+        outsider = next(b for b in cluster.broker_ids if b not in states[0].replicas)
+        assert len(states[0].replicas) == 3
+        assert call("GET", urls[outsider] + "/subjects") == (200, ["four-value"])
+        status, fetched = call("GET", f"{urls[outsider]}/schemas/ids/{first['id']}")
+        assert status == 200 and json.loads(fetched["schema"])["name"] == "Four"
+        status, second = call("POST", urls[outsider] + "/subjects/outsider-value/versions", {"schema": schema("Out")})
+        assert status == 200 and second["id"] != first["id"]
+    finally:
+        cluster.stop_all()
