@@ -159,7 +159,8 @@ class HttpServer:
         self.connections.add(task)
         try:
             await self._requests(reader, writer)
-        except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ssl_module.SSLError):
+        except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                asyncio.TimeoutError, ssl_module.SSLError):
             pass
         except asyncio.CancelledError:
             pass
@@ -210,6 +211,8 @@ class HttpServer:
         limits = self.limits
         try:
             line = first + await reader.readuntil(b"\n")
+            if not line.strip():  # RFC 9112 2.2: an empty line before the request line is ignored (once)
+                line = await reader.readuntil(b"\n")
         except asyncio.LimitOverrunError:
             start = first + await reader.read(16)
             if start.split(b" ", 1)[0] in _METHODS and b" " in start:
