@@ -7,8 +7,9 @@ it) and hands each to ``handler(request) -> HttpResponse`` (a coroutine
 function).  Nothing a client sends can make the broker hold more than the
 limits below, or hold it for long:
 
-* ``max_connections`` at once; a connection beyond is answered 503 and closed
-  without reading anything;
+* ``max_connections`` at once, TLS handshakes included; a connection beyond
+  is answered 503 (in plain text, even on a TLS port) and closed without
+  reading anything;
 * the request line: at most ``max_request_line_bytes``; a longer one that
   starts like a request (``METHOD /...``) gets 414, anything else (not HTTP at
   all) is closed silently; a malformed line (no method, target and version)
@@ -128,9 +129,8 @@ class HttpServer:
     async def start(self, host: str, port: int) -> "HttpServer":
         # the reader's buffer limit bounds one line (request line or header field)
         limit = max(self.limits.max_request_line_bytes, self.limits.max_header_bytes) + 2
-        self._server = await asyncio.start_server(
-            self._serve, host, port, limit=limit, reuse_address=True, ssl=self.ssl,
-            ssl_handshake_timeout=self.limits.handshake_timeout_s if self.ssl is not None else None)
+        # TLS is started per connection in _serve, so that handshakes count against max_connections too
+        self._server = await asyncio.start_server(self._serve, host, port, limit=limit, reuse_address=True)
         self.host = host
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -158,6 +158,8 @@ class HttpServer:
             return
         self.connections.add(task)
         try:
+            if self.ssl is not None:
+                await writer.start_tls(self.ssl, ssl_handshake_timeout=self.limits.handshake_timeout_s)
             await self._requests(reader, writer)
         except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
                 asyncio.TimeoutError, ssl_module.SSLError):
