@@ -40,6 +40,8 @@ LATEST = -1
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 MAX_SUBJECT_LENGTH = 4096
 CONTEXT_WILDCARD = ":*:"
+# schemas at least this long are parsed on a worker thread (``_parse_off_loop``)
+PARSE_ON_THREAD_CHARS = 16_384
 INT32_MAX = (1 << 31) - 1
 
 __all__ = ["LATEST", "NotWriterError", "RegistryService", "SchemaLog"]
@@ -186,20 +188,7 @@ class RegistryService:
         """The request's schema parsed (and normalized when asked), its references pinned to versions."""
         if schema_type not in types.SCHEMA_TYPES:
             raise errors.RegistryError(422, errors.INVALID_SCHEMA, f"Invalid schema type {schema_type}")
-        pinned = []
-        for ref in references:
-            if ref.version == LATEST:
-                latest = state.latest(ref.subject)
-                if latest is None:
-                    raise errors.invalid_schema(f"Invalid reference {ref.to_json()}: subject "
-                                                f"'{ref.subject}' not found")
-                ref = Reference(ref.name, ref.subject, latest.version)
-            pinned.append(ref)
-        pinned = tuple(pinned)
-        for ref in pinned:
-            held = state.version(ref.subject, ref.version)
-            if held is None:
-                raise errors.invalid_schema(f"Invalid reference {ref.to_json()}: version not found")
+        pinned = tuple(self._pin(state, references))
         # the same request parsed again against the same state (a registration's local check, then its
         # decision) reuses the result
         memo_key = (self._position, state is self.state, schema_type, schema, pinned, normalize)
@@ -208,17 +197,48 @@ class RegistryService:
         resolved = state.resolve_references(pinned)
         if resolved is None:
             raise errors.invalid_schema("a referenced schema could not be parsed")
-        try:
-            parsed = types.parse(schema_type, schema, resolved)
-            if normalize:
-                parsed = parsed.normalized()
-            self._last_parse = (memo_key, parsed)
-        except types.SchemaError as e:
-            raise errors.invalid_schema(str(e)) from None
-        except Exception as e:  # a parser's own failure on hostile text is still the client's invalid schema
-            log.exception("schema registry: the %s parser failed", schema_type)
-            raise errors.invalid_schema(f"{type(e).__name__}: {e}") from None
+        parsed = _parsed(schema_type, schema, resolved, normalize)
+        self._last_parse = (memo_key, parsed)
         return parsed, pinned
+
+    @staticmethod
+    def _pin(state: RegistryState, references: tuple[Reference, ...]) -> Iterator[Reference]:
+        """``references`` with "latest" replaced by the subject's latest version; each must exist."""
+        for ref in references:
+            if ref.version == LATEST:
+                latest = state.latest(ref.subject)
+                if latest is None:
+                    raise errors.invalid_schema(f"Invalid reference {ref.to_json()}: subject "
+                                                f"'{ref.subject}' not found")
+                ref = Reference(ref.name, ref.subject, latest.version)
+            if state.version(ref.subject, ref.version) is None:
+                raise errors.invalid_schema(f"Invalid reference {ref.to_json()}: version not found")
+            yield ref
+
+    async def _parse_off_loop(self, state: RegistryState, schema: str | None, schema_type: str,
+                              references: tuple[Reference, ...], normalize: bool) -> None:
+        """Parse a big schema on a worker thread ahead of ``_parse``, which then finds it in its memo.
+
+        Parsers cost microseconds per byte (the .proto grammar ~16 us, JSON Schema's meta-validation ~4-10
+        us), so a schema near schema.registry.max.request.bytes would hold the event loop, and with it every
+        Kafka client of the broker, for seconds.  Small schemas stay inline: a thread hop costs more.
+        Errors are left to ``_parse``, which answers them.
+        """
+        if not isinstance(schema, str) or len(schema) < PARSE_ON_THREAD_CHARS:
+            return
+        try:
+            pinned = tuple(self._pin(state, references))
+            resolved = state.resolve_references(pinned)
+        except RegistryError:
+            return
+        if resolved is None:
+            return
+        memo_key = (self._position, state is self.state, schema_type, schema, pinned, normalize)
+        try:
+            parsed = await asyncio.to_thread(_parsed, schema_type, schema, resolved, normalize)
+        except RegistryError:
+            return
+        self._last_parse = (memo_key, parsed)
 
     @staticmethod
     def _incompatibilities(state: RegistryState, level: str, parsed,
@@ -253,6 +273,9 @@ class RegistryService:
         None (an invalid request included: the registration itself answers its error)."""
         if not schema or not valid_subject(subject):
             return None
+        state = self._read()
+        await self._parse_off_loop(state, schema, schema_type, self._references(references),
+                                   normalize or state.normalize(subject))
         state = self._read()
         try:
             parsed, pinned = self._parse(state, schema, schema_type, self._references(references),
@@ -322,7 +345,7 @@ class RegistryService:
             planned: list = [(records.schema_key(subject, old.version), None) for old in every
                              if old.deleted and old.id == new_id and old.version < number]
             planned.append((records.schema_key(subject, number),
-                            SchemaValue(subject, number, new_id, parsed.text, kind, pinned)))
+                            SchemaValue(subject, number, new_id, parsed.stored_text, kind, pinned)))
             return planned, {"id": new_id}
 
         return await self._write(decide)
@@ -330,6 +353,9 @@ class RegistryService:
     async def lookup(self, subject: str, schema: str, schema_type: str = "AVRO", references: list | tuple = (),
                      normalize: bool = False, include_deleted: bool = False) -> dict:
         """POST /subjects/{subject}: the version of ``subject`` holding this schema."""
+        state = self._read()
+        await self._parse_off_loop(state, schema, schema_type, self._references(references),
+                                   normalize or state.normalize(subject))
         state = self._read()
         parsed, pinned = self._parse(state, schema, schema_type, self._references(references),
                                      normalize or state.normalize(subject))
@@ -601,6 +627,9 @@ class RegistryService:
                                  verbose: bool = False) -> dict:
         """POST /compatibility/subjects/{subject}/versions[/{version}] (``version`` None: every live version)."""
         state = self._read()
+        await self._parse_off_loop(state, schema, schema_type, self._references(references),
+                                   normalize or state.normalize(subject))
+        state = self._read()
         if version is None:
             previous = [v for v in state.all_versions(subject) if not v.deleted]
         elif version == LATEST:
@@ -623,3 +652,16 @@ class RegistryService:
         if verbose:
             answer["messages"] = messages
         return answer
+
+
+def _parsed(schema_type: str, schema: str, resolved, normalize: bool):
+    """``types.parse`` (then ``normalized`` when asked), its failures as 42201 answers; pure, so it may run
+    on a worker thread."""
+    try:
+        parsed = types.parse(schema_type, schema, resolved)
+        return parsed.normalized() if normalize else parsed
+    except types.SchemaError as e:
+        raise errors.invalid_schema(str(e)) from None
+    except Exception as e:  # a parser's own failure on hostile text is still the client's invalid schema
+        log.exception("schema registry: the %s parser failed", schema_type)
+        raise errors.invalid_schema(f"{type(e).__name__}: {e}") from None

@@ -223,7 +223,9 @@ def test_references_to_another_subjects_named_type(sr, fresh):
     assert sr.register_schema("customer-value", Schema(CUSTOMER, "AVRO")) == 1
     reference = SchemaReference("com.acme.Customer", "customer-value", 1)
     assert sr.register_schema("order-value", Schema(ORDER, "AVRO", [reference])) == 2
-    assert fresh().get_schema(2) == Schema(ORDER, "AVRO", [reference])
+    # stored in Java's Schema.toString form: the referenced type named relative to the namespace
+    stored = json.dumps(json.loads(ORDER), separators=(",", ":")).replace('"com.acme.Customer"', '"Customer"')
+    assert fresh().get_schema(2) == Schema(stored, "AVRO", [reference])
     latest = fresh().get_latest_version("order-value")
     assert (latest.version, latest.schema_id, latest.schema.references) == (1, 2, [reference])
     assert fresh().get_referenced_by("customer-value", 1) == [2]
@@ -252,7 +254,8 @@ def test_normalize_protobuf_orders_fields_by_number(sr, fresh):
     assert (found.schema_id, found.version) == (1, 1)
     # without normalize the field order is part of the schema: another schema, another id
     assert fresh().register_schema("other-value", Schema(shuffled, "PROTOBUF")) == 2
-    assert fresh().get_schema(2).schema_str == shuffled   # the text as registered
+    assert fresh().get_schema(2).schema_str == (   # the canonical text, fields in the order given
+        'syntax = "proto3";\npackage acme;\n\nmessage Ping {\n  string note = 2;\n  int64 id = 1;\n}\n')
 
 
 def test_normalize_avro_stores_confluents_normalized_form(sr, fresh):
@@ -261,9 +264,10 @@ def test_normalize_avro_stores_confluents_normalized_form(sr, fresh):
     reordered = json.dumps({"namespace": "com.acme", "fields": [{"type": "long", "name": "id"}], "name": "Event",
                             "aliases": ["Legacy", "old.Event"], "type": "record"})
     assert sr.register_schema("events-value", Schema(text, "AVRO"), normalize_schemas=True) == 1
-    # AvroSchemaUtils.toNormalizedString: full names, fixed key order, sorted aliases
+    # AvroSchemaUtils.toNormalizedString (sorted aliases), stored as the normalized schema's canonicalString()
+    # (Java's Schema.toString): AvroSchema.normalize() parses the normalized text into a new AvroSchema
     assert fresh().get_schema(1).schema_str == (
-        '{"name":"com.acme.Event","type":"record","fields":[{"name":"id","type":"long"}],'
+        '{"type":"record","name":"Event","namespace":"com.acme","fields":[{"name":"id","type":"long"}],'
         '"aliases":["Legacy","old.Event"]}')
     assert fresh().register_schema("events-value", Schema(reordered, "AVRO"), normalize_schemas=True) == 1
     found = fresh().lookup_schema("events-value", Schema(reordered, "AVRO"), normalize_schemas=True)

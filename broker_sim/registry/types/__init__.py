@@ -24,6 +24,7 @@ unboundedly, and no scan or error message grows faster than the text.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -64,6 +65,15 @@ class ParsedSchema:
     name: str | None = dataclasses.field(compare=False)
     references: Mapping[str, ParsedSchema] = dataclasses.field(compare=False, repr=False)
     model: Any = dataclasses.field(compare=False, repr=False)
+
+    @property
+    def stored_text(self) -> str:
+        """The text the registry stores and GET answers, as Confluent stores ``canonicalString()``: Avro in
+        Java's ``Schema.toString()`` form, Protobuf as .proto text (also when registered as a base64
+        descriptor), JSON Schema as compact JSON with its keys in the order given (Jackson's ``toString``)."""
+        if self.schema_type == "JSON":
+            return json.dumps(json.loads(self.text), separators=(",", ":"), ensure_ascii=False)
+        return self.canonical
 
     def normalized(self) -> ParsedSchema:
         """Confluent's ``normalize=true`` form of this schema (a ParsedSchema whose text is that form)."""
