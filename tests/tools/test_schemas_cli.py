@@ -16,16 +16,8 @@ import pytest
 from broker_sim.tools.cli import main
 
 
-def avro(fields: list[dict], name: str = "Event") -> str:
-    return json.dumps({"type": "record", "name": name, "namespace": "com.acme", "fields": fields},
-                      separators=(",", ":"))
+from schema_samples import CUSTOMER, INCOMPATIBLE, ORDER, V1, V2
 
-
-V1 = avro([{"name": "id", "type": "long"}])
-V2 = avro([{"name": "id", "type": "long"}, {"name": "source", "type": "string", "default": "web"}])
-INCOMPATIBLE = avro([{"name": "id", "type": "long"}, {"name": "owner", "type": "string"}])
-CUSTOMER = avro([{"name": "name", "type": "string"}], name="Customer")
-ORDER = avro([{"name": "customer", "type": "com.acme.Customer"}], name="Order")
 PROTO = 'syntax = "proto3";\npackage acme;\n\nmessage Ping {\n  int64 id = 1;\n}\n'
 JSON_SCHEMA = json.dumps({"title": "Ping", "type": "object", "properties": {"id": {"type": "integer"}}})
 
