@@ -177,8 +177,9 @@ class HttpServer:
         peer_host = peer[0] if isinstance(peer, tuple) else ""
         while True:
             try:
-                # idle: the first byte of the next request
-                first = await asyncio.wait_for(reader.read(1), self.limits.idle_timeout_s)
+                # idle: the first byte of the next request (asyncio.timeout, not wait_for: no task per read)
+                async with asyncio.timeout(self.limits.idle_timeout_s):
+                    first = await reader.read(1)
             except asyncio.TimeoutError:
                 return
             if not first:
@@ -186,8 +187,8 @@ class HttpServer:
             reserved = [0]
             try:
                 try:
-                    request, close = await asyncio.wait_for(self._read_head(first, reader),
-                                                            self.limits.header_timeout_s)
+                    async with asyncio.timeout(self.limits.header_timeout_s):
+                        request, close = await self._read_head(first, reader)
                     request.peer = peer_host
                     await self._read_body(request, reader, writer, reserved)
                 except _Refused as refused:
@@ -205,7 +206,9 @@ class HttpServer:
             finally:
                 self.buffered_body_bytes -= reserved[0]
             writer.write(_encode(response, head_only=request.method == "HEAD", close=close))
-            await asyncio.wait_for(writer.drain(), self.limits.write_timeout_s)
+            if writer.transport.get_write_buffer_size():  # drain only what the socket did not take at once
+                async with asyncio.timeout(self.limits.write_timeout_s):
+                    await writer.drain()
             if close:
                 return
 
