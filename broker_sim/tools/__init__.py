@@ -23,6 +23,8 @@ Modules, one job each:
 - :mod:`~broker_sim.tools.groups` — ``pylog groups list|describe|reset-offsets|delete``.
 - :mod:`~broker_sim.tools.transactions` — ``pylog transactions list|describe``.
 - :mod:`~broker_sim.tools.security` — ``pylog acls|users|quotas``.
+- :mod:`~broker_sim.tools.schemas` — ``pylog schemas``: a Schema Registry's REST API (pylog's or
+  Confluent's), through the standard library's HTTP client.
 - :mod:`~broker_sim.tools.top` — ``pylog top``.
 - :mod:`~broker_sim.tools.healthcheck` — ``python -m broker_sim.tools.healthcheck HOST:PORT``.
 - :mod:`~broker_sim.tools.cluster` — the old import path of ``LocalCluster``
