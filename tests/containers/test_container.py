@@ -100,3 +100,37 @@ def test_the_image_is_healthy_by_a_real_api_versions_request(pylog_container):
         time.sleep(1)
     code, output = pylog_container.exec_root(["id", "-un"])
     assert pylog_container.get_wrapped_container().attrs["Config"]["User"] == "pylog"
+
+
+def test_the_containers_schema_registry_serves_the_host_through_its_published_port(pylog_container, pylog_topic):
+    """get_schema_registry_url() reaches the broker's registry in the container; AvroSerializer registers there
+    and a record produced through the published Kafka port comes back deserialized with the registry's id."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    url = pylog_container.get_schema_registry_url()
+    assert url.startswith("http://127.0.0.1:")
+    registry = SchemaRegistryClient({"url": url})
+    schema = ('{"type":"record","name":"Ping","namespace":"pylog.container",'
+              '"fields":[{"name":"n","type":"long"}]}')
+    context = SerializationContext(pylog_topic, MessageField.VALUE)
+    value = AvroSerializer(registry, schema)({"n": 7}, context)
+    registered = registry.get_latest_version(f"{pylog_topic}-value")
+    assert value[:5] == b"\x00" + registered.schema_id.to_bytes(4, "big")
+    bootstrap = pylog_container.get_bootstrap_server()
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(pylog_topic, value=value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{pylog_topic}-sr",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([pylog_topic])
+    message, deadline = None, time.monotonic() + 30
+    while message is None and time.monotonic() < deadline:
+        polled = consumer.poll(0.5)
+        if polled is not None and polled.error() is None:
+            message = polled
+    consumer.close()
+    assert message is not None, "the record did not come back"
+    assert AvroDeserializer(SchemaRegistryClient({"url": url}))(message.value(), context) == {"n": 7}
