@@ -6,13 +6,14 @@ four times on one checkpoint:
 1. SIGKILL by pid while tasks write (the output has open transactions: its last stable offset is behind its
    high watermark);
 2. killed between the tasks' pre-commit and the driver's commit (PYLOG_SINK_CRASH_AT=before_intent);
-3. killed in the middle of the driver's commit (after INTENT, after the first EndTxn, before or after
-   COMPLETED — one point per round, rotating);
+3. killed twice in the middle of the driver's commit (after INTENT, after the first EndTxn, before or after
+   COMPLETED — two points per round, rotating, so the default two rounds cover all four);
 4. to the end on local[2,4] with attempt 0 of Spark partition 1 failing after writing, in every batch.
 
 Then the read_committed output must equal the transform of the input exactly — no loss, no duplicates — and
-no transaction may be left open. ``PYLOG_SINK_FAULT_ROUNDS`` (default 4, one per commit point) sets the rounds; ci/stress_sink.sh
-runs more.
+no transaction may be left open. ``PYLOG_SINK_FAULT_ROUNDS`` (default 2: every commit point once) sets the
+rounds; ci/stress_sink.sh runs more.  A round pairs the points so that at most one of them (after_completed)
+finishes a batch: the last run always has a batch left in which to fail its task.
 
 Every injected fault must be seen to fire: the hooks (``connector.sink.commit.mark_fault``) leave a marker file
 in PYLOG_FAULT_MARKERS before they kill or fail, a crash run must end by SIGKILL *and* leave its point's marker,
@@ -41,14 +42,15 @@ from spark_helpers import create_topic, produce
 pytestmark = pytest.mark.spark
 
 JOB = Path(__file__).parent / "faults" / "sink_job.py"
-ROUNDS = int(os.environ.get("PYLOG_SINK_FAULT_ROUNDS", "4"))  # one per commit point
+ROUNDS = int(os.environ.get("PYLOG_SINK_FAULT_ROUNDS", "2"))  # two commit points per round
 COMMIT_POINTS = ("after_intent", "mid_commit", "before_completed", "after_completed")
+POINTS_PER_ROUND = 2
 RECORDS = 600
 
 
-# one Spark job's deadline; a round runs four, so the test's own timeout is above 4 x JOB_DEADLINE_S
+# one Spark job's deadline; a round runs five, so the test's own timeout is above 5 x JOB_DEADLINE_S
 JOB_DEADLINE_S = 120
-ROUND_TIMEOUT_S = 4 * JOB_DEADLINE_S + 60
+ROUND_TIMEOUT_S = 5 * JOB_DEADLINE_S + 60
 
 
 def start_job(bootstrap, checkpoint, *, env=None, master="local[2]", topics=("in", "out")):
@@ -140,7 +142,9 @@ def test_driver_crashes_and_task_failures_write_exactly_once(pylog_broker, round
     markers.mkdir()
 
     killed_while_writing = kill_while_tasks_write(bootstrap, checkpoint, topics)
-    for point in ("before_intent", COMMIT_POINTS[round_ % len(COMMIT_POINTS)]):
+    first = round_ * POINTS_PER_ROUND
+    points = [COMMIT_POINTS[(first + i) % len(COMMIT_POINTS)] for i in range(POINTS_PER_ROUND)]
+    for point in ("before_intent", *points):
         run_crashing(bootstrap, checkpoint, topics, markers, point)
     code, err = finish(start_job(bootstrap, checkpoint, master="local[2,4]", topics=topics,
                                  env={"PYLOG_SINK_FAIL_TASK": "1", "PYLOG_FAULT_MARKERS": str(markers)}))
