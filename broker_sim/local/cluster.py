@@ -5,7 +5,7 @@ Examples::
     $ pylog-broker cluster --brokers 3 --data-dir /tmp/pylog-cluster      # foreground, Ctrl-C stops
     $ pylog cluster up --brokers 3 --data-dir /tmp/pylog-cluster --base-port 9092
     PYLOG_BOOTSTRAP_SERVERS=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
-    PYLOG_SCHEMA_REGISTRY_URL=http://127.0.0.1:40123
+    PYLOG_SCHEMA_REGISTRY_URL=http://127.0.0.1:40123,http://127.0.0.1:40125,http://127.0.0.1:40127
 
     with LocalCluster("/tmp/c", brokers=3, configs={"min.insync.replicas": "2"}) as cluster:
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
@@ -715,8 +715,8 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None, err: T
         print(f"pylog cluster: controller is broker {cluster.controller_id()}; Ctrl-C stops the cluster",
               file=err, flush=True)
         print(f"PYLOG_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}", file=out, flush=True)
-        if cluster.schema_registry_urls:  # any broker's registry serves the whole cluster's
-            print(f"PYLOG_SCHEMA_REGISTRY_URL={cluster.schema_registry_urls[0]}", file=out, flush=True)
+        if cluster.schema_registry_urls:  # every broker's: clients (and pylog schemas) try them in turn
+            print(f"PYLOG_SCHEMA_REGISTRY_URL={','.join(cluster.schema_registry_urls)}", file=out, flush=True)
         reported: set[int] = set()
         while not stop_event.wait(0.5):
             for broker_id in cluster.broker_ids:

@@ -16,7 +16,8 @@ Schema Registry on an ephemeral port (``broker.schema_registry_url``;
 (needs ``cryptography``, in ``pylog[test]``) is a broker with a throwaway CA, one SASL_SSL listener,
 SCRAM users and ACLs enforced (``broker_sim.testing.secured.SecuredBroker``: ``kafka_python()``,
 ``confluent()``, ``spark_options()`` give each client's settings; ``add_user`` and ``allow`` go
-through the admin API), so users test their secured pipelines locally.
+through the admin API; its Schema Registry is on, https with Basic auth: ``schema_registry()``), so users
+test their secured pipelines locally.
 
 With Docker (``pip install "pylog[containers]"`` and the images from ``bash ci/build_image.sh``):
 ``pylog_container`` is one broker container for the whole session (``.get_bootstrap_server()``) and

@@ -47,3 +47,27 @@ def test_the_secured_broker_fixture_enforces_what_it_is_given(pylog_secured_brok
         break
     consumer.close()
     assert got == [b"secret"]
+
+
+def test_the_secured_broker_fixture_secures_its_schema_registry_too(pylog_secured_broker):
+    """https with the broker's CA, Basic against the SCRAM users, and the authorizer: a new user is refused
+    until allow(..., "SUBJECT", ...) grants it, then registers and reads."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    secured = pylog_secured_broker
+    assert secured.schema_registry_url.startswith("https://127.0.0.1:")
+    schema = Schema('{"type":"record","name":"E","fields":[{"name":"a","type":"long"}]}', "AVRO")
+    assert SchemaRegistryClient(secured.schema_registry()).register_schema("admin-value", schema) == 1
+    secured.add_user("writer", "writer-secret")
+    writer = {**secured.schema_registry("writer", "writer-secret"), "max.retries": 0}
+    with pytest.raises(SchemaRegistryError) as refused:
+        SchemaRegistryClient(writer).register_schema("events-value", schema)
+    assert (refused.value.http_status_code, refused.value.error_code) == (403, 40301)
+    with pytest.raises(SchemaRegistryError) as unknown:
+        SchemaRegistryClient({**writer, "basic.auth.user.info": "writer:wrong"}).get_subjects()
+    assert (unknown.value.http_status_code, unknown.value.error_code) == (401, 40101)
+    for operation in ("WRITE", "READ", "DESCRIBE"):
+        secured.allow("User:writer", operation, "SUBJECT", "events-", pattern="PREFIXED")
+    assert SchemaRegistryClient(writer).register_schema("events-value", schema) == 1
+    assert SchemaRegistryClient(writer).get_subjects() == ["events-value"]  # admin-value stays hidden

@@ -243,7 +243,7 @@ def test_a_secured_cluster_forwards_https_writes_with_the_clients_credentials(tm
         cluster.stop_all()
 
 
-def test_the_foreground_cluster_command_prints_a_registry_url(tmp_path):
+def test_the_foreground_cluster_command_prints_every_brokers_registry_url(tmp_path):
     import subprocess
     import sys
 
@@ -251,14 +251,17 @@ def test_the_foreground_cluster_command_prints_a_registry_url(tmp_path):
 
     if zookeeper_missing():
         pytest.skip(zookeeper_missing())
-    process = subprocess.Popen([sys.executable, "-m", "broker_sim", "cluster", "--brokers", "1",
+    process = subprocess.Popen([sys.executable, "-m", "broker_sim", "cluster", "--brokers", "2",
                                 "--data-dir", str(tmp_path / "fg")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout.readline().startswith("PYLOG_BOOTSTRAP_SERVERS=")
         line = process.stdout.readline()
         assert line.startswith("PYLOG_SCHEMA_REGISTRY_URL=http://127.0.0.1:"), line or process.stderr.read()
-        assert call("GET", line.strip().split("=", 1)[1] + "/subjects") == (200, [])
+        urls = line.strip().split("=", 1)[1].split(",")  # every broker's, for clients to try in turn
+        assert len(urls) == 2
+        for url in urls:
+            assert call("GET", url + "/subjects") == (200, [])
         process.terminate()
         assert process.wait(60) == 0
         assert "schema registry http://127.0.0.1:" in process.stderr.read()
