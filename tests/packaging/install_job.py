@@ -2,8 +2,9 @@
 
 Prints one JSON object: where pylog was imported from, what Spark's own
 data source discovery saw, and the results of a batch write/read with
-format("pylog") (no explicit registration), an overwrite attempt, and an
-update-mode aggregation through connector.foreach_batch.
+format("pylog") (no explicit registration), an overwrite attempt, an
+update-mode aggregation through connector.foreach_batch, and one schema of each type registered with
+the installed broker's Schema Registry.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import json
 import pkgutil
 import sys
 import tempfile
+import urllib.request
 
 from pyspark.sql import SparkSession
 
@@ -36,6 +38,7 @@ def main() -> None:
                           if p.name.endswith(".json")),
         "top_level_schemas": importlib.util.find_spec("schemas") is not None,
     }
+    report["registered"] = _register_each_schema_type()
     with Broker(port=0) as broker:
         servers = broker.bootstrap_servers
         df = spark.createDataFrame([("a", "x"), ("b", "y"), ("a", "z")], "key STRING, value STRING")
@@ -61,6 +64,29 @@ def main() -> None:
         report["update"] = sorted(f"{r.key.decode()}={r.value.decode()}" for r in counted)
     spark.stop()
     print("PYLOG-REPORT " + json.dumps(report))
+
+
+SCHEMAS = {
+    "AVRO": '{"type": "record", "name": "E", "fields": [{"name": "a", "type": "long"}]}',
+    "JSON": '{"type": "object", "properties": {"a": {"type": "integer"}}}',
+    "PROTOBUF": 'syntax = "proto3";\nmessage E {\n  int64 a = 1;\n}\n',
+}
+
+
+def _register_each_schema_type() -> dict:
+    """The installed broker's Schema Registry parses all three types (their parsers are the package's
+    dependencies): type -> (id, the schema type GET answers)."""
+    registered = {}
+    with Broker(port=0, config={"schema.registry.listeners": "http://127.0.0.1:0"}) as broker:
+        for schema_type, text in SCHEMAS.items():
+            body = json.dumps({"schema": text, "schemaType": schema_type}).encode()
+            request = urllib.request.Request(f"{broker.schema_registry_url}/subjects/{schema_type}-value/versions",
+                                             body, {"Content-Type": "application/vnd.schemaregistry.v1+json"})
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                schema_id = json.loads(answer.read())["id"]
+            with urllib.request.urlopen(f"{broker.schema_registry_url}/schemas/ids/{schema_id}", timeout=30) as got:
+                registered[schema_type] = [schema_id, json.loads(got.read()).get("schemaType", "AVRO")]
+    return registered
 
 
 if __name__ == "__main__":
