@@ -543,17 +543,24 @@ class PylogClusterContainers:
         return self.metadata(timeout_s=timeout_s).controller_id
 
     def wait_for(self, predicate, *, timeout_s: float, what: str, interval_s: float = 0.5):
+        """Poll ``predicate()`` until it returns something other than None or False, which is returned — a
+        broker id 0 counts, as in LocalCluster.wait_for (with a truthiness test, a leadership that moved to
+        broker 0 was "never" seen).  An exception means "ask again" (a broker in transition).
+
+        Raises TimeoutError naming *what*, the last value and the last error after *timeout_s*.
+        """
         deadline = time.monotonic() + timeout_s
-        last = None
+        last, value = None, None
         while True:
             try:
                 value = predicate()
-                if value:
+                if value is not None and value is not False:
                     return value
             except Exception as exc:  # noqa: BLE001 - a broker in transition: ask again
                 last = exc
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{what}: not within {timeout_s} s" + (f" (last error: {last})" if last else ""))
+                raise TimeoutError(f"{what}: not within {timeout_s} s (last value: {value!r}"
+                                   + (f", last error: {last})" if last else ")"))
             time.sleep(interval_s)
 
 
