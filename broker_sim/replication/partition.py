@@ -509,7 +509,8 @@ class Partition:
         if self.is_leader:
             raise Errors.NotLeaderForPartitionError(
                 f"{self.topic}-{self.index}: broker {self.broker_id} leads it and takes no replicated records")
-        batches = parse_batches(records)
+        # the leader's log, not a client's batches: compacted ones (fewer records than offsets, or none) pass
+        batches = parse_batches(records, stored=True)
         self.log.append_as_follower(records, batches)
         view = memoryview(records)
         for batch in batches:

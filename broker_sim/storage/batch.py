@@ -155,11 +155,17 @@ def decode_header(buf, offset: int, position: int, available: int) -> BatchHeade
     return BatchHeader(position, fields[0], size, *fields[2:])
 
 
-def verify_batch(buf, offset: int, header: BatchHeader) -> None:
+def verify_batch(buf, offset: int, header: BatchHeader, *, stored: bool = False) -> None:
     """Check the CRC32C and record count of the batch whose header was decoded at `buf[offset:]`.
 
     Raises CorruptRecordError on a CRC mismatch and InvalidRecordError when
     recordsCount and lastOffsetDelta disagree (Kafka's LogValidator check).
+    `stored`: the batch comes from a log (recovery, a follower's copy of the
+    leader's log), where compaction leaves batches with fewer records than
+    their offset range spans (`0 <= recordsCount <= lastOffsetDelta + 1`),
+    down to none at all: the empty header the cleaner keeps for an idempotent
+    producer's last batch (Kafka's `DefaultRecordBatch.writeEmptyHeader`).
+    A client's batch (produce) must have exactly `lastOffsetDelta + 1` records.
     """
     computed = crc32c(memoryview(buf)[offset + ATTRIBUTES_OFFSET : offset + header.size])
     if computed != header.crc:
@@ -167,6 +173,13 @@ def verify_batch(buf, offset: int, header: BatchHeader) -> None:
             f"batch at byte {header.position}: CRC32C mismatch "
             f"(stored 0x{header.crc:08x}, computed 0x{computed:08x})"
         )
+    if stored:
+        if not 0 <= header.record_count <= header.last_offset_delta + 1:
+            raise InvalidRecordError(
+                f"batch at byte {header.position}: recordsCount {header.record_count} does not fit "
+                f"lastOffsetDelta {header.last_offset_delta}"
+            )
+        return
     if header.record_count < 1:
         raise InvalidRecordError(f"batch at byte {header.position}: invalid record count {header.record_count}")
     if header.last_offset_delta != header.record_count - 1:
@@ -176,12 +189,14 @@ def verify_batch(buf, offset: int, header: BatchHeader) -> None:
         )
 
 
-def parse_batches(buf, *, verify_crc: bool = True) -> list[BatchHeader]:
+def parse_batches(buf, *, verify_crc: bool = True, stored: bool = False) -> list[BatchHeader]:
     """Headers of the v2 batches making up `buf` exactly (a Produce request's records).
 
     Raises CorruptRecordError (truncation, bad batchLength, CRC mismatch, empty
     buffer), UnsupportedForMessageFormatError (magic != 2) and
     InvalidRecordError (recordsCount inconsistent with lastOffsetDelta).
+    `stored` admits compacted batches, empty ones included (see `verify_batch`):
+    for batches read from a log, never for a client's.
     """
     view = memoryview(buf)
     end = len(view)
@@ -192,7 +207,7 @@ def parse_batches(buf, *, verify_crc: bool = True) -> list[BatchHeader]:
     while position < end:
         header = decode_header(view, position, position, end - position)
         if verify_crc:
-            verify_batch(view, position, header)
+            verify_batch(view, position, header, stored=stored)
         headers.append(header)
         position += header.size
     return headers

@@ -31,10 +31,18 @@ A pass (`plan` -> `build` -> `commit`):
    either, so an aborted write never deletes older data). The last batch of
    every producer in `producer_last_offsets` is filtered like any other but
    never dropped, so idempotent producer state (rebuilt from the log on
-   restart) survives compaction: when none of its records survives, its last
-   record is kept (Kafka keeps an empty batch header instead; recordsCount 0
-   is something our recovery and produce validation reject). A run that is a
-   single segment with nothing removed is not rewritten.
+   restart) survives compaction: when none of its records survives, it is
+   kept as an *empty batch*, its 61-byte header with recordsCount 0 (Kafka's
+   `BatchRetention.RETAIN_EMPTY` and `DefaultRecordBatch.writeEmptyHeader`):
+   base offset, lastOffsetDelta (so the last sequence, baseSequence +
+   lastOffsetDelta, is unchanged), leader epoch, producer id/epoch, base
+   sequence, timestamp type, maxTimestamp; codec none, baseTimestamp -1. No
+   superseded record stays behind, so consumers see one record per key.
+   Recovery, producer-state rebuild, fetch and follower appends accept such
+   batches; produce still refuses a client batch without records. An empty
+   batch that is no longer its producer's last goes at the next pass, as in
+   Kafka. A run that is a single segment with nothing dropped or rewritten is
+   not rewritten.
 2. `commit` swaps each rewritten run in with `PartitionLog.replace_segments`
    (crash-safe: `.cleaned` -> `.swap` -> plain names, see `log.py`) and then
    writes the checkpoint.
@@ -74,10 +82,14 @@ from kafka.errors import KafkaStorageError
 
 from broker_sim.storage.batch import (
     ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
     CRC_OFFSET,
     HEADER,
     HEADER_SIZE,
     INT32_MAX,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     decode_header,
     parse_batches,
@@ -143,6 +155,7 @@ class _Group:
     segments: list[LogSegment]
     new: LogSegment | None = None
     removed: int = 0
+    changed: bool = False  # some batch was dropped or rewritten
 
 
 @dataclass
@@ -309,13 +322,14 @@ def _build(plan: _Plan) -> None:
             for header, data in _read_batches(plan.descriptors[id(segment)], segment.size, segment.log_path):
                 kept, removed = _retain(plan, offset_map, ends, header, data)
                 group.removed += removed
+                group.changed = group.changed or kept is not data
                 if kept is not None:
                     out += kept
                     if len(out) >= _WRITE_CHUNK:
                         _write(new, out)
                         out = bytearray()
         _write(new, out)
-        if len(group.segments) == 1 and not group.removed:
+        if len(group.segments) == 1 and not group.changed:
             _delete(new)
             group.new = None
         else:
@@ -338,9 +352,14 @@ def _offset_map(plan: _Plan) -> dict[bytes, int]:
 
 
 def _retain(plan: _Plan, offset_map, ends: list[int], header: BatchHeader, data: bytes) -> tuple[bytes | None, int]:
-    """(bytes to keep of this batch or None, records removed)."""
+    """(bytes to keep of this batch or None, records removed); `data` itself when the batch stays as it is."""
     if header.is_control or header.is_transactional:
         return data, 0
+    last_offsets = plan.producer_last_offsets
+    last_of_producer = header.has_producer_id and last_offsets.get(header.producer_id) == header.last_offset
+    if header.record_count == 0:
+        # an empty header kept by an earlier pass: it stays while it is still its producer's last batch
+        return (data if last_of_producer else None), 0
     records = list(DefaultRecordBatch(data))
     kept = []
     for record in records:
@@ -357,11 +376,30 @@ def _retain(plan: _Plan, offset_map, ends: list[int], header: BatchHeader, data:
     if len(kept) == len(records):
         return data, 0
     if not kept:
-        if header.producer_id >= 0 and plan.producer_last_offsets.get(header.producer_id) == header.last_offset:
-            kept = [records[-1]]  # the producer's last batch stays, so its sequence numbers survive a restart
-        else:
-            return None, len(records)
+        # Kafka's BatchRetention.RETAIN_EMPTY: the producer's last batch stays as a header without records,
+        # so its sequence numbers (and epoch) survive a restart that rebuilds producer state from the log
+        return (_empty_header(header) if last_of_producer else None), len(records)
     return _rebuild(header, kept), len(records) - len(kept)
+
+
+def _empty_header(header: BatchHeader) -> bytes:
+    """The batch's 61-byte header with recordsCount 0, as Kafka's `DefaultRecordBatch.writeEmptyHeader`.
+
+    Kept: base offset, lastOffsetDelta (so the offsets and the last sequence
+    number, baseSequence + lastOffsetDelta, are unchanged), partition leader
+    epoch, producer id, epoch and base sequence, the timestamp type, the
+    transactional and control flags, and maxTimestamp. As in Kafka, the codec
+    becomes none (there is nothing to compress) and baseTimestamp -1
+    (NO_TIMESTAMP: there is no first record).
+    """
+    data = bytearray(HEADER_SIZE)
+    HEADER.pack_into(
+        data, 0, header.base_offset, HEADER_SIZE - LOG_OVERHEAD, header.partition_leader_epoch, 2, 0,
+        header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK), header.last_offset_delta,
+        -1, header.max_timestamp, header.producer_id, header.producer_epoch, header.base_sequence, 0,
+    )  # fmt: skip
+    _CRC_FIELD.pack_into(data, CRC_OFFSET, crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]))
+    return bytes(data)
 
 
 def _rebuild(header: BatchHeader, records) -> bytes:

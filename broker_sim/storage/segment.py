@@ -25,7 +25,8 @@ each batch's framing, CRC32C, record count and offset order, truncates the
 file at the first torn or corrupt batch and rebuilds both indexes. A batch
 may hold fewer records than offsets: the cleaner keeps a compacted batch's
 base offset and lastOffsetDelta, as Kafka does, so its last sequence number
-survives.
+survives; it may even hold none (recordsCount 0, the 61-byte header the
+cleaner keeps for an idempotent producer's fully superseded last batch).
 
 The `.txnindex` (aborted transactions whose ABORT marker is in this segment,
 see `txn_index.py`) exists only once a transaction was aborted here; it is
@@ -76,15 +77,6 @@ _HEADER_SCAN_CHUNK = 64 * 1024
 _RECOVERY_SCAN_CHUNK = 4 * 1024 * 1024
 
 _BAD_BATCH = (CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError)
-
-
-def _verify_stored_batch(buf, offset: int, header: BatchHeader) -> None:
-    """`verify_batch`, admitting compacted batches: fewer records than their offset range spans."""
-    try:
-        verify_batch(buf, offset, header)
-    except InvalidRecordError:
-        if not 0 < header.record_count <= header.last_offset_delta + 1:
-            raise
 
 
 def _renamed(path: Path, old_suffix: str, new_suffix: str) -> Path:
@@ -397,7 +389,7 @@ class LogSegment:
                     buf = os.pread(fd, max(chunk, header.size), position)
                     buf_start = position
                     offset = 0
-                _verify_stored_batch(buf, offset, header)
+                verify_batch(buf, offset, header, stored=True)
             yield header
             position += header.size
 

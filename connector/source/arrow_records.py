@@ -9,6 +9,10 @@ partition — are ``pa.repeat``\\ ed, timestamps are scaled from milliseconds
 to microseconds in one vectorised step). Per record, the only Python work
 is three list appends; the rest is per batch or vectorised.
 
+A compacted batch may hold fewer records than its offset span, or none (the
+empty batch the log cleaner keeps of an idempotent producer's last batch): it
+gives only the rows it holds, and ``next_offset`` still moves past its span.
+
 Under read_committed, control batches never become rows and batches of
 aborted transactions are dropped using the Fetch response's
 ``aborted_transactions`` list, as Kafka's consumer does: a producer id joins

@@ -101,3 +101,29 @@ def _compacted(batch: bytes, keep) -> bytes:
     from kafka.record.util import calc_crc32c
     struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))
     return bytes(data)
+
+
+def _empty(base: int, last_offset_delta: int) -> bytes:
+    """The header the log cleaner keeps of an idempotent producer's superseded last batch: recordsCount 0."""
+    from kafka.record.util import calc_crc32c
+    data = bytearray(61)
+    struct.pack_into(">qiibIhiqqqhii", data, 0, base, 49, 0, 2, 0, 0, last_offset_delta, -1, 1_000, 7, 0, 4, 0)
+    struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def test_an_empty_batch_gives_no_rows_but_moves_next_offset_past_it():
+    data = _batch(0, [b"a", b"b"]) + _empty(2, 2) + _batch(5, [b"f"])
+    for headers in (False, True):
+        columns = decode(data, 0, 100, include_headers=headers)
+        assert columns.offsets == [0, 1, 5] and columns.values == [b"a", b"b", b"f"]
+        assert columns.timestamp_types == [0, 0, 0]
+        assert columns.next_offset == 6
+    only_empty = decode(_empty(2, 2), 0, 100)
+    assert (len(only_empty), only_empty.offsets, only_empty.next_offset) == (0, [], 5)
+    assert decode(data, 3, 5).offsets == [] and decode(data, 3, 5).next_offset == 5
+    for read_committed in (False, True):
+        assert decode(_empty(2, 2), 2, 100, read_committed=read_committed, aborted_transactions=[]).next_offset == 5
+    schema = to_arrow_schema(source_schema(), timezone="UTC")
+    batch = to_record_batch("t", 0, decode(data, 0, 100), schema)
+    assert batch.column("offset").to_pylist() == [0, 1, 5]

@@ -12,10 +12,10 @@ import asyncio
 
 import pytest
 from kafka.errors import (
-    NotEnoughReplicasAfterAppendError, NotLeaderForPartitionError, OutOfOrderSequenceNumberError,
+    InvalidRecordError, NotEnoughReplicasAfterAppendError, NotLeaderForPartitionError, OutOfOrderSequenceNumberError,
     RequestTimedOutError,
 )
-from kafka.record.default_records import DefaultRecordBatch
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from broker_sim.controller.cluster_state import PartitionState
 from broker_sim.storage.batch import parse_batches
@@ -371,6 +371,52 @@ def test_the_follower_state_survives_a_restart(open_partition, tmp_path, clock):
     assert reopened.log_end_offset == 2
     assert reopened.epochs.latest_epoch == 3
     assert reopened.aborted_transactions(0, 10) == [(5, 0)]
+
+
+def _keyed(pairs, **kwargs) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=kwargs.get("producer_id", -1),
+                                        producer_epoch=kwargs.get("producer_epoch", -1),
+                                        base_sequence=kwargs.get("base_sequence", -1), batch_size=2**30)
+    for i, (key, value) in enumerate(pairs):
+        builder.append(i, timestamp=1_000 + i, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def test_a_follower_copies_a_compacted_log_with_an_empty_batch_and_keeps_the_producers_sequence(open_partition):
+    """Compacted batches (fewer records than offsets, or none: an idempotent producer's last batch kept as an
+    empty header) come from the leader's log, so the follower takes them, unlike a client's produce."""
+    compact = {"cleanup_policy": "compact", "segment_bytes": 400, "min_cleanable_dirty_ratio": 0.0}
+    leader = open_partition(0, **compact)
+    leader.append_records(_keyed([(b"a", b"1"), (b"b", b"1")], producer_id=7, producer_epoch=0, base_sequence=0))
+    leader.append_records(_keyed([(b"a", b"2"), (b"b", b"2"), (b"c", b"2")]))
+    for i in range(30):
+        leader.append_records(_keyed([(f"f{i}".encode(), b"x" * 20), (b"c", str(i).encode())]))
+    assert asyncio.run(leader.clean()) is not None
+    data = leader.log.read_bytes(0, 1 << 30)
+    headers = parse_batches(data, stored=True)
+    assert (headers[0].base_offset, headers[0].record_count, headers[0].last_sequence) == (0, 0, 1)
+    assert any(0 < h.record_count < h.last_offset_delta + 1 for h in headers)  # and partly compacted ones
+    with pytest.raises(InvalidRecordError):
+        leader.append_records(data[:headers[0].size])  # a client may not send an empty batch
+
+    follower = open_partition(1, **compact)
+    follower.make_follower(state(0, 1, [0]), [0, 1])
+    assert follower.append_as_follower(data) is not None
+    assert segment_bytes(follower) == segment_bytes(leader)
+    assert follower.log_end_offset == leader.log_end_offset
+    assert follower.producers.producers[7].last_seq == 1
+    follower.close()
+    reopened = open_partition(1, **compact)  # recovery of the copied segments keeps the empty batch
+    assert segment_bytes(reopened) == segment_bytes(leader)
+    reopened.make_leader(state(1, 2, [1]), [0, 1])
+    retry = reopened.append_records(_keyed([(b"a", b"1"), (b"b", b"1")], producer_id=7, producer_epoch=0,
+                                           base_sequence=0))
+    assert retry.duplicate and retry.base_offset == 0
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        reopened.append_records(_keyed([(b"d", b"1")], producer_id=7, producer_epoch=0, base_sequence=3))
+    assert not reopened.append_records(_keyed([(b"d", b"1")], producer_id=7, producer_epoch=0,
+                                              base_sequence=2)).duplicate
 
 
 # -- truncation ----------------------------------------------------------------------------------

@@ -99,6 +99,39 @@ def test_zero_record_count_is_invalid(batches):
         parse_batches(data)
 
 
+def _empty_header(base_offset=5, last_offset_delta=3, producer_id=7, producer_epoch=1, base_sequence=10) -> bytes:
+    """What Kafka's DefaultRecordBatch.writeEmptyHeader writes (and the cleaner keeps): no records."""
+    from crc32c import crc32c
+
+    from broker_sim.storage.batch import HEADER
+
+    data = bytearray(HEADER_SIZE)
+    HEADER.pack_into(data, 0, base_offset, HEADER_SIZE - 12, 0, 2, 0, 0, last_offset_delta, -1, 1_000,
+                     producer_id, producer_epoch, base_sequence, 0)
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def test_an_empty_batch_is_refused_from_clients_but_accepted_from_a_log(batches):
+    """Produce refuses recordsCount 0 (Kafka's LogValidator); a log's (compacted) batches may have no records."""
+    with pytest.raises(InvalidRecordError):
+        parse_batches(_empty_header())
+    (empty,) = parse_batches(_empty_header(), stored=True)
+    assert (empty.base_offset, empty.last_offset, empty.record_count, empty.last_sequence) == (5, 8, 0, 13)
+    assert list(DefaultRecordBatch(_empty_header())) == []
+    data = bytearray(batches.build(batches.values(3)))
+    _set_crc_covered_int(data, 57, 2)  # compacted: fewer records than offsets
+    assert parse_batches(data, stored=True)[0].record_count == 2
+    for count in (4, -1):  # more records than offsets, or a negative count, are never valid
+        _set_crc_covered_int(data, 57, count)
+        with pytest.raises(InvalidRecordError):
+            parse_batches(data, stored=True)
+    corrupt = bytearray(_empty_header())
+    corrupt[30] ^= 1
+    with pytest.raises(CorruptRecordError):
+        parse_batches(corrupt, stored=True)
+
+
 def test_stamp_assigns_sequential_offsets_and_leader_epoch_keeping_crc_valid(batches):
     data = bytearray(batches.build(batches.values(3)) + batches.build(batches.values(2), compression=1))
     headers = parse_batches(data)

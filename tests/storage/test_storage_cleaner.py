@@ -47,11 +47,11 @@ def records(log: PartitionLog, start: int | None = None):
 
 
 def stored_batches(data):
-    """Headers of stored batches, every CRC checked (compacted batches have fewer records than offsets)."""
-    headers = parse_batches(data, verify_crc=False) if data else []
+    """Headers of stored batches, every CRC checked (compacted batches have fewer records than offsets, or none)."""
+    headers = parse_batches(data, stored=True) if data else []
     for header in headers:
         assert DefaultRecordBatch(bytes(data[header.position : header.position + header.size])).validate_crc()
-        assert 0 < header.record_count <= header.last_offset_delta + 1
+        assert 0 <= header.record_count <= header.last_offset_delta + 1
     return headers
 
 
@@ -251,11 +251,81 @@ def test_rebuilt_batches_keep_producer_fields_offsets_and_codec(open_log, produc
     assert (first.base_offset, first.last_offset_delta, first.record_count) == (0, 2, 2)
     assert (first.producer_id, first.producer_epoch, first.base_sequence, first.compression) == (7, 2, 0, 1)
     assert [(r.offset, r.key) for r in DefaultRecordBatch(data[: first.size])] == [(0, b"a"), (2, b"c")]
-    # the producer's last batch is kept (its last record) even though "b" is superseded later
-    assert (3, b"b", b"2") in records(log) and (4, b"b", b"3") in records(log)
+    # the producer's last batch stays as an empty header: "b"=2 is superseded, so no record of it is left
+    empty = stored_batches(data)[1]
+    assert (empty.base_offset, empty.last_offset_delta, empty.record_count, empty.size) == (3, 0, 0, 61)
+    assert (empty.producer_id, empty.producer_epoch, empty.base_sequence, empty.last_sequence) == (7, 2, 3, 3)
+    assert (3, b"b", b"2") not in records(log) and (4, b"b", b"3") in records(log)
     reloaded = ProducerStateManager(log.directory)
     reloaded.load(open_log(**COMPACT))
     assert reloaded.producers[7].last_seq == 3
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_a_producers_fully_superseded_last_batch_stays_as_an_empty_header(open_log, produce, clock, timestamp_type):
+    """Kafka's RETAIN_EMPTY: every header field but the codec, baseTimestamp, length, CRC and count is kept."""
+    log = open_log(**COMPACT, message_timestamp_type=timestamp_type)
+    produce(log, keyed([(b"a", b"1"), (b"b", b"1" * 40), (b"c", b"1" * 40)], timestamp=5_000, compression=1,
+                       producer_id=7, producer_epoch=2, base_sequence=10), leader_epoch=4)
+    produce(log, keyed([(b"a", b"2"), (b"b", b"2"), (b"c", b"2")]))  # a plain producer supersedes all three
+    fill(log, produce, 30, keys=3)
+    original = stored_batches(log.read_bytes(0, 1 << 20))[0]
+    assert (original.record_count, original.compression) == (3, 1)
+    producers = ProducerStateManager(log.directory)
+    producers.load(log)
+    assert producers.producers[7].last_offset == 2
+    result = clean_log(log, clock.now, producer_last_offsets={7: 2})
+
+    assert result is not None and result.records_removed >= 3
+    data = log.read_bytes(0, 1 << 20)
+    empty = stored_batches(data)[0]
+    assert bytes(data[:61]) == data[: empty.size]  # the header and nothing else
+    assert empty._replace(crc=0) == original._replace(
+        size=61, crc=0, attributes=original.attributes & ~0x07, base_timestamp=-1, record_count=0)
+    assert (empty.base_offset, empty.last_offset_delta, empty.partition_leader_epoch) == (0, 2, 4)
+    assert (empty.producer_id, empty.producer_epoch, empty.base_sequence, empty.last_sequence) == (7, 2, 10, 12)
+    assert empty.timestamp_type == (1 if timestamp_type == "LogAppendTime" else 0)
+    assert empty.max_timestamp == (clock.now if timestamp_type == "LogAppendTime" else 5_002)
+    assert list(DefaultRecordBatch(bytes(data[:61]))) == []
+    rows = records(log)
+    assert [row for row in rows if row[1] in (b"a", b"b", b"c")] == [(3, b"a", b"2"), (4, b"b", b"2"), (5, b"c", b"2")]
+
+    # a second pass keeps it byte for byte while it is still the producer's last batch
+    fill(log, produce, 10, keys=3, prefix="w")
+    clean_log(log, clock.now, producer_last_offsets={7: 2})
+    assert log.read_bytes(0, 1 << 20)[:61] == data[:61]
+
+    # recovery (indexes lost) keeps it, and the producer state rebuilt from the log has its sequence
+    log.close()
+    for path in [*log.directory.glob("*.index"), *log.directory.glob("*.timeindex"),
+                 *log.directory.glob("*.snapshot")]:
+        path.unlink()
+    reopened = open_log(**COMPACT, message_timestamp_type=timestamp_type)
+    assert reopened.recovered_bytes_truncated == 0
+    assert reopened.read_bytes(0, 1 << 20)[:61] == data[:61]
+    assert [row for row in records(reopened) if row[1] in (b"a", b"b", b"c")] == [
+        (3, b"a", b"2"), (4, b"b", b"2"), (5, b"c", b"2")]
+    assert all(segment.load() is None for segment in reopened.segments[:-1])
+    rebuilt = ProducerStateManager(reopened.directory)
+    rebuilt.load(reopened)
+    entry = rebuilt.producers[7]
+    assert (entry.epoch, entry.last_seq, entry.last_offset) == (2, 12, 2)
+
+
+def test_an_empty_batch_goes_once_it_is_no_longer_its_producers_last(open_log, produce, clock):
+    log = open_log(**COMPACT, min_cleanable_dirty_ratio=0.0)
+    produce(log, keyed([(b"a", b"1")], producer_id=7, producer_epoch=0, base_sequence=0))
+    produce(log, keyed([(b"a", b"2")]))
+    fill(log, produce, 20, keys=3)
+    clean_log(log, clock.now, producer_last_offsets={7: 0})
+    assert stored_batches(log.read_bytes(0, 1 << 20))[0].record_count == 0
+    produce(log, keyed([(b"z", b"1")], producer_id=7, producer_epoch=0, base_sequence=1))
+    fill(log, produce, 20, keys=3, prefix="w")
+    last = log.log_end_offset - 41
+    clean_log(log, clock.now, producer_last_offsets={7: last})
+    headers = stored_batches(log.read_bytes(0, 1 << 20))
+    assert all(h.base_offset != 0 for h in headers)
+    assert all(h.record_count > 0 for h in headers)
 
 
 def test_transactional_control_and_unkeyed_records(open_log, produce, clock):
