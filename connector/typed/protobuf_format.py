@@ -401,6 +401,22 @@ def _message_converter(message, struct: StructType, emit_default_values: bool) -
     return convert_message
 
 
+def _has_required(descriptor) -> bool:
+    """Whether a message of ``descriptor`` can lack a required field (its own or a nested message's)."""
+    seen, stack = set(), [descriptor]
+    while stack:
+        message = stack.pop()
+        if message.full_name in seen:
+            continue
+        seen.add(message.full_name)
+        for fd in message.fields:
+            if _is_required(fd):
+                return True
+            if fd.message_type is not None:
+                stack.append(fd.message_type)
+    return False
+
+
 def decoder(reader: ParsedSchema, writer: ParsedSchema | None, *, framed: bool,
             message_name: str | None = None, emit_default_values: bool = False) -> Callable[[bytes], dict]:
     """A function from a record's payload to the dict of ``spark_type(reader, message_name)``.
@@ -414,6 +430,16 @@ def decoder(reader: ParsedSchema, writer: ParsedSchema | None, *, framed: bool,
     descriptor = schema.message(message_name)
     struct = _struct_type(descriptor, (descriptor.full_name,))
     parse = schema.message_class(descriptor).FromString
+    if _has_required(descriptor):
+        # upb parses a message lacking a required field; the JVM's parseFrom (Spark) refuses it
+        parse_unchecked = parse
+
+        def parse(data):
+            msg = parse_unchecked(data)
+            if not msg.IsInitialized():
+                raise ValueError("the Protobuf record lacks required fields: "
+                                 + ", ".join(msg.FindInitializationErrors()))
+            return msg
     convert = _message_converter(descriptor, struct, emit_default_values)
 
     if not framed:
