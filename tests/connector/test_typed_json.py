@@ -364,3 +364,232 @@ def test_json_serializer_records_across_two_versions_decode_exactly(registry):
     schema_id, payload = split_frame(records[2])
     assert json_format.decoder(old_reader, writers[schema_id], framed=True)(payload) == {
         k: v for k, v in expected[2].items() if k != "source"}
+
+
+# ------------------------------------------------------------------------------------------------ schema_for
+
+ROW_TYPE = StructType([
+    StructField("id", LongType(), False),
+    StructField("small", ShortType(), True),
+    StructField("name", StringType(), True),
+    StructField("score", DoubleType(), True),
+    StructField("ratio", FloatType(), True),
+    StructField("ok", BooleanType(), False),
+    StructField("at", TimestampType(), True),
+    StructField("local", TimestampNTZType(), True),
+    StructField("day", DateType(), True),
+    StructField("raw", BinaryType(), True),
+    StructField("price", DecimalType(38, 9), True),
+    StructField("tags", ArrayType(StringType(), False), True),
+    StructField("counts", MapType(StringType(), IntegerType(), True), True),
+    StructField("inner", StructType([StructField("a", IntegerType(), False),
+                                     StructField("b", ArrayType(DateType(), True), True)]), True),
+])
+
+
+def test_schema_for_derives_a_closed_draft07_schema():
+    text, message_name = json_format.schema_for(ROW_TYPE, name="Row", namespace="com.acme")
+    assert message_name is None
+
+    def opt(node):
+        return {"oneOf": [{"type": "null"}, node]}
+    assert json.loads(text) == {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "com.acme.Row",
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "small": opt({"type": "integer"}),
+            "name": opt({"type": "string"}),
+            "score": opt({"type": "number"}),
+            "ratio": opt({"type": "number"}),
+            "ok": {"type": "boolean"},
+            "at": opt({"type": "string", "format": "date-time"}),
+            "local": opt({"type": "string", "format": "date-time"}),
+            "day": opt({"type": "string", "format": "date"}),
+            "raw": opt({"type": "string", "contentEncoding": "base64"}),
+            "price": opt({"type": "number"}),
+            "tags": opt({"type": "array", "items": {"type": "string"}}),
+            "counts": opt({"type": "object", "additionalProperties": opt({"type": "integer"})}),
+            "inner": opt({"type": "object",
+                          "properties": {"a": {"type": "integer"},
+                                         "b": opt({"type": "array", "items": opt({"type": "string", "format": "date"})})},
+                          "additionalProperties": False, "required": ["a"]}),
+        },
+        "additionalProperties": False,
+        "required": ["id", "ok"],
+    }
+    assert list(json.loads(text)["properties"]) == ROW_TYPE.fieldNames()
+    # the registry accepts it, and it maps back onto the column's type (as JSON Schema can hold it)
+    assert json_format.spark_type(parse("JSON", text)) == nullable_struct(
+        ("id", LongType()), ("small", LongType()), ("name", StringType()), ("score", DoubleType()),
+        ("ratio", DoubleType()), ("ok", BooleanType()), ("at", TimestampType()), ("local", TimestampType()),
+        ("day", DateType()), ("raw", BinaryType()), ("price", DoubleType()), ("tags", ArrayType(StringType(), True)),
+        ("counts", MapType(StringType(), LongType(), True)),
+        ("inner", nullable_struct(("a", LongType()), ("b", ArrayType(DateType(), True)))))
+
+
+def test_schema_for_without_namespace_and_refusals():
+    text, _ = json_format.schema_for(nullable_struct(("a", StringType())), name="topLevelRecord", namespace="")
+    assert json.loads(text)["title"] == "topLevelRecord"
+    with pytest.raises(ValueError, match="day to second"):
+        json_format.schema_for(nullable_struct(("d", DayTimeIntervalType())), name="r", namespace="")
+    with pytest.raises(ValueError, match="keys are strings"):
+        json_format.schema_for(nullable_struct(("m", MapType(DateType(), StringType()))), name="r", namespace="")
+
+
+# --------------------------------------------------------------------------------------------------- encoding
+
+ROW = {
+    "id": 7, "small": -3, "name": "zoë", "score": 0.1, "ratio": 0.5, "ok": True,
+    "at": dt.datetime(2024, 6, 7, 8, 9, 10, 123456, tzinfo=UTC), "local": dt.datetime(2024, 6, 7, 8, 9, 10),
+    "day": dt.date(1999, 12, 31), "raw": b"\x00\x01\xfe", "price": decimal.Decimal("12345678901234567890.123456789"),
+    "tags": ["a", "b"], "counts": [("x", 1), ("y", None)], "inner": {"a": 1, "b": [dt.date(2000, 1, 1), None]},
+}
+ROW_DOC = {
+    "id": 7, "small": -3, "name": "zoë", "score": 0.1, "ratio": 0.5, "ok": True,
+    "at": "2024-06-07T08:09:10.123456Z", "local": "2024-06-07T08:09:10", "day": "1999-12-31", "raw": "AAH+",
+    "price": 12345678901234567890.123456789, "tags": ["a", "b"], "counts": {"x": 1, "y": None},
+    "inner": {"a": 1, "b": ["2000-01-01", None]},
+}
+
+
+def pylist(value, spark_type):
+    """What the sink hands the encoder: pyarrow's to_pylist() of the column."""
+    return pa.array([value], type=arrow_type(spark_type)).to_pylist()[0]
+
+
+def test_encode_writes_the_document_exactly():
+    text, _ = json_format.schema_for(ROW_TYPE, name="Row", namespace="")
+    encode = json_format.encoder(parse("JSON", text), ROW_TYPE, framed=False)
+    payload = encode(pylist(ROW, ROW_TYPE))
+    assert payload == (
+        b'{"id":7,"small":-3,"name":"zo\xc3\xab","score":0.1,"ratio":0.5,"ok":true,'
+        b'"at":"2024-06-07T08:09:10.123456Z","local":"2024-06-07T08:09:10","day":"1999-12-31","raw":"AAH+",'
+        b'"price":12345678901234567890.123456789,"tags":["a","b"],"counts":{"x":1,"y":null},'
+        b'"inner":{"a":1,"b":["2000-01-01",null]}}')
+    assert json.loads(payload, parse_float=decimal.Decimal)["price"] == ROW["price"]
+    assert json_format.encoder(parse("JSON", text), ROW_TYPE, framed=True)(pylist(ROW, ROW_TYPE)) == payload
+
+
+def test_encode_then_decode_round_trips_through_arrow():
+    text, _ = json_format.schema_for(ROW_TYPE, name="Row", namespace="")
+    schema = parse("JSON", text)
+    payload = json_format.encoder(schema, ROW_TYPE, framed=True)(pylist(ROW, ROW_TYPE))
+    value = json_format.decoder(schema, schema, framed=True)(payload)
+    read_type = json_format.spark_type(schema)
+    assert arrow_roundtrip([value], read_type) == [{
+        **ROW, "local": dt.datetime(2024, 6, 7, 8, 9, 10, tzinfo=UTC), "price": 1.2345678901234567e19,
+        "counts": [("x", 1), ("y", None)]}]
+
+
+def test_nulls_are_written_where_allowed_and_left_out_where_not():
+    schema = js({"type": "object", "properties": {
+        "nullable": {"type": ["string", "null"]}, "plain": {"type": "string"}, "any": {}}})
+    t = nullable_struct(("nullable", StringType()), ("plain", StringType()), ("any", StringType()))
+    assert json_format.encoder(schema, t, framed=False)({"nullable": None, "plain": None, "any": None}) == \
+        b'{"nullable":null,"any":null}'
+    with pytest.raises(RowMismatch) as e:  # a null record is no object
+        json_format.encoder(schema, t, framed=False)(None)
+    assert (e.value.path, e.value.reason) == ("", "None is not of type 'object'")
+
+
+def test_fields_are_matched_by_name_and_json_text_columns_are_embedded():
+    schema = js({"type": "object", "properties": {"a": {"type": "integer"}, "payload": {},
+                                                  "list": {"type": "array"}}, "required": ["a"]})
+    t = nullable_struct(("list", ArrayType(StringType())), ("payload", StringType()), ("a", LongType()))
+    encode = json_format.encoder(schema, t, framed=False)
+    # an array without items reads as the JSON texts of its elements: they are written back as values
+    assert json.loads(encode({"payload": '{"k": [1, "two"]}', "a": 1, "list": ["3", '"x"', None]})) == {
+        "a": 1, "payload": {"k": [1, "two"]}, "list": [3, "x", None]}
+    # a json-shaped column written then read gives the same text back
+    decoded = json_format.decoder(schema, None, framed=False)(encode({"a": 1, "payload": '{"k":[1,"two"]}',
+                                                                      "list": None}))
+    assert decoded == {"a": 1, "payload": '{"k":[1,"two"]}', "list": None}
+
+
+def test_a_map_column_writes_an_object_with_properties():
+    schema = js({"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}},
+                 "additionalProperties": {"type": "string"}})
+    t = MapType(StringType(), StringType())
+    assert json_format.encoder(schema, t, framed=False)([("when", "2024-01-01T00:00:00Z"), ("k", "v")]) == \
+        b'{"when":"2024-01-01T00:00:00Z","k":"v"}'
+    with pytest.raises(RowMismatch) as e:
+        json_format.encoder(schema, MapType(StringType(), LongType()), framed=False)([("k", 1)])
+    assert e.value.path == "k"
+
+
+MISMATCH_SCHEMA = {
+    "type": "object", "additionalProperties": False, "required": ["id", "kind"],
+    "properties": {
+        "id": {"type": "integer", "minimum": 1, "maximum": 1000},
+        "kind": {"enum": ["A", "B"]},
+        "name": {"type": "string", "maxLength": 5},
+        "nested": {"type": "object", "properties": {"deep": {"type": "integer"}}, "required": ["deep"]},
+        "items": {"type": "array", "items": {"type": "object", "properties": {"v": {"type": "integer"}}}},
+        "doc": {},
+        "ratio": {"type": "number"},
+    },
+}
+MISMATCH_TYPE = nullable_struct(
+    ("id", LongType()), ("kind", StringType()), ("name", StringType()),
+    ("nested", nullable_struct(("deep", StringType()))),
+    ("items", ArrayType(nullable_struct(("v", StringType())))),
+    ("doc", StringType()), ("ratio", DoubleType()))
+GOOD = {"id": 5, "kind": "A", "name": "ok", "nested": {"deep": None}, "items": [], "doc": None, "ratio": 1.0}
+
+
+@pytest.mark.parametrize("change, path, reason", [
+    ({"id": 0}, "id", "less than the minimum of 1"),
+    ({"id": 1001}, "id", "greater than the maximum of 1000"),
+    ({"id": None}, "id", "None is not of type 'integer'"),
+    ({"kind": "C"}, "kind", "'C' is not one of ['A', 'B']"),
+    ({"kind": None}, "kind", "None is not one of ['A', 'B']"),
+    ({"name": "toolong"}, "name", "'toolong' is too long"),
+    ({"nested": {"deep": "x"}}, "nested.deep", "'x' is not of type 'integer'"),
+    ({"items": [{"v": None}, {"v": "1"}]}, "items[1].v", "'1' is not of type 'integer'"),
+    ({"doc": "{not json"}, "doc", "not JSON text"),
+    ({"ratio": float("nan")}, "ratio", "nan is not a JSON number"),
+])
+def test_a_value_that_does_not_fit_raises_row_mismatch_naming_the_field(change, path, reason):
+    encode = json_format.encoder(js(MISMATCH_SCHEMA), MISMATCH_TYPE, framed=True)
+    assert json.loads(encode({**GOOD, "nested": None})) == {"id": 5, "kind": "A", "name": "ok", "items": [],
+                                                            "doc": None, "ratio": 1.0}
+    with pytest.raises(RowMismatch) as e:
+        encode({**GOOD, "nested": None, **change})
+    assert e.value.path == path
+    assert reason in e.value.reason
+    assert str(e.value).startswith(f"field '{path}': ")
+
+
+def test_missing_required_and_unknown_fields_name_the_field():
+    schema = js(MISMATCH_SCHEMA)
+    without_kind = nullable_struct(("id", LongType()))
+    with pytest.raises(RowMismatch) as e:
+        json_format.encoder(schema, without_kind, framed=True)({"id": 3})
+    assert (e.value.path, e.value.reason) == ("kind", "a required property is missing")
+    with pytest.raises(RowMismatch) as e:
+        json_format.encoder(schema, MISMATCH_TYPE, framed=True)({**GOOD, "nested": {"deep": None}})
+    assert (e.value.path, e.value.reason) == ("nested.deep", "None is not of type 'integer'")
+    extra = nullable_struct(("id", LongType()), ("kind", StringType()), ("surplus", LongType()))
+    encode = json_format.encoder(schema, extra, framed=True)
+    assert encode({"id": 3, "kind": "B", "surplus": None}) == b'{"id":3,"kind":"B"}'  # a null extra is left out
+    with pytest.raises(RowMismatch) as e:
+        encode({"id": 3, "kind": "B", "surplus": 1})
+    assert (e.value.path, e.value.reason) == ("surplus", "the schema allows no such property")
+
+
+def test_encoder_output_is_read_by_json_deserializer(registry):
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    text, _ = json_format.schema_for(ROW_TYPE, name="Row", namespace="")
+    schema_id = registry.register_schema("rows-value", Schema(text, "JSON"))
+    writer = parse("JSON", registry.get_schema(schema_id).schema_str)
+    encode = json_format.encoder(writer, ROW_TYPE, framed=True)
+    rows = [ROW, {**{k: None for k in ROW}, "id": -1, "ok": False}]
+    records = [b"\x00" + struct.pack(">I", schema_id) + encode(pylist(row, ROW_TYPE)) for row in rows]
+    context = SerializationContext("rows", MessageField.VALUE)
+    deserializer = JSONDeserializer(None, schema_registry_client=registry)
+    assert [deserializer(r, context) for r in records] == [
+        {**ROW_DOC, "price": float(ROW_DOC["price"])}, {**{k: None for k in ROW}, "id": -1, "ok": False}]
