@@ -458,3 +458,171 @@ def test_corrupt_union_index_and_utf8_raise():
         decode(b"\x06\x02a")  # branch 3 of 2
     with pytest.raises(Exception):
         decode(b"\x02\x02\xff")  # not UTF-8
+
+
+# ------------------------------------------------------------------ encoder
+
+
+def arrow_row(value, spark):
+    """What the sink hands the encoder: pyarrow's to_pylist() of the row."""
+    return to_arrow(value, spark).to_pylist()[0]
+
+
+def test_encoder_round_trips_every_construct_through_fastavro():
+    schema = avro_schema(ALL)
+    encode = A.encoder(schema, ALL_SPARK, framed=True)
+    rows = [arrow_row(expected_value(), ALL_SPARK),
+            arrow_row(expected_value(u={"member0": 5, "member1": None, "member2": None}, nu=None, ns=None,
+                                     sn="x", fd=None, ndate=dt.date(2020, 2, 29), nrec=None, arr=[], m={}),
+                      ALL_SPARK)]
+    assert isinstance(rows[0]["m"], list) and rows[0]["tsm"].tzinfo is not None  # what the sink really gives
+    first, second = (fastavro_read(ALL, encode(row)) for row in rows)
+    assert first == fastavro_read(ALL, fastavro_bytes(ALL, full_record()))
+    assert first["uid"] == UID and first["tm"] == dt.time(1, 2, 3, 4000) and first["tsm"] == TSM
+    assert (second["u"], second["nu"], second["ns"], second["fd"], second["ndate"], second["nrec"]) == (
+        5, None, None, None, dt.date(2020, 2, 29), None)
+    # and our own decoder reads back exactly what it was given
+    decode = A.decoder(schema, None, framed=True)
+    assert [decode(encode(row)) for row in rows] == [
+        expected_value(), expected_value(u={"member0": 5, "member1": None, "member2": None}, nu=None, ns=None,
+                                         sn="x", fd=None, ndate=dt.date(2020, 2, 29), nrec=None, arr=[], m={})]
+
+
+def test_encoder_output_is_read_by_confluent_avro_deserializer(registry):
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    schema_id = registry.register_schema("sink-value", Schema(json.dumps(V2), "AVRO"))
+    v2 = avro_schema(V2)
+    spark = A.spark_type(v2)
+    # the DataFrame's struct in another order than the schema: fields go by name
+    shuffled = StructType(list(reversed(spark.fields)))
+    at = dt.datetime(2024, 3, 1, 12, 0, 0, 250000, tzinfo=UTC)
+    row = arrow_row({"day": dt.date(2024, 3, 1), "fee": Decimal("1.5"), "channel": "APP", "tags": ["x", "y"],
+                     "at": at, "amount": Decimal("-7.25"), "id": 99}, shuffled)
+    payload = A.encoder(v2, shuffled, framed=True)(row)
+    message = b"\x00" + struct.pack(">I", schema_id) + payload
+    value = AvroDeserializer(registry)(message, SerializationContext("sink", MessageField.VALUE))
+    assert value == {"id": 99, "amount": Decimal("-7.25"), "at": at, "tags": ["x", "y"], "channel": "APP",
+                     "fee": Decimal("1.50"), "day": dt.date(2024, 3, 1)}
+
+
+def test_encoder_fills_defaults_of_fields_the_struct_lacks():
+    v2 = avro_schema(V2)
+    partial = StructType([f for f in A.spark_type(v2).fields if f.name not in ("channel", "fee", "day")])
+    at = dt.datetime(2024, 1, 1, tzinfo=UTC)
+    payload = A.encoder(v2, partial, framed=False)(
+        arrow_row({"id": 1, "amount": Decimal("0.10"), "at": at, "tags": []}, partial))
+    assert fastavro_read(V2, payload) == {"id": 1, "amount": Decimal("0.10"), "at": at, "tags": [],
+                                          "channel": "WEB", "fee": Decimal("1.00"), "day": dt.date(1970, 1, 2)}
+
+
+@pytest.mark.parametrize("change, path, reason", [
+    (dict(i=2**31), "i", "out of range"),
+    (dict(l=None), "l", "null in a non-nullable field"),
+    (dict(s=5), "s", "expected a string"),
+    (dict(b=1), "b", "expected a boolean"),
+    (dict(e="CLUB"), "e", "unknown enum symbol 'CLUB'"),
+    (dict(fx=b"abc"), "fx", "fixed of size 4 given 3 bytes"),
+    (dict(dec=Decimal("1234567.891")), "dec", "does not fit decimal(9,3)"),
+    (dict(dec=Decimal("1.2345")), "dec", "more than 3 digits"),
+    (dict(rec={"x": None}), "rec.x", "null in a non-nullable field"),
+    (dict(rec={}), "rec.x", "missing required field"),
+    (dict(arr=[1, 2**63]), "arr.element", "out of range"),
+    (dict(m=[("k", None)]), "m.value", "null in a non-nullable field"),
+    (dict(m=[(1, 2.0)]), "m.key", "map keys must be strings"),
+    (dict(u={"member0": None, "member1": None, "member2": None}), "u", "no member of the union is set"),
+    (dict(u={"member0": None, "member1": None, "member2": {"x": 2**40}}), "u.x", "out of range"),
+    (dict(tsm="2024-01-01"), "tsm", "expected a timestamp"),
+    (dict(date=5.5), "date", "expected a date"),
+])
+def test_encoder_row_mismatch_names_the_field(change, path, reason):
+    encode = A.encoder(avro_schema(ALL), ALL_SPARK, framed=True)
+    row = arrow_row(expected_value(), ALL_SPARK)
+    row.update(change)
+    with pytest.raises(RowMismatch) as error:
+        encode(row)
+    assert error.value.path == path
+    assert reason in error.value.reason
+    assert f"field '{path}'" in str(error.value)
+
+
+def test_encoder_missing_top_level_field_and_null_row():
+    encode = A.encoder(avro_schema(V1), A.spark_type(avro_schema(V1)), framed=True)
+    with pytest.raises(RowMismatch) as error:
+        encode({"id": 1, "at": dt.datetime(2024, 1, 1, tzinfo=UTC), "tags": []})
+    assert error.value.path == "amount"
+    with pytest.raises(RowMismatch, match="null"):
+        encode(None)
+
+
+# ------------------------------------------------------------------ schema_for (spark-avro's toAvroType)
+
+
+def test_schema_for_derives_spark_avros_schema():
+    spark = StructType([
+        StructField("id", LongType(), False),
+        StructField("small", ShortType(), False),
+        StructField("name", StringType(), True),
+        StructField("price", DecimalType(10, 2), True),
+        StructField("day", DateType(), False),
+        StructField("at", TimestampType(), True),
+        StructField("local", TimestampNTZType(), False),
+        StructField("blob", BinaryType(), False),
+        StructField("ratio", FloatType(), False),
+        StructField("ok", BooleanType(), False),
+        StructField("tags", ArrayType(StringType(), True), False),
+        StructField("attrs", MapType(StringType(), DoubleType(), False), True),
+        StructField("inner", StructType([StructField("x", IntegerType(), False),
+                                         StructField("amount", DecimalType(38, 0), False)]), True),
+        StructField("took", DayTimeIntervalType(0, 3), False),
+    ])
+    text, message = A.schema_for(spark, name="topLevelRecord", namespace="")
+    assert message is None
+    assert json.loads(text) == {"type": "record", "name": "topLevelRecord", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "small", "type": "int"},
+        {"name": "name", "type": ["string", "null"]},
+        {"name": "price", "type": [{"type": "fixed", "name": "fixed", "namespace": "topLevelRecord.price",
+                                    "size": 5, "logicalType": "decimal", "precision": 10, "scale": 2}, "null"]},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "at", "type": [{"type": "long", "logicalType": "timestamp-micros"}, "null"]},
+        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+        {"name": "blob", "type": "bytes"},
+        {"name": "ratio", "type": "float"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "tags", "type": {"type": "array", "items": ["string", "null"]}},
+        {"name": "attrs", "type": [{"type": "map", "values": "double"}, "null"]},
+        {"name": "inner", "type": [{"type": "record", "name": "inner", "namespace": "topLevelRecord", "fields": [
+            {"name": "x", "type": "int"},
+            {"name": "amount", "type": {"type": "fixed", "name": "fixed", "namespace": "topLevelRecord.inner.amount",
+                                        "size": 16, "logicalType": "decimal", "precision": 38, "scale": 0}}]},
+            "null"]},
+        {"name": "took", "type": {"type": "long", "spark.sql.catalyst.type": "interval day to second"}},
+    ]}
+    parsed = parse("AVRO", text)  # the registry accepts it
+    back = A.spark_type(parsed)
+    # spark-avro's round trip: the same type, except that ShortType comes back as IntegerType
+    expected = StructType([StructField(f.name, IntegerType(), False) if f.name == "small" else f
+                           for f in spark.fields])
+    assert back == expected
+    row = {"id": 1, "small": 2, "name": None, "price": Decimal("3.10"), "day": dt.date(2020, 1, 1),
+           "at": dt.datetime(2020, 1, 1, 0, 0, 0, 1, tzinfo=UTC), "local": dt.datetime(2020, 1, 1, 5),
+           "blob": b"\x00", "ratio": 0.5, "ok": False, "tags": ["a", None], "attrs": None,
+           "inner": {"x": 3, "amount": Decimal(10) ** 37}, "took": dt.timedelta(days=1, microseconds=5)}
+    payload = A.encoder(parsed, spark, framed=False)(arrow_row(row, spark))
+    assert A.decoder(parsed, None, framed=False)(payload) == dict(
+        row, took=86400000005, local=dt.datetime(2020, 1, 1, 5))
+
+
+def test_schema_for_with_namespace_and_refusals():
+    text, _ = A.schema_for(StructType([StructField("v", StructType([StructField("d", DecimalType(5, 1))]))]),
+                           name="Value", namespace="com.acme")
+    assert json.loads(text) == {"type": "record", "name": "Value", "namespace": "com.acme", "fields": [
+        {"name": "v", "type": [{"type": "record", "name": "v", "namespace": "com.acme.Value", "fields": [
+            {"name": "d", "type": [{"type": "fixed", "name": "fixed", "namespace": "com.acme.Value.v.d",
+                                    "size": 3, "logicalType": "decimal", "precision": 5, "scale": 1},
+                                   "null"]}]}, "null"]}]}
+    assert parse("AVRO", text).name == "com.acme.Value"
+    with pytest.raises(ValueError, match="string keys"):
+        A.schema_for(StructType([StructField("m", MapType(LongType(), LongType()))]), name="r", namespace="")
