@@ -29,6 +29,10 @@ _HEADER = struct.Struct(">bI")
 _MAGIC = 0
 
 
+def _not_uniform():
+    raise _BadRecord("another schema id")
+
+
 class MalformedRecordError(RuntimeError):
     """A record cannot be decoded (FAILFAST): names topic, partition, offset and schema id."""
 
@@ -91,6 +95,9 @@ class ColumnDecoder:
         """Arrays for ``payloads`` (bytes or None): {side: typed, <side>SchemaId: int32, _corrupt_<side>: binary}
         (the last in PERMISSIVE mode only). ``where(i)`` describes record i (topic, partition, offset)."""
         import pyarrow as pa
+        fast = self._decode_uniform(payloads)
+        if fast is not None:
+            return fast
         values, ids = [], []
         corrupt = [] if self.permissive else None
         framed = self.resolved.framed
@@ -129,6 +136,38 @@ class ColumnDecoder:
             arrays[f"{self.side}SchemaId"] = pa.array(ids, type=pa.int32())
         if corrupt is not None:
             arrays[f"_corrupt_{self.side}"] = pa.array(corrupt, type=pa.binary())
+        return arrays
+
+    def _decode_uniform(self, payloads: list) -> dict | None:
+        """The common case in one comprehension: every payload framed with the same, known schema id (or, bare,
+        every payload present) and every one decodable. None sends the fetch through the per-record path,
+        which handles nulls, several ids and bad records."""
+        import pyarrow as pa
+        if not payloads:
+            return None
+        try:
+            if self.resolved.framed:
+                first = payloads[0]
+                if first is None or len(first) < 5 or first[0] != _MAGIC:
+                    return None
+                header = bytes(first[:5])
+                schema_id = _HEADER.unpack_from(header)[1]
+                decode = self._decoders.get(schema_id)
+                if decode is None:
+                    return None
+                values = [decode(raw[5:]) if raw[:5] == header else _not_uniform() for raw in payloads]
+            else:
+                decode = self._bare
+                values = [decode(raw) for raw in payloads]
+            typed = pa.array(values, type=self._arrow_type)
+        except Exception:  # noqa: BLE001 - a null, another id or a bad record: the per-record path says which
+            return None
+        n = len(payloads)
+        arrays = {self.side: typed}
+        if self.resolved.framed:
+            arrays[f"{self.side}SchemaId"] = pa.repeat(pa.scalar(schema_id, type=pa.int32()), n)
+        if self.permissive:
+            arrays[f"_corrupt_{self.side}"] = pa.nulls(n, pa.binary())
         return arrays
 
     def _bad(self, exc, raw, schema_id, i, where, values, ids, corrupt) -> None:
