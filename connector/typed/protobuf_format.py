@@ -625,7 +625,7 @@ def _message_filler(data_type: DataType, message, path: str) -> Callable[[object
     required = [fd.name for fd in message.fields if _is_required(fd) and fd.name not in matched]
     if required:
         raise RowMismatch(f"{path}.{required[0]}" if path else required[0],
-                          f"the protobuf field is required and the struct has no such field")
+                          "the protobuf field is required and the struct has no such field")
     required_names = {fd.name for fd in message.fields if _is_required(fd)}
 
     def fill(msg, value, path_unused=None):

@@ -6,16 +6,15 @@ import struct
 
 import pyarrow as pa
 import pytest
-from google.protobuf import descriptor_pool, message_factory
 from pyspark.sql.types import (
     ArrayType, BinaryType, BooleanType, DateType, DayTimeIntervalType, DecimalType, DoubleType, FloatType,
     IntegerType, LongType, MapType, StringType, StructField, StructType, TimestampType,
 )
 
 from broker_sim.registry.types import parse
-from broker_sim.registry.types.protobuf import WELL_KNOWN_FILES
 from connector.typed import RowMismatch, arrow_type
 from connector.typed import protobuf_format as pf
+from schema_samples import compiled_proto as compiled
 
 UTC = datetime.timezone.utc
 
@@ -83,38 +82,6 @@ EVERYTHING_TYPE = StructType([
     StructField("times", ArrayType(TimestampType(), containsNull=False)),
     StructField("stamps", MapType(StringType(), TimestampType(), valueContainsNull=False)),
 ])
-
-
-def compiled(text: str, file_name: str, references=None):
-    """The ParsedSchema of ``text`` and a function from a full message name to a generated message class
-    (a fresh pool holding the well-known files and the schema as ``file_name``, as protoc output would)."""
-    parsed = parse("PROTOBUF", text, references)
-    pool = descriptor_pool.DescriptorPool()
-    added = set()
-
-    def add(path):
-        if path in added:
-            return
-        for dependency in WELL_KNOWN_FILES[path].dependency:
-            add(dependency)
-        pool.Add(WELL_KNOWN_FILES[path])
-        added.add(path)
-    for path, ref in parsed.model.dependencies:
-        for dependency in ref.model.file.dependency:
-            if dependency in WELL_KNOWN_FILES:
-                add(dependency)
-        file = type(ref.model.file)()
-        file.CopyFrom(ref.model.file)
-        file.name = path
-        pool.Add(file)
-    for dependency in parsed.model.file.dependency:
-        if dependency in WELL_KNOWN_FILES:
-            add(dependency)
-    file = type(parsed.model.file)()
-    file.CopyFrom(parsed.model.file)
-    file.name = file_name
-    pool.Add(file)
-    return parsed, lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
 
 
 EVERYTHING_SCHEMA, everything_class = compiled(EVERYTHING, "acme/typed/everything.proto")

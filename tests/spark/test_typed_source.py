@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import struct
+import tempfile
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
-from spark_helpers import batch, create_topic, run_available_now, stream
+from spark_helpers import batch, create_topic, stream
 from typed_samples import (AVRO_SPARK_TYPE, AVRO_V1, AVRO_V2, avro_event, expected_avro_row, produce_raw,
                            produce_serialized, typed_rows)
 
@@ -71,7 +72,7 @@ def test_stream_read_gives_the_same_typed_rows(spark, pylog_broker, avro_topic):
         seen.extend(typed_rows(batch_df))
 
     query = (df.writeStream.foreachBatch(collect).trigger(availableNow=True)
-             .option("checkpointLocation", str(pytest.importorskip("tempfile").mkdtemp())).start())
+             .option("checkpointLocation", tempfile.mkdtemp(prefix="pylog-ckpt-")).start())
     assert query.awaitTermination(120)
     assert query.exception() is None
     assert sorted(seen, key=lambda r: r["id"]) == [expected_avro_row(i, v2=i >= 4) for i in range(8)]
