@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import datetime as _dt
 import decimal
 import json
@@ -65,21 +66,34 @@ _ANNOTATIONS = frozenset(("$schema", "$id", "id", "title", "description", "defau
 class _Shape:
     """What one schema node means for Spark: ``kind`` (see the module doc), whether the schema admits null,
     and for a struct its ``fields`` (name, shape, required), for an array/map its ``element`` shape; for a
-    struct also ``extra`` (the shape of its additional properties, when a schema gives them)."""
+    struct also ``extra`` (the shape of its additional properties, when a schema gives them) and ``closed``
+    (additionalProperties false).
+
+    ``exact``: the shape says everything the schema (and all below it) asks of a value — only ``type``,
+    ``properties``, ``required``, ``additionalProperties``, ``items``, a union with null, ``$ref`` and
+    annotations — so ``_fits`` decides validity without jsonschema (the encoder's fast path)."""
 
     kind: str
     nullable: bool = False
     fields: list[tuple[str, _Shape, bool]] = field(default_factory=list)
     element: _Shape | None = None
     extra: _Shape | None = None
+    closed: bool = False
+    exact: bool = False
+    symbols: frozenset[str] | None = None  # a string enum's values (None in it: ``nullable``)
 
-    def with_null(self) -> _Shape:
-        if self.nullable:
-            return self
-        return _Shape(self.kind, True, self.fields, self.element, self.extra)
+    def with_null(self, exact: bool | None = None) -> _Shape:
+        return dataclasses.replace(self, nullable=True, exact=self.exact if exact is None else exact)
+
+    def inexact(self) -> _Shape:
+        return dataclasses.replace(self, exact=False)
 
 
-_JSON = _Shape("json", nullable=True)
+_ANY = _Shape("json", nullable=True, exact=True)  # {} / true: anything, as its JSON text
+_JSON = _Shape("json", nullable=True)  # constraints no single Spark type holds (e.g. a recursive $ref)
+# keywords jsonschema does not check (without a format checker), beside those ``exact`` shapes account for
+_UNCHECKED = _ANNOTATIONS | {"format", "contentEncoding", "contentMediaType"}
+_TYPED_KEYWORDS = {"type", "properties", "required", "additionalProperties", "items"}
 
 
 def _shape_of(schema) -> _Shape:
@@ -100,11 +114,13 @@ class _Walker:
         self.keep: list[Any] = []  # resolved nodes stay alive, so their ids stay unique
 
     def shape(self, node: Any, resolver: Any, spec: Any) -> _Shape:
+        siblings = False  # keywords beside a $ref (draft 2019-09 on applies them too): no fast path
         for _ in range(64):
             if not (isinstance(node, dict) and isinstance(node.get("$ref"), str)):
                 break
             if id(node) in self.on_path:
                 return _JSON
+            siblings = siblings or not set(node) - {"$ref"} <= _ANNOTATIONS
             if isinstance(node.get("$id"), str):
                 resolver = resolver.in_subresource(spec.create_resource(node))
             resolved = resolver.lookup(node["$ref"])
@@ -112,17 +128,21 @@ class _Walker:
             self.keep.append(node)
         else:
             return _JSON
-        if node is True or node is False or not isinstance(node, dict):
-            return _JSON
-        if id(node) in self.on_path:
+        if node is True or (isinstance(node, dict) and set(node) <= _UNCHECKED):
+            shape = _ANY
+        elif not isinstance(node, dict):
+            shape = _JSON  # false: no value fits
+        elif id(node) in self.on_path:
             return _JSON  # recursion: a Spark type cannot nest itself
-        if isinstance(node.get("$id"), str):
-            resolver = resolver.in_subresource(spec.create_resource(node))
-        self.on_path.add(id(node))
-        try:
-            return self._classify(node, resolver, spec)
-        finally:
-            self.on_path.discard(id(node))
+        else:
+            if isinstance(node.get("$id"), str):
+                resolver = resolver.in_subresource(spec.create_resource(node))
+            self.on_path.add(id(node))
+            try:
+                shape = self._classify(node, resolver, spec)
+            finally:
+                self.on_path.discard(id(node))
+        return shape.inexact() if siblings and shape.exact else shape
 
     def _classify(self, node: dict, resolver: Any, spec: Any) -> _Shape:
         types = node.get("type")
@@ -134,63 +154,81 @@ class _Walker:
             inferred = _implied_type(node)
             if inferred is not None:
                 types = [inferred]
+                if "type" not in node:  # "properties" alone also accepts non-objects: no fast path
+                    return self._typed(inferred, node, resolver, spec).inexact()
         if types is not None:
             nullable = "null" in types
             rest = [t for t in types if t != "null"]
             if len(rest) == 1:
                 shape = self._typed(rest[0], node, resolver, spec)
             elif rest and set(rest) <= {"integer", "number"}:
-                shape = _Shape("double")
+                shape = _Shape("double", exact=True)
             else:
                 shape = _Shape("json")
+            if "enum" in node and shape.kind == "string":
+                symbols = _string_enum(node)
+                nullable = nullable and (symbols is None or None in node["enum"])
+                shape = dataclasses.replace(shape, symbols=symbols, exact=shape.exact and symbols is not None)
+            if not set(node) <= _UNCHECKED | _TYPED_KEYWORDS | ({"enum"} if shape.symbols is not None else set()):
+                shape = shape.inexact()
             return shape.with_null() if nullable else shape
         for combiner in ("oneOf", "anyOf"):
             members = node.get(combiner)
             if isinstance(members, list) and members:
-                return self._union([self.shape(m, resolver, spec) for m in members], members)
+                shape = self._union([self.shape(m, resolver, spec) for m in members], members)
+                return shape if set(node) <= _UNCHECKED | {combiner} else shape.inexact()
         members = node.get("allOf")
         if isinstance(members, list) and members:
             return self._all_of([self.shape(m, resolver, spec) for m in members])
         for key in ("enum", "const"):
             if key in node:
                 values = node[key] if key == "enum" and isinstance(node[key], list) else [node[key]]
-                return _shape_of_values(values)
-        return _Shape("json", nullable=True)
+                shape = _shape_of_values(values)
+                symbols = _string_enum(node) if key == "enum" else None
+                if symbols is not None and set(node) <= _UNCHECKED | {"enum"}:
+                    shape = dataclasses.replace(shape, symbols=symbols, exact=True)
+                return shape
+        return _JSON
 
     def _typed(self, type_name: str, node: dict, resolver: Any, spec: Any) -> _Shape:
         if type_name == "string":
             fmt = node.get("format")
             if fmt == "date-time":
-                return _Shape("timestamp")
+                return _Shape("timestamp", exact=True)
             if fmt == "date":
-                return _Shape("date")
+                return _Shape("date", exact=True)
             if node.get("contentEncoding") == "base64":
-                return _Shape("binary")
-            return _Shape("string")
+                return _Shape("binary", exact=True)
+            return _Shape("string", exact=True)
         if type_name == "integer":
-            return _Shape("long")
+            return _Shape("long", exact=True)
         if type_name == "number":
-            return _Shape("double")
+            return _Shape("double", exact=True)
         if type_name == "boolean":
-            return _Shape("boolean")
+            return _Shape("boolean", exact=True)
         if type_name == "array":
             items = node.get("items")
             if isinstance(items, (dict, bool)) and "prefixItems" not in node:
-                return _Shape("array", element=self.shape(items, resolver, spec).with_null())
-            return _Shape("array", element=_JSON)  # no items, or a tuple: each element as JSON text
+                return _Shape("array", element=self.shape(items, resolver, spec), exact=True)
+            if "items" not in node and "prefixItems" not in node:
+                return _Shape("array", element=_ANY, exact=True)
+            return _Shape("array", element=_JSON)  # a tuple: each element as JSON text
         if type_name == "object":
             return self._object(node, resolver, spec)
         return _Shape("json")  # "null" alone, or an unknown type name
 
     def _object(self, node: dict, resolver: Any, spec: Any) -> _Shape:
         additional = node.get("additionalProperties")
-        extra = self.shape(additional, resolver, spec).with_null() if isinstance(additional, dict) else None
+        extra = self.shape(additional, resolver, spec) if isinstance(additional, dict) else None
         properties = node.get("properties")
         if isinstance(properties, dict):
             required = node.get("required") if isinstance(node.get("required"), list) else []
             fields = [(name, self.shape(sub, resolver, spec), name in required) for name, sub in properties.items()]
-            return _Shape("struct", fields=fields, extra=extra)
-        values = list(node.get("patternProperties").values()) if isinstance(node.get("patternProperties"), dict) else []
+            exact = (all(sub.exact for _, sub, _ in fields) and (extra is None or extra.exact)
+                     and all(name in properties for name in required))
+            return _Shape("struct", fields=fields, extra=extra, closed=additional is False, exact=exact)
+        patterns = node.get("patternProperties")
+        values = list(patterns.values()) if isinstance(patterns, dict) else []
         value_shapes = [self.shape(v, resolver, spec) for v in values]
         if extra is not None:
             value_shapes.append(extra)
@@ -198,13 +236,17 @@ class _Walker:
             return _Shape("json")  # any object: its JSON text
         first = value_shapes[0]
         if all(_same_type(first, other) for other in value_shapes[1:]):
-            return _Shape("map", element=first.with_null())
+            exact = not values and not node.get("required") and first.exact
+            return _Shape("map", element=first, exact=exact)
         return _Shape("map", element=_JSON)
 
     def _union(self, shapes: list[_Shape], members: list[Any]) -> _Shape:
-        nullable = any(_is_null_schema(m) for m in members)
-        rest = [s for s, m in zip(shapes, members) if not _is_null_schema(m)]
-        nullable = nullable or any(s.nullable for s in rest)
+        nulls = [_is_null_schema(m) for m in members]
+        rest = [s for s, is_null in zip(shapes, nulls) if not is_null]
+        nullable = any(nulls) or any(s.nullable for s in rest)
+        # exact: [null, T] with T not admitting null itself (oneOf would refuse a null both accept)
+        exact = (len(members) == 2 and len(rest) == 1 and rest[0].exact and not rest[0].nullable
+                 and all(set(m) <= _UNCHECKED | {"type"} for m, is_null in zip(members, nulls) if is_null))
         if len(rest) == 1:
             shape = rest[0]
         elif rest and all(s.kind in ("long", "double") for s in rest):
@@ -213,13 +255,13 @@ class _Walker:
             shape = rest[0]
         else:
             shape = _Shape("json")
-        return shape.with_null() if nullable else shape
+        return shape.with_null(exact) if nullable else shape.inexact()
 
     @staticmethod
     def _all_of(shapes: list[_Shape]) -> _Shape:
         typed = [s for s in shapes if s.kind != "json"]
         if len(typed) == 1:
-            return typed[0]
+            return typed[0].inexact()
         if typed and all(s.kind == "struct" for s in typed):
             fields, seen = [], {}
             for s in typed:
@@ -241,6 +283,14 @@ def _implied_type(node: dict) -> str | None:
         return "object"
     if "items" in node or "prefixItems" in node:
         return "array"
+    return None
+
+
+def _string_enum(node: dict) -> frozenset[str] | None:
+    """The symbols of an enum of strings (and perhaps null), else None."""
+    values = node.get("enum")
+    if isinstance(values, list) and values and all(type(v) is str or v is None for v in values):
+        return frozenset(v for v in values if v is not None)
     return None
 
 
@@ -698,6 +748,57 @@ def _mismatch(error) -> RowMismatch:
     return RowMismatch(_path_text(parts), reason)
 
 
+def _fitter(shape: _Shape) -> Callable[[Any], bool]:
+    """For an ``exact`` shape: whether a document (as the writer builds it) is valid against the schema —
+    exactly what jsonschema answers, or False where unsure (jsonschema then decides and explains)."""
+    nullable = shape.nullable
+    kind = shape.kind
+    if shape.symbols is not None:
+        symbols = shape.symbols
+        return (lambda v: v in symbols if type(v) is str else nullable and v is None)
+    if kind in ("string", "timestamp", "date", "binary"):
+        return (lambda v: type(v) is str or v is None) if nullable else (lambda v: type(v) is str)
+    if kind == "long":
+        return (lambda v: type(v) is int or v is None) if nullable else (lambda v: type(v) is int)
+    if kind == "double":
+        numbers = (int, float, _Exact)
+        return (lambda v: type(v) in numbers or v is None) if nullable else (lambda v: type(v) in numbers)
+    if kind == "boolean":
+        return (lambda v: type(v) is bool or v is None) if nullable else (lambda v: type(v) is bool)
+    if kind == "json":
+        return lambda v: True  # {} / true
+    if kind == "array":
+        element = _fitter(shape.element)
+        return lambda v: (type(v) is list and all(map(element, v))) or (nullable and v is None)
+    if kind == "map":
+        element = _fitter(shape.element)
+        return lambda v: (type(v) is dict and all(map(element, v.values()))) or (nullable and v is None)
+    if kind == "struct":
+        fits = {name: _fitter(sub) for name, sub, _ in shape.fields}
+        required = tuple(name for name, _, is_required in shape.fields if is_required)
+        closed = shape.closed
+        extra = _fitter(shape.extra) if shape.extra is not None else None
+
+        def fit(v):
+            if type(v) is not dict:
+                return nullable and v is None
+            for name in required:
+                if name not in v:
+                    return False
+            for name, x in v.items():
+                check = fits.get(name)
+                if check is None:
+                    if closed:
+                        return False
+                    if extra is not None and not extra(x):
+                        return False
+                elif not check(x):
+                    return False
+            return True
+        return fit
+    raise AssertionError(kind)  # pragma: no cover
+
+
 def _validator(schema):
     import jsonschema
     from jsonschema.validators import validator_for
@@ -713,17 +814,19 @@ def encoder(schema, data_type, *, framed: bool, message_name: str | None = None)
     if message_name is not None:
         raise ValueError("a message name applies to protobuf schemas only, not JSON Schema")
     import jsonschema.exceptions
-    convert = _writer(_shape_of(schema), data_type, "")
+    shape = _shape_of(schema)
+    convert = _writer(shape, data_type, "")
+    fits = _fitter(shape) if shape.exact else (lambda doc: False)
     validator = _validator(schema)
     exact = _has_decimal(data_type)
     best_match = jsonschema.exceptions.best_match
 
     def encode(value: Any) -> bytes:
         doc = convert(value)
-        plain = _plain(doc) if exact else doc
-        first = next(validator.iter_errors(plain), None)
-        if first is not None:
-            raise _mismatch(best_match(validator.iter_errors(plain)))
+        if not fits(doc):  # the schema asks more than types and properties, or the document does not fit
+            plain = _plain(doc) if exact else doc
+            if next(validator.iter_errors(plain), None) is not None:
+                raise _mismatch(best_match(validator.iter_errors(plain)))
         return (_dumps_exact(doc) if exact else _dumps(doc)).encode("utf-8")
 
     return encode

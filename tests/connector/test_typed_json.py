@@ -593,3 +593,76 @@ def test_encoder_output_is_read_by_json_deserializer(registry):
     deserializer = JSONDeserializer(None, schema_registry_client=registry)
     assert [deserializer(r, context) for r in records] == [
         {**ROW_DOC, "price": float(ROW_DOC["price"])}, {**{k: None for k in ROW}, "id": -1, "ok": False}]
+
+
+# ------------------------------------------------------------------- the encoder's fast path vs jsonschema
+
+EXACT_SCHEMAS = [
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": ["string", "null"]},
+                                      "c": {"type": "array", "items": {"type": "number"}}},
+     "required": ["a"], "additionalProperties": False},
+    {"type": "object", "properties": {"k": {"oneOf": [{"type": "null"}, {"type": "boolean"}]},
+                                      "e": {"type": "string", "enum": ["A", "B"]},
+                                      "en": {"enum": ["X", None]}},
+     "additionalProperties": {"type": "integer"}},
+    {"type": "object", "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+    {"type": "array", "items": {"$ref": "#/definitions/P"},
+     "definitions": {"P": {"type": "object", "properties": {"x": {"type": ["integer", "number"]}, "any": {}},
+                           "required": ["x", "any"]}}},
+    {"type": ["string", "null"], "enum": ["A", "B"]},
+    json.loads(json_format.schema_for(ROW_TYPE, name="Row", namespace="")[0]),
+]
+INEXACT_SCHEMAS = [
+    {"type": "integer", "minimum": 1},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}},
+    {"properties": {"a": {"type": "string"}}},  # no "type": non-objects fit too
+    {"oneOf": [{"type": "null"}, {}]},  # oneOf refuses null, which both members accept
+    {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]},
+    {"type": "object", "properties": {"a": {"$ref": "#/definitions/A", "minLength": 1}},
+     "definitions": {"A": {"type": "string"}}, "$schema": "https://json-schema.org/draft/2020-12/schema"},
+    {"enum": [1, 2]},
+    {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
+]
+
+
+def test_exact_shapes_are_those_with_only_types_and_properties():
+    assert [json_format._shape_of(js(s)).exact for s in EXACT_SCHEMAS] == [True] * len(EXACT_SCHEMAS)
+    assert [json_format._shape_of(js(s)).exact for s in INEXACT_SCHEMAS] == [False] * len(INEXACT_SCHEMAS)
+
+
+def _has_integral_float(doc) -> bool:
+    if isinstance(doc, float):
+        return doc.is_integer()
+    if isinstance(doc, dict):
+        return any(_has_integral_float(v) for v in doc.values())
+    if isinstance(doc, list):
+        return any(_has_integral_float(v) for v in doc)
+    return False
+
+
+def _documents():
+    from hypothesis import strategies as st
+    scalars = (st.none() | st.booleans() | st.integers(-5, 5) | st.floats(-3, 3, allow_nan=False)
+               | st.sampled_from(["A", "B", "X", "x", "2024-01-01"]))
+    keys = st.sampled_from(["a", "b", "c", "k", "e", "en", "x", "any", "z", "id", "ok", "tags", "inner"])
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=5),
+                        max_leaves=12)
+
+
+@pytest.mark.parametrize("index", range(len(EXACT_SCHEMAS)))
+def test_the_fast_path_answers_as_jsonschema_does(index):
+    from hypothesis import given, settings
+    schema = js(EXACT_SCHEMAS[index])
+    fits = json_format._fitter(json_format._shape_of(schema))
+    validator = json_format._validator(schema)
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(_documents())
+    def check(doc):
+        valid = validator.is_valid(doc)
+        if fits(doc):
+            assert valid, doc
+        elif not _has_integral_float(doc):  # jsonschema's integer takes 2.0; the fast path leaves it to it
+            assert not valid, doc
+    check()
