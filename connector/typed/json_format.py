@@ -27,8 +27,11 @@ date-time) raises ``ValueError`` naming the field; ``null`` is accepted anywhere
 Writing (``encoder``): the row's value is turned into a JSON document guided by the shape (timestamps as
 RFC 3339, dates ISO, binary base64, decimals as exact JSON numbers, a ``json``-shaped string parsed back into
 the value it holds, a null property omitted unless the schema allows null or requires it), then validated
-against the whole schema with ``jsonschema`` (as Confluent's JSONSerializer does by default); the first
-violation becomes ``RowMismatch`` naming the field.
+against the whole schema (as Confluent's JSONSerializer does by default); the first violation becomes
+``RowMismatch`` naming the field.  A schema of only types, properties, ``required``, ``additionalProperties``,
+``items``, string enums, unions with null and ``$ref`` (what ``schema_for`` derives) is checked by the shape
+itself (``_fitter``, an order of magnitude faster); any other keyword, or a document the shape does not
+accept, goes to ``jsonschema``, which decides and explains.
 
 ``schema_for`` derives a draft-07 schema from a Spark struct: closed objects (``additionalProperties:
 false``, so adding an optional property later is backward compatible in Confluent's rules), non-nullable

@@ -83,8 +83,9 @@ EVERY_CONSTRUCT = {
     "definitions": {
         "Point": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
                   "required": ["x"]},
-        "Tree": {"type": "object", "properties": {"value": {"type": "integer"},
-                                                  "children": {"type": "array", "items": {"$ref": "#/definitions/Tree"}}}},
+        "Tree": {"type": "object", "properties": {
+            "value": {"type": "integer"},
+            "children": {"type": "array", "items": {"$ref": "#/definitions/Tree"}}}},
     },
     "$defs": {"Tag": {"type": "string"}},
 }
@@ -413,7 +414,8 @@ def test_schema_for_derives_a_closed_draft07_schema():
             "counts": opt({"type": "object", "additionalProperties": opt({"type": "integer"})}),
             "inner": opt({"type": "object",
                           "properties": {"a": {"type": "integer"},
-                                         "b": opt({"type": "array", "items": opt({"type": "string", "format": "date"})})},
+                                         "b": opt({"type": "array",
+                                                   "items": opt({"type": "string", "format": "date"})})},
                           "additionalProperties": False, "required": ["a"]}),
         },
         "additionalProperties": False,
