@@ -479,7 +479,7 @@ def decoder(reader, writer=None, *, framed: bool, message_name: str | None = Non
     loads = _loads
 
     def decode(payload: bytes) -> Any:
-        return convert(loads(payload.decode("utf-8") if type(payload) is not str else payload))
+        return convert(loads(str(payload, "utf-8")))  # bytes, bytearray or memoryview; strict UTF-8
 
     return decode
 

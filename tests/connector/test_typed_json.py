@@ -228,6 +228,8 @@ def test_date_time_decodes_to_a_utc_timestamp(text, expected):
 
 
 def test_top_level_scalars_and_json_text_decode():
+    framed_seven = memoryview(b"\x00\x00\x00\x00\x017")[5:]
+    assert json_format.decoder(js({"type": "integer"}), None, framed=True)(framed_seven) == 7
     assert json_format.decoder(js({"type": "integer"}), None, framed=False)(b" 42 ") == 42
     assert json_format.decoder(js({"type": "string"}), None, framed=False)("é".join('""').encode()) == "é"
     assert json_format.decoder(js({}), None, framed=False)(b'{"b": [1, 2.5, "\xc3\xa9"]}') == '{"b":[1,2.5,"é"]}'
