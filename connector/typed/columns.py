@@ -59,9 +59,23 @@ class ColumnDecoder:
         self._reader = resolved.parsed()
         self._arrow_type = arrow_type(resolved.spark_type())
         self._decoders: dict[int, object] = {}
+        self._bulk: dict[int, object] = {}   # schema id -> a compiled whole-column decoder, when the format has one
         self._bad_ids: dict[int, str] = {}
-        self._bare = None if resolved.framed else self._module.decoder(
-            self._reader, None, framed=False, message_name=resolved.spec.message_name)
+        self._bare = self._bare_bulk = None
+        if not resolved.framed:
+            self._bare = self._module.decoder(self._reader, None, framed=False,
+                                              message_name=resolved.spec.message_name)
+            self._bare_bulk = self._column_decoder(None, framed=False)
+
+    def _column_decoder(self, writer, *, framed: bool):
+        """The format's compiled decoder of a whole column (payloads -> one Arrow array), or None."""
+        build = getattr(self._module, "column_decoder", None)
+        if build is None:
+            return None
+        try:
+            return build(self._reader, writer, framed=framed)
+        except Exception:  # noqa: BLE001 - no compiled decoder for this pair: the per-record one serves
+            return None
 
     def _decoder_for(self, schema_id: int):
         found = self._decoders.get(schema_id)
@@ -88,6 +102,7 @@ class ColumnDecoder:
         except Exception as exc:  # noqa: BLE001 - a writer schema the reader cannot resolve: bad records
             self._bad_ids[schema_id] = f"schema id {schema_id} cannot be read with the reader schema: {exc}"
             raise _BadRecord(self._bad_ids[schema_id], schema_id) from None
+        self._bulk[schema_id] = self._column_decoder(writer, framed=True)
         self._decoders[schema_id] = found
         return found
 
@@ -155,11 +170,19 @@ class ColumnDecoder:
                 decode = self._decoders.get(schema_id)
                 if decode is None:
                     return None
-                values = [decode(raw[5:]) if raw[:5] == header else _not_uniform() for raw in payloads]
+                bulk = self._bulk.get(schema_id)
+                if bulk is not None:
+                    if None in payloads or not all(raw[:5] == header for raw in payloads):
+                        return None
+                    typed = bulk(payloads)
+                else:
+                    typed = pa.array([decode(raw[5:]) if raw[:5] == header else _not_uniform() for raw in payloads],
+                                     type=self._arrow_type)
+            elif self._bare_bulk is not None and None not in payloads:
+                typed = self._bare_bulk(payloads)
             else:
                 decode = self._bare
-                values = [decode(raw) for raw in payloads]
-            typed = pa.array(values, type=self._arrow_type)
+                typed = pa.array([decode(raw) for raw in payloads], type=self._arrow_type)
         except Exception:  # noqa: BLE001 - a null, another id or a bad record: the per-record path says which
             return None
         n = len(payloads)
