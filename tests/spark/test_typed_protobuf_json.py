@@ -14,7 +14,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 from schema_samples import compiled_proto
 from spark_helpers import batch, create_topic
-from typed_samples import produce_serialized
+from typed_samples import produce_serialized, stream_and_batch
 
 pytestmark = pytest.mark.spark
 UTC = dt.timezone.utc
@@ -69,14 +69,16 @@ def test_protobuf_records_of_two_versions_read_into_the_latest_message(spark, py
         return m
     produce_serialized(bootstrap, "proto-events", [(v1, message(v1_class, 1)), (v1, message(v1_class, 2)),
                                                    (v2, message(v2_class, 3, source="s3"))])
-    df = batch(spark, bootstrap, subscribe="proto-events", valueFormat="protobuf", **_registry_options(pylog_broker))
+    options = {"subscribe": "proto-events", "valueFormat": "protobuf", **_registry_options(pylog_broker)}
+    df = batch(spark, bootstrap, **options)
     assert df.schema["value"].dataType.simpleString() == (
         "struct<id:bigint,name:string,color:string,at:timestamp,tags:array<string>,attrs:map<string,int>,"
         "inner:struct<x:int>,source:string>")
-    rows = df.orderBy("offset").selectExpr("value.id", "value.name", "value.color", "unix_micros(value.at) AS at",
-                                           "value.tags", "value.attrs", "value.inner.x", "value.source").collect()
+    streamed, batched = stream_and_batch(spark, bootstrap, lambda df: [tuple(r) for r in df.selectExpr(
+        "value.id", "value.name", "value.color", "unix_micros(value.at) AS at", "value.tags", "value.attrs",
+        "value.inner.x", "value.source").collect()], **options)
     base = int(dt.datetime(2026, 2, 3, 4, 5, 6, 7000, tzinfo=UTC).timestamp() * 1_000_000)
-    assert [tuple(r) for r in rows] == [
+    assert streamed == batched == [
         (1, "n1", "GREEN", base + 1_000_000, ["t1"], {"a": 1}, 10, None),
         # proto3 leaves a default (RED = 0) off the wire: null, as spark-protobuf's from_protobuf reads it
         (2, "n2", None, base + 2_000_000, ["t2"], {"a": 2}, 20, None),
@@ -136,15 +138,16 @@ def test_json_records_of_two_versions_read_into_the_latest_schema(spark, pylog_b
              "ok": True, "tags": ["a"], "attrs": {"k": 1}, "inner": {"x": 7}}
     second = {"id": 2, "name": "b", "source": "s2", "tags": []}
     produce_serialized(bootstrap, "json-events", [(v1, first), (v2, second)])
-    df = batch(spark, bootstrap, subscribe="json-events", valueFormat="json", **_registry_options(pylog_broker))
+    options = {"subscribe": "json-events", "valueFormat": "json", **_registry_options(pylog_broker)}
+    df = batch(spark, bootstrap, **options)
     assert df.schema["value"].dataType.simpleString() == (
         "struct<id:bigint,name:string,at:timestamp,day:date,score:double,ok:boolean,tags:array<string>,"
         "attrs:map<string,bigint>,inner:struct<x:bigint>,source:string>")
-    rows = df.orderBy("offset").selectExpr("value.id", "value.name", "unix_micros(value.at) AS at", "value.day",
-                                           "value.score", "value.ok", "value.tags", "value.attrs", "value.inner.x",
-                                           "value.source").collect()
+    streamed, batched = stream_and_batch(spark, bootstrap, lambda df: [tuple(r) for r in df.selectExpr(
+        "value.id", "value.name", "unix_micros(value.at) AS at", "value.day", "value.score", "value.ok", "value.tags",
+        "value.attrs", "value.inner.x", "value.source").collect()], **options)
     at = int(dt.datetime(2026, 2, 3, 4, 5, 6, 7000, tzinfo=UTC).timestamp() * 1_000_000)
-    assert [tuple(r) for r in rows] == [
+    assert streamed == batched == [
         (1, None, at, dt.date(2026, 2, 3), 1.5, True, ["a"], {"k": 1}, 7, None),
         (2, "b", None, None, None, None, [], None, None, "s2"),
     ]

@@ -152,3 +152,24 @@ def test_string_format_and_bad_options_fail_before_the_query_starts(spark, pylog
         batch(spark, avro_topic, subscribe="avro-events", valueFormat="avro", valueSubject="no-such-subject",
               **{"schema.registry.url": pylog_broker.schema_registry_url})
     assert issubclass(PylogOptionError, ValueError)
+
+
+def test_typed_key_and_string_value_side_by_side(spark, pylog_broker, registry):
+    from confluent_kafka import Producer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    bootstrap = pylog_broker.bootstrap_servers
+    create_topic(bootstrap, "keyed-avro")
+    key_schema = json.dumps({"type": "record", "name": "Key", "fields": [{"name": "tenant", "type": "string"},
+                                                                        {"name": "n", "type": "int"}]})
+    serialize = AvroSerializer(registry, key_schema)
+    context = SerializationContext("keyed-avro", MessageField.KEY)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(3):
+        producer.produce("keyed-avro", key=serialize({"tenant": f"t{i}", "n": i}, context), value=f"v{i}".encode())
+    assert producer.flush(30) == 0
+    df = batch(spark, bootstrap, subscribe="keyed-avro", keyFormat="avro", valueFormat="string",
+               **{"schema.registry.url": pylog_broker.schema_registry_url})
+    assert df.schema.simpleString().startswith("struct<key:struct<tenant:string,n:int>,value:string,")
+    assert df.columns[-1] == "keySchemaId"
+    assert [(r.key.tenant, r.key.n, r.value) for r in df.orderBy("offset").collect()] == [
+        ("t0", 0, "v0"), ("t1", 1, "v1"), ("t2", 2, "v2")]

@@ -107,3 +107,20 @@ def typed_rows(df, timestamp_fields=("at", "at_us")) -> list[dict]:
         record.pop("_null")
         out.append(record)
     return out
+
+
+def stream_and_batch(spark, bootstrap: str, select, **options) -> tuple[list, list]:
+    """``select(df)`` rows of the same read as a stream (Trigger.AvailableNow into foreachBatch, from earliest)
+    and as a batch, each ordered by offset: the tests assert both."""
+    import tempfile
+    from spark_helpers import batch, stream
+    streamed = []
+
+    def collect(batch_df, _batch_id):
+        streamed.extend(select(batch_df.orderBy("offset")))
+
+    query = (stream(spark, bootstrap, startingOffsets="earliest", **options).writeStream.foreachBatch(collect)
+             .trigger(availableNow=True).option("checkpointLocation", tempfile.mkdtemp(prefix="pylog-ckpt-")).start())
+    assert query.awaitTermination(120), "the AvailableNow query did not finish"
+    assert query.exception() is None, query.exception()
+    return streamed, select(batch(spark, bootstrap, **options).orderBy("offset"))
