@@ -30,11 +30,13 @@ REGISTRY_PREFIX = "schema.registry."
 _REGISTRY_OPTIONS = ("url", "basic.auth.user.info", "basic.auth.credentials.source", "ssl.ca.location",
                      "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "timeout.ms")
 REGISTRY_OPTION_NAMES = tuple(REGISTRY_PREFIX + name for name in _REGISTRY_OPTIONS)
-_SIDE_OPTIONS = ("Format", "Subject", "SchemaVersion", "Schema", "MessageName", "RecordName", "RecordNamespace")
+_SIDE_OPTIONS = ("Format", "Subject", "SchemaVersion", "Schema", "MessageName", "RecordName", "RecordNamespace",
+                 "SubjectNameStrategy")
+# Confluent's subject name strategies (the serializers' subject.name.strategy), by their class names
+STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
 TYPED_SOURCE_OPTION_NAMES = tuple(f"{side}{name}" for side in ("value", "key") for name in _SIDE_OPTIONS
                                   if name not in ("RecordName", "RecordNamespace")) + ("mode", *REGISTRY_OPTION_NAMES)
-TYPED_SINK_OPTION_NAMES = tuple(f"{side}{name}" for side in ("value", "key") for name in _SIDE_OPTIONS
-                                if name != "SchemaVersion") + (
+TYPED_SINK_OPTION_NAMES = tuple(f"{side}{name}" for side in ("value", "key") for name in _SIDE_OPTIONS) + (
     "auto.register.schemas", "use.latest.version", "normalize.schemas", *REGISTRY_OPTION_NAMES)
 
 
@@ -54,6 +56,7 @@ class ColumnSpec:
     message_name: str | None = None
     record_name: str = "topLevelRecord"    # sink, auto.register.schemas: the derived schema's name (as to_avro)
     record_namespace: str = ""
+    strategy: str = "TopicNameStrategy"     # <side>SubjectNameStrategy, when <side>Subject is not given
 
     @property
     def typed(self) -> bool:
@@ -160,7 +163,7 @@ def parse_column_options(params: dict, side: str, *, sink: bool) -> ColumnSpec:
     spec = ColumnSpec(side, fmt, params.get(f"{side}subject", "").strip() or None, version,
                       params.get(f"{side}schema") or None, params.get(f"{side}messagename", "").strip() or None,
                       params.get(f"{side}recordname", "").strip() or "topLevelRecord",
-                      params.get(f"{side}recordnamespace", "").strip())
+                      params.get(f"{side}recordnamespace", "").strip(), _strategy(params, side))
     if not spec.typed:
         for name in ("Subject", "SchemaVersion", "Schema", "MessageName"):
             if f"{side}{name.lower()}" in params:
@@ -171,9 +174,28 @@ def parse_column_options(params: dict, side: str, *, sink: bool) -> ColumnSpec:
     return spec
 
 
-def _subject(spec: ColumnSpec, topics: tuple[str, ...]) -> str:
+def _strategy(params: dict, side: str) -> str:
+    given = params.get(f"{side}subjectnamestrategy", "TopicNameStrategy").strip()
+    name = given.rsplit(".", 1)[-1]   # io.confluent.kafka.serializers.subject.RecordNameStrategy is accepted too
+    if name not in STRATEGIES:
+        raise _error(f"Option '{side}SubjectNameStrategy' must be one of {', '.join(STRATEGIES)}, got '{given}'")
+    return name
+
+
+def _subject(spec: ColumnSpec, topics: tuple[str, ...], record: str | None = None) -> str:
+    """The subject of ``spec``: ``<side>Subject``, else by the name strategy (``record``: the schema's full
+    name, which the sink knows; a source must name the subject for the record strategies)."""
     if spec.subject:
         return spec.subject
+    if spec.strategy != "TopicNameStrategy":
+        if record is None:
+            raise _error(f"Option '{spec.side}Subject' is required with {spec.side}SubjectNameStrategy="
+                         f"{spec.strategy}: the reader schema's subject is the record's name")
+        if spec.strategy == "RecordNameStrategy":
+            return record
+        if len(topics) != 1:
+            raise _error(f"Option '{spec.side}Subject' is required: TopicRecordNameStrategy needs the 'topic' option")
+        return f"{topics[0]}-{record}"
     if len(topics) != 1:
         raise _error(f"Option '{spec.side}Subject' is required: {spec.side}Format={spec.format} reads its schema "
                      f"from the registry and the default subject (<topic>-{spec.side}) needs exactly one topic, "
@@ -204,9 +226,8 @@ def resolve(spec: ColumnSpec, registry, topics: tuple[str, ...], *, sink: bool,
                                  f"version {found.version} is a {found.schema_type} schema")
                 schema_id, references, text = found.schema_id, found.references, found.text
         elif client is not None:
-            subject = _subject(spec, topics)
             if use_latest:
-                found = client.version(subject, spec.version or "latest")
+                found = client.version(_subject(spec, topics), spec.version or "latest")
                 schema_id, references, text = found.schema_id, found.references, found.text
             else:
                 if text is None:
@@ -214,6 +235,8 @@ def resolve(spec: ColumnSpec, registry, topics: tuple[str, ...], *, sink: bool,
                                                            namespace=spec.record_namespace)
                     if derived_name and not spec.message_name:
                         spec = _with_message(spec, derived_name)
+                subject = _subject(spec, topics, _record_name(spec, text) if spec.strategy != "TopicNameStrategy"
+                                   else None)
                 schema_id = (client.register(subject, spec.schema_type, text, normalize) if auto_register
                              else client.lookup(subject, spec.schema_type, text, normalize))
         elif text is None:
@@ -234,6 +257,21 @@ def resolve(spec: ColumnSpec, registry, topics: tuple[str, ...], *, sink: bool,
         data_type = derived_type   # the sink encodes the DataFrame's column, matched to the schema by name
     return ResolvedColumn(spec, resolved.framed, resolved.schema_type, text, references, schema_id,
                           data_type.json(), registry)
+
+
+def _record_name(spec: ColumnSpec, text: str) -> str:
+    """The full name of the record a schema text describes (RecordNameStrategy's subject)."""
+    from broker_sim.registry.types import SchemaError, parse
+    try:
+        name = parse(spec.schema_type, text).name
+    except SchemaError as exc:
+        raise _error(f"Option '{spec.side}Schema' is not a valid {spec.schema_type} schema: {exc}") from None
+    if spec.message_name and spec.format == "protobuf":
+        return spec.message_name
+    if not name:
+        raise _error(f"{spec.side}SubjectNameStrategy={spec.strategy} needs a named schema (a record, a message, "
+                     "or a JSON Schema with a title)")
+    return name
 
 
 def _with_message(spec: ColumnSpec, name: str) -> ColumnSpec:

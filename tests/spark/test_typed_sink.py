@@ -136,3 +136,15 @@ def test_a_struct_value_without_a_format_is_refused_before_the_write(spark, pylo
     df = spark.createDataFrame([(1,)], "id long").selectExpr("struct(id) AS value")
     with pytest.raises(Exception, match="set valueFormat=avro, protobuf or json"):
         _write(df, pylog_broker, "never-written")
+
+
+def test_record_name_strategy_registers_under_the_record_name(spark, pylog_broker, registry):
+    create_topic(pylog_broker.bootstrap_servers, "typed-by-record")
+    df = spark.createDataFrame([(1,)], "id long").selectExpr("struct(id) AS value")
+    _write(df, pylog_broker, "typed-by-record", valueFormat="avro", valueRecordName="Reading",
+           valueRecordNamespace="com.acme", valueSubjectNameStrategy="RecordNameStrategy")
+    assert "com.acme.Reading" in registry.get_subjects()
+    assert "typed-by-record-value" not in registry.get_subjects()
+    _write(df, pylog_broker, "typed-by-record", valueFormat="avro", valueRecordName="Reading",
+           valueRecordNamespace="com.acme", valueSubjectNameStrategy="TopicRecordNameStrategy")
+    assert "typed-by-record-com.acme.Reading" in registry.get_subjects()
