@@ -367,9 +367,8 @@ def _assemble(pa, columns, types, buffers, col: int):
     if kind == C_BIN:
         return pa.Array.from_buffers(atype, length, [vbuf, pa.py_buffer(offsets), pa.py_buffer(data)],
                                      null_count=nulls)
-    children = [_assemble(pa, columns, types, buffers, k) for k in kids]
     if kind == C_LIST:
-        if atype is not None and pa.types.is_map(atype):
+        if pa.types.is_map(atype):
             entries_col = kids[0]
             key_col, value_col = columns[entries_col][2]
             e_len = buffers[entries_col][0]
@@ -380,7 +379,8 @@ def _assemble(pa, columns, types, buffers, col: int):
             return pa.Array.from_buffers(atype, length, [vbuf, pa.py_buffer(offsets)], null_count=nulls,
                                          children=[entries])
         return pa.Array.from_buffers(atype, length, [vbuf, pa.py_buffer(offsets)], null_count=nulls,
-                                     children=children)
+                                     children=[_assemble(pa, columns, types, buffers, kids[0])])
+    children = [_assemble(pa, columns, types, buffers, k) for k in kids]
     return pa.Array.from_buffers(atype, length, [vbuf], null_count=nulls, children=children)
 
 
@@ -415,10 +415,8 @@ def compile(reader, writer=None) -> Program | None:
         root_col = compiler.alloc(atype)
         root = compiler.pair(w, r, root_col)
         return Program(compiler.columns, compiler.types, root)
-    except (Unsupported, RecursionError):
-        return None
-    except ValueError:  # what spark_type refuses: the per-record path raises it with its own message
-        return None
+    except Exception:  # noqa: BLE001 - Unsupported, or what spark_type / arrow_type refuse (the per-record
+        return None     # path raises it with its own message): never a different answer, only a slower one
 
 
 def column_decoder(reader, writer, *, framed: bool) -> Callable[[list], Any] | None:
