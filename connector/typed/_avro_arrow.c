@@ -312,7 +312,7 @@ static int check_distinct(Dec *d, Col *keys, Py_ssize_t first, Py_ssize_t last) 
         for (Py_ssize_t i = first; i < last; i++)
             for (Py_ssize_t j = i + 1; j < last; j++) {
                 int32_t li = off[i + 1] - off[i], lj = off[j + 1] - off[j];
-                if (li == lj && memcmp(data + off[i], data + off[j], (size_t)li) == 0)
+                if (li == lj && (li == 0 || memcmp(data + off[i], data + off[j], (size_t)li) == 0))
                     return fail(d, "duplicate map key");
             }
         return 0;
@@ -333,7 +333,7 @@ static int check_distinct(Dec *d, Col *keys, Py_ssize_t first, Py_ssize_t last) 
         while (t[h] >= 0) {
             Py_ssize_t j = first + t[h];
             int32_t lj = off[j + 1] - off[j];
-            if (li == lj && memcmp(data + off[i], data + off[j], (size_t)li) == 0)
+            if (li == lj && (li == 0 || memcmp(data + off[i], data + off[j], (size_t)li) == 0))
                 return fail(d, "duplicate map key");
             h = (h + 1) & (cap - 1);
         }
@@ -342,8 +342,10 @@ static int check_distinct(Dec *d, Col *keys, Py_ssize_t first, Py_ssize_t last) 
     return 0;
 }
 
-/* the item count of the next block (0: the end); *count bounded by the bytes left */
-static int rd_block(Dec *d, int64_t min_size, int64_t *count, int64_t *seen) {
+/* the item count of the next block (0: the end; -1: a block skipped whole); *count bounded by the bytes
+ * left. An array or map the reader skips (skipping) has its blocks with a byte size skipped by that size,
+ * as fastavro does. */
+static int rd_block(Dec *d, int skipping, int64_t min_size, int64_t *count, int64_t *seen) {
     int64_t n;
     if (rd_long(d, &n) < 0) return -1;
     if (n < 0) {
@@ -352,6 +354,11 @@ static int rd_block(Dec *d, int64_t min_size, int64_t *count, int64_t *seen) {
         int64_t size;
         if (rd_long(d, &size) < 0) return -1;
         if (size < 0 || size > d->end - d->p) return fail(d, "bad block size");
+        if (skipping) {
+            d->p += size;
+            *count = -1;
+            return 0;
+        }
     }
     if (min_size > 0) {
         if (n > (d->end - d->p) / min_size) return fail(d, "block count larger than the bytes left");
@@ -487,7 +494,7 @@ static int run(Dec *d, const Op *op) {
         int64_t count, seen = 0;
         const Op *item = op->kids[0];
         for (;;) {
-            if (rd_block(d, op->b, &count, &seen) < 0) return -1;
+            if (rd_block(d, !c, op->b, &count, &seen) < 0) return -1;
             if (!count) break;
             for (int64_t k = 0; k < count; k++)
                 if (run(d, item) < 0) return -1;
@@ -503,7 +510,7 @@ static int run(Dec *d, const Op *op) {
         Col *entries = c ? &d->cols[op->b] : NULL;
         Py_ssize_t first = keys ? keys->length : 0;
         for (;;) {
-            if (rd_block(d, op->c, &count, &seen) < 0) return -1;
+            if (rd_block(d, !c, op->c, &count, &seen) < 0) return -1;
             if (!count) break;
             for (int64_t k = 0; k < count; k++) {
                 Py_ssize_t n;

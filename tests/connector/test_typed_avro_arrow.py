@@ -444,6 +444,17 @@ def test_an_enum_symbol_the_reader_lacks_without_default_is_a_bad_record():
         decode([b"\x02"])
 
 
+def test_skipped_blocks_with_a_byte_size_are_skipped_by_it_as_fastavro_does():
+    writer = record_of(("a", {"type": "array", "items": "long"}), ("m", {"type": "map", "values": "int"}),
+                       ("b", "int"))
+    reader = record_of(("b", "int"))
+    payloads = [b"\x01\x02\x0a\x00" b"\x00" b"\x06",          # a: one block of 1 item, 1 byte
+                b"\x01\x04\x0a\x00\x00" b"\x01\x06\x02k\x02\x00" b"\x08",  # sizes cover the end marker
+                b"\x00" b"\x03\x0c\x02k\x02\x02j\x04\x00" b"\x0a",
+                b"\x01\x00\x00" b"\x00" b"\x0c"]  # a block of one item in 0 bytes: skipped by its size
+    assert_same(reader, writer, payloads=payloads)
+
+
 def test_zero_size_items_are_bounded():
     schema = {"type": "array", "items": "null"}
     decode = A.column_decoder(avro_schema(schema), None, framed=False)
