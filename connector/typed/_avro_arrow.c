@@ -813,11 +813,14 @@ error:
     return NULL;
 }
 
-/* decode(program, payloads, offset) -> [(length, null_count, validity, offsets, data), ...] */
+/* decode(program, payloads, offset, header=None) -> [(length, null_count, validity, offsets, data), ...]
+ * With a header (bytes), every payload must start with it (Confluent's magic byte and one schema id). */
 static PyObject *py_decode(PyObject *self, PyObject *args) {
     PyObject *capsule, *payloads;
     Py_ssize_t offset;
-    if (!PyArg_ParseTuple(args, "OOn", &capsule, &payloads, &offset)) return NULL;
+    const char *header = NULL;
+    Py_ssize_t header_len = 0;
+    if (!PyArg_ParseTuple(args, "OOn|z#", &capsule, &payloads, &offset, &header, &header_len)) return NULL;
     Program *p = PyCapsule_GetPointer(capsule, "pylog.avro_arrow.Program");
     if (!p) return NULL;
     if (offset < 0) { PyErr_SetString(PyExc_ValueError, "negative offset"); return NULL; }
@@ -861,8 +864,10 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
             len = view.len;
         }
         int rc;
-        if (len < offset) {
+        if (len < offset || len < header_len) {
             rc = fail(&d, "shorter than its header");
+        } else if (header_len && memcmp(s, header, (size_t)header_len) != 0) {
+            rc = fail(&d, "another header (schema id) than the first record's");
         } else {
             d.p = s + offset;
             d.end = s + len;
@@ -901,7 +906,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"compile", py_compile, METH_VARARGS, "compile(columns, root_op) -> program"},
-    {"decode", py_decode, METH_VARARGS, "decode(program, payloads, offset) -> column buffers"},
+    {"decode", py_decode, METH_VARARGS, "decode(program, payloads, offset, header=None) -> column buffers"},
     {NULL, NULL, 0, NULL},
 };
 

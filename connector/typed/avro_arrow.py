@@ -395,8 +395,8 @@ class Program:
         self._program = _ext.compile([tuple(c) for c in columns], root)
         self.type = types[0]
 
-    def decode(self, payloads: list, offset: int = 0):
-        buffers = _ext.decode(self._program, payloads, offset)
+    def decode(self, payloads: list, offset: int = 0, header: bytes | None = None):
+        buffers = _ext.decode(self._program, payloads, offset, header)
         return _assemble(self._pa, self._columns, self._types, buffers, 0)
 
 
@@ -419,10 +419,14 @@ def compile(reader, writer=None) -> Program | None:
         return None     # path raises it with its own message): never a different answer, only a slower one
 
 
-def column_decoder(reader, writer, *, framed: bool) -> Callable[[list], Any] | None:
+def column_decoder(reader, writer, *, framed: bool) -> Callable[..., Any] | None:
+    """See ``avro_format.column_decoder``."""
     program = compile(reader, writer)
     if program is None:
         return None
     offset = 5 if framed else 0
     decode = program.decode
-    return lambda payloads: decode(payloads, offset)
+
+    def column(payloads: list, header: bytes | None = None):
+        return decode(payloads, offset, header)
+    return column

@@ -954,9 +954,10 @@ def schema_for(data_type: T.StructType, *, name: str, namespace: str) -> tuple[s
 # The compiled column decoder (connector.typed.avro_arrow and its C extension)
 # ---------------------------------------------------------------------------------------------------------
 
-def column_decoder(reader, writer=None, *, framed: bool) -> Callable[[list], Any] | None:
-    """A function from a list of payloads (bytes, none null; ``framed``: each starts with Confluent's 5-byte
-    header, which the caller has checked) written with ``writer`` (``reader`` when None) to the Arrow array
+def column_decoder(reader, writer=None, *, framed: bool) -> Callable[..., Any] | None:
+    """A function from a list of payloads (bytes-like, none null; ``framed``: each starts with Confluent's
+    5-byte header, which the caller has checked — or passes as ``header=`` for the extension to check that
+    every payload starts with it) written with ``writer`` (``reader`` when None) to the Arrow array
     ``pa.array([decoder(p) for p in payloads], type=arrow_type(spark_type(reader)))`` would give, decoded by
     the C extension; it raises ValueError naming the first bad record (then decode record by record to
     attribute it). None when the extension is not built or the schemas use something it does not handle."""

@@ -435,6 +435,16 @@ def test_framed_payloads_shorter_than_the_header_and_non_bytes_raise():
         decode([12])
 
 
+def test_a_header_checked_on_every_payload():
+    decode = A.column_decoder(avro_schema(HOSTILE_SCHEMA), None, framed=True)
+    header = b"\x00\x00\x00\x00\x07"
+    assert len(decode([header + GOOD, header + GOOD], header=header)) == 2
+    with pytest.raises(ValueError, match="record 1: .*another header"):
+        decode([header + GOOD, b"\x00\x00\x00\x00\x08" + GOOD], header=header)
+    with pytest.raises(ValueError, match="record 0: .*header"):
+        decode([b"\x00"], header=header)
+
+
 def test_an_enum_symbol_the_reader_lacks_without_default_is_a_bad_record():
     writer = record_of(("e", {"type": "enum", "name": "E", "symbols": ["A", "B"]}))
     reader = record_of(("e", {"type": "enum", "name": "E", "symbols": ["A"]}))
