@@ -37,6 +37,7 @@ def main() -> None:
                           for p in (importlib.resources.files(package) / "schemas").iterdir()
                           if p.name.endswith(".json")),
         "top_level_schemas": importlib.util.find_spec("schemas") is not None,
+        "avro_arrow": _avro_arrow(),
     }
     report["registered"] = _register_each_schema_type()
     with Broker(port=0) as broker:
@@ -64,6 +65,15 @@ def main() -> None:
         report["update"] = sorted(f"{r.key.decode()}={r.value.decode()}" for r in counted)
     spark.stop()
     print("PYLOG-REPORT " + json.dumps(report))
+
+
+def _avro_arrow():
+    """Where the C extension decoding Avro into Arrow was imported from, and one Avro long it decoded (a
+    one-op program: a varint into an 8-byte column; see connector/typed/avro_arrow.py)."""
+    from connector.typed import _avro_arrow
+    program = _avro_arrow.compile([(2, 8, ())], (3, 0, 2, 1, 0, (), None))
+    (length, nulls, _, _, data), = _avro_arrow.decode(program, [b"\x54"], 0)
+    return {"file": _avro_arrow.__file__, "decoded": [length, nulls, int.from_bytes(data, "little")]}
 
 
 SCHEMAS = {
