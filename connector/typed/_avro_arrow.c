@@ -436,7 +436,10 @@ static int run(Dec *d, const Op *op) {
         d->p += 4;
         if (op->a == T_SKIP) return 0;
         if (op->a == T_F32) {
-            if (buf_put(d, &c->data, &f, 4) < 0) return -1;
+            /* through a double, as the per-record path's Python float: a signaling NaN comes out quiet */
+            volatile double wide = (double)f;
+            float x = (float)wide;
+            if (buf_put(d, &c->data, &x, 4) < 0) return -1;
         } else {
             double x = (double)f;
             if (buf_put(d, &c->data, &x, 8) < 0) return -1;

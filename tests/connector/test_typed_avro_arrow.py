@@ -199,6 +199,7 @@ def test_payloads_of_any_bytes_like_type():
 def test_nan_and_signed_zero_keep_their_bits():
     schema = record_of(("f", "float"), ("d", "double"))
     payloads = [fastavro_bytes(schema, {"f": v, "d": v}) for v in (math.nan, -0.0, math.inf, -math.inf)]
+    payloads.append(b"\x01\x00\x80\x7f" + b"\x01\x00\x00\x00\x00\x00\xf0\x7f")  # signaling NaNs
     got = A.column_decoder(avro_schema(schema), None, framed=False)(payloads)
     expected = per_record(avro_schema(schema), None, payloads)
     for name in ("f", "d"):
