@@ -697,7 +697,9 @@ static int op_check(const Op *op, const Program *p) {
             ok = kind == C_FIXED && width == (op->a == T_F32 ? 4 : 8) && (op->op == OP_FLOAT || op->a == T_F64);
             break;
         case OP_BYTES: case OP_FIXED: case OP_ENUM: ok = kind == C_BIN; break;
-        case OP_DECB: case OP_DECF: ok = kind == C_FIXED && width == 16 && (op->op == OP_DECB ? op->a : op->b) <= 38; break;
+        case OP_DECB: case OP_DECF:
+            ok = kind == C_FIXED && width == 16 && (op->op == OP_DECB ? op->a : op->b) <= 38;
+            break;
         case OP_ARRAY: ok = kind == C_LIST; break;
         case OP_MAP:
             ok = kind == C_LIST && p->nkids[op->col] == 1 && p->kids[op->col][0] == op->b

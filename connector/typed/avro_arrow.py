@@ -54,9 +54,10 @@ def _err(message: str) -> tuple:
 
 
 class _Compiler:
-    def __init__(self) -> None:
+    def __init__(self, rules) -> None:
         import pyarrow as pa
         self.pa = pa
+        self.rules = rules   # the avro_format module: its resolution helpers
         self.columns: list[list] = []   # [kind, width, kids] (kids filled after allocation)
         self.types: list = []
 
@@ -163,7 +164,7 @@ class _Compiler:
 
     # -- the writer value read as the reader's, into column col -------------------------------------
     def pair(self, w, r, col: int) -> tuple:
-        from connector.typed import avro_format as A
+        A = self.rules
         if w.type == "union":
             return _op(OP_UNION, kids=[self.pair(b, r, col) for b in w.schemas])
         if r.type == "union":
@@ -191,7 +192,7 @@ class _Compiler:
 
     def into_union(self, w, r, col: int) -> tuple:
         """Mirrors ``_Resolution.pair_into_union``."""
-        from connector.typed import avro_format as A
+        A = self.rules
         import avro.schema
         index = None
         for test in (lambda b: A._same_kind(w, b) and (not isinstance(b, avro.schema.NamedSchema)
@@ -218,7 +219,7 @@ class _Compiler:
 
     def records(self, w, r, col: int) -> tuple:
         """Mirrors ``_Resolution.pair_records``."""
-        from connector.typed import avro_format as A
+        A = self.rules
         if self.kind(col) != C_STRUCT or len(self.kids(col)) != len(r.fields):
             raise Unsupported("record column")
         by_name = {f.name: f for f in w.fields}
@@ -290,7 +291,7 @@ class _Compiler:
 
     def primitive(self, w, r, col: int) -> tuple:
         """Mirrors ``_Resolution.pair`` for primitives and fixed, and ``_raw_fix`` / fastavro's conversions."""
-        from connector.typed import avro_format as A
+        A = self.rules
         pa = self.pa
         atype = self.types[col]
         if getattr(r, "props", None) and r.props.get(A._CATALYST_TYPE_PROP) is not None:
@@ -400,18 +401,20 @@ class Program:
         return _assemble(self._pa, self._columns, self._types, buffers, 0)
 
 
-def compile(reader, writer=None) -> Program | None:
+def compile(reader, writer, rules) -> Program | None:
     """The program for payloads written with ``writer`` (``reader`` when None) read as ``reader`` (parsed
-    schemas of the registry), or None when the extension is missing or the pair uses something unsupported."""
+    schemas of the registry), or None when the extension is missing or the pair uses something unsupported.
+    ``rules`` is the ``avro_format`` module, whose type mapping and resolution helpers the program follows
+    (given, not imported: avro_format imports this module)."""
     if _ext is None:
         return None
     from connector.typed import arrow_type
-    from connector.typed import avro_format as A
+    A = rules
     try:
         r = reader.model.schema
         w = writer.model.schema if writer is not None else r
         atype = arrow_type(A.spark_type(reader))
-        compiler = _Compiler()
+        compiler = _Compiler(rules)
         root_col = compiler.alloc(atype)
         root = compiler.pair(w, r, root_col)
         return Program(compiler.columns, compiler.types, root)
@@ -419,9 +422,9 @@ def compile(reader, writer=None) -> Program | None:
         return None     # path raises it with its own message): never a different answer, only a slower one
 
 
-def column_decoder(reader, writer, *, framed: bool) -> Callable[..., Any] | None:
+def column_decoder(reader, writer, *, framed: bool, rules) -> Callable[..., Any] | None:
     """See ``avro_format.column_decoder``."""
-    program = compile(reader, writer)
+    program = compile(reader, writer, rules)
     if program is None:
         return None
     offset = 5 if framed else 0

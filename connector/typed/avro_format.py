@@ -961,5 +961,6 @@ def column_decoder(reader, writer=None, *, framed: bool) -> Callable[..., Any] |
     ``pa.array([decoder(p) for p in payloads], type=arrow_type(spark_type(reader)))`` would give, decoded by
     the C extension; it raises ValueError naming the first bad record (then decode record by record to
     attribute it). None when the extension is not built or the schemas use something it does not handle."""
+    import sys
     from connector.typed import avro_arrow
-    return avro_arrow.column_decoder(reader, writer, framed=framed)
+    return avro_arrow.column_decoder(reader, writer, framed=framed, rules=sys.modules[__name__])
