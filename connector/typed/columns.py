@@ -171,10 +171,8 @@ class ColumnDecoder:
                 if decode is None:
                     return None
                 bulk = self._bulk.get(schema_id)
-                if bulk is not None:
-                    if None in payloads or not all(raw[:5] == header for raw in payloads):
-                        return None
-                    typed = bulk(payloads)
+                if bulk is not None:   # checks every payload's header itself; any surprise raises
+                    typed = bulk(payloads, header=header)
                 else:
                     typed = pa.array([decode(raw[5:]) if raw[:5] == header else _not_uniform() for raw in payloads],
                                      type=self._arrow_type)

@@ -78,6 +78,7 @@ def test_format_pylog_works_after_each_kind_of_install_from_outside_the_checkout
     assert 'does not support save mode Overwrite' in report["overwrite"]
     assert 'mode("append")' in report["overwrite"]
     assert report["update"] == ["a=2", "b=1"]                      # update mode through foreach_batch
+    assert report["typed"] == [[1, "a", 1], [2, None, 1]]          # valueFormat=avro, written and read back
     # the registry's parsers are installed with the broker: one schema of each type registers and reads back
     assert report["registered"] == {"AVRO": [1, "AVRO"], "JSON": [2, "JSON"], "PROTOBUF": [3, "PROTOBUF"]}
     # packaging: test tools only as extras, schemas inside the package, no top-level "schemas"

@@ -3,8 +3,8 @@ aggregate, Avro out; the driver is SIGKILLed after a batch's commit intent and a
 restarted on its checkpoint; the output, read by confluent-kafka's AvroDeserializer, is exactly the expected
 aggregates — each window once.
 
-Mutation: the sink's roll-forward of an INTENT batch skipped -> a window's aggregate is missing; the sink log's
-COMPLETED check skipped -> a window is written twice.
+Mutation: the driver's commit not consulting the sink log (``entry = None`` in ``commit_batch``) -> windows written
+twice (``('s1', 00:00:00, 10, 100): 2``).
 """
 from __future__ import annotations
 
