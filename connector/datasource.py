@@ -78,11 +78,11 @@ class PylogDataSource(DataSource):
     @property
     def source_options(self) -> SourceOptions:
         if self._source_options is None:
-            self._source_options = parse_source_options(self.options)
+            self._source_options = parse_source_options(self.options).resolve_typed()
         return self._source_options
 
     def schema(self) -> StructType:
-        return source_schema(self.source_options.include_headers)
+        return source_schema(self.source_options.include_headers, self.source_options)
 
     def reader(self, schema: StructType) -> PylogBatchReader:
         warn_unknown_options(self.options, SOURCE_OPTION_NAMES, "source")
@@ -103,12 +103,15 @@ class PylogDataSource(DataSource):
         query_id = self.options.get(QUERY_ID_OPTION)
         if query_id is None:   # connector.foreach_batch checked its options once, when the query was built
             warn_unknown_options(self.options, SINK_OPTION_NAMES, "sink")
-            return PylogBatchWriter(options, prepare_sink(schema, options))
-        return PylogBatchWriter(options, prepare_sink(schema, options), query_id, int(self.options[BATCH_ID_OPTION]))
+            schema = prepare_sink(schema, options)
+            return PylogBatchWriter(options.resolve_typed(schema), schema)
+        schema = prepare_sink(schema, options)
+        return PylogBatchWriter(options.resolve_typed(schema), schema, query_id, int(self.options[BATCH_ID_OPTION]))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> PylogStreamWriter:
         """``writeStream``: append mode, and complete mode (``overwrite``), which Spark's Kafka sink also
         accepts by appending each batch's full result. Update mode never reaches Python (see the README)."""
         warn_unknown_options(self.options, SINK_OPTION_NAMES, "sink")
         options = self.sink_options()
-        return PylogStreamWriter(options, prepare_sink(schema, options, self.options.get("checkpointLocation")))
+        schema = prepare_sink(schema, options, self.options.get("checkpointLocation"))
+        return PylogStreamWriter(options.resolve_typed(schema), schema)

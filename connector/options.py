@@ -25,6 +25,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Mapping
 
+from connector.errors import PylogOptionError
+from connector.typed.spec import TYPED_SINK_OPTION_NAMES, TYPED_SOURCE_OPTION_NAMES
+
 log = logging.getLogger(__name__)
 
 EARLIEST = -2  # in offset JSON, as in Spark: -2 earliest, -1 latest
@@ -37,10 +40,6 @@ BOUND_GROUP = "group"            # the consumer group's committed offsets (pylog
 BOUND_OFFSETS = "offsets"        # per-partition offsets, -2/-1 allowed
 BOUND_TIMESTAMPS = "timestamps"  # per-partition timestamps
 BOUND_TIMESTAMP = "timestamp"    # one timestamp for every partition
-
-
-class PylogOptionError(ValueError):
-    """A source or sink option is missing, unknown in this context, or has a value outside its accepted set."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +88,20 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 1000
     bootstrap_timeout_ms: int = 10_000
     client_config: tuple[tuple[str, object], ...] = ()  # kafka-python keyword arguments, sorted
+    # typed columns (connector.typed): valueFormat / keyFormat, the registry, mode; resolved on the driver
+    value_spec: object = None                      # connector.typed.spec.ColumnSpec
+    key_spec: object = None
+    registry: object = None                        # connector.typed.registry_client.RegistryConfig or None
+    permissive: bool = False                       # mode=PERMISSIVE
+    value_typed: object = None                     # connector.typed.spec.ResolvedColumn, after resolve_typed()
+    key_typed: object = None
+
+    def resolve_typed(self) -> "SourceOptions":
+        """Driver side, when the query is built: fetch the reader schemas of typed sides from the registry."""
+        from connector.typed.spec import resolve
+        topics = self.topics if self.strategy == "subscribe" else tuple(dict.fromkeys(t for t, _ in self.assigned))
+        return replace(self, value_typed=resolve(self.value_spec, self.registry, topics, sink=False),
+                       key_typed=resolve(self.key_spec, self.registry, topics, sink=False))
 
     def for_stream(self) -> "SourceOptions":
         """These options for a streaming read: startingOffsets defaults to latest; ending options are refused."""
@@ -227,6 +240,13 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         raise PylogOptionError(f"Option 'kafka.isolation.level' must be one of {', '.join(_ISOLATION_LEVELS)}, "
                                f"got '{isolation}'")
 
+    from connector.typed.spec import MODES, parse_column_options, parse_registry_options
+    value_spec = parse_column_options(params, "value", sink=False)
+    key_spec = parse_column_options(params, "key", sink=False)
+    mode = params.get("mode", "FAILFAST").strip().upper()
+    if mode not in MODES:
+        raise PylogOptionError(f"Option 'mode' must be one of {', '.join(MODES)}, got '{params['mode']}'")
+
     explicit_group = params.get("groupid", "").strip() or kafka_group_id
     prefix = params.get("groupidprefix", "").strip() or "pylog"
     group_id = explicit_group or default_group_id(strategy, topics, pattern, assigned, prefix)
@@ -259,6 +279,10 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
                                                          "fetchOffset.retryIntervalMs", 1000),
         bootstrap_timeout_ms=_positive_int(params, "bootstraptimeoutms", "bootstrapTimeoutMs") or 10_000,
         client_config=tuple(sorted(client_config.items())),
+        value_spec=value_spec,
+        key_spec=key_spec,
+        registry=parse_registry_options(params, client_config),
+        permissive=mode == "PERMISSIVE",
     )
 
 
@@ -292,10 +316,11 @@ SOURCE_OPTION_NAMES = (
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "maxRecordsPerPartition",
     "failOnDataLoss", "includeHeaders", "groupId", "commitOffsetsToGroup", "groupFallback",
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "bootstrapTimeoutMs",
-    "groupIdPrefix",
+    "groupIdPrefix", *TYPED_SOURCE_OPTION_NAMES,
 )
 SINK_OPTION_NAMES = (
     "topic", "deliveryGuarantee", "sinkId", "transactionTimeoutMs", "sinkLogTopic", "bootstrapTimeoutMs",
+    *TYPED_SINK_OPTION_NAMES,
 )
 # connector.foreach_batch's internal options: the streaming query and batch a df.write belongs to.
 QUERY_ID_OPTION = "pylog.queryId"
@@ -632,6 +657,30 @@ class SinkOptions:
     delivery_timeout_ms: int = 120_000              # kafka.delivery.timeout.ms: how long a write retries
     bootstrap_timeout_ms: int = 10_000              # bootstrapTimeoutMs: first connection, before any write
     client_config: tuple[tuple[str, object], ...] = ()  # kafka-python style keyword arguments, sorted
+    # typed columns (connector.typed): valueFormat / keyFormat and their schemas, resolved on the driver
+    value_spec: object = None                       # connector.typed.spec.ColumnSpec
+    key_spec: object = None
+    registry: object = None                         # connector.typed.registry_client.RegistryConfig or None
+    auto_register: bool = True                      # auto.register.schemas
+    use_latest: bool = False                        # use.latest.version
+    normalize: bool = False                         # normalize.schemas
+    value_typed: object = None                      # connector.typed.spec.ResolvedColumn, after resolve_typed()
+    key_typed: object = None
+
+    def resolve_typed(self, schema) -> "SinkOptions":
+        """Driver side, before a job or micro-batch: register (or look up) the writer schema of each typed side
+        of the DataFrame ``schema``; its id goes into every record the tasks write."""
+        from connector.typed.spec import resolve
+        fields = {f.name.lower(): f for f in schema.fields}
+        topics = (self.topic,) if self.topic else ()
+        resolved = {}
+        for side, spec in (("value", self.value_spec), ("key", self.key_spec)):
+            if spec is None or not spec.typed or side not in fields:
+                continue
+            resolved[side] = resolve(spec, self.registry, topics, sink=True, derived_type=fields[side].dataType,
+                                     auto_register=self.auto_register, use_latest=self.use_latest,
+                                     normalize=self.normalize)
+        return replace(self, value_typed=resolved.get("value"), key_typed=resolved.get("key"))
 
     @property
     def exactly_once(self) -> bool:
@@ -685,6 +734,13 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
                      and k not in ("kafka.group.id", "kafka.isolation.level")}
     client_config, _ = _client_config(client_params)
     request_timeout = int(client_config.get("request_timeout_ms", 30_000))
+    from connector.typed.spec import parse_column_options, parse_registry_options
+    auto_register = _boolean(params, "auto.register.schemas", "auto.register.schemas", True)
+    use_latest = _boolean(params, "use.latest.version", "use.latest.version", False)
+    if auto_register and use_latest and "auto.register.schemas" in params:
+        raise PylogOptionError("Options 'auto.register.schemas' and 'use.latest.version' cannot both be true "
+                               "(as in Confluent's serializers): set auto.register.schemas=false to write with the "
+                               "subject's latest version")
     return SinkOptions(
         bootstrap_servers=bootstrap,
         topic=topic,
@@ -700,6 +756,12 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         delivery_timeout_ms=sizes["kafka.delivery.timeout.ms"],
         bootstrap_timeout_ms=_positive_int(params, "bootstraptimeoutms", "bootstrapTimeoutMs") or 10_000,
         client_config=tuple(sorted(client_config.items())),
+        value_spec=parse_column_options(params, "value", sink=True),
+        key_spec=parse_column_options(params, "key", sink=True),
+        registry=parse_registry_options(params, client_config),
+        auto_register=auto_register and not use_latest,
+        use_latest=use_latest,
+        normalize=_boolean(params, "normalize.schemas", "normalize.schemas", False),
     )
 
 

@@ -71,11 +71,10 @@ def validate_schema(schema: StructType, options: SinkOptions) -> StructType:
     value = fields.get("value")
     if value is None:
         raise SinkSchemaError("Required attribute 'value' not found")
-    if not isinstance(value.dataType, (StringType, BinaryType)):
-        raise SinkSchemaError(f"value attribute type must be a string or binary, got {value.dataType.simpleString()}")
+    _check_side(value, options.value_spec)
     key = fields.get("key")
-    if key is not None and not isinstance(key.dataType, (StringType, BinaryType)):
-        raise SinkSchemaError(f"key attribute type must be a string or binary, got {key.dataType.simpleString()}")
+    if key is not None:
+        _check_side(key, options.key_spec)
     topic = fields.get("topic")
     if options.topic is None:
         if topic is None:
@@ -91,6 +90,22 @@ def validate_schema(schema: StructType, options: SinkOptions) -> StructType:
     if partition is not None and not isinstance(partition.dataType, IntegerType):
         raise SinkSchemaError(f"partition attribute type must be an int, got {partition.dataType.simpleString()}")
     return schema
+
+
+def _check_side(column, spec) -> None:
+    """``value`` / ``key``: string or binary, or with <side>Format=avro|protobuf|json a struct to serialize."""
+    side, data_type = column.name.lower(), column.dataType
+    fmt = spec.format if spec is not None else "binary"
+    if fmt in ("binary", "string"):
+        if not isinstance(data_type, (StringType, BinaryType)):
+            hint = (f"; set {side}Format=avro, protobuf or json to serialize a {data_type.simpleString()} with a "
+                    "schema") if isinstance(data_type, StructType) else ""
+            raise SinkSchemaError(f"{side} attribute type must be a string or binary, got "
+                                  f"{data_type.simpleString()}{hint}")
+        return
+    if isinstance(data_type, (StringType, BinaryType)) and spec.inline_schema is None:
+        raise SinkSchemaError(f"{side}Format={fmt} serializes a struct {side} column with a schema, got "
+                              f"{data_type.simpleString()} (leave {side}Format unset to write bytes as they are)")
 
 
 def prepare_sink(schema: StructType, options: SinkOptions, checkpoint: str | None = None) -> StructType:
@@ -170,7 +185,7 @@ class _PylogWriter:
         self.keep_entry = keep_entry
 
     def write(self, iterator: Iterator) -> SinkCommitMessage:
-        return write_task(self.options, self.nonce, self.job_id, self.batch_id, iterator)
+        return write_task(self.options, self.nonce, self.job_id, self.batch_id, _encoded(self.options, iterator))
 
     def _commit(self, messages, batch_id: int) -> None:
         if not self.options.exactly_once:
@@ -254,6 +269,28 @@ def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_i
     message.producer_id, message.epoch = producer.producer_id, producer.epoch
     message.records = tuple(sorted((t, p, n) for (t, p), n in producer.counts.items()))
     return message
+
+
+def _encoded(options: SinkOptions, iterator: Iterator) -> Iterator:
+    """The task's Arrow batches with typed ``value`` / ``key`` columns serialized (``connector.typed.columns``)."""
+    sides = [(side, resolved) for side, resolved in (("value", options.value_typed), ("key", options.key_typed))
+             if resolved is not None]
+    if not sides:
+        yield from iterator
+        return
+    from connector.typed.columns import ColumnEncoder
+    encoders = {}
+    for batch in iterator:
+        names = batch.schema.names
+        columns = list(batch.columns)
+        lowered = [n.lower() for n in names]
+        for side, resolved in sides:
+            at = lowered.index(side)
+            if side not in encoders:
+                encoders[side] = ColumnEncoder(resolved, resolved.spark_type())
+            columns[at] = encoders[side].encode(columns[at])
+        import pyarrow as pa
+        yield pa.RecordBatch.from_arrays(columns, names=names)
 
 
 def _maybe_fail_task(partition_id: int, attempt: int, batch_id: int) -> None:

@@ -167,22 +167,34 @@ def _is_abort(batch) -> bool:
     return False
 
 
-def to_record_batch(topic: str, partition: int, columns: Columns, schema):
-    """An Arrow RecordBatch with exactly ``schema`` (from pyspark's ``to_arrow_schema``)."""
+def to_record_batch(topic: str, partition: int, columns: Columns, schema, typing=None):
+    """An Arrow RecordBatch with exactly ``schema`` (from pyspark's ``to_arrow_schema``); ``typing``
+    (``connector.typed.columns.RecordTyping``) decodes typed keys and values."""
     import numpy as np
     import pyarrow as pa
 
     n = len(columns)
     timestamps_us = np.fromiter(columns.timestamps, dtype=np.int64, count=n) * 1000
-    arrays = {
-        "key": pa.array(columns.keys, type=pa.binary()),
-        "value": pa.array(columns.values, type=pa.binary()),
+    arrays = {}
+    if typing is not None:
+        offsets = []
+
+        def where(i: int) -> str:
+            if not offsets:
+                offsets.extend(columns.offsets)
+            return f"topic {topic} partition {partition} offset {offsets[i]}"
+        arrays = typing.arrays(columns.keys, columns.values, where)
+    if "key" not in arrays:
+        arrays["key"] = pa.array(columns.keys, type=pa.binary())
+    if "value" not in arrays:
+        arrays["value"] = pa.array(columns.values, type=pa.binary())
+    arrays.update({
         "topic": pa.repeat(pa.scalar(topic, type=pa.string()), n),
         "partition": pa.repeat(pa.scalar(partition, type=pa.int32()), n),
         "offset": pa.array(_offsets_array(columns.offset_runs), type=pa.int64()),
         "timestamp": pa.array(timestamps_us, type=schema.field("timestamp").type),
         "timestampType": pa.array(_types_array(columns.type_runs), type=pa.int32()),
-    }
+    })
     if columns.headers is not None:
         arrays["headers"] = _headers_array(columns.headers, schema.field("headers").type)
     return pa.RecordBatch.from_arrays([arrays[name] for name in schema.names], schema=schema)

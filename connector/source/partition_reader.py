@@ -81,6 +81,8 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
     max_bytes = int(config.get("fetch_max_bytes", 52_428_800))
     partition_max_bytes = int(config.get("max_partition_fetch_bytes", 1_048_576))
     where = f"{r.topic}-{r.partition}"
+    from connector.typed.columns import RecordTyping
+    typing = RecordTyping.for_options(options)
     fetcher = _LeaderConnection(options, r.topic, r.partition)
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
     position = r.from_offset
@@ -112,7 +114,7 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
             columns = decode(answer.records, position, r.until_offset, aborted_transactions=answer.aborted_transactions,
                              read_committed=read_committed, include_headers=options.include_headers)
             if len(columns):
-                yield to_record_batch(r.topic, r.partition, columns, arrow_schema)
+                yield to_record_batch(r.topic, r.partition, columns, arrow_schema, typing)
             if columns.next_offset > position:
                 position = columns.next_offset
                 continue

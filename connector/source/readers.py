@@ -62,11 +62,16 @@ from connector.source.offsets import (
 log = logging.getLogger(__name__)
 
 
-def source_schema(include_headers: bool = False) -> StructType:
-    """Spark's Kafka source schema (``headers`` only with includeHeaders=true)."""
+def source_schema(include_headers: bool = False, options: SourceOptions | None = None) -> StructType:
+    """Spark's Kafka source schema (``headers`` only with includeHeaders=true); with typed sides in ``options``
+    (resolved), ``key``/``value`` take their schema's type and ``<side>SchemaId`` / ``_corrupt_<side>`` follow."""
+    types, extra = {}, []
+    if options is not None:
+        from connector.typed.columns import typed_fields
+        types, extra = typed_fields(options)
     fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
+        StructField("key", types.get("key", BinaryType())),
+        StructField("value", types.get("value", BinaryType())),
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
@@ -76,7 +81,7 @@ def source_schema(include_headers: bool = False) -> StructType:
     if include_headers:
         fields.append(StructField("headers", ArrayType(StructType([
             StructField("key", StringType()), StructField("value", BinaryType())]))))
-    return StructType(fields)
+    return StructType(fields + extra)
 
 
 def _read(partition: InputPartition, schema: StructType) -> Iterator:

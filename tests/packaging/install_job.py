@@ -3,8 +3,8 @@
 Prints one JSON object: where pylog was imported from, what Spark's own
 data source discovery saw, and the results of a batch write/read with
 format("pylog") (no explicit registration), an overwrite attempt, an
-update-mode aggregation through connector.foreach_batch, and one schema of each type registered with
-the installed broker's Schema Registry.
+update-mode aggregation through connector.foreach_batch, a typed (Avro) write and read through the broker's
+Schema Registry, and one schema of each type registered with it.
 """
 from __future__ import annotations
 
@@ -37,10 +37,12 @@ def main() -> None:
                           for p in (importlib.resources.files(package) / "schemas").iterdir()
                           if p.name.endswith(".json")),
         "top_level_schemas": importlib.util.find_spec("schemas") is not None,
+        "avro_arrow": _avro_arrow(),
     }
     report["registered"] = _register_each_schema_type()
-    with Broker(port=0) as broker:
+    with Broker(port=0, config={"schema.registry.listeners": "http://127.0.0.1:0"}) as broker:
         servers = broker.bootstrap_servers
+        report["typed"] = _typed_round_trip(spark, servers, broker.schema_registry_url)
         df = spark.createDataFrame([("a", "x"), ("b", "y"), ("a", "z")], "key STRING, value STRING")
         df.write.format("pylog").mode("append").option("kafka.bootstrap.servers", servers) \
             .option("topic", "events").save()
@@ -64,6 +66,25 @@ def main() -> None:
         report["update"] = sorted(f"{r.key.decode()}={r.value.decode()}" for r in counted)
     spark.stop()
     print("PYLOG-REPORT " + json.dumps(report))
+
+
+def _typed_round_trip(spark, servers: str, registry: str) -> list:
+    """A struct written with valueFormat=avro (its schema registered) and read back typed: what the `spark`
+    extra must bring (fastavro, the registry client, the compiled decoder)."""
+    options = {"kafka.bootstrap.servers": servers, "valueFormat": "avro", "schema.registry.url": registry}
+    typed = spark.createDataFrame([(1, "a"), (2, None)], "id long, name string").selectExpr("struct(id, name) AS value")
+    typed.write.format("pylog").mode("append").options(**options).option("topic", "typed").save()
+    back = spark.read.format("pylog").options(**options).option("subscribe", "typed").load()
+    return sorted([r.value.id, r.value.name, r.valueSchemaId] for r in back.collect())
+
+
+def _avro_arrow():
+    """Where the C extension decoding Avro into Arrow was imported from, and one Avro long it decoded (a
+    one-op program: a varint into an 8-byte column; see connector/typed/avro_arrow.py)."""
+    from connector.typed import _avro_arrow
+    program = _avro_arrow.compile([(2, 8, ())], (3, 0, 2, 1, 0, (), None))
+    (length, nulls, _, _, data), = _avro_arrow.decode(program, [b"\x54"], 0)
+    return {"file": _avro_arrow.__file__, "decoded": [length, nulls, int.from_bytes(data, "little")]}
 
 
 SCHEMAS = {

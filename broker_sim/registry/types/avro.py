@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,10 @@ class AvroModel:
     value: Any
     dependencies: tuple[ParsedSchema, ...]
 
+
+# Confluent's registry (Java Avro) accepts logical types the ``avro`` package does not know (local-timestamp-*,
+# user-defined ones) and keeps them in the schema; so does this one, without a warning per parse.
+warnings.filterwarnings("ignore", category=avro.errors.IgnoredLogicalType)
 
 def parse(text: str, references: Mapping[str, ParsedSchema]) -> ParsedSchema:
     try:

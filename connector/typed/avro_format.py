@@ -1,0 +1,966 @@
+"""Avro records (Confluent's wire format, or bare) as Spark structs, and back.
+
+Theory of operation.
+
+- ``spark_type`` is spark-avro's ``SchemaConverters.toSqlType`` on the registry's parse
+  (``broker_sim.registry.types.avro``: an ``avro.schema.Schema``). A logical type counts only where Java's
+  Avro accepts it (the ``avro`` package's logical schema classes; ``local-timestamp-*`` on a long), so an
+  invalid one (a decimal whose precision does not fit its fixed size) maps to the plain type, as in Spark.
+- ``decoder`` reads with fastavro's compiled ``schemaless_reader``. Before the first record, the reader and
+  writer schemas are walked together once (Avro's resolution rules: fields by name or reader alias, union
+  branches, promotions) and two fastavro schemas are derived from them:
+
+  * the *reader copy*: the reader schema with every named type renamed to a unique name, no logical types;
+    a union that Spark maps to a struct of ``member0``, ``member1``, ... has each branch ``i`` replaced by a
+    record with all the member fields (``member i`` of the branch's type, the others of type ``null`` with
+    default null), so fastavro itself builds the member struct;
+  * the *writer copy*: the writer schema, its named types renamed to unique names that the corresponding
+    reader types list as aliases (so fastavro resolves exactly the pairs the walk chose), a union branch
+    that resolves into a member-struct union wrapped in a one-field record (a record adds no bytes, so the
+    encoding is unchanged), and its logical types kept only where fastavro's compiled conversion gives what
+    the reader's Spark type wants (decimal with the reader's precision and scale, date, timestamp-*,
+    local-timestamp-*); ``uuid`` and ``time-*`` are dropped, so strings and ints come out untouched.
+
+  Only what fastavro cannot do is left to Python, decided once per (reader, writer) pair: a logical type
+  the writer lacks (or has differently), and a reader field missing from the writer whose Avro default
+  needs converting (bytes given as text, decimals, member structs). With the same schema on both sides,
+  none of that exists and a record costs one fastavro call plus a check that the payload was consumed
+  exactly (trailing bytes are corruption, not silently ignored).
+- ``encoder`` converts a ``to_pylist()`` value by a function tree built once per (schema, Spark type)
+  (names matched by name, ranges, enum symbols, fixed sizes, decimal precision and scale checked, each
+  failure a ``RowMismatch`` naming the dotted field path) into the primitive values of a logical-type-free
+  copy of the schema, and writes them with fastavro's ``schemaless_writer`` (union branches chosen by the
+  converter and given to fastavro in its tuple notation, never guessed).
+- ``schema_for`` is spark-avro's ``SchemaConverters.toAvroType``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import decimal as _decimal
+import io
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import avro.name
+import avro.schema
+import fastavro
+from pyspark.sql import types as T
+
+from connector.typed import RowMismatch
+
+SCHEMA_TYPE = "AVRO"
+
+__all__ = ["SCHEMA_TYPE", "spark_type", "decoder", "schema_for", "encoder"]
+
+_CATALYST_TYPE_PROP = "spark.sql.catalyst.type"
+_VALID_LOGICAL = {
+    ("int", "date"), ("int", "time-millis"), ("long", "time-micros"),
+    ("long", "timestamp-millis"), ("long", "timestamp-micros"),
+    ("long", "local-timestamp-millis"), ("long", "local-timestamp-micros"),
+    ("string", "uuid"),
+}
+# Logical types whose fastavro conversion is already the value pyarrow takes for the Spark type.
+_FASTAVRO_KEEPS = {"decimal", "date", "timestamp-millis", "timestamp-micros",
+                   "local-timestamp-millis", "local-timestamp-micros"}
+_PROMOTIONS = {("int", "long"), ("int", "float"), ("int", "double"), ("long", "float"), ("long", "double"),
+               ("float", "double"), ("string", "bytes"), ("bytes", "string")}
+_NAMED = ("record", "error", "enum", "fixed")
+_EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
+_MICRO = _dt.timedelta(microseconds=1)
+_INT_RANGE = {"int": (-2**31, 2**31 - 1), "long": (-2**63, 2**63 - 1)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The type mapping (spark-avro's SchemaConverters.toSqlType)
+# ---------------------------------------------------------------------------------------------------------
+
+def _logical(s: avro.schema.Schema) -> str | None:
+    """The logical type of ``s`` where Java's Avro accepts it, else None."""
+    props = getattr(s, "props", None)
+    if not props:
+        return None
+    name = props.get("logicalType")
+    if name is None:
+        return None
+    if name == "decimal":
+        ok = isinstance(s, (avro.schema.BytesDecimalSchema, avro.schema.FixedDecimalSchema))
+        return "decimal" if ok else None
+    return name if (s.type, name) in _VALID_LOGICAL else None
+
+
+def _decimal_params(s: avro.schema.Schema) -> tuple[int, int]:
+    return int(s.props["precision"]), int(s.props.get("scale", 0) or 0)
+
+
+_INTERVAL = re.compile(r"^\s*interval\s+(year|month|day|hour|minute|second)(?:\s+to\s+"
+                       r"(year|month|day|hour|minute|second))?\s*$", re.IGNORECASE)
+_YM_FIELDS = {"year": T.YearMonthIntervalType.YEAR, "month": T.YearMonthIntervalType.MONTH}
+_DT_FIELDS = {"day": T.DayTimeIntervalType.DAY, "hour": T.DayTimeIntervalType.HOUR,
+              "minute": T.DayTimeIntervalType.MINUTE, "second": T.DayTimeIntervalType.SECOND}
+
+
+def _catalyst_type(s: avro.schema.Schema, default: T.DataType) -> T.DataType:
+    """The ``spark.sql.catalyst.type`` property spark-avro writes for interval types (and reads back)."""
+    text = s.props.get(_CATALYST_TYPE_PROP) if getattr(s, "props", None) else None
+    if text is None:
+        return default
+    match = _INTERVAL.match(str(text))
+    if match:
+        start, end = match.group(1).lower(), (match.group(2) or match.group(1)).lower()
+        if s.type == "int" and start in _YM_FIELDS and end in _YM_FIELDS:
+            return T.YearMonthIntervalType(_YM_FIELDS[start], _YM_FIELDS[end])
+        if s.type == "long" and start in _DT_FIELDS and end in _DT_FIELDS:
+            return T.DayTimeIntervalType(_DT_FIELDS[start], _DT_FIELDS[end])
+    raise ValueError(f"unsupported {_CATALYST_TYPE_PROP} {text!r} on an Avro {s.type}")
+
+
+def _union_shape(u: avro.schema.UnionSchema) -> tuple[str, list[avro.schema.Schema], bool]:
+    """How Spark maps a union: ("single", [T], nullable) for [null, T] or a one-branch union,
+    ("long"|"double", branches, nullable) for int+long / float+double, ("members", branches, nullable)
+    for the rest (a struct of member0, member1, ... over the non-null branches)."""
+    branches = [b for b in u.schemas if b.type != "null"]
+    nullable = len(branches) != len(u.schemas)
+    kinds = {b.type for b in branches}
+    if len(branches) == 1:
+        return "single", branches, nullable
+    if len(branches) == 2 and kinds == {"int", "long"}:
+        return "long", branches, nullable
+    if len(branches) == 2 and kinds == {"float", "double"}:
+        return "double", branches, nullable
+    return "members", branches, nullable
+
+
+def _sql(s: avro.schema.Schema, records: frozenset) -> tuple[T.DataType, bool]:
+    kind = s.type
+    if kind == "int":
+        return (T.DateType() if _logical(s) == "date" else _catalyst_type(s, T.IntegerType())), False
+    if kind == "long":
+        lt = _logical(s)
+        if lt in ("timestamp-millis", "timestamp-micros"):
+            return T.TimestampType(), False
+        if lt in ("local-timestamp-millis", "local-timestamp-micros"):
+            return T.TimestampNTZType(), False
+        return _catalyst_type(s, T.LongType()), False
+    if kind == "string":
+        return T.StringType(), False
+    if kind == "boolean":
+        return T.BooleanType(), False
+    if kind in ("bytes", "fixed"):
+        if _logical(s) == "decimal":
+            precision, scale = _decimal_params(s)
+            if precision > 38:
+                raise ValueError(f"decimal({precision},{scale}) exceeds Spark's maximum precision 38")
+            return T.DecimalType(precision, scale), False
+        return T.BinaryType(), False
+    if kind == "double":
+        return T.DoubleType(), False
+    if kind == "float":
+        return T.FloatType(), False
+    if kind == "enum":
+        return T.StringType(), False
+    if kind == "null":
+        return T.NullType(), True
+    if kind in ("record", "error"):
+        if s.fullname in records:
+            raise ValueError(f"Found recursive reference in Avro schema, which can not be processed by Spark: "
+                             f"{s.fullname} contains itself")
+        inner = records | {s.fullname}
+        fields = []
+        for f in s.fields:
+            dt, nullable = _sql(f.type, inner)
+            fields.append(T.StructField(f.name, dt, nullable))
+        return T.StructType(fields), False
+    if kind == "array":
+        dt, nullable = _sql(s.items, records)
+        return T.ArrayType(dt, containsNull=nullable), False
+    if kind == "map":
+        dt, nullable = _sql(s.values, records)
+        return T.MapType(T.StringType(), dt, valueContainsNull=nullable), False
+    if kind == "union":
+        shape, branches, nullable = _union_shape(s)
+        if not branches:
+            return T.NullType(), True
+        if shape == "single":
+            dt, inner_nullable = _sql(branches[0], records)
+            return dt, nullable or inner_nullable
+        if shape == "long":
+            return T.LongType(), nullable
+        if shape == "double":
+            return T.DoubleType(), nullable
+        fields = [T.StructField(f"member{i}", _sql(b, records)[0], True) for i, b in enumerate(branches)]
+        return T.StructType(fields), nullable
+    raise ValueError(f"Unsupported Avro type {kind}")
+
+
+def spark_type(schema, message_name: str | None = None) -> T.DataType:
+    """The Spark type of a column of records of ``schema`` (spark-avro's ``SchemaConverters.toSqlType``)."""
+    return _sql(schema.model.schema, frozenset())[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Values: Avro JSON defaults and raw (logical-type-free) values to what pyarrow takes
+# ---------------------------------------------------------------------------------------------------------
+
+def _decimal_reader(precision: int, scale: int) -> Callable[[bytes], _decimal.Decimal]:
+    context = _decimal.Context(prec=max(precision, 1))
+
+    def to_decimal(raw: bytes) -> _decimal.Decimal:
+        return context.create_decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale, context)
+    return to_decimal
+
+
+def _raw_fix(r: avro.schema.Schema) -> Callable[[Any], Any] | None:
+    """The conversion of a raw (logical-type-free) value of ``r``'s Avro type to the value its Spark type
+    wants, or None when the raw value is already it."""
+    lt = _logical(r)
+    if lt == "decimal":
+        to_decimal = _decimal_reader(*_decimal_params(r))
+        return lambda raw: to_decimal(raw if isinstance(raw, bytes) else bytes(raw))
+    if lt == "date":
+        return lambda days: _dt.date.fromordinal(days + _EPOCH_ORDINAL)
+    if lt in ("timestamp-millis", "local-timestamp-millis"):
+        return lambda millis: millis * 1000  # int microseconds, which pyarrow takes for timestamp[us]
+    return None
+
+
+def _default_value(r: avro.schema.Schema, value: Any) -> Any:
+    """A reader field's Avro (JSON-encoded) default as the Python value of its Spark type."""
+    kind = r.type
+    if kind == "union":
+        first = r.schemas[0]
+        if first.type == "null":
+            return None
+        shape, branches, _ = _union_shape(r)
+        inner = _default_value(first, value)
+        if shape != "members":
+            return inner
+        return {f"member{i}": (inner if b is first else None) for i, b in enumerate(branches)}
+    if value is None:
+        return None
+    if kind in ("bytes", "fixed"):
+        raw = value.encode("latin-1") if isinstance(value, str) else bytes(value)
+        fix = _raw_fix(r)
+        return fix(raw) if fix else raw
+    if kind in ("int", "long"):
+        fix = _raw_fix(r)
+        return fix(int(value)) if fix else int(value)
+    if kind in ("float", "double"):
+        return float(value)
+    if kind in ("record", "error"):
+        out = {}
+        for f in r.fields:
+            if f.name in value:
+                out[f.name] = _default_value(f.type, value[f.name])
+            else:
+                out[f.name] = _default_value(f.type, f.default) if f.has_default else None
+        return out
+    if kind == "array":
+        return [_default_value(r.items, v) for v in value]
+    if kind == "map":
+        return {k: _default_value(r.values, v) for k, v in value.items()}
+    return value  # string, enum, boolean, null
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The decoder: reader and writer copies for fastavro, and the few Python fixes left
+# ---------------------------------------------------------------------------------------------------------
+
+def _aliases(s: Any) -> list[str]:
+    props = getattr(s, "props", None) or {}
+    aliases = props.get("aliases") or []
+    return [a.split(".")[-1] for a in aliases] + list(aliases)
+
+
+def _unqualified(s: avro.schema.Schema) -> str:
+    return s.name.split(".")[-1] if isinstance(s, avro.schema.NamedSchema) else s.type
+
+
+def _same_kind(w: avro.schema.Schema, r: avro.schema.Schema) -> bool:
+    if w.type != r.type:
+        return False
+    if w.type == "fixed":
+        return w.size == r.size
+    return True
+
+
+def _promotable(w: avro.schema.Schema, r: avro.schema.Schema) -> bool:
+    return (w.type, r.type) in _PROMOTIONS
+
+
+def _record_fix(fixes: list, consts: list) -> Callable[[dict], dict]:
+    if not consts and len(fixes) == 1:
+        (key, fix), = fixes
+
+        def fix_one(d: dict) -> dict:
+            v = d[key]
+            if v is not None:
+                d[key] = fix(v)
+            return d
+        return fix_one
+
+    def fix_record(d: dict) -> dict:
+        for key, fix in fixes:
+            v = d[key]
+            if v is not None:
+                d[key] = fix(v)
+        for key, value in consts:
+            d[key] = value
+        return d
+    return fix_record
+
+
+class _Resolution:
+    """One (writer, reader) pair's fastavro schemas and Python fixes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.reader_nodes: dict[str, dict] = {}   # path -> the reader copy of the named type there
+        self.member_nodes: dict[tuple[str, int], dict] = {}  # (union path, member) -> the wrapper record
+        self.raw_names = avro.name.Names()        # writer parts the reader never reads, kept as they are
+        self.wrappers = False
+
+    def _name(self, prefix: str) -> str:
+        self.count += 1
+        return f"pylog_{prefix}{self.count}"
+
+    # -- the reader copy -------------------------------------------------------------------------------
+    def reader_json(self, r: avro.schema.Schema, path: str) -> Any:
+        kind = r.type
+        if kind in ("record", "error"):
+            node = {"type": "record", "name": self._name("r"), "aliases": [], "fields": []}
+            self.reader_nodes[path] = node
+            for f in r.fields:
+                field = {"name": f.name, "type": self.reader_json(f.type, f"{path}.{f.name}")}
+                if f.has_default:
+                    field["default"] = f.default
+                node["fields"].append(field)
+            return node
+        if kind == "enum":
+            node = {"type": "enum", "name": self._name("r"), "aliases": [], "symbols": list(r.symbols)}
+            if r.props.get("default") is not None:
+                node["default"] = r.props["default"]
+            self.reader_nodes[path] = node
+            return node
+        if kind == "fixed":
+            node = {"type": "fixed", "name": self._name("r"), "aliases": [], "size": r.size}
+            self.reader_nodes[path] = node
+            return node
+        if kind == "array":
+            return {"type": "array", "items": self.reader_json(r.items, path + "[]")}
+        if kind == "map":
+            return {"type": "map", "values": self.reader_json(r.values, path + "{}")}
+        if kind == "union":
+            shape, branches, _ = _union_shape(r)
+            if shape != "members":
+                return [self.reader_json(b, f"{path}|{i}") for i, b in enumerate(r.schemas)]
+            self.wrappers = True
+            out: list = []
+            member = 0
+            for i, b in enumerate(r.schemas):
+                if b.type == "null":
+                    out.append("null")
+                    continue
+                fields = []
+                for j in range(len(branches)):
+                    if j == member:
+                        fields.append({"name": f"member{j}", "type": self.reader_json(b, f"{path}|{i}")})
+                    else:
+                        fields.append({"name": f"member{j}", "type": "null", "default": None})
+                node = {"type": "record", "name": self._name("m"), "aliases": [], "fields": fields}
+                self.member_nodes[(path, member)] = node
+                out.append(node)
+                member += 1
+            return out
+        return kind
+
+    # -- the writer copy -------------------------------------------------------------------------------
+    def raw(self, w: avro.schema.Schema) -> Any:
+        """A writer part no reader part corresponds to: as written (fastavro skips it, or raises on reading
+        it when it is an unresolvable union branch or type)."""
+        return w.to_json(self.raw_names)
+
+    def _alias(self, path: str, node_key: Any = None) -> str:
+        """A fresh writer name, made an alias of the reader copy at ``path``."""
+        name = self._name("w")
+        target = self.member_nodes[node_key] if node_key is not None else self.reader_nodes[path]
+        target["aliases"].append(name)
+        return name
+
+    def pair(self, w: avro.schema.Schema, r: avro.schema.Schema, path: str) -> tuple[Any, Any]:
+        """(writer copy, fix or None) for data written as ``w`` read as ``r`` at ``path``."""
+        if w.type == "union":
+            parts = [self.pair(b, r, path) for b in w.schemas]
+            fixes = [fix for _, fix in parts if fix is not None]
+            return [wj for wj, _ in parts], (fixes[0] if fixes else None)
+        if r.type == "union":
+            return self.pair_into_union(w, r, path)
+        if not (_same_kind(w, r) or _promotable(w, r)):
+            return self.raw(w), None
+        kind = r.type
+        if kind in ("record", "error"):
+            return self.pair_records(w, r, path)
+        if kind == "enum":
+            return {"type": "enum", "name": self._alias(path), "symbols": list(w.symbols)}, None
+        if kind == "array":
+            wj, fix = self.pair(w.items, r.items, path + "[]")
+            return {"type": "array", "items": wj}, (None if fix is None else _array_fix(fix))
+        if kind == "map":
+            wj, fix = self.pair(w.values, r.values, path + "{}")
+            return {"type": "map", "values": wj}, (None if fix is None else _map_fix(fix))
+        # primitives and fixed: logical types
+        w_lt, r_lt = _logical(w), _logical(r)
+        keep = (w_lt is not None and w_lt == r_lt and w_lt in _FASTAVRO_KEEPS
+                and (w_lt != "decimal" or _decimal_params(w) == _decimal_params(r)))
+        if w.type == "fixed":
+            wj: Any = {"type": "fixed", "name": self._alias(path), "size": w.size}
+        else:
+            wj = {"type": w.type}
+        if keep:
+            wj["logicalType"] = w_lt
+            if w_lt == "decimal":
+                wj["precision"], wj["scale"] = _decimal_params(w)
+            return wj, None
+        if w.type != "fixed":
+            wj = w.type
+        return wj, _raw_fix(r)
+
+    def pair_records(self, w, r, path) -> tuple[Any, Any]:
+        by_name = {f.name: f for f in w.fields}
+        matched: dict[str, Any] = {}
+        for f in r.fields:
+            wf = by_name.get(f.name)
+            if wf is None:
+                for alias in (f.props.get("aliases") or []):
+                    if alias in by_name:
+                        wf = by_name[alias]
+                        break
+            if wf is not None and wf.name not in matched.values():
+                matched[f.name] = wf.name
+        reader_for = {wname: rname for rname, wname in matched.items()}
+        r_fields = {f.name: f for f in r.fields}
+        fields = []
+        fixes = []
+        for wf in w.fields:
+            rname = reader_for.get(wf.name)
+            if rname is None:
+                fields.append({"name": self._name("skip"), "type": self.raw(wf.type)})
+                continue
+            wj, fix = self.pair(wf.type, r_fields[rname].type, f"{path}.{rname}")
+            fields.append({"name": rname, "type": wj})
+            if fix is not None:
+                fixes.append((rname, fix))
+        consts = []
+        for f in r.fields:
+            if f.name not in matched and f.has_default:
+                value = _default_value(f.type, f.default)
+                if repr(value) != repr(f.default):
+                    consts.append((f.name, value))
+        node = {"type": "record", "name": self._alias(path), "fields": fields}
+        return node, (_record_fix(fixes, consts) if fixes or consts else None)
+
+    def pair_into_union(self, w, r, path) -> tuple[Any, Any]:
+        """A non-union writer type into a reader union: the branch Avro picks (the first of the same type and
+        name, then of the same type, then the first it promotes to)."""
+        index = None
+        for test in (lambda b: _same_kind(w, b) and (not isinstance(b, avro.schema.NamedSchema)
+                                                    or _unqualified(w) == _unqualified(b)
+                                                    or _unqualified(w) in _aliases(b)),
+                     lambda b: _same_kind(w, b),
+                     lambda b: _promotable(w, b)):
+            index = next((i for i, b in enumerate(r.schemas) if test(b)), None)
+            if index is not None:
+                break
+        if index is None:
+            return self.raw(w), None
+        branch = r.schemas[index]
+        shape, branches, _ = _union_shape(r)
+        if shape != "members" or branch.type == "null":
+            return self.pair(w, branch, f"{path}|{index}")
+        member = sum(1 for b in r.schemas[:index] if b.type != "null")
+        wj, fix = self.pair(w, branch, f"{path}|{index}")
+        node = {"type": "record", "name": self._alias(path, (path, member)),
+                "fields": [{"name": f"member{member}", "type": wj}]}
+        return node, (None if fix is None else _record_fix([(f"member{member}", fix)], []))
+
+
+def _array_fix(fix):
+    return lambda items: [fix(v) if v is not None else None for v in items]
+
+
+def _map_fix(fix):
+    return lambda entries: {k: (fix(v) if v is not None else None) for k, v in entries.items()}
+
+
+def _parse(schema_json: Any) -> Any:
+    try:
+        return fastavro.parse_schema(schema_json, _ignore_default_error=True)
+    except TypeError:  # a fastavro without the argument
+        return fastavro.parse_schema(schema_json)
+
+
+def decoder(reader, writer=None, *, framed: bool, message_name: str | None = None) -> Callable[[bytes], object]:
+    """A function from one record's Avro payload (written with ``writer``, or ``reader`` when None) to the
+    Python value of ``spark_type(reader)``, resolved by Avro's rules. Corrupt payloads raise."""
+    r = reader.model.schema
+    w = writer.model.schema if writer is not None else r
+    _sql(r, frozenset())  # refuses what Spark refuses (recursive records) before any record
+    resolution = _Resolution()
+    reader_json = resolution.reader_json(r, "")
+    writer_json, fix = resolution.pair(w, r, "")
+    writer_parsed = _parse(writer_json)
+    same = writer is None or writer.canonical == reader.canonical
+    reader_parsed = None if (same and not resolution.wrappers) else _parse(reader_json)
+    read = fastavro.schemaless_reader
+    new_io = io.BytesIO
+
+    if fix is None:
+        def decode(payload: bytes) -> object:
+            stream = new_io(payload)
+            value = read(stream, writer_parsed, reader_parsed)
+            if stream.tell() != len(payload):
+                raise ValueError(f"corrupt Avro record: {len(payload) - stream.tell()} bytes left after the "
+                                 f"record ({len(payload)} bytes)")
+            return value
+    else:
+        def decode(payload: bytes) -> object:
+            stream = new_io(payload)
+            value = read(stream, writer_parsed, reader_parsed)
+            if stream.tell() != len(payload):
+                raise ValueError(f"corrupt Avro record: {len(payload) - stream.tell()} bytes left after the "
+                                 f"record ({len(payload)} bytes)")
+            return None if value is None else fix(value)
+    return decode
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The encoder: to_pylist() values -> fastavro primitives of a logical-type-free schema copy
+# ---------------------------------------------------------------------------------------------------------
+
+def _field_path(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _Encoding:
+    """The fastavro schema copy and the converter tree of one (schema, Spark type) pair."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.emitted: set[int] = set()
+        self.names: dict[int, str] = {}
+
+    def name_of(self, s: avro.schema.Schema) -> str:
+        if id(s) not in self.names:
+            self.count += 1
+            self.names[id(s)] = f"pylog_e{self.count}"
+        return self.names[id(s)]
+
+    def build(self, s: avro.schema.Schema, path: str, stack: tuple = ()) -> tuple[Any, Callable[[Any], Any]]:
+        """(schema copy, converter) for values of ``s`` at ``path``; the converter raises RowMismatch."""
+        kind = s.type
+        if kind == "union":
+            return self.union(s, path, stack)
+        if kind in ("record", "error", "enum", "fixed"):
+            if id(s) in stack:
+                raise ValueError(f"recursive Avro type {s.fullname} cannot be written from a Spark struct")
+            first = id(s) not in self.emitted
+            self.emitted.add(id(s))
+            name = self.name_of(s)
+            if kind in ("record", "error"):
+                fields_json, convert = self.record(s, path, stack + (id(s),))
+                schema_json: Any = {"type": "record", "name": name, "fields": fields_json} if first else name
+                return schema_json, convert
+            if kind == "enum":
+                symbols = frozenset(s.symbols)
+                schema_json = {"type": "enum", "name": name, "symbols": list(s.symbols)} if first else name
+
+                def enum(value: Any) -> Any:
+                    if value is None:
+                        raise RowMismatch(path, "null in a non-nullable field")
+                    if not isinstance(value, str):
+                        raise RowMismatch(path, f"expected an enum symbol (string), got {_describe(value)}")
+                    if value not in symbols:
+                        raise RowMismatch(path, f"unknown enum symbol {_describe(value)} "
+                                                f"(symbols: {', '.join(s.symbols)})")
+                    return value
+                return schema_json, enum
+            schema_json = {"type": "fixed", "name": name, "size": s.size} if first else name
+            return schema_json, self.binary(s, path, s.size)
+        if kind == "array":
+            items_json, item = self.build(s.items, _field_path(path, "element"), stack)
+
+            def array(value: Any) -> Any:
+                if value is None:
+                    raise RowMismatch(path, "null in a non-nullable field")
+                if not isinstance(value, (list, tuple)):
+                    raise RowMismatch(path, f"expected an array, got {_describe(value)}")
+                return [item(v) for v in value]
+            return {"type": "array", "items": items_json}, array
+        if kind == "map":
+            values_json, item = self.build(s.values, _field_path(path, "value"), stack)
+
+            def map_(value: Any) -> Any:
+                if value is None:
+                    raise RowMismatch(path, "null in a non-nullable field")
+                entries = value.items() if isinstance(value, dict) else value
+                out = {}
+                try:
+                    for k, v in entries:
+                        if not isinstance(k, str):
+                            raise RowMismatch(_field_path(path, "key"), f"map keys must be strings, got {_describe(k)}")
+                        out[k] = item(v)
+                except (TypeError, ValueError) as e:
+                    if isinstance(e, RowMismatch):
+                        raise
+                    raise RowMismatch(path, f"expected a map, got {_describe(value)}") from None
+                return out
+            return {"type": "map", "values": values_json}, map_
+        return kind, self.primitive(s, path)
+
+    def record(self, s, path, stack) -> tuple[list, Callable[[Any], Any]]:
+        fields_json = []
+        converters = []
+        for f in s.fields:
+            fpath = _field_path(path, f.name)
+            fjson, convert = self.build(f.type, fpath, stack)
+            fields_json.append({"name": f.name, "type": fjson})
+            default = self.raw_default(f.type, f.default) if f.has_default else _MISSING
+            converters.append((f.name, fpath, convert, default))
+
+        def record(value: Any) -> Any:
+            if value is None:
+                raise RowMismatch(path, "null in a non-nullable field")
+            if not isinstance(value, dict):
+                raise RowMismatch(path, f"expected a struct, got {_describe(value)}")
+            out = {}
+            for name, fpath, convert, default in converters:
+                if name in value:
+                    out[name] = convert(value[name])
+                elif default is not _MISSING:
+                    out[name] = default
+                else:
+                    raise RowMismatch(fpath, "missing required field (not in the struct, and no default)")
+            return out
+        return fields_json, record
+
+    def raw_default(self, s: avro.schema.Schema, value: Any) -> Any:
+        """A field's Avro JSON default as the primitive value fastavro writes for the schema copy."""
+        kind = s.type
+        if kind == "union":
+            first = s.schemas[0]
+            label = self.name_of(first) if isinstance(first, avro.schema.NamedSchema) else first.type
+            return (label, self.raw_default(first, value))
+        if value is None:
+            return None
+        if kind in ("bytes", "fixed"):
+            return value.encode("latin-1") if isinstance(value, str) else bytes(value)
+        if kind in ("float", "double"):
+            return float(value)
+        if kind in ("record", "error"):
+            return {f.name: self.raw_default(f.type, value[f.name] if f.name in value else f.default)
+                    for f in s.fields}
+        if kind == "array":
+            return [self.raw_default(s.items, v) for v in value]
+        if kind == "map":
+            return {k: self.raw_default(s.values, v) for k, v in value.items()}
+        return value
+
+    def union(self, s, path, stack) -> tuple[Any, Callable[[Any], Any]]:
+        branches_json = []
+        converters = []
+        for b in s.schemas:
+            bjson, convert = self.build(b, path, stack)
+            branches_json.append(bjson)
+            # fastavro's tuple notation names a branch by its type, or its (full) name for a named type
+            label = bjson if isinstance(bjson, str) else (bjson.get("name") or bjson["type"])
+            converters.append((b, label, convert))
+        shape, branches, nullable = _union_shape(s)
+        null_label = "null" if nullable else None
+        non_null = [(b, label, convert) for b, label, convert in converters if b.type != "null"]
+
+        if shape == "members":
+            def members(value: Any) -> Any:
+                if value is None:
+                    if null_label is None:
+                        raise RowMismatch(path, "null in a non-nullable field")
+                    return (null_label, None)
+                if not isinstance(value, dict):
+                    raise RowMismatch(path, f"expected a struct of union members, got {_describe(value)}")
+                for i, (b, label, convert) in enumerate(non_null):
+                    member = value.get(f"member{i}")
+                    if member is not None:
+                        return (label, convert(member))
+                if null_label is not None:
+                    return (null_label, None)
+                raise RowMismatch(path, "no member of the union is set")
+            return branches_json, members
+
+        def choose(value: Any) -> Any:
+            if value is None:
+                if null_label is None:
+                    raise RowMismatch(path, "null in a non-nullable field")
+                return (null_label, None)
+            error = None
+            # int+long / float+double: the wider branch (Spark's type is long / double) first
+            ordered = non_null if shape == "single" else sorted(
+                non_null, key=lambda c: c[0].type not in ("long", "double"))
+            for b, label, convert in ordered:
+                try:
+                    return (label, convert(value))
+                except RowMismatch as e:
+                    error = e
+            raise error
+        return branches_json, choose
+
+    def binary(self, s, path, size: int | None) -> Callable[[Any], Any]:
+        if _logical(s) == "decimal":
+            return self.decimal(s, path, size)
+
+        def binary(value: Any) -> Any:
+            if value is None:
+                raise RowMismatch(path, "null in a non-nullable field")
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise RowMismatch(path, f"expected bytes, got {_describe(value)}")
+            value = bytes(value)
+            if size is not None and len(value) != size:
+                raise RowMismatch(path, f"fixed of size {size} given {len(value)} bytes")
+            return value
+        return binary
+
+    def decimal(self, s, path, size: int | None) -> Callable[[Any], Any]:
+        precision, scale = _decimal_params(s)
+        quantum = _decimal.Decimal(1).scaleb(-scale)
+        limit = 10 ** precision
+        context = _decimal.Context(prec=precision + scale + 40)
+        length = size
+
+        def decimal(value: Any) -> Any:
+            if value is None:
+                raise RowMismatch(path, "null in a non-nullable field")
+            if isinstance(value, bool) or not isinstance(value, (_decimal.Decimal, int)):
+                raise RowMismatch(path, f"expected a decimal, got {_describe(value)}")
+            value = _decimal.Decimal(value)
+            if not value.is_finite():
+                raise RowMismatch(path, f"{value} is not a finite decimal")
+            scaled = value.quantize(quantum, context=context)
+            if scaled != value:
+                raise RowMismatch(path, f"{value} has more than {scale} digits after the point")
+            unscaled = int(scaled.scaleb(scale, context))
+            if not -limit < unscaled < limit:
+                raise RowMismatch(path, f"{value} does not fit decimal({precision},{scale})")
+            n = length if length is not None else max(1, (unscaled.bit_length() + 8) // 8)
+            return unscaled.to_bytes(n, "big", signed=True)
+        return decimal
+
+    def primitive(self, s, path) -> Callable[[Any], Any]:
+        kind = s.type
+        lt = _logical(s)
+        if kind == "null":
+            def null(value: Any) -> Any:
+                if value is not None:
+                    raise RowMismatch(path, f"expected null, got {_describe(value)}")
+                return None
+            return null
+        if kind == "boolean":
+            def boolean(value: Any) -> Any:
+                if not isinstance(value, bool):
+                    raise RowMismatch(path, "null in a non-nullable field" if value is None
+                                      else f"expected a boolean, got {_describe(value)}")
+                return value
+            return boolean
+        if kind in ("int", "long"):
+            low, high = _INT_RANGE[kind]
+            as_int = _TO_INT.get(lt)
+
+            def integer(value: Any) -> Any:
+                if value is None:
+                    raise RowMismatch(path, "null in a non-nullable field")
+                if as_int is not None and not isinstance(value, int):
+                    value = as_int(value, path)
+                elif isinstance(value, _dt.timedelta):
+                    value = value // _MICRO
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise RowMismatch(path, f"expected an integer ({kind}), got {_describe(value)}")
+                if not low <= value <= high:
+                    raise RowMismatch(path, f"{value} is out of range for an Avro {kind}")
+                return value
+            return integer
+        if kind in ("float", "double"):
+            def floating(value: Any) -> Any:
+                if value is None:
+                    raise RowMismatch(path, "null in a non-nullable field")
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise RowMismatch(path, f"expected a number ({kind}), got {_describe(value)}")
+                return float(value)
+            return floating
+        if kind == "string":
+            def string(value: Any) -> Any:
+                if value is None:
+                    raise RowMismatch(path, "null in a non-nullable field")
+                if not isinstance(value, str):
+                    raise RowMismatch(path, f"expected a string, got {_describe(value)}")
+                return value
+            return string
+        if kind == "bytes":
+            return self.binary(s, path, None)
+        raise ValueError(f"Unsupported Avro type {kind}")
+
+
+_MISSING = object()
+
+
+def _to_micros(value: Any, path: str, millis: bool, local: bool) -> int:
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            micros = (value - _EPOCH_NAIVE) // _MICRO
+        else:
+            micros = (value - _EPOCH) // _MICRO
+        if millis:
+            return micros // 1000
+        return micros
+    raise RowMismatch(path, f"expected a timestamp, got {_describe(value)}")
+
+
+def _to_days(value: Any, path: str) -> int:
+    if isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
+        return value.toordinal() - _EPOCH_ORDINAL
+    raise RowMismatch(path, f"expected a date, got {_describe(value)}")
+
+
+def _time_of_day(unit: int) -> Callable[[Any, str], int]:
+    def convert(value: Any, path: str) -> int:
+        if isinstance(value, _dt.time):
+            micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+            return micros // unit
+        raise RowMismatch(path, f"expected a time of day, got {_describe(value)}")
+    return convert
+
+
+_TO_INT: dict[str | None, Callable[[Any, str], int]] = {
+    "timestamp-millis": lambda v, p: _to_micros(v, p, True, False),
+    "timestamp-micros": lambda v, p: _to_micros(v, p, False, False),
+    "local-timestamp-millis": lambda v, p: _to_micros(v, p, True, True),
+    "local-timestamp-micros": lambda v, p: _to_micros(v, p, False, True),
+    "date": _to_days,
+    "time-millis": _time_of_day(1000),
+    "time-micros": _time_of_day(1),
+}
+
+
+def encoder(schema, data_type: T.DataType, *, framed: bool,
+            message_name: str | None = None) -> Callable[[object], bytes]:
+    """A function from one row's value (``to_pylist()`` of ``arrow_type(data_type)``) to its Avro payload
+    written with ``schema`` (bare; Confluent's header is the caller's). Fields are matched by name; a value
+    that does not fit raises ``RowMismatch`` naming the field."""
+    encoding = _Encoding()
+    schema_json, convert = encoding.build(schema.model.schema, "")
+    parsed = _parse(schema_json)
+    write = fastavro.schemaless_writer
+    new_io = io.BytesIO
+
+    def encode(value: object) -> bytes:
+        datum = convert(value)
+        out = new_io()
+        try:
+            write(out, parsed, datum)
+        except RowMismatch:
+            raise
+        except (ValueError, TypeError, OverflowError) as e:  # what the converters did not foresee
+            raise RowMismatch("", f"cannot be written as Avro: {e}") from None
+        return out.getvalue()
+    return encode
+
+
+# ---------------------------------------------------------------------------------------------------------
+# schema_for: spark-avro's SchemaConverters.toAvroType
+# ---------------------------------------------------------------------------------------------------------
+
+def _min_bytes_for_precision(precision: int) -> int:
+    n = 1
+    while 2 ** (8 * n - 1) < 10 ** precision:
+        n += 1
+    return n
+
+
+def _to_avro(dt: T.DataType, nullable: bool, record_name: str, namespace: str) -> Any:
+    if isinstance(dt, T.BooleanType):
+        schema: Any = "boolean"
+    elif isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType)):
+        schema = "int"
+    elif isinstance(dt, T.LongType):
+        schema = "long"
+    elif isinstance(dt, T.DateType):
+        schema = {"type": "int", "logicalType": "date"}
+    elif isinstance(dt, T.TimestampNTZType):
+        schema = {"type": "long", "logicalType": "local-timestamp-micros"}
+    elif isinstance(dt, T.TimestampType):
+        schema = {"type": "long", "logicalType": "timestamp-micros"}
+    elif isinstance(dt, T.FloatType):
+        schema = "float"
+    elif isinstance(dt, T.DoubleType):
+        schema = "double"
+    elif isinstance(dt, T.StringType):
+        schema = "string"
+    elif isinstance(dt, T.NullType):
+        schema = "null"
+    elif isinstance(dt, T.DecimalType):
+        full = f"{namespace}.{record_name}.fixed" if namespace else f"{record_name}.fixed"
+        space, _, name = full.rpartition(".")
+        schema = {"type": "fixed", "name": name, "namespace": space,
+                  "size": _min_bytes_for_precision(dt.precision),
+                  "logicalType": "decimal", "precision": dt.precision, "scale": dt.scale}
+    elif isinstance(dt, T.BinaryType):
+        schema = "bytes"
+    elif isinstance(dt, T.ArrayType):
+        schema = {"type": "array", "items": _to_avro(dt.elementType, dt.containsNull, record_name, namespace)}
+    elif isinstance(dt, T.MapType):
+        if not isinstance(dt.keyType, T.StringType):
+            raise ValueError(f"Avro maps have string keys; cannot derive a schema for {dt.simpleString()}")
+        schema = {"type": "map", "values": _to_avro(dt.valueType, dt.valueContainsNull, record_name, namespace)}
+    elif isinstance(dt, T.StructType):
+        child_namespace = f"{namespace}.{record_name}" if namespace else record_name
+        schema = {"type": "record", "name": record_name}
+        if namespace:
+            schema["namespace"] = namespace
+        schema["fields"] = [{"name": f.name, "type": _to_avro(f.dataType, f.nullable, f.name, child_namespace)}
+                            for f in dt.fields]
+    elif isinstance(dt, T.YearMonthIntervalType):
+        schema = {"type": "int", _CATALYST_TYPE_PROP: dt.simpleString()}
+    elif isinstance(dt, T.DayTimeIntervalType):
+        schema = {"type": "long", _CATALYST_TYPE_PROP: dt.simpleString()}
+    else:
+        raise ValueError(f"Unexpected type {dt.simpleString()}: no Avro type for it")
+    if nullable and not isinstance(dt, T.NullType):
+        return [schema, "null"]
+    return schema
+
+
+def schema_for(data_type: T.StructType, *, name: str, namespace: str) -> tuple[str, str | None]:
+    """The Avro schema spark-avro's ``to_avro`` derives for ``data_type`` (a record ``name`` in
+    ``namespace``; nullable fields as ``[T, "null"]`` unions), as JSON text, and None (no message name)."""
+    schema = _to_avro(data_type, False, name, namespace)
+    return json.dumps(schema, separators=(",", ":")), None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The compiled column decoder (connector.typed.avro_arrow and its C extension)
+# ---------------------------------------------------------------------------------------------------------
+
+def column_decoder(reader, writer=None, *, framed: bool) -> Callable[..., Any] | None:
+    """A function from a list of payloads (bytes-like, none null; ``framed``: each starts with Confluent's
+    5-byte header, which the caller has checked — or passes as ``header=`` for the extension to check that
+    every payload starts with it) written with ``writer`` (``reader`` when None) to the Arrow array
+    ``pa.array([decoder(p) for p in payloads], type=arrow_type(spark_type(reader)))`` would give, decoded by
+    the C extension; it raises ValueError naming the first bad record (then decode record by record to
+    attribute it). None when the extension is not built or the schemas use something it does not handle."""
+    import sys
+    from connector.typed import avro_arrow
+    return avro_arrow.column_decoder(reader, writer, framed=framed, rules=sys.modules[__name__])

@@ -1,0 +1,9 @@
+"""Only the C extension lives here; every other piece of metadata is in pyproject.toml.
+
+``connector.typed._avro_arrow`` decodes Avro payloads straight into Arrow buffers (see
+connector/typed/avro_arrow.py). It is optional: without a compiler the build skips it and the connector
+uses the per-record fastavro decoder."""
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("connector.typed._avro_arrow", ["connector/typed/_avro_arrow.c"], optional=True,
+                             extra_compile_args=["-O2"])])
