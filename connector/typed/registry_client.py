@@ -90,6 +90,7 @@ class RegistryClient:
         self._by_id: dict[int, RegisteredSchema] = {}
         self._parsed: dict[tuple, object] = {}
         self._versions: dict[tuple[str, int], RegisteredSchema] = {}
+        self._registered: dict[tuple, int] = {}
         self._ssl = _ssl_context(config) if any(u.startswith("https:") for u in config.urls) else None
 
     # -- lookups ---------------------------------------------------------------------------------------------------
@@ -127,11 +128,18 @@ class RegistryClient:
 
     def register(self, subject: str, schema_type: str, text: str, normalize: bool = False) -> int:
         """``POST /subjects/{subject}/versions``: the id (the existing one when the schema is already there)."""
+        key = ("register", subject, schema_type, text, normalize)
+        with self._lock:
+            found = self._registered.get(key)
+        if found is not None:   # a streaming sink resolves its schema for every micro-batch
+            return found
         payload = {"schema": text}
         if schema_type != "AVRO":
             payload["schemaType"] = schema_type
         query = "?normalize=true" if normalize else ""
         body = self._request("POST", f"/subjects/{_quote(subject)}/versions{query}", payload)
+        with self._lock:
+            self._registered[key] = int(body["id"])
         return int(body["id"])
 
     def lookup(self, subject: str, schema_type: str, text: str, normalize: bool = False) -> int:

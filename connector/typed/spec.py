@@ -182,7 +182,7 @@ def _strategy(params: dict, side: str) -> str:
     return name
 
 
-def _subject(spec: ColumnSpec, topics: tuple[str, ...], record: str | None = None) -> str:
+def _subject(spec: ColumnSpec, topics: tuple[str, ...], record: str | None = None, *, sink: bool = False) -> str:
     """The subject of ``spec``: ``<side>Subject``, else by the name strategy (``record``: the schema's full
     name, which the sink knows; a source must name the subject for the record strategies)."""
     if spec.subject:
@@ -197,9 +197,10 @@ def _subject(spec: ColumnSpec, topics: tuple[str, ...], record: str | None = Non
             raise _error(f"Option '{spec.side}Subject' is required: TopicRecordNameStrategy needs the 'topic' option")
         return f"{topics[0]}-{record}"
     if len(topics) != 1:
-        raise _error(f"Option '{spec.side}Subject' is required: {spec.side}Format={spec.format} reads its schema "
-                     f"from the registry and the default subject (<topic>-{spec.side}) needs exactly one topic, "
-                     f"not {list(topics) or 'a pattern'}")
+        where = (f"{list(topics)}" if topics else
+                 "a topic column (set the 'topic' option, or name the subject)" if sink else "a pattern")
+        raise _error(f"Option '{spec.side}Subject' is required: {spec.side}Format={spec.format} uses the registry "
+                     f"and the default subject (<topic>-{spec.side}) needs exactly one topic, not {where}")
     return f"{topics[0]}-{spec.side}"
 
 
@@ -227,7 +228,7 @@ def resolve(spec: ColumnSpec, registry, topics: tuple[str, ...], *, sink: bool,
                 schema_id, references, text = found.schema_id, found.references, found.text
         elif client is not None:
             if use_latest:
-                found = client.version(_subject(spec, topics), spec.version or "latest")
+                found = client.version(_subject(spec, topics, sink=True), spec.version or "latest")
                 schema_id, references, text = found.schema_id, found.references, found.text
             else:
                 if text is None:
@@ -236,7 +237,7 @@ def resolve(spec: ColumnSpec, registry, topics: tuple[str, ...], *, sink: bool,
                     if derived_name and not spec.message_name:
                         spec = _with_message(spec, derived_name)
                 subject = _subject(spec, topics, _record_name(spec, text) if spec.strategy != "TopicNameStrategy"
-                                   else None)
+                                   else None, sink=True)
                 schema_id = (client.register(subject, spec.schema_type, text, normalize) if auto_register
                              else client.lookup(subject, spec.schema_type, text, normalize))
         elif text is None:

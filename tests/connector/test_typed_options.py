@@ -144,3 +144,20 @@ def test_framed_records_of_two_ids_and_an_unknown_id(pylog_broker):
     assert arrays["value"].to_pylist() == [{"id": 2, "src": "web"}, {"id": 3, "src": "x"}, None]
     assert arrays["valueSchemaId"].to_pylist() == [v1_id, v2_id, 987654]
     assert arrays["_corrupt_value"].to_pylist() == [None, None, unknown]
+
+
+def test_a_typed_sink_writing_a_topic_column_must_name_its_subject():
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+    schema = StructType([StructField("topic", StringType()),
+                         StructField("value", StructType([StructField("id", LongType())]))])
+    options = parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "valueFormat": "avro",
+                                  "schema.registry.url": "http://127.0.0.1:9"})
+    with pytest.raises(PylogOptionError, match="Option 'valueSubject' is required.*not a topic column"):
+        options.resolve_typed(schema)
+
+
+def test_registering_the_same_schema_again_asks_the_registry_once(pylog_broker):
+    client = RegistryClient(RegistryConfig((pylog_broker.schema_registry_url,)))
+    first = client.register("once-value", "AVRO", EVENT)
+    client.config = RegistryConfig(("http://127.0.0.1:9",))   # unreachable from now on
+    assert client.register("once-value", "AVRO", EVENT) == first
