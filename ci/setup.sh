@@ -40,6 +40,13 @@ if [ "$where" != "$here" ] || [ "$discoverable" != True ]; then
   echo "ci/setup.sh: pointing the pylog install at $here (was $where; Spark-discoverable: $discoverable)" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .
 fi
+# The compiled Avro decoder (connector/typed/_avro_arrow.c) is built in place by editable installs; rebuild it
+# when it is missing or older than its source, or the tests would check only the per-record fallback.
+built="$(ls connector/typed/_avro_arrow*.so 2>/dev/null | head -n 1)"
+if [ -z "$built" ] || [ connector/typed/_avro_arrow.c -nt "$built" ]; then
+  echo "ci/setup.sh: building connector/typed/_avro_arrow (the compiled Avro decoder) in place" >&2
+  "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .
+fi
 # Docker for the container tests (tests/containers, tests/spark/test_containers.py), when ci/test.sh asks:
 # install Debian's docker.io (and debootstrap, for the local base image) if no engine answers, start dockerd
 # if none runs (a running one is left alone), then build the images (ci/build_image.sh; cached after once).
