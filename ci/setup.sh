@@ -42,7 +42,7 @@ if [ "$where" != "$here" ] || [ "$discoverable" != True ]; then
 fi
 # The compiled Avro decoder (connector/typed/_avro_arrow.c) is built in place by editable installs; rebuild it
 # when it is missing or older than its source, or the tests would check only the per-record fallback.
-built="$(ls connector/typed/_avro_arrow*.so 2>/dev/null | head -n 1)"
+built="$(ls connector/typed/_avro_arrow*.so 2>/dev/null | head -n 1 || true)"
 if [ -z "$built" ] || [ connector/typed/_avro_arrow.c -nt "$built" ]; then
   echo "ci/setup.sh: building connector/typed/_avro_arrow (the compiled Avro decoder) in place" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .
