@@ -1,5 +1,5 @@
 """An exactly-once typed pipeline under driver crashes: Avro in (two schema versions), a watermarked window
-aggregate, Avro out; the driver is SIGKILLed after a batch's commit intent and after a completed commit, then
+aggregate, Avro out; the driver is SIGKILLed after a batch's completed commit (before Spark records it), then
 restarted on its checkpoint; the output, read by confluent-kafka's AvroDeserializer, is exactly the expected
 aggregates — each window once.
 
@@ -84,8 +84,10 @@ def test_typed_avro_pipeline_survives_driver_crashes_with_exact_output(pylog_bro
     markers = tmp_path / "markers"
     markers.mkdir()
 
-    _crash(bootstrap, registry_url, checkpoint, markers, "after_intent:1")
-    _crash(bootstrap, registry_url, checkpoint, markers, "after_completed:3")
+    # after batch 2's transactions are committed and its sink log entry COMPLETED, before Spark's own commit
+    # log has it: the restart re-runs batch 2, whose output must not appear twice (the INTENT-roll-forward and
+    # task-crash points are tests/spark/test_sink_faults.py's)
+    _crash(bootstrap, registry_url, checkpoint, markers, "after_completed:2")
     code, err = finish(_start(bootstrap, registry_url, checkpoint))
     assert code == 0, err[-3000:]
 
