@@ -249,7 +249,10 @@ def resolve(spec: ColumnSpec, registry, topics: tuple[str, ...], *, sink: bool,
         raise _error(f"{spec.side}Format={spec.format}: {exc}") from None
     resolved = ResolvedColumn(spec, framed=registry is not None, schema_type=spec.schema_type, schema_text=text,
                               references=references, schema_id=schema_id, registry=registry)
-    parsed = resolved.parsed()
+    try:
+        parsed = resolved.parsed()
+    except RegistryError as exc:   # a reference the registry does not answer
+        raise _error(f"{spec.side}Format={spec.format}: {exc}") from None
     try:
         data_type = module.spark_type(parsed, spec.message_name)
     except ValueError as exc:
