@@ -147,6 +147,8 @@ def _spark_session():
 
 
 def _stream_rates(spark, bootstrap: str, registry: str, args) -> dict:
+    from broker_sim.bench.spark_source import _available_now_into_noop
+
     def load(typed: bool):
         reader = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
                   .option("subscribe", TOPIC).option("startingOffsets", "earliest"))
@@ -157,7 +159,7 @@ def _stream_rates(spark, bootstrap: str, registry: str, args) -> dict:
     seconds: dict[str, list[float]] = {"typed_avro": [], "binary": []}
     for round_number in range(args.rounds + 1):   # round 0 warms up the JVM and the Python workers
         for name in seconds:
-            elapsed = _available_now_into_noop(load(name == "typed_avro"), name, args.records)
+            elapsed, _ = _available_now_into_noop(load(name == "typed_avro"), name, args.records)
             if round_number:
                 seconds[name].append(elapsed)
     rates = {name: round(args.records / statistics.median(values)) for name, values in seconds.items()}
@@ -171,21 +173,6 @@ def _stream_rates(spark, bootstrap: str, registry: str, args) -> dict:
         "warmup_rounds": 1,
         "seconds": {name: [round(v, 2) for v in values] for name, values in seconds.items()},
     }
-
-
-def _available_now_into_noop(df, name: str, records: int) -> float:
-    with tempfile.TemporaryDirectory(prefix="pylog-bench-ckpt-") as checkpoint:
-        started = time.perf_counter()
-        query = (df.writeStream.format("noop").trigger(availableNow=True)
-                 .option("checkpointLocation", checkpoint).start())
-        query.awaitTermination()
-        elapsed = time.perf_counter() - started
-    if query.exception() is not None:
-        raise RuntimeError(f"{name} query failed: {query.exception()}")
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
-    if rows != records:
-        raise RuntimeError(f"{name} read {rows} rows, expected {records}")
-    return elapsed
 
 
 if __name__ == "__main__":

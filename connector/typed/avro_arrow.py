@@ -222,18 +222,8 @@ class _Compiler:
         A = self.rules
         if self.kind(col) != C_STRUCT or len(self.kids(col)) != len(r.fields):
             raise Unsupported("record column")
-        by_name = {f.name: f for f in w.fields}
-        matched: dict[str, str] = {}
-        for f in r.fields:
-            wf = by_name.get(f.name)
-            if wf is None:
-                for alias in (f.props.get("aliases") or []):
-                    if alias in by_name:
-                        wf = by_name[alias]
-                        break
-            if wf is not None and wf.name not in matched.values():
-                matched[f.name] = wf.name
-        reader_for = {wname: rname for rname, wname in matched.items()}
+        reader_for = A._reader_fields(w, r)
+        matched = set(reader_for.values())
         r_index = {f.name: i for i, f in enumerate(r.fields)}
         kids = []
         for wf in w.fields:

@@ -269,6 +269,23 @@ def _default_value(r: avro.schema.Schema, value: Any) -> Any:
 # The decoder: reader and writer copies for fastavro, and the few Python fixes left
 # ---------------------------------------------------------------------------------------------------------
 
+def _reader_fields(w: avro.schema.RecordSchema, r: avro.schema.RecordSchema) -> dict[str, str]:
+    """Writer field name -> the reader field it resolves into (by name, else by the reader field's aliases; a
+    writer field serves one reader field), Avro's record resolution."""
+    by_name = {f.name: f for f in w.fields}
+    matched: dict[str, str] = {}
+    for f in r.fields:
+        wf = by_name.get(f.name)
+        if wf is None:
+            for alias in (f.props.get("aliases") or []):
+                if alias in by_name:
+                    wf = by_name[alias]
+                    break
+        if wf is not None and wf.name not in matched.values():
+            matched[f.name] = wf.name
+    return {wname: rname for rname, wname in matched.items()}
+
+
 def _aliases(s: Any) -> list[str]:
     props = getattr(s, "props", None) or {}
     aliases = props.get("aliases") or []
@@ -429,18 +446,8 @@ class _Resolution:
         return wj, _raw_fix(r)
 
     def pair_records(self, w, r, path) -> tuple[Any, Any]:
-        by_name = {f.name: f for f in w.fields}
-        matched: dict[str, Any] = {}
-        for f in r.fields:
-            wf = by_name.get(f.name)
-            if wf is None:
-                for alias in (f.props.get("aliases") or []):
-                    if alias in by_name:
-                        wf = by_name[alias]
-                        break
-            if wf is not None and wf.name not in matched.values():
-                matched[f.name] = wf.name
-        reader_for = {wname: rname for rname, wname in matched.items()}
+        reader_for = _reader_fields(w, r)
+        matched = set(reader_for.values())
         r_fields = {f.name: f for f in r.fields}
         fields = []
         fixes = []

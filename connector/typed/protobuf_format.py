@@ -45,7 +45,7 @@ from pyspark.sql.types import (
 )
 
 from broker_sim.registry.types import ParsedSchema
-from broker_sim.registry.types.protobuf import WELL_KNOWN_FILES
+from broker_sim.registry.types.protobuf import add_well_known
 from connector.typed import RowMismatch
 
 SCHEMA_TYPE = "PROTOBUF"
@@ -94,31 +94,15 @@ class _Schema:
             file = descriptor_pb2.FileDescriptorProto()
             file.CopyFrom(dependency.model.file)
             file.name = path
-            self._add_well_known(file.dependency, provided, loaded)
+            add_well_known(self.pool, file.dependency, provided, loaded)
             self.pool.Add(file)
-        self._add_well_known(model.file.dependency, provided, loaded)
+        add_well_known(self.pool, model.file.dependency, provided, loaded)
         main = descriptor_pb2.FileDescriptorProto()
         main.CopyFrom(model.file)
         main.name = _POOL_FILE
         self.pool.Add(main)
         self.file = self.pool.FindFileByName(_POOL_FILE)
         self._classes: dict[str, type] = {}
-
-    def _add_well_known(self, imports, provided: set[str], loaded: set[str]) -> None:
-        pending = [path for path in imports if path in WELL_KNOWN_FILES]
-        while pending:
-            path = pending[-1]
-            if path in loaded or path in provided:
-                pending.pop()
-                continue
-            missing = [d for d in WELL_KNOWN_FILES[path].dependency
-                       if d in WELL_KNOWN_FILES and d not in loaded and d not in provided]
-            if missing:
-                pending.extend(missing)
-                continue
-            pending.pop()
-            self.pool.Add(WELL_KNOWN_FILES[path])
-            loaded.add(path)
 
     def message(self, message_name: str | None):
         """The descriptor of the file's message ``message_name`` (None: the first; else full or simple name)."""

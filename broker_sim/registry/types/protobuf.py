@@ -180,9 +180,9 @@ def _resolve(fdp: descriptor_pb2.FileDescriptorProto,
             file = descriptor_pb2.FileDescriptorProto()
             file.CopyFrom(dependency.model.file)
             file.name = path
-            _add_well_known(pool, file.dependency, provided, loaded)
+            add_well_known(pool, file.dependency, provided, loaded)
             pool.Add(file)
-        _add_well_known(pool, fdp.dependency, provided, loaded)
+        add_well_known(pool, fdp.dependency, provided, loaded)
         candidate = descriptor_pb2.FileDescriptorProto()
         candidate.CopyFrom(fdp)
         candidate.name = _SCHEMA_FILE
@@ -195,7 +195,7 @@ def _resolve(fdp: descriptor_pb2.FileDescriptorProto,
     return resolved
 
 
-def _add_well_known(pool: descriptor_pool.DescriptorPool, imports: Iterable[str], provided: set[str],
+def add_well_known(pool: descriptor_pool.DescriptorPool, imports: Iterable[str], provided: set[str],
                     loaded: set[str]) -> None:
     """Add the well-known files among ``imports`` (and theirs) that no reference provides, each once."""
     pending = [path for path in imports if path in WELL_KNOWN_FILES]
