@@ -54,24 +54,38 @@ class BrokerKind:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def pylog_broker() -> BrokerKind:
+def pylog_broker(source_root: str | None = None, name: str = "pylog") -> BrokerKind:
     """Our broker, as ``python -m broker_sim`` in a child process.
 
     The child runs in a temp dir, so the directory holding this ``broker_sim``
     goes first on its PYTHONPATH: the benchmark measures the code it ships with,
-    installed or not.
+    installed or not. *source_root* names another checkout instead (``--baseline``:
+    an older commit's broker under the same workload and clients).
     """
-    import broker_sim
+    if source_root is None:
+        import broker_sim
 
-    source_root = os.path.dirname(os.path.dirname(os.path.abspath(broker_sim.__file__)))
+        source_root = os.path.dirname(os.path.dirname(os.path.abspath(broker_sim.__file__)))
+    elif not os.path.isfile(os.path.join(source_root, "broker_sim", "__main__.py")):
+        raise BrokerUnavailable(f"no broker_sim/__main__.py under {source_root} (--baseline wants a pylog checkout)")
     python_path = os.pathsep.join(p for p in (source_root, os.environ.get("PYTHONPATH")) if p)
 
     def command(port: int, data_dir: str) -> list[str]:
         # groups form at once, as the figures were measured (the default waits Kafka's 3 s for more members)
         return [sys.executable, "-m", "broker_sim", "--data-dir", data_dir,
                 "--port", str(port), "--host", HOST, "--config", "group.initial.rebalance.delay.ms=0"]
-    return BrokerKind("pylog", command, f"broker_sim from {source_root} (python {sys.version.split()[0]})",
-                      env={"PYTHONPATH": python_path})
+    return BrokerKind(name, command, f"broker_sim from {source_root}{_git_commit(source_root)} "
+                                     f"(python {sys.version.split()[0]})", env={"PYTHONPATH": python_path})
+
+
+def _git_commit(checkout: str) -> str:
+    """`` at <short commit>`` when *checkout* is a git work tree, else empty."""
+    try:
+        answer = subprocess.run(["git", "-C", checkout, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return f" at {answer.stdout.strip()}" if answer.returncode == 0 and answer.stdout.strip() else ""
 
 
 def tansu_binary() -> str:

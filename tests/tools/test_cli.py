@@ -184,3 +184,28 @@ def test_bench_prints_json_with_expected_keys():
         "confluent_produce_acks1", "confluent_produce_acksall", "confluent_consume"}
     assert "start_ms" in report["results"]["pylog"]
     assert report["ratios"] == {}
+
+
+def test_bench_baseline_runs_another_checkouts_broker_beside_pylog():
+    """--baseline DIR: each round also runs DIR's broker, and ratios_to_baseline compares pylog to it."""
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run = subprocess.run(
+        [sys.executable, "-m", "broker_sim.tools.cli", "bench", "--records", "2000", "--rounds", "1",
+         "--starts", "1", "--brokers", "pylog", "--skip-kafka-python", "--timeout-s", "60",
+         "--baseline", checkout],
+        capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert [r["broker"] for r in report["runs"]] == ["pylog", "baseline"]
+    assert checkout in report["workload"]["brokers"]["baseline"]
+    assert "error" not in report["runs"][1] and "errors" not in report["results"]["baseline"]
+    assert report["ratios_to_baseline"]["confluent_produce_acks1_records_per_s"] > 0
+    assert "start_ms" in report["ratios_to_baseline"]
+
+
+def test_bench_baseline_that_is_not_a_checkout_is_reported_skipped(tmp_path):
+    from broker_sim.bench.runner import broker_kinds
+
+    kinds, skipped = broker_kinds(["pylog"], None, io.StringIO(), str(tmp_path))
+    assert set(kinds) == {"pylog"}
+    assert "broker_sim/__main__.py" in skipped["baseline"]["skipped"]
