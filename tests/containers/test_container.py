@@ -10,8 +10,11 @@ import time
 import pytest
 from confluent_kafka import Consumer
 from kafka import KafkaAdminClient, KafkaProducer
+from kafka.errors import MessageSizeTooLargeError
 
+from broker_sim.local.zookeeper import free_port
 from broker_sim.testing.containers import IMAGE, PylogContainer
+from broker_sim.testing.requirements import missing
 
 pytestmark = pytest.mark.containers
 
@@ -42,10 +45,36 @@ def test_host_clients_use_the_published_port_and_are_told_it(pylog_container, py
     consumer.close()
     assert got == [f"m{i}".encode() for i in range(20)]
     kcat = shutil.which("kcat")
-    if kcat:
-        listed = subprocess.run([kcat, "-b", bootstrap, "-L", "-t", pylog_topic], capture_output=True, text=True,
-                                timeout=60, check=True).stdout
-        assert f"broker 0 at {bootstrap}" in listed
+    if kcat is None:   # ci/setup.sh installs it: a skip on a laptop without it, a failure under CI=true
+        missing("kcat", "kcat is not installed (apt-get install kcat)")
+    listed = subprocess.run([kcat, "-b", bootstrap, "-L", "-t", pylog_topic], capture_output=True, text=True,
+                            timeout=60, check=True).stdout
+    assert f"broker 0 at {bootstrap}" in listed
+
+
+def test_the_container_factory_pins_the_host_port_and_takes_broker_configs(pylog_container_factory):
+    """pylog_container_factory(config=..., port=..., **configs): the broker is published on, and advertises,
+    the port asked for, and runs with the configs given (auto-created topics get 3 partitions; a record over
+    message.max.bytes is refused by the broker)."""
+    port = free_port()
+    container = pylog_container_factory(config={"num.partitions": 3}, port=port, message_max_bytes=2000)
+    bootstrap = container.get_bootstrap_server()
+    assert bootstrap == f"127.0.0.1:{port}"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=0)
+    try:
+        producer.send("factory-auto-created", b"x").get(timeout=30)
+        with pytest.raises(MessageSizeTooLargeError):
+            producer.send("factory-auto-created", b"y" * 5000).get(timeout=30)
+    finally:
+        producer.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        [broker] = admin.describe_cluster()["brokers"]
+        assert broker["port"] == port
+        [topic] = admin.describe_topics(["factory-auto-created"])
+        assert len(topic["partitions"]) == 3
+    finally:
+        admin.close()
 
 
 def test_a_container_on_the_same_network_uses_the_internal_listener(tmp_path):
