@@ -24,7 +24,8 @@ addresses on the cluster network.  Disconnecting a container from the network wo
 it too (published ports go through that network); with iptables the test can still reach an isolated leader —
 what a zombie-leader test needs (it must take acks=1 writes and refuse acks=all ones).  Rules on the broker
 side cover ZooKeeper too, so the ZooKeeper image needs no iptables.  ``slow_link(i, delay_ms, loss_pct)`` adds
-``tc netem`` on a broker's interface; ``heal()`` removes every rule and qdisc.
+``tc netem`` on a broker's interface, ``thin_link(i, rate_kbit)`` a ``tc tbf`` rate limit (kernels without netem
+have it); ``heal()`` removes every rule and qdisc.
 
 Ryuk (testcontainers' reaper) is an image this project cannot pull: it is disabled, and the classes remove
 their containers and network themselves (``stop()``, context managers, the pytest fixtures).
@@ -409,8 +410,19 @@ class PylogClusterContainers:
         if code != 0:
             raise RuntimeError(f"tc netem in broker {i} exited {code}: {output.strip()}")
 
+    def thin_link(self, i: int, rate_kbit: int = 1024) -> None:
+        """tc tbf on broker i's network interface: everything it sends leaves at ``rate_kbit`` at most (a thin
+        link; no packet dropped for queueing under 10 s).  Needs only sch_tbf, which kernels without netem
+        (these CI machines' microVMs) have."""
+        burst = max(1600, rate_kbit * 1000 // 8 // 100)   # ~10 ms of rate, at least one full-size frame
+        code, output = self.brokers[i].exec_root(
+            ["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", f"{rate_kbit}kbit",
+             "burst", str(burst), "latency", "10s"])
+        if code != 0:
+            raise RuntimeError(f"tc tbf in broker {i} exited {code}: {output.strip()}")
+
     def heal_network(self) -> None:
-        """Remove every partition rule and netem qdisc."""
+        """Remove every partition rule and netem/tbf qdisc."""
         for i, broker in enumerate(self.brokers):
             container = broker.get_wrapped_container()
             container.reload()
