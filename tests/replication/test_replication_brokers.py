@@ -526,6 +526,15 @@ def test_failover_keeps_every_acks_all_record_and_the_old_leader_rejoins_as_a_fo
     assert b"unreplicated" not in dict(records).values()
 
 
+def _request_counter(broker):
+    """The number of replica requests (Fetch, OffsetForLeaderEpoch) ``broker`` has answered, as /metrics has it."""
+    def count() -> float:
+        return sum(sample.value for metric in broker.metrics._requests.collect() for sample in metric.samples
+                   if sample.name.endswith("_total")
+                   and sample.labels["request"] in ("Fetch", "OffsetForLeaderEpoch"))
+    return count
+
+
 def test_a_follower_that_learns_of_the_epoch_before_its_leader_backs_off_and_then_replicates(cluster):
     c = cluster(2)
     c.create_topic()
@@ -533,8 +542,20 @@ def test_a_follower_that_learns_of_the_epoch_before_its_leader_backs_off_and_the
     state = PartitionState(0, 3, (0, 1), 1, 1)
     with c._lock:
         c.states[KEY] = state
+    asked = _request_counter(c.brokers[0])
+    before = asked()
     c.call(c.brokers[1], c.brokers[1].replicas.become_follower, TOPIC, 0, state, [0, 1])
-    time.sleep(0.5)  # broker 1 asks at epoch 3, broker 0 is at 0: UNKNOWN_LEADER_EPOCH, backoff, retry
+    # broker 1 asks at epoch 3, broker 0 is at 0: UNKNOWN_LEADER_EPOCH, backoff (100 ms), retry
+    arrivals = []
+    deadline = time.monotonic() + 10
+    while len(arrivals) < 4:
+        assert time.monotonic() < deadline, f"the follower asked {len(arrivals)} times in 10 s: it did not retry"
+        now = asked()
+        if now > before + len(arrivals):
+            arrivals.append(time.monotonic())
+        time.sleep(0.005)
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    assert min(gaps) >= 0.08, f"retries {gaps} s apart: no replica.fetch.backoff.ms (100 ms) between them"
     assert c.partition_info(1)["leo"] == 0
     c.call(c.brokers[0], c.brokers[0].replicas.become_leader, TOPIC, 0, state, [0, 1])
     follower = wait_until(lambda: (i := c.partition_info(1))["leo"] == 2 and i, what="replication after the epoch")
