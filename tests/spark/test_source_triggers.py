@@ -1,6 +1,7 @@
 """Trigger-related source behaviour: minOffsetsPerTrigger / maxTriggerDelay, and the latest offset in progress."""
 from __future__ import annotations
 
+import json
 import tempfile
 import threading
 import time
@@ -49,18 +50,37 @@ def _wait_for_data_batch_starts(query, count: int, timeout_s: float) -> list[flo
         time.sleep(0.1)
 
 
+def _wait_for_triggers_that_saw(query, latest: dict, count: int, timeout_s: float) -> int:
+    """How many triggers ran no batch while the source's latest offset was ``latest`` (waits for ``count``)."""
+    def held() -> int:
+        return sum(1 for p in query.recentProgress
+                   if not p["numInputRows"] and p["sources"]
+                   and json.loads(p["sources"][0].get("latestOffset") or "null") == latest)
+    deadline = time.monotonic() + timeout_s
+    while held() < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return held()
+
+
 def test_min_offsets_per_trigger_holds_the_batch_until_enough_offsets_arrive(spark, pylog_broker):
     bootstrap = pylog_broker.bootstrap_servers
     create_topic(bootstrap, "trickle", partitions=2)
     produce(bootstrap, "trickle", numbered(0, 0, 3) + numbered(1, 0, 2))
     recorder = BatchRecorder()
-    query = _start(stream(spark, bootstrap, subscribe="trickle", startingOffsets="earliest",
-                          minOffsetsPerTrigger=10, maxTriggerDelay="1h"), recorder)
+    # every trigger that runs no batch reports its progress (Spark's default: one such report per 10 s), so
+    # the test can count the triggers that saw the 9 new offsets and held them, however slow the machine
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
+    try:
+        query = _start(stream(spark, bootstrap, subscribe="trickle", startingOffsets="earliest",
+                              minOffsetsPerTrigger=10, maxTriggerDelay="1h"), recorder)
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
     try:
         # Spark's rule: the first batch never waits (no trigger yet to measure the delay from).
         assert len(recorder.wait_for(1, 60)) == 1
         produce(bootstrap, "trickle", numbered(0, 3, 4) + numbered(1, 2, 5))   # 9 new offsets: one short
-        time.sleep(2)                                                           # ~20 triggers at 100 ms
+        held = _wait_for_triggers_that_saw(query, {"trickle": {"0": 7, "1": 7}}, count=5, timeout_s=60)
+        assert held >= 5, f"only {held} triggers saw the 9 new offsets within 60 s"
         assert len(recorder.batches) == 1, "a batch ran with fewer than minOffsetsPerTrigger new offsets"
         produce(bootstrap, "trickle", numbered(1, 7, 1))                        # the 10th
         batches = recorder.wait_for(2, 60)
