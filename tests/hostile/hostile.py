@@ -41,3 +41,41 @@ def assert_serving(broker, topic: str | None = None) -> None:
     got_ck = [r.content() for r in consume_confluent(bootstrap, topic, len(expected))]
     assert got_kp == expected, got_kp
     assert got_ck == expected, got_ck
+
+
+def unread_bytes(port: int) -> int:
+    """Bytes clients sent to the broker on ``port`` that it has not read yet: the receive queues of its
+    established connections (Linux /proc/net/tcp and tcp6)."""
+    total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as lines:
+                next(lines)
+                for line in lines:
+                    fields = line.split()
+                    local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                    if local_port == port and fields[3] == "01":   # ESTABLISHED, the broker's side
+                        total += int(fields[4].split(":")[1], 16)
+        except FileNotFoundError:
+            continue
+    return total
+
+
+def wait_read_or_refused(port: int, timeout: float = 30.0, steady_polls: int = 5) -> int:
+    """Until the broker has read everything sent to it, or has stopped reading (the unread bytes stay the
+    same over ``steady_polls`` polls 0.1 s apart): what a memory bound is measured after, instead of a
+    fixed sleep that a slow machine outlasts. Returns the unread bytes."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    last, steady = None, 0
+    while time.monotonic() < deadline:
+        unread = unread_bytes(port)
+        if unread == 0:
+            return 0
+        steady = steady + 1 if unread == last else 0
+        if steady >= steady_polls:
+            return unread
+        last = unread
+        time.sleep(0.1)
+    raise AssertionError(f"the broker on port {port} kept reading for {timeout} s ({last} bytes unread)")

@@ -17,7 +17,7 @@ import urllib.request
 
 from broker_sim.protocol.client import ConnectionClosed
 from client_helpers import wait_until
-from hostile import assert_alive, assert_serving, rss_bytes
+from hostile import assert_alive, assert_serving, rss_bytes, wait_read_or_refused
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka_wire import (LATEST, WireClient, fetch_request, list_offsets, metadata, produce_request, produce_result,
                         record_batch)
@@ -51,9 +51,10 @@ def _pool_used(broker) -> int:
     return int(float(re.search(r"^kafka_network_socketserver_memorypoolused (\S+)$", text, re.M).group(1)))
 
 
-def _settled_rss(pid: int) -> int:
-    time.sleep(0.5)  # let the broker take in what was sent
-    return rss_bytes(pid)
+def _settled_rss(broker) -> int:
+    """RSS once the broker has read all that was sent to it, or stopped reading (not after a fixed sleep)."""
+    wait_read_or_refused(broker.port)
+    return rss_bytes(broker.process.pid)
 
 
 def test_headers_declaring_100_mb_allocate_nothing_and_idle_senders_are_closed(hostile_broker):
@@ -65,7 +66,7 @@ def test_headers_declaring_100_mb_allocate_nothing_and_idle_senders_are_closed(h
     attackers = [_connect(broker) for _ in range(40)]
     for sock in attackers:
         sock.sendall(struct.pack(">i", 100 * MB) + struct.pack(">hhi", 0, 9, 1) + b"\0" * 100)
-    grown = _settled_rss(broker.process.pid) - before
+    grown = _settled_rss(broker) - before
     assert grown < 50 * MB, f"40 headers declaring 100 MB grew RSS by {grown / MB:.0f} MB (bound 50 MB)"
     # they hold only the buffers of what they sent, not 40 x 100 MB of the 200 MB pool: others are still read
     assert _pool_used(broker) < 8 * MB
@@ -91,7 +92,7 @@ def test_a_half_sent_50_mb_frame_holds_about_its_bytes(hostile_broker):
     sent = 8 * MB
     with _connect(broker) as sock:
         sock.sendall(struct.pack(">i", 50 * MB) + bytes(sent))
-        grown = _settled_rss(broker.process.pid) - before
+        grown = _settled_rss(broker) - before
         # the frame's buffer doubles as bytes arrive: at most twice what was sent, plus slack
         assert grown < 2 * sent + 16 * MB, f"{sent / MB:.0f} MB of a 50 MB frame grew RSS by {grown / MB:.0f} MB"
     assert_serving(broker)
@@ -176,7 +177,7 @@ def test_idle_connections_are_closed_but_a_long_poll_is_not(hostile_broker):
     many = [_connect(broker) for _ in range(300)]
     for sock in many:
         sock.sendall(struct.pack(">i", 20) + b"\0" * 6)  # a header and a few bytes, then silence
-    grown = _settled_rss(broker.process.pid) - before
+    grown = _settled_rss(broker) - before
     assert grown < 300 * 40 * 1024, f"300 idle connections grew RSS by {grown / MB:.1f} MB (bound 40 KB each)"
     assert all(_closed_by_peer(sock, 20) for sock in many)
     for sock in many:
@@ -205,7 +206,7 @@ def _limits_hold(broker, limit: int) -> None:
     before = rss_bytes(broker.process.pid)
     refused = sum(_refused(broker) for _ in range(200))
     assert refused == 200
-    grown = _settled_rss(broker.process.pid) - before
+    grown = _settled_rss(broker) - before
     assert grown < 20 * MB, f"200 refused connections grew RSS by {grown / MB:.1f} MB (bound 20 MB)"
     clients.pop().close()
     # the count drops once the broker saw the close; then one more is accepted, and only one
@@ -270,7 +271,7 @@ def test_the_broker_survives_a_connection_flood(hostile_broker):
         for sock in socks:
             sock.close()
     assert_alive(broker)
-    grown = _settled_rss(broker.process.pid) - before
+    grown = _settled_rss(broker) - before
     assert grown < 20 * MB, f"500 connects grew RSS by {grown / MB:.1f} MB (bound 20 MB)"
     # closed connections gave their slots back: the count is exact after churn
     wait_until(lambda: _fifty_accepted(broker), 15, message="all 50 slots free again")
@@ -303,7 +304,7 @@ def test_a_sender_that_stops_halfway_is_closed_while_others_wait_for_request_mem
                    10, message="topic ready")
     attacker = _connect(broker)
     attacker.sendall(struct.pack(">i", 50 * MB) + bytes(2 * MB))
-    time.sleep(0.5)
+    wait_read_or_refused(broker.port)   # the attacker's 2 MB are in the broker's pool (or refused) first
     started = time.monotonic()
     with WireClient(broker.bootstrap_servers, timeout=30) as client:
         answer = client.call(produce_request(topic, 0, record_batch([bytes(1536 * 1024)], key=None)))

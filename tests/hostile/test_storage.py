@@ -283,6 +283,26 @@ def test_a_start_with_corrupt_files_serves_everything_else(hostile_broker):
     assert_serving(broker)
 
 
+def _open_segment_files(pid: int, partition_dir: str) -> list[str]:
+    """The ``.log`` files of one partition the process has open (Linux /proc/<pid>/fd)."""
+    names = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if f"/{partition_dir}/" in target and target.endswith(".log"):
+            names.append(os.path.basename(target))
+    return sorted(names)
+
+
+def _has_bytes(sock: socket.socket) -> bool:
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return False
+
+
 def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evicted(hostile_broker):
     """Slow readers hold zero-copy responses over 20 old segments while only 2 stay open per partition.
 
@@ -307,7 +327,10 @@ def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evi
             correlation_id, data = reader.encode(request)
             reader.send_bytes(data)
             readers.append((reader, request, correlation_id))
-        time.sleep(0.5)  # every segment has been read, and all but two evicted, while responses wait
+        # every fetch has been answered (its response began to arrive), so every segment has been read and
+        # all but two evicted while the responses wait; the descriptors' return below shows the evictions
+        wait_until(lambda: all(_has_bytes(reader.sock) for reader, *_ in readers), 30,
+                   message="every fetch answered")
         for i, (reader, request, correlation_id) in enumerate(readers):
             response = reader.read_response(request, correlation_id)
             batches = batches_of(fetched_partitions(response)[0].records)
@@ -317,6 +340,9 @@ def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evi
         for reader, *_ in readers:
             reader.close()
     wait_until(lambda: open_fds(pid) - fds_before < 10, 10, message="descriptors back to the baseline")
+    # the evictions happened: of the 21 segments only the two most recently read and the active one are open
+    wait_until(lambda: len(_open_segment_files(pid, "old-0")) <= 3, 10,
+               message=f"<= 3 open segments of old-0 (open: {_open_segment_files(pid, 'old-0')})")
     assert rss_bytes(pid) - rss_before < 64 * MIB  # sendfile: the 108 MB sent were never in memory
     assert_serving(broker)
     broker = hostile_broker.restart(broker)
