@@ -364,23 +364,33 @@ def test_credentials_survive_a_restart(ca, tmp_path):
 def test_sessions_expire_and_can_be_renewed_on_the_same_connection(tmp_path):
     """With connections.max.reauth.ms, SaslAuthenticate tells the session lifetime; re-authenticating as the
     same user renews it, as another user is refused, and an expired session's next request closes it."""
-    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "connections.max.reauth.ms": "1500"}
+    lifetime_s = 2.0
+    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "connections.max.reauth.ms": str(int(lifetime_s * 1000))}
     scram = ["SCRAM-SHA-256=[name=hana,password=hana-secret]", "SCRAM-SHA-256=[name=ivan,password=ivan-secret]"]
     metadata = MetadataRequest[12](topics=None, allow_auto_topic_creation=False,
                                    include_topic_authorized_operations=False)
+
+    def sleep_until(moment: float) -> None:
+        time.sleep(max(0.0, moment - time.monotonic()))
+
     with Broker(tmp_path, config=config, add_scram=scram) as broker:
         with WireClient(broker.bootstrap_servers) as client:
             response = _authenticate(client, "SCRAM-SHA-256",
                                      sasl.SaslLogin("SCRAM-SHA-256", "hana", "hana-secret").exchange())
-            assert 0 < response.session_lifetime_ms <= 1500
-            time.sleep(1.0)
+            first_ends_by = time.monotonic() + response.session_lifetime_ms / 1000   # the broker's clock began earlier
+            assert 0 < response.session_lifetime_ms <= lifetime_s * 1000
+            sleep_until(first_ends_by - lifetime_s / 2)
+            renewing = time.monotonic()
             renewed = _authenticate(client, "SCRAM-SHA-256",
                                     sasl.SaslLogin("SCRAM-SHA-256", "hana", "hana-secret").exchange())
-            assert renewed.error_code == 0 and renewed.session_lifetime_ms > 1000
-            time.sleep(0.8)  # past the first session's end, inside the renewed one
-            assert client.call(metadata).brokers
-            time.sleep(1.5)
-            with pytest.raises(ConnectionClosed):
+            assert renewed.error_code == 0 and renewed.session_lifetime_ms > lifetime_s * 1000 * 0.5
+            renewed_lasts_until = renewing + renewed.session_lifetime_ms / 1000   # the broker's clock began later
+            renewed_ends_by = time.monotonic() + renewed.session_lifetime_ms / 1000
+            sleep_until(first_ends_by + 0.05)   # measured: past the first session's end ...
+            assert time.monotonic() < renewed_lasts_until - 0.05, "renewal too late to test the renewed session"
+            assert client.call(metadata).brokers   # ... inside the renewed one
+            sleep_until(renewed_ends_by + 0.05)
+            with pytest.raises(ConnectionClosed):   # past the renewed session's end: the next request closes it
                 client.call(metadata)
         with WireClient(broker.bootstrap_servers) as client:
             assert _authenticate(client, "SCRAM-SHA-256",
