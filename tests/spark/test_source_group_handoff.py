@@ -4,6 +4,8 @@ sink, counting the output records exactly; after a driver SIGKILL the second que
 offset ranges the dead run may already have written — exactly the duplicates it then produces."""
 from __future__ import annotations
 
+import io
+import json
 import os
 import re
 import signal
@@ -19,6 +21,7 @@ from pyspark.sql.functions import udf
 from pyspark.sql.types import BinaryType
 
 import connector
+from broker_sim.tools.cli import main as cli_main
 from connector.source.offsets import parse_group_metadata
 from sink_helpers import read_topic
 from spark_helpers import create_topic, produce, stream
@@ -84,8 +87,13 @@ def _values(bootstrap: str, out: str) -> list:
     return [r[2] for r in read_topic(bootstrap, out)]
 
 
+def _pylog_cli(bootstrap: str, *argv: str) -> str:
+    out = io.StringIO()
+    assert cli_main(["--bootstrap-server", bootstrap, *argv], stdout=out, stderr=io.StringIO()) == 0
+    return out.getvalue()
+
+
 def _end_of_last_batch(query) -> dict:
-    import json
     end = json.loads(query.lastProgress["sources"][0]["endOffset"])
     return {(t, int(p)): o for t, parts in end.items() if t != "pylog:group" for p, o in parts.items()}
 
@@ -101,6 +109,15 @@ def test_a_stop_between_batches_hands_over_exactly(spark, pylog_broker):
         _wait(lambda: _data_batches(query) >= 2 and not query.status["isTriggerActive"]
               and interval - time.time() % interval > 5, "two batches, then the wait for the next trigger", query)
         batches = _data_batches(query)
+        # while the query runs, its group (Empty: the source commits as a non-member) names the run, and the
+        # batch that completed but that nothing told the source about yet
+        end = _end_of_last_batch(query)
+        (row,) = [r for r in json.loads(_pylog_cli(bootstrap, "groups", "list", "--format", "json"))
+                  if r["group"] == "handoff-idle"]
+        assert row["state"] == "Empty" and row["committed_by"]["batches"] == batches, row
+        assert row["committed_by"]["in_flight"] == {f"handoff-idle-{p}": [end[("handoff-idle", p)] - n,
+                                                                           end[("handoff-idle", p)]]
+                                                    for p, n in ((0, 300), (1, 100))}
         handed = connector.stop_query(query, options)
     finally:
         query.stop()
