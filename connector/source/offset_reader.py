@@ -286,7 +286,8 @@ def _report_unconfirmed(group: str, committed: PartitionOffsets, metadata: dict)
     if not ranges:
         return
     run = metadata[(ranges[0].topic, ranges[0].partition)]
-    listed = ", ".join(f"{describe((r.topic, r.partition))} offsets [{r.from_offset}, {r.until_offset})" for r in ranges)
+    listed = ", ".join(f"{describe((r.topic, r.partition))} offsets [{r.from_offset}, {r.until_offset})"
+                       for r in ranges)
     log.warning(
         "startingOffsets=group: consumer group '%s' was last committed by pylog run %s (driver %s, pid %s) while "
         "its next batch was planned but not known to be complete: the run stopped during or right after that "

@@ -89,7 +89,8 @@ def stop_query(query, *options: Mapping[str, str]) -> list[dict]:
     ``offsets`` (Spark's offset JSON) and ``unconfirmed`` — the ranges of a batch the query was running when
     it stopped, which Spark did not complete but whose sink may have committed them before Spark's commit
     log (they stay in the group's metadata, and a query from the group names them in a WARNING).
-    A source that ``options`` do not cover raises ``ValueError`` after the query stopped.
+    A source that ``options`` do not cover raises ``ValueError`` after the query stopped; with
+    ``commitOffsetsToGroup=false`` nothing is committed.
     """
     from connector.options import parse_source_options
     parsed = [parse_source_options(o) for o in options]
@@ -102,6 +103,8 @@ def stop_query(query, *options: Mapping[str, str]) -> list[dict]:
         if chosen is None:
             raise ValueError(f"connector.stop_query: no options given for the pylog source reading "
                              f"{source['subscription']}; pass the options that query was built with")
+        if not chosen.commit_offsets_to_group:
+            continue
         group = source["consumerGroup"] or chosen.group_id
         handed.append(_hand_over(chosen, group, end, {
             "state": "stopped", "query": str(query.id), "name": query.name, "batchId": last.get("batchId")}))
