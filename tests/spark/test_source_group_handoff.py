@@ -76,6 +76,13 @@ def _group_commits(bootstrap: str, group: str) -> dict:
         admin.close()
 
 
+def _planned_from_last_batch(bootstrap: str, group: str, query) -> bool:
+    """The group is at the end of the query's last completed batch, with the batch planned from it beside it."""
+    commits = _group_commits(bootstrap, group)
+    return ({tp: offset for tp, (offset, _) in commits.items()} == _end_of_last_batch(query)
+            and all(meta and "next" in meta for _, meta in commits.values()))
+
+
 def _finish_from_group(spark, bootstrap: str, topic: str, out: str, group: str) -> None:
     query = _start(spark, bootstrap, _options(bootstrap, topic, group, "group"), out,
                    trigger={"availableNow": True})
@@ -148,8 +155,7 @@ def test_a_stop_during_a_batch_hands_over_exactly(spark, pylog_broker):
         # a batch of 400 records takes seconds (10 ms each); the group's metadata shows when the next one is planned
         _wait(lambda: _data_batches(query) >= 1, "a first batch", query)
         done = _data_batches(query)
-        _wait(lambda: any(m and "next" in m for _, m in _group_commits(bootstrap, "handoff-busy").values()),
-              "the next batch planned", query)
+        _wait(lambda: _planned_from_last_batch(bootstrap, "handoff-busy", query), "the next batch planned", query)
         handed = connector.stop_query(query, options)
     finally:
         query.stop()
