@@ -61,7 +61,7 @@ from typing import TextIO
 from kafka import OffsetAndMetadata, TopicPartition
 from kafka.admin import OffsetSpec
 from kafka.errors import (
-    GroupIdNotFoundError, IncompatibleBrokerVersion, NoError, NonEmptyGroupError,
+    GroupIdNotFoundError, IncompatibleBrokerVersion, KafkaError, NoError, NonEmptyGroupError,
 )
 from kafka.protocol.consumer import OffsetTimestamp
 
@@ -143,7 +143,10 @@ def list_groups(conn: Connection, *, output_format: str, out: TextIO) -> None:
             key=lambda row: row["group"])
         for row in rows:
             if row["state"] == "Empty":
-                committer = committed_by(admin.list_group_offsets(row["group"]).get(row["group"], {}))
+                try:
+                    committer = committed_by(admin.list_group_offsets(row["group"]).get(row["group"], {}))
+                except KafkaError:   # e.g. no DESCRIBE on the group's topics: the row stays as ListGroups gave it
+                    committer = None
                 if committer is not None:
                     row["committed_by"] = committer
     if output_format == "json":
