@@ -107,7 +107,8 @@ def stop_query(query, *options: Mapping[str, str]) -> list[dict]:
             continue
         group = source["consumerGroup"] or chosen.group_id
         handed.append(_hand_over(chosen, group, end, {
-            "state": "stopped", "query": str(query.id), "name": query.name, "batchId": last.get("batchId")}))
+            "state": "stopped", "query": str(query.id), "name": (query.name or "")[:100] or None,
+            "batchId": last.get("batchId")}))   # a name bounded: offset.metadata.max.bytes is 4096
     return handed
 
 
