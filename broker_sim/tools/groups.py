@@ -27,6 +27,15 @@ A partition appears if the group has an offset committed for it or a member
 owns it; what is unknown (no commit, deleted topic, no owner) is ``-`` in text
 and ``null`` in JSON.
 
+A group that a pylog Spark query commits to (as a non-member, so it is
+Empty while the query runs) is recognisable by its commits' metadata, JSON
+that ``connector.source.offsets.group_metadata`` writes: list shows a
+COMMITTED-BY column for it and describe a "Committed by" line (``committed_by``
+in JSON): the run's token, driver host and pid, batches planned, how long ago
+it last committed, the Spark query id after ``connector.stop_query``, and a
+batch planned from the committed offsets but not confirmed complete. Only
+displayed here: broker_sim does not import the connector.
+
 Reset-offsets computes one new offset per partition, clamped to
 ``[earliest, latest]`` of that partition, and prints the plan. Only with
 ``--execute`` is it committed (OffsetCommit with generation -1 and an empty
@@ -42,6 +51,7 @@ its output to *out*; failures raise :class:`ToolError` naming the group or topic
 """
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -51,7 +61,7 @@ from typing import TextIO
 from kafka import OffsetAndMetadata, TopicPartition
 from kafka.admin import OffsetSpec
 from kafka.errors import (
-    GroupIdNotFoundError, IncompatibleBrokerVersion, NoError, NonEmptyGroupError,
+    GroupIdNotFoundError, IncompatibleBrokerVersion, KafkaError, NoError, NonEmptyGroupError,
 )
 from kafka.protocol.consumer import OffsetTimestamp
 
@@ -65,6 +75,7 @@ CONSUMER_PROTOCOL = "consumer"
 INACTIVE_STATES = ("Empty", "Dead")
 UNKNOWN_STATES = ("", "Unknown")
 NONE_TEXT = "-"
+PYLOG_SOURCE_TAG = "pylog-source"   # the "pylog" field of a pylog Spark source's commit metadata
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,8 @@ def group_apis(conn: Connection) -> Iterator:
 
 
 def list_groups(conn: Connection, *, output_format: str, out: TextIO) -> None:
-    """Print every group's id, state and protocol type, sorted by id.
+    """Print every group's id, state and protocol type, sorted by id; for the Empty groups a pylog Spark
+    query commits to, who committed (``committed_by``).
 
     ListGroups before v4 carries no state; DescribeGroups then supplies it.
     """
@@ -123,17 +135,74 @@ def list_groups(conn: Connection, *, output_format: str, out: TextIO) -> None:
         groups = admin.list_groups()
         stateless = [g["group_id"] for g in groups if g.get("group_state", "") in UNKNOWN_STATES]
         described = admin.describe_groups(stateless) if stateless else {}
-    rows = sorted(
-        ({"group": g["group_id"],
-          "state": described[g["group_id"]]["group_state"] if g["group_id"] in described else g["group_state"],
-          "protocol_type": g["protocol_type"]}
-         for g in groups),
-        key=lambda row: row["group"])
+        rows = sorted(
+            ({"group": g["group_id"],
+              "state": described[g["group_id"]]["group_state"] if g["group_id"] in described else g["group_state"],
+              "protocol_type": g["protocol_type"]}
+             for g in groups),
+            key=lambda row: row["group"])
+        for row in rows:
+            if row["state"] == "Empty":
+                try:
+                    committer = committed_by(admin.list_group_offsets(row["group"]).get(row["group"], {}))
+                except KafkaError:   # e.g. no DESCRIBE on the group's topics: the row stays as ListGroups gave it
+                    committer = None
+                if committer is not None:
+                    row["committed_by"] = committer
     if output_format == "json":
         print(json.dumps(rows, indent=2), file=out)
     else:
-        _print_table(["GROUP", "STATE", "PROTOCOL-TYPE"],
-                     [[r["group"], r["state"], r["protocol_type"] or NONE_TEXT] for r in rows], out)
+        now_ms = time.time() * 1000
+        _print_table(["GROUP", "STATE", "PROTOCOL-TYPE", "COMMITTED-BY"],
+                     [[r["group"], r["state"], r["protocol_type"] or NONE_TEXT,
+                       committer_text(r["committed_by"], now_ms) if "committed_by" in r else None] for r in rows],
+                     out)
+
+
+def committed_by(committed: dict[TopicPartition, OffsetAndMetadata]) -> dict | None:
+    """The pylog Spark query run that made these commits, from their metadata; None for other committers.
+
+    The newest commit's fields (run, host, pid, started, batches, at; state, query, name and batchId after
+    ``connector.stop_query``), and ``in_flight``: ``{"topic-partition": [committed, planned end]}`` for a
+    batch planned from the committed offsets and not confirmed complete.
+    """
+    documents = {}
+    for tp, meta in committed.items():
+        document = _pylog_metadata(getattr(meta, "metadata", None))
+        if document is not None:
+            documents[tp] = document
+    if not documents:
+        return None
+    newest = max(documents.values(), key=lambda d: d.get("at") if isinstance(d.get("at"), int) else 0)
+    summary = {k: v for k, v in newest.items() if k not in ("pylog", "next")}
+    summary["in_flight"] = {f"{tp.topic}-{tp.partition}": [committed[tp].offset, d["next"]]
+                            for tp, d in sorted(documents.items()) if isinstance(d.get("next"), int)}
+    return summary
+
+
+def _pylog_metadata(text) -> dict | None:
+    if not isinstance(text, str) or not text.startswith("{"):
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) and document.get("pylog") == PYLOG_SOURCE_TAG else None
+
+
+def committer_text(c: dict, now_ms: float) -> str:
+    """One line: ``pylog query run 1a2b3c4d on host pid 42, 7 batches, last commit 3 s ago``."""
+    text = f"pylog query run {c.get('run')} on {c.get('host')} pid {c.get('pid')}"
+    if c.get("state") == "stopped":
+        name = f" '{c['name']}'" if c.get("name") else ""
+        text += f", stopped: Spark query {c.get('query')}{name} after batch {c.get('batchId')}"
+    elif c.get("batches"):
+        text += f", {c['batches']} batches"
+    if isinstance(c.get("at"), (int, float)):
+        text += f", last commit {max(0, round((now_ms - c['at']) / 1000))} s ago"
+    if c.get("in_flight"):
+        text += ", not confirmed: " + " ".join(f"{tp}:{a}..{b}" for tp, (a, b) in c["in_flight"].items())
+    return text
 
 
 def describe_groups(conn: Connection, group_ids: list[str], *, output_format: str, out: TextIO) -> None:
@@ -217,6 +286,7 @@ def _describe_one(admin, group: dict, committed: dict[TopicPartition, OffsetAndM
             "member_id": owner["member_id"] if owner else None,
             "host": owner.get("client_host") if owner else None,
             "client_id": owner.get("client_id") if owner else None,
+            "metadata": committed[tp].metadata if tp in committed else None,
         })
     return {
         "group": group["group_id"],
@@ -226,6 +296,7 @@ def _describe_one(admin, group: dict, committed: dict[TopicPartition, OffsetAndM
         "members": members,
         "offsets": offsets,
         "total_lag": sum(o["lag"] for o in offsets if o["lag"] is not None),
+        "committed_by": committed_by(committed),
     }
 
 
@@ -258,6 +329,8 @@ def _print_group_text(d: dict, out: TextIO) -> None:
     protocol = "/".join(p for p in (d["protocol_type"], d["protocol"]) if p) or NONE_TEXT
     print(f"Consumer group '{d['group']}': state {d['state']}, protocol {protocol}, "
           f"{len(d['members'])} member{'' if len(d['members']) == 1 else 's'}", file=out)
+    if d.get("committed_by"):
+        print(f"Committed by {committer_text(d['committed_by'], time.time() * 1000)}", file=out)
     if d["offsets"]:
         print(file=out)
         _print_table(

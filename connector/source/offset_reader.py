@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Mapping, TypeVar
 
 import connector.admin as admin
 from connector.options import (
@@ -34,7 +34,13 @@ from connector.options import (
     OffsetBound,
     SourceOptions,
 )
-from connector.source.offsets import PartitionOffsets, TopicPartition, describe
+from connector.source.offsets import (
+    PartitionOffsets,
+    TopicPartition,
+    describe,
+    parse_group_metadata,
+    unconfirmed_ranges,
+)
 from connector.wire import BootstrapUnreachable, check_bootstrap, check_login
 
 log = logging.getLogger(__name__)
@@ -140,8 +146,16 @@ class OffsetReader:
         return self.resolve(specified)
 
     def _group_start(self, partitions: list[TopicPartition]) -> PartitionOffsets:
-        """startingOffsets=group: the group's commits, and ``groupFallback`` for partitions without one."""
-        committed = self.group_offsets(partitions)
+        """startingOffsets=group: the group's commits, and ``groupFallback`` for partitions without one.
+
+        A previous pylog run whose last batch was planned but never confirmed complete left that batch's end
+        in the commits' metadata (``connector.source.offsets.group_metadata``): its ranges are logged as a
+        WARNING, since that run's sink may already hold them.
+        """
+        commits = self.group_commits(partitions)
+        committed = {tp: offset for tp, (offset, _) in commits.items()}
+        _report_unconfirmed(self.options.group_id, committed,
+                            {tp: parse_group_metadata(text) for tp, (_, text) in commits.items()})
         missing = [tp for tp in partitions if tp not in committed]
         fallback = self.options.group_fallback
         if missing and fallback == "error":
@@ -180,22 +194,31 @@ class OffsetReader:
 
     def group_offsets(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
         """The group's committed offsets for ``partitions``; partitions without a commit are left out."""
+        return {tp: offset for tp, (offset, _) in self.group_commits(partitions).items()}
+
+    def group_commits(self, partitions: Iterable[TopicPartition],
+                      group_id: str | None = None) -> dict[TopicPartition, tuple[int, str]]:
+        """(offset, metadata) the group (default: the options' group) committed for each of ``partitions``."""
         from kafka.structs import TopicPartition as KafkaTopicPartition
         wanted = [KafkaTopicPartition(t, p) for t, p in partitions]
-        group = self.options.group_id
+        group = group_id or self.options.group_id
 
         def lookup(admin):
             answer = admin.list_group_offsets({group: wanted}).get(group, {})
-            return {(tp.topic, tp.partition): int(meta.offset) for tp, meta in answer.items()
+            return {(tp.topic, tp.partition): (int(meta.offset), meta.metadata or "") for tp, meta in answer.items()
                     if meta is not None and meta.offset is not None and meta.offset >= 0}
 
         return self._with_retries(lookup)
 
-    def commit_group_offsets(self, group_id: str, offsets: PartitionOffsets) -> None:
-        """Commit ``offsets`` to ``group_id`` as a non-member (generation -1, no member id); raises on failure."""
+    def commit_group_offsets(self, group_id: str, offsets: PartitionOffsets,
+                             metadata: Mapping[TopicPartition, str] | None = None) -> None:
+        """Commit ``offsets`` (with each partition's ``metadata`` string) to ``group_id`` as a non-member
+        (generation -1, no member id); raises on failure."""
         from kafka.structs import OffsetAndMetadata
         from kafka.structs import TopicPartition as KafkaTopicPartition
-        payload = {KafkaTopicPartition(t, p): OffsetAndMetadata(o, "", None) for (t, p), o in offsets.items()}
+        metadata = metadata or {}
+        payload = {KafkaTopicPartition(t, p): OffsetAndMetadata(o, metadata.get((t, p), ""), None)
+                   for (t, p), o in offsets.items()}
         if not payload:
             return
         answer = self._admin_client().alter_group_offsets(group_id, payload)
@@ -255,3 +278,20 @@ class OffsetReader:
             return BootstrapUnreachable(f"Kafka offsets lookup failed after fetchOffset.numRetries="
                                         f"{self.options.fetch_offset_num_retries} attempts ({exc!r}). {unreachable}")
         return None
+
+
+def _report_unconfirmed(group: str, committed: PartitionOffsets, metadata: dict) -> None:
+    """startingOffsets=group: a WARNING naming the ranges a previous run planned and never confirmed."""
+    ranges = unconfirmed_ranges(committed, metadata)
+    if not ranges:
+        return
+    run = metadata[(ranges[0].topic, ranges[0].partition)]
+    listed = ", ".join(f"{describe((r.topic, r.partition))} offsets [{r.from_offset}, {r.until_offset})"
+                       for r in ranges)
+    log.warning(
+        "startingOffsets=group: consumer group '%s' was last committed by pylog run %s (driver %s, pid %s) while "
+        "its next batch was planned but not known to be complete: the run stopped during or right after that "
+        "batch, or its driver died. %s (%d offsets) may already have been processed by that run; this query "
+        "starts at the group's committed offsets and reads them again. For an exact handoff stop queries with "
+        "connector.stop_query(query, options).",
+        group, run.get("run"), run.get("host"), run.get("pid"), listed, sum(r.size for r in ranges))

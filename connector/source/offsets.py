@@ -10,6 +10,14 @@ consumer group also carries the group's name under ``GROUP_KEY``
 ("pylog:group" — a colon is not allowed in topic names), so the group
 survives restarts with the checkpoint (``connector.source``).
 
+The consumer group's commits carry, per partition, an OffsetCommit metadata
+string (``group_metadata``): JSON naming the pylog query run that committed
+(run token, driver host and pid, start time, batches planned) and, while a
+batch that starts at the committed offset is planned but not yet known to be
+complete, that batch's end (``"next"``). ``unconfirmed_ranges`` turns the
+commits a new query finds into the offset ranges a previous run may already
+have processed.
+
 A batch of work is a list of ``OffsetRange`` (topic, partition, from, until),
 produced by ``plan_ranges`` (new/deleted partitions, data-loss checks) and
 split by ``split_ranges`` (``minPartitions`` / ``maxRecordsPerPartition``,
@@ -18,6 +26,7 @@ Spark's ``KafkaOffsetRangeCalculator``). ``rate_limit`` is Spark's
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -25,6 +34,7 @@ from typing import Callable, Mapping
 TopicPartition = tuple[str, int]
 PartitionOffsets = dict[TopicPartition, int]
 GROUP_KEY = "pylog:group"
+GROUP_METADATA_TAG = "pylog-source"   # the "pylog" field of the group commits' metadata JSON
 
 
 @dataclass(frozen=True)
@@ -176,3 +186,38 @@ def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
             pieces.append(OffsetRange(r.topic, r.partition, begin, until))
         begin = until
     return pieces
+
+
+def group_metadata(run: Mapping, next_offset: int | None = None) -> str:
+    """The OffsetCommit metadata of one partition: ``run`` (who commits) and the in-flight batch's end, if any.
+
+    Kafka bounds the string by offset.metadata.max.bytes (4096 by default); this stays near 200 bytes.
+    """
+    document = {"pylog": GROUP_METADATA_TAG, **run}
+    if next_offset is not None:
+        document["next"] = int(next_offset)
+    return json.dumps(document, separators=(",", ":"), sort_keys=True)
+
+
+def parse_group_metadata(text: str | None) -> dict | None:
+    """``group_metadata``'s document, or None for anything else (commits of other clients, old pylog)."""
+    if not text or not text.startswith("{"):
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) and document.get("pylog") == GROUP_METADATA_TAG else None
+
+
+def unconfirmed_ranges(committed: Mapping[TopicPartition, int],
+                       metadata: Mapping[TopicPartition, dict | None]) -> list[OffsetRange]:
+    """The ranges [committed, next) of a batch a previous run planned from the committed offsets and never
+    confirmed complete: it may or may not have reached that run's sink."""
+    ranges = []
+    for tp in sorted(committed):
+        document = metadata.get(tp) or {}
+        upto = document.get("next")
+        if isinstance(upto, int) and upto > committed[tp]:
+            ranges.append(OffsetRange(tp[0], tp[1], committed[tp], upto))
+    return ranges

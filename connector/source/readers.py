@@ -4,8 +4,8 @@ Theory of operation: ``connector.datasource.PylogDataSource`` builds a
 reader from the parsed ``SourceOptions``. The stream reader lives in one
 long-running driver-side Python process per query: it asks the brokers for
 partitions and offsets (``connector.source.offset_reader``), plans each
-micro-batch as offset ranges (``connector.source.offsets``) and, on
-``commit``, copies the batch's end offsets to a consumer group. Spark
+micro-batch as offset ranges (``connector.source.offsets``) and copies
+the progress to a consumer group (below). Spark
 pickles the reader and each ``RangeInputPartition`` to executors, where
 ``read`` fetches the range with raw Fetch requests and yields Arrow
 RecordBatches (``connector.source.partition_reader``).
@@ -18,6 +18,21 @@ travels in the query's offsets (``GROUP_KEY``), which Spark checkpoints and
 hands back on restart; checkpoints written without it keep the old shared
 default, the hash alone.
 
+Group commits and the handoff: Spark calls ``commit(end)`` for batch N only
+while it constructs batch N+1, after ``latestOffset(start=end of N)``; and it
+calls ``latestOffset`` only once the previous batch completed (its commit
+log is written). So ``latestOffset`` and ``partitions`` commit their
+``start`` — a completed batch's end — together with, per partition, the end
+of the batch now planned from it (``"next"`` in the metadata,
+``connector.source.offsets.group_metadata``). Nothing Spark tells a Python
+source says that the last planned batch completed: a query stopped in a
+trigger interval's wait after a batch, during a batch, or whose driver died,
+leaves the group at the start of its last planned batch with that batch's
+end beside it. ``connector.stop_query`` stops a query and commits the end of
+its last completed batch from the query's progress (exact); a query started
+with ``startingOffsets=group`` logs a WARNING naming the ranges of a batch
+that was never confirmed (``connector.source.offset_reader``).
+
 Progress: Spark 4.3's Python streaming API has no source description and no
 ``metrics()`` (``PythonMicroBatchStream`` implements neither
 ``ReportsSourceMetrics`` nor a ``toString``), so ``lastProgress`` names the
@@ -29,7 +44,9 @@ carry is ``endOffset`` and, from ``reportLatestOffset``, ``latestOffset``:
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import socket
 import time
 from typing import Iterator
 
@@ -52,6 +69,7 @@ from connector.source.offsets import (
     GROUP_KEY,
     OffsetRange,
     from_json_dict,
+    group_metadata,
     offsets_behind,
     plan_ranges,
     rate_limit,
@@ -127,17 +145,22 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
         self._available_now = False
         self._available_now_target = None     # latest offsets snapshotted for Trigger.AvailableNow
         self._last_trigger_ms = 0.0           # for minOffsetsPerTrigger / maxTriggerDelay
-        self._group_offsets = None            # (group, offsets) last committed to the consumer group
+        self._group_commit = None             # (group, offsets, planned ends) last committed to the group
+        self._run = run_identity()            # who commits, in the group commits' metadata
+        self._initial = None                  # initialOffset's answer
 
     def initialOffset(self) -> dict:
-        reader = self.offset_reader
-        offsets = reader.resolve_bound(self.options.starting, reader.partitions(), starting=True,
-                                       option=_starting_option_name(self.options))
-        group = self.options.group_id if self.options.group_id_set else \
-            f"{self.options.group_id}-{secrets.token_hex(4)}"
-        log.info("pylog source %s starts at %s; consumer group '%s' follows its progress",
-                 self.options.subscription(), offsets, group)
-        return self._to_json(offsets, group)
+        """Resolved once per reader: Spark asks twice, and the group's token and handoff WARNING are drawn once."""
+        if self._initial is None:
+            reader = self.offset_reader
+            offsets = reader.resolve_bound(self.options.starting, reader.partitions(), starting=True,
+                                           option=_starting_option_name(self.options))
+            group = self.options.group_id if self.options.group_id_set else \
+                f"{self.options.group_id}-{secrets.token_hex(4)}"
+            log.info("pylog source %s starts at %s; consumer group '%s' follows its progress",
+                     self.options.subscription(), offsets, group)
+            self._initial = self._to_json(offsets, group)
+        return self._initial
 
     def _group_of(self, offset: dict) -> str:
         """The consumer group of the query whose offset this is (see the module docstring)."""
@@ -167,9 +190,6 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
         reader = self.offset_reader
         start_offsets = from_json_dict(start)
         group = self._group_of(start)
-        # Spark plans the next batch from the end of the last completed one, and calls commit(end) only
-        # when that next batch starts: committing ``start`` here keeps the group current while idle.
-        self._commit_to_group(group, start_offsets)
         if self._available_now:
             if self._available_now_target is None:
                 self._available_now_target = reader.latest(reader.partitions())
@@ -178,6 +198,9 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
             latest = reader.latest(reader.partitions())
         self._latest = latest
         end = self._plan_end(start_offsets, latest, limit)
+        # Spark plans the next batch from the end of the last completed one: ``start`` is complete, ``end``
+        # (when it differs) is the batch Spark is about to run (see the module docstring).
+        self._commit_to_group(group, start_offsets, end)
         if end is None:
             return start
         if end != start_offsets:
@@ -218,6 +241,8 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
         start_offsets, end_offsets = from_json_dict(start), from_json_dict(end)
         if start_offsets == end_offsets:
             return []
+        # also a batch re-run after a restart, which Spark plans without a latestOffset call
+        self._commit_to_group(self._group_of(end), start_offsets, end_offsets)
         new = set(end_offsets) - set(start_offsets)
         earliest_of_new = {}
         if new:
@@ -232,15 +257,27 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
         return _read(partition, self.schema)
 
     def commit(self, end: dict) -> None:
-        """Copy the committed batch's end offsets to the consumer group (failures are logged, never raised)."""
-        self._commit_to_group(self._group_of(end), from_json_dict(end))
+        """Copy the committed batch's end offsets to the consumer group (failures are logged, never raised).
 
-    def _commit_to_group(self, group: str, offsets: dict) -> None:
-        if not self.options.commit_offsets_to_group or not offsets or (group, offsets) == self._group_offsets:
+        Spark calls it after ``latestOffset`` already committed ``end`` with the next batch beside it: then
+        nothing is committed, so that the next batch's end stays in the group's metadata."""
+        offsets = from_json_dict(end)
+        if self._group_commit is None or self._group_commit[1] != offsets:
+            self._commit_to_group(self._group_of(end), offsets, None)
+
+    def _commit_to_group(self, group: str, offsets: dict, planned: dict | None) -> None:
+        """Commit ``offsets`` (complete) with, per partition, the end of the batch ``planned`` from them."""
+        nexts = {tp: planned[tp] for tp in offsets if planned and planned.get(tp, offsets[tp]) != offsets[tp]}
+        key = (group, offsets, nexts)
+        if not self.options.commit_offsets_to_group or not offsets or key == self._group_commit:
             return
+        if nexts:
+            self._run["batches"] = self._run.get("batches", 0) + 1
+        self._run["at"] = int(time.time() * 1000)
+        metadata = {tp: group_metadata(self._run, nexts.get(tp)) for tp in offsets}
         try:
-            self.offset_reader.commit_group_offsets(group, offsets)
-            self._group_offsets = (group, dict(offsets))
+            self.offset_reader.commit_group_offsets(group, offsets, metadata)
+            self._group_commit = (group, dict(offsets), nexts)
         except Exception as exc:  # a lag-reporting side channel must never fail the query
             log.warning("pylog source: committing offsets %s to consumer group '%s' failed: %r",
                         to_json_dict(offsets), group, exc)
@@ -278,6 +315,13 @@ class PylogBatchReader(_DriverState, DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator:
         return _read(partition, self.schema)
+
+
+def run_identity() -> dict:
+    """Who commits to the group: a token drawn per run of a stream reader, the driver's host and pid, the start
+    time (ms) — shown by ``pylog groups list/describe``."""
+    return {"run": secrets.token_hex(4), "host": socket.gethostname()[:64], "pid": os.getpid(),
+            "started": int(time.time() * 1000)}
 
 
 def _starting_option_name(options: SourceOptions) -> str:
