@@ -563,14 +563,20 @@ def _offsets_request(env: Env):
 USERS = {f"u{i}": PASSWORD for i in range(len(CASES))}
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def plain_broker(directory, users: dict[str, str]) -> Broker:
+    """A broker with an authorizer and one SASL_PLAINTEXT listener whose PLAIN users are admin (a super user,
+    password admin) and ``users``."""
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin" '
-            'user_admin="admin" ' + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
+            'user_admin="admin" ' + " ".join(f'user_{u}="{p}"' for u, p in users.items()) + ";")
     config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "authorizer.class.name": AUTHORIZER,
               "super.users": "User:admin", "sasl.enabled.mechanisms": "PLAIN",
               "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas, "group.initial.rebalance.delay.ms": "0"}
-    with Broker(tmp_path_factory.mktemp("acl-per-api"), config=config) as started:
+    return Broker(directory, config=config)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with plain_broker(tmp_path_factory.mktemp("acl-per-api"), USERS) as started:
         yield started
 
 
