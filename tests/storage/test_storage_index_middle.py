@@ -163,7 +163,8 @@ def test_property_reads_and_time_searches_match_a_list_model(batches, segment_by
             _check_every_offset(log, model)
             stamps = [ts for _, ts in model]
             targets = data.draw(st.lists(st.integers(min(stamps) - 5, max(stamps) + 5), max_size=30))
-            _check_timestamps(log, model, targets + [min(stamps), max(stamps), max(stamps) + 1])
+            entries = [ts + d for segment in log.segments for ts, _ in segment.time_index.entries() for d in (-1, 0, 1)]
+            _check_timestamps(log, model, targets + entries + [min(stamps), max(stamps), max(stamps) + 1])
         finally:
             log.close()
 
