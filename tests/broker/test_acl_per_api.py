@@ -420,6 +420,15 @@ CASES = [
     # topic admin
     Case("create-topics", _create_topic, lambda r: r.topics[0].error_code, ("cluster", OP.CREATE), TOPIC_DENIED,
          state=lambda e: _topic(e, e.topic + "-new")),
+    Case("create-topics-configs", lambda e: CreateTopicsRequest[7](topics=[CreateTopicsRequest.CreatableTopic(
+        name=e.topic, num_partitions=2, replication_factor=1, assignments=[], configs=[])],
+        timeout_ms=5000, validate_only=True), lambda r: r.topics[0].topic_config_error_code,
+         ("topic", OP.DESCRIBE_CONFIGS), TOPIC_DENIED, grants=(("cluster", OP.CREATE),),
+         told=lambda r: max(r.topics[0].num_partitions, 0), partitions=0),  # validated, its configs told only with the right
+    Case("delete-topics-by-id", lambda e: DeleteTopicsRequest[6](topics=[DeleteTopicsRequest.DeleteTopicState(
+        name=None, topic_id=e.broker.metadata.get(e.topic).topic_id)], timeout_ms=5000),
+         lambda r: r.responses[0].error_code, ("topic", OP.DESCRIBE), TOPIC_DENIED, passed=TOPIC_DENIED,
+         state=_topic, changes=False, told=lambda r: r.responses[0].name),  # DELETE still missing: the name told
     Case("delete-topics", lambda e: DeleteTopicsRequest[6](topics=[DeleteTopicsRequest.DeleteTopicState(
         name=e.topic, topic_id=None)], timeout_ms=5000), lambda r: r.responses[0].error_code, ("topic", OP.DELETE),
          TOPIC_DENIED, state=_topic),
@@ -465,6 +474,10 @@ CASES = [
     Case("offset-fetch-group", lambda e: OffsetFetchRequest[7](group_id=e.group, topics=None, require_stable=False),
          lambda r: r.error_code, ("group", OP.DESCRIBE), GROUP_DENIED, grants=(("topic", OP.DESCRIBE),),
          setup=_commit, told=lambda r: r.topics),
+    Case("offset-fetch-all-topics", lambda e: OffsetFetchRequest[7](group_id=e.group, topics=None,
+                                                                   require_stable=False),
+         lambda r: r.error_code, ("topic", OP.DESCRIBE), 0, grants=(("group", OP.DESCRIBE),), setup=_commit,
+         told=lambda r: [t.name for t in r.topics]),  # all topics: those it may not DESCRIBE left out
     Case("offset-fetch-topic", lambda e: OffsetFetchRequest[7](group_id=e.group, topics=[
         OffsetFetchRequest.OffsetFetchRequestTopic(name=e.topic, partition_indexes=[0])], require_stable=False),
          _first_partition_error, ("topic", OP.DESCRIBE), TOPIC_DENIED, grants=(("group", OP.DESCRIBE),),
