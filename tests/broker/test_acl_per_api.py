@@ -424,7 +424,7 @@ CASES = [
         name=e.topic, num_partitions=2, replication_factor=1, assignments=[], configs=[])],
         timeout_ms=5000, validate_only=True), lambda r: r.topics[0].topic_config_error_code,
          ("topic", OP.DESCRIBE_CONFIGS), TOPIC_DENIED, grants=(("cluster", OP.CREATE),),
-         told=lambda r: max(r.topics[0].num_partitions, 0), partitions=0),  # validated, its configs told only with the right
+         told=lambda r: max(r.topics[0].num_partitions, 0), partitions=0),  # validated; configs told with the right
     Case("delete-topics-by-id", lambda e: DeleteTopicsRequest[6](topics=[DeleteTopicsRequest.DeleteTopicState(
         name=None, topic_id=e.broker.metadata.get(e.topic).topic_id)], timeout_ms=5000),
          lambda r: r.responses[0].error_code, ("topic", OP.DESCRIBE), TOPIC_DENIED, passed=TOPIC_DENIED,
@@ -546,7 +546,8 @@ CASES = [
                          if t.transactional_id.startswith("x-list-transactions")]),
     # users, ACLs, quotas
     Case("describe-user-scram-credentials", lambda e: DescribeUserScramCredentialsRequest[0](users=None),
-         lambda r: r.error_code, ("cluster", OP.DESCRIBE), CLUSTER_DENIED, setup=lambda e: _admin_calls(e, _scram_upsert),
+         lambda r: r.error_code, ("cluster", OP.DESCRIBE), CLUSTER_DENIED,
+         setup=lambda e: _admin_calls(e, _scram_upsert),
          told=lambda r: r.results),
     Case("alter-user-scram-credentials", _scram_upsert, lambda r: r.results[0].error_code,
          ("cluster", OP.ALTER), CLUSTER_DENIED, state=_scram_users),

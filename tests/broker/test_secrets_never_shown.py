@@ -11,6 +11,7 @@ for everywhere; the markers of the PEM values are lines of their base64 bodies.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import urllib.request
@@ -218,7 +219,6 @@ def test_no_sensitive_value_is_shown_by_describe_configs_the_clis_the_log_or_met
                        (["--add-scram", f"SCRAM-SHA-256=name:x password:{SECRETS['add-scram-typo']}"], "expected"),
                        (["--config", f"ssl.key.password:{SECRETS['config-typo']}"], "not key=value")):
         err = io.StringIO()
-        import contextlib
         with contextlib.redirect_stderr(err):
             code = broker_main(["--data-dir", str(tmp_path / "never"), "--port", "0", *argv])
         assert code == 2 and what in err.getvalue(), err.getvalue()

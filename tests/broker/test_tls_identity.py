@@ -98,7 +98,8 @@ def test_the_inter_broker_tls_client_checks_the_peers_certificate(tls_broker, id
 
 def _spark_options(broker: Broker, ca, listener: str, https: bool, trust: bool) -> dict:
     options = {"kafka.bootstrap.servers": broker.bootstrap_servers_for(listener), "subscribe": "t",
-               "kafka.security.protocol": "SSL", "kafka.ssl.endpoint.identification.algorithm": "https" if https else "",
+               "kafka.security.protocol": "SSL",
+               "kafka.ssl.endpoint.identification.algorithm": "https" if https else "",
                "kafka.request.timeout.ms": "5000"}
     if trust:
         options["kafka.ssl.truststore.location"] = ca.truststore
