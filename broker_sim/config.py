@@ -310,12 +310,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # --- TLS of SSL listeners (security/tls.py; each may be set per listener: listener.name.<l>.<config>) ---
     ConfigDef("ssl.keystore.type", "PEM", str, "Keystore format: PEM (KIP-651)."),
     ConfigDef("ssl.keystore.location", "", str, "PEM file with the certificate chain and private key."),
-    ConfigDef("ssl.keystore.certificate.chain", "", str, "The certificate chain as PEM text."),
+    ConfigDef("ssl.keystore.certificate.chain", "", str, "The certificate chain as PEM text.", sensitive=True),
     ConfigDef("ssl.keystore.key", "", str, "The private key as PEM text.", sensitive=True),
     ConfigDef("ssl.key.password", "", str, "Password of an encrypted private key.", sensitive=True),
     ConfigDef("ssl.truststore.type", "PEM", str, "Truststore format: PEM."),
     ConfigDef("ssl.truststore.location", "", str, "PEM file of the trusted CA certificates."),
-    ConfigDef("ssl.truststore.certificates", "", str, "The trusted CA certificates as PEM text."),
+    ConfigDef("ssl.truststore.certificates", "", str, "The trusted CA certificates as PEM text.",
+              sensitive=True),  # Kafka's PASSWORD type, as the two above
     ConfigDef("ssl.client.auth", "none", _parse_choice("none", "requested", "required"),
               "Mutual TLS: ask for (requested) or insist on (required) a client certificate."),
     ConfigDef("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", str, "TLS versions accepted."),

@@ -299,10 +299,10 @@ def ssl_context_for(config: dict) -> ssl.SSLContext | None:
     protocol = str(config.get("security_protocol", "PLAINTEXT")).upper()
     if protocol not in ("SSL", "SASL_SSL"):
         return None
+    # the chain is always verified (the truststore, else the system's CAs), as Kafka's clients and kafka-python
+    # do; ssl.endpoint.identification.algorithm="" only stops the host name check
     context = ssl.create_default_context(cafile=config.get("ssl_cafile"))
     context.check_hostname = bool(config.get("ssl_check_hostname", True))
-    if not context.check_hostname:
-        context.verify_mode = ssl.CERT_REQUIRED if config.get("ssl_cafile") else ssl.CERT_NONE
     if config.get("ssl_certfile"):
         context.load_cert_chain(config["ssl_certfile"], config.get("ssl_keyfile"), config.get("ssl_password"))
     if config.get("ssl_crlfile"):

@@ -77,9 +77,9 @@ def parse_jaas(text: str, config: str = "sasl.jaas.config") -> tuple[str, dict[s
     position = 0
     while position < len(rest):
         option = _OPTION.match(rest, position)
-        if option is None:
-            raise ConfigError(f"{config}: cannot parse the options at {rest[position:position + 30]!r} "
-                              f"(expected key=\"value\")")
+        if option is None:  # the text is not shown: it may hold a password
+            after = f"after option {list(options)[-1]!r}" if options else "at the first option"
+            raise ConfigError(f"{config}: cannot parse the options {after} (expected key=\"value\")")
         value = option.group(2) if option.group(2) is not None else option.group(3)
         options[option.group(1)] = re.sub(r"\\(.)", r"\1", value)
         position = option.end()

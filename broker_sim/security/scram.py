@@ -74,7 +74,8 @@ class ScramCredential:
                        base64.b64decode(fields["stored_key"], validate=True),
                        base64.b64decode(fields["server_key"], validate=True), int(fields["iterations"]))
         except (KeyError, ValueError) as exc:
-            raise CredentialError(f"SCRAM credential {text[:40]!r}...: missing or bad field ({exc})") from None
+            raise CredentialError(f"SCRAM credential with fields {sorted(fields)}: missing or bad field "
+                                  f"({type(exc).__name__})") from None  # its values are secrets: not shown
 
     @classmethod
     def from_salted_password(cls, mechanism: str, salted: bytes, salt: bytes, iterations: int) -> "ScramCredential":
@@ -102,6 +103,14 @@ def check_iterations(iterations: int) -> None:
         raise CredentialError(f"iterations={iterations}: must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}")
 
 
+def _shown(text: str) -> str:
+    """An --add-scram argument as errors may show it: every value but name's and iterations' hidden (a misspelt
+    field may hold the password)."""
+    def hide(field):
+        return field[0] if field[1].lower() in ("name", "iterations") else f"{field[1]}=[hidden]"
+    return re.sub(r'([A-Za-z]+)\s*=\s*(?:"(?:[^"\\]|\\.)*"?|[^,\]]*)', hide, text)
+
+
 _ADD_SCRAM = re.compile(r"^\s*(?P<mechanism>[A-Z0-9-]+)\s*=\s*\[(?P<body>.*)\]\s*$", re.S)
 
 
@@ -113,7 +122,8 @@ def parse_add_scram(text: str) -> tuple[str, str, ScramCredential]:
     """
     match = _ADD_SCRAM.match(text)
     if match is None:
-        raise CredentialError(f"--add-scram {text!r}: expected MECHANISM=[name=USER,password=PASSWORD]")
+        raise CredentialError("--add-scram: expected MECHANISM=[name=USER,password=PASSWORD] (the argument is not "
+                              "shown: it may hold a password)")
     mechanism = match["mechanism"]
     check_mechanism(mechanism)
     fields: dict[str, str] = {}
@@ -122,14 +132,14 @@ def parse_add_scram(text: str) -> tuple[str, str, ScramCredential]:
         fields[key] = quoted if quoted or not bare else bare.strip()
     unknown = set(fields) - {"name", "password", "iterations", "salt", "saltedpassword"}
     if unknown:
-        raise CredentialError(f"--add-scram {text!r}: unknown field(s) {', '.join(sorted(unknown))}")
+        raise CredentialError(f"--add-scram {_shown(text)!r}: unknown field(s) {', '.join(sorted(unknown))}")
     if not fields.get("name"):
-        raise CredentialError(f"--add-scram {text!r}: name= is required")
+        raise CredentialError(f"--add-scram {_shown(text)!r}: name= is required")
     if "password" not in fields:
-        raise CredentialError(f"--add-scram {text!r}: password= is required")
+        raise CredentialError(f"--add-scram {_shown(text)!r}: password= is required")
     try:
         iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
         salt = base64.b64decode(fields["salt"], validate=True) if "salt" in fields else None
     except ValueError as exc:
-        raise CredentialError(f"--add-scram {text!r}: {exc}") from None
+        raise CredentialError(f"--add-scram {_shown(text)!r}: {exc}") from None
     return fields["name"], mechanism, ScramCredential.generate(mechanism, fields["password"], iterations, salt)

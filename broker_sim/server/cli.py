@@ -27,9 +27,9 @@ from broker_sim.security.scram import CredentialError
 
 def _parse_config(items: list[str]) -> dict[str, str]:
     configs = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--config {item!r} is not key=value")
+    for number, item in enumerate(items, 1):
+        if "=" not in item:  # its text is not shown: it may hold a secret
+            raise ConfigError(f"--config number {number} is not key=value")
         key, value = item.split("=", 1)
         configs[key.strip()] = value.strip()
     return configs

@@ -78,7 +78,8 @@ def read_properties(path: str) -> dict[str, str]:
             continue
         separator = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
         if separator < 0:
-            raise ToolError(f"--command-config {path}: line {number} is not key=value: {raw.strip()!r}")
+            raise ToolError(f"--command-config {path}: line {number} is not key=value (its text is not shown: "
+                            f"it may hold a secret)")
         properties[line[:separator].strip()] = line[separator + 1:].strip()
     return properties
 
