@@ -17,7 +17,11 @@ What one connection can make the broker hold (back-pressure instead of
 buffering without bound):
 
 * request bytes: each frame reserves from the broker-wide pool
-  (``queued.max.request.bytes``, see ``framing.MemoryPool``) — a small frame
+  (``queued.max.request.bytes``, see ``framing.MemoryPool``) — a SASL
+  connection, until it authenticated, from a separate small one
+  (``queued.max.unauthenticated.request.bytes``: unauthenticated clients cannot
+  take authenticated ones' memory; it moves to the shared pool once nothing it
+  sent holds memory of the small one) — a small frame
   its size at its header, a large one its buffer as its bytes arrive — and
   releases once its response has been written; a connection whose next bytes
   do not fit stops being read until memory is released.  When connections
@@ -34,13 +38,23 @@ buffering without bound):
   ``WRITE_BUFFER_HIGH``; its queue then fills and reading stops.
 
 ``Connections`` owns the live connections: ``ConnectionQuotas``
-(``max.connections``, ``max.connections.per.ip[.overrides]``) at accept, and
+(``max.connections`` — -1, the default, derived from the open-file limit —
+and ``max.connections.per.ip[.overrides]``) at accept — on TLS listeners a
+``TlsAcceptor`` counts the socket before its handshake, runs at most
+``MAX_TLS_HANDSHAKES`` at once and hands the TLS transport to the
+``KafkaConnection`` —, a deadline for SASL connections to authenticate
+(``sasl.server.authentication.timeout.ms``), and
 a periodic sweep (every tenth of ``connections.max.idle.ms``, at most
 ``MAX_SWEEP_INTERVAL_S``) that closes connections idle that long — no request
 being handled and no bytes read or written — as Kafka's Selector does; a long
 poll Fetch in progress is being handled, so it is not idle.  The sweep also
 gives back the grown read buffers of connections that went quiet (it runs
 with ``connections.max.idle.ms=-1`` too, then closing nothing).
+
+Every ending of a connection gives its socket back: ``close`` flushes, and a
+transport still open ``CLOSE_TIMEOUT_S`` later is aborted (a TLS shutdown
+waiting for a peer that closed first while reading was paused — after a
+failed SASL login — would otherwise hold the socket in CLOSE-WAIT for good).
 """
 from __future__ import annotations
 
@@ -48,7 +62,6 @@ import asyncio
 import logging
 import os
 import socket
-import ssl
 from collections import deque
 from typing import Awaitable, Callable
 
@@ -414,7 +427,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._closed = True
             if self.transport is not None:
                 self.transport.close()
-                self._abort_handle = asyncio.get_running_loop().call_later(CLOSE_TIMEOUT_S, self._abort)
+                try:
+                    self._abort_handle = asyncio.get_running_loop().call_later(CLOSE_TIMEOUT_S, self._abort)
+                except RuntimeError:  # no loop running (the broker is being torn down): nothing left to wait for
+                    self.transport.abort()
 
     @property
     def closed(self) -> bool:

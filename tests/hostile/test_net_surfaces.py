@@ -26,7 +26,7 @@ from broker_sim.testing.hostile_soak import (close_all, client_ssl_context, fail
                                              silent_connections, stalled_scrapers, surface_configs,
                                              unauthenticated_frames)
 from client_helpers import BrokerProcess, free_port, wait_until
-from hostile import assert_alive, assert_serving, rss_bytes
+from hostile import assert_serving, rss_bytes
 from kafka_wire import WireClient, create_topics, produce_request, produce_result, record_batch
 
 MB = 1 << 20
@@ -49,20 +49,25 @@ class LatencyProbe(threading.Thread):
         self.topic = topic
         self.samples: list[tuple[float, float]] = []  # (start, seconds)
         self.errors: list[str] = []
+        self.in_flight: float | None = None  # when the request being waited for was sent
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.is_set():
-            start = time.monotonic()
+            start = self.in_flight = time.monotonic()
             try:
                 self.producer.send(self.topic, b"x" * 1000).get(30)
             except Exception as exc:  # noqa: BLE001 - reported by the test
                 self.errors.append(repr(exc))
+            self.in_flight = None
             self.samples.append((start, time.monotonic() - start))
             time.sleep(0.02)
 
     def worst(self, since: float) -> float:
-        return max((seconds for start, seconds in self.samples if start + seconds >= since), default=0.0)
+        """The slowest answer since ``since``, counting a request still unanswered for as long as it waited."""
+        in_flight = self.in_flight
+        waiting = time.monotonic() - in_flight if in_flight is not None else 0.0
+        return max([seconds for start, seconds in self.samples if start + seconds >= since] + [waiting])
 
     def count(self, since: float) -> int:
         return sum(1 for start, _ in self.samples if start >= since)
