@@ -59,6 +59,7 @@ failed SASL login — would otherwise hold the socket in CLOSE-WAIT for good).
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import socket
@@ -79,8 +80,37 @@ MAX_SWEEP_INTERVAL_S = 10.0
 STARVED_CHECK_S = 1.0  # how often the sweep looks for connections starved of request memory
 CLOSE_GRACE_S = 0.5  # after a final error answer (failed SASL) before the broker closes the connection
 STALLED_FRAME_S = 5.0  # starved this long with no memory released: the largest partial-frame holder is closed
+TRIM_AFTER_TLS_ENDED = 32  # TLS connections ended (~300 KB of buffers each) before the heap is trimmed
 CLOSE_TIMEOUT_S = 2.0  # a closed transport not gone this long (a TLS shutdown the peer never finishes) is aborted
 MAX_TLS_HANDSHAKES = 128  # TLS handshakes in flight broker-wide (each holds ~300 KB of TLS buffers); beyond: refused
+
+
+def _trim_memory() -> None:
+    """Give freed heap memory back to the system (glibc's malloc_trim): a burst of TLS connections frees
+    256 KB buffers that glibc would otherwise keep; elsewhere a no-op."""
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL("libc.so.6")
+            _libc.malloc_trim  # noqa: B018 - glibc only
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        _libc.malloc_trim(0)
+
+
+_libc = None
+
+
+def _drop_tracebacks(exc: BaseException | None) -> None:
+    """Cut an exception (and its chain) from its traceback: asyncio's failed-handshake exception and the
+    frames it passed through form a cycle holding the TLS protocol and its 256 KB buffer until a full
+    garbage collection, which may not come for a long time."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = None
+        exc = exc.__context__ or exc.__cause__
 
 
 class CloseConnection(Exception):
@@ -106,6 +136,7 @@ class Connections:
         self.idle_ms = idle_ms
         self.quotas = quotas
         self.handshakes = 0  # TLS handshakes in flight (TlsAcceptor), at most MAX_TLS_HANDSHAKES
+        self.tls_ended = 0  # TLS connections ended since the sweep last gave their buffers' memory back
         self._live: set[KafkaConnection] = set()
         self._sweeper: asyncio.Task | None = None
         # fetched log bytes sent: by os.sendfile from the page cache (zero-copy), or read and written (TLS,
@@ -177,6 +208,9 @@ class Connections:
         while True:
             await asyncio.sleep(tick)
             now = loop.time()
+            if self.tls_ended >= TRIM_AFTER_TLS_ENDED and not self.handshakes:
+                self.tls_ended = 0
+                _trim_memory()
             if not self.pool.waiting or self.pool.releases != releases:
                 starved, releases = None, self.pool.releases
             elif starved is None:
@@ -347,6 +381,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc) -> None:
         self._closed = True
         self._connections.discard(self)
+        if not self.sendfile_ok and self.transport is not None and self.transport.get_extra_info("sslcontext"):
+            self._connections.tls_ended += 1
+        # asyncio's SSLProtocol keeps bound methods of this protocol after the connection is lost: with this
+        # reference to its transport (which references the SSLProtocol) they form a cycle holding the TLS
+        # buffers until a full garbage collection
+        self.transport = None
         for handle in (self._deadline, self._abort_handle):
             if handle is not None:
                 handle.cancel()
@@ -468,7 +508,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     if self.close_after_response:
                         # the answer (a failed authentication) is sent; read nothing more and close after a
                         # grace period, so the client reads the error before it sees the connection end
-                        self.transport.pause_reading()
+                        if self.transport is not None:
+                            self.transport.pause_reading()
                         loop.call_later(CLOSE_GRACE_S, self.close)
                         return
                 except CloseConnection as exc:
@@ -517,6 +558,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._connections.sendfile_bytes += region.size
         except asyncio.SendfileNotAvailableError:
             self.sendfile_ok = False
+            if self.transport is None:
+                return
             self.transport.write(os.pread(region.file.fileno(), region.size, region.position))
             self._connections.copied_bytes += region.size
         except (OSError, RuntimeError, ValueError) as exc:
@@ -573,8 +616,10 @@ class TlsAcceptor(asyncio.Protocol):
                 transport, connection, self._context, server_side=True, ssl_handshake_timeout=self._timeout_s)
         except Exception as exc:  # noqa: BLE001 - any failed handshake gives its count back
             log.debug("TLS handshake with %s failed: %r", ip, exc)
+            _drop_tracebacks(exc)
             transport.abort()
             connections.quotas.release(ip)
+            connections.tls_ended += 1
             return
         finally:
             connections.handshakes -= 1
