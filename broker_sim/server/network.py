@@ -55,6 +55,10 @@ Every ending of a connection gives its socket back: ``close`` flushes, and a
 transport still open ``CLOSE_TIMEOUT_S`` later is aborted (a TLS shutdown
 waiting for a peer that closed first while reading was paused — after a
 failed SASL login — would otherwise hold the socket in CLOSE-WAIT for good).
+And its memory: ``connection_lost`` drops the transport (asyncio's SSLProtocol
+keeps bound methods of its protocol, a cycle only a full collection would
+free), a failed handshake's traceback is cut, and after a burst of ended TLS
+connections the sweep gives freed heap back (``malloc_trim``).
 """
 from __future__ import annotations
 

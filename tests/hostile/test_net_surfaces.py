@@ -107,9 +107,15 @@ def test_failed_logins_over_sasl_ssl_and_sasl_plaintext_leave_no_socket_open(hos
     stayed (asyncio's SSLProtocol and the connection formed a cycle that only a full collection frees)."""
     broker, ports, truststore = _secured(hostile_broker, tmp_path, connection_failed_authentication_delay_ms=0)
     pid = broker.process.pid
+    probe = _probe(broker)
     before, rss_before = _fds(pid), rss_bytes(pid)
-    for listener, context in (("SASL_SSL", client_ssl_context(truststore)), ("SASL_PLAINTEXT", None)):
-        assert failed_scram_logins(ports[listener], 100, context) == 100
+    since = time.monotonic()
+    try:
+        for listener, context in (("SASL_SSL", client_ssl_context(truststore)), ("SASL_PLAINTEXT", None)):
+            assert failed_scram_logins(ports[listener], 100, context) == 100
+        _assert_during(probe, since)
+    finally:
+        probe.stop()
     wait_until(lambda: _fds(pid) <= before + 5, 15,
                message=f"the broker's descriptors back near {before} after 200 failed logins")
     wait_until(lambda: rss_bytes(pid) - rss_before < 10 * MB, 10,
