@@ -262,7 +262,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "frame does not fit stops being read until it does (Kafka's default -1 is unbounded)."),
     ConfigDef("connections.max.idle.ms", "600000", _parse_int(-1),
               "Close connections idle (no request, no response pending) this long; -1: never."),
-    ConfigDef("max.connections", "2147483647", _parse_int(0), "Most connections the broker accepts at once."),
+    ConfigDef("max.connections", "-1", _parse_int(-1),
+              "Most connections the broker accepts at once (TLS ones counted from accept, before the handshake); "
+              "-1: derived from the open-file limit, half of RLIMIT_NOFILE minus 64 descriptors reserved for "
+              "storage (Kafka's default is unbounded)."),
     ConfigDef("max.connections.per.ip", "2147483647", _parse_int(0),
               "Most connections from one IP address at once."),
     ConfigDef("max.connections.per.ip.overrides", "", parse_ip_overrides,
@@ -343,6 +346,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "Delay before answering a failed authentication (slows password guessing)."),
     ConfigDef("sasl.server.max.receive.size", "524288", _parse_int(1),
               "Largest frame a SASL listener reads before the client authenticated (a bigger one closes it)."),
+    ConfigDef("sasl.server.authentication.timeout.ms", "10000", _parse_int(0),
+              "pylog addition (Kafka bounds unauthenticated connections by connections.max.idle.ms only): a "
+              "SASL connection not authenticated this long after it was accepted is closed; 0: no deadline."),
+    ConfigDef("queued.max.unauthenticated.request.bytes", "8388608", _parse_int(-1),
+              "pylog addition: request bytes all not-yet-authenticated SASL connections together may hold, "
+              "apart from queued.max.request.bytes (which only authenticated clients use); -1: unbounded."),
     # --- ACLs (security/acl.py) ---
     ConfigDef("authorizer.class.name", "", str,
               "Enables ACL checks when set (Kafka's class names are accepted, e.g. "
@@ -396,7 +405,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "How long a broker waits for the writer (the leader of _schemas-0) to answer a forwarded request."),
     # --- observability (pylog additions) ---
     ConfigDef("metrics.port", "-1", _parse_int(-1),
-              "Serve Prometheus metrics at http://<host>:<port>/metrics (-1: off, 0: any free port)."),
+              "Serve Prometheus metrics at http://<metrics.host>:<port>/metrics (-1: off, 0: any free port)."),
+    ConfigDef("metrics.host", "127.0.0.1", str,
+              "The address /metrics binds. It has no login and names every topic and group, so it binds to "
+              "loopback unless set (0.0.0.0: every interface; bind it where only the monitoring reaches)."),
+    ConfigDef("metrics.consumergroup.max.series", "2000", _parse_int(0),
+              "Most (group, topic, partition) series of kafka_consumergroup_lag and _current_offset per "
+              "scrape, the groups in name order; the rest are counted in "
+              "pylog_consumergroup_series_dropped. 0: no per-group series."),
 )
 
 

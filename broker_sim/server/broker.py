@@ -87,7 +87,7 @@ from broker_sim.server.listeners import Listener, format_address, inter_broker_l
 from broker_sim.server.listeners import configure as listeners_from_config
 from broker_sim.server.loop_monitor import LoopMonitor
 from broker_sim.server.metrics import BrokerMetrics, serve_metrics
-from broker_sim.server.network import Connections, KafkaConnection
+from broker_sim.server.network import Connections, KafkaConnection, TlsAcceptor
 from broker_sim.server.schema_registry import SchemaRegistry
 from broker_sim.storage.log import FDS_PER_PARTITION
 
@@ -148,7 +148,7 @@ def raise_open_file_limit() -> int:
 
 
 # a TLS client must finish its handshake within this long (the connection is not a KafkaConnection yet, so
-# connections.max.idle.ms does not cover it)
+# connections.max.idle.ms does not cover it; it is counted against max.connections[.per.ip] already)
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
@@ -200,7 +200,7 @@ class Broker:
         self.inter_broker_sasl = (self._inter_broker_login(inter) if inter.protocol.startswith("SASL_")
                                   and self.config.raw("zookeeper.connect") else None)
         first = self.listeners[0]
-        self.host = first.host or "0.0.0.0"  # where the first listener (and metrics.port) binds
+        self.host = first.host or "0.0.0.0"  # where the first listener binds
         self.port = first.port  # the first listener's port (bound port once started)
         self.advertised_host = first.advertised_host or self.host
         self.now_ms = now_ms
@@ -225,7 +225,7 @@ class Broker:
         self._startup_error: BaseException | None = None
         self.started_in_ms: float | None = None
         self.loop_monitor = LoopMonitor()  # event-loop stalls over 100 ms are logged and counted
-        self.metrics = BrokerMetrics()
+        self.metrics = BrokerMetrics(self.config.get("metrics.consumergroup.max.series"))
         self.metrics_port: int | None = None  # where /metrics is served (metrics.port), once listening
         self._metrics_server = None  # server/http.py's HttpServer
         # schema.registry.listeners (server/schema_registry.py): built now, so bad URLs or TLS fail the start
@@ -520,12 +520,16 @@ class Broker:
                                      inter_broker_listener=self.inter_broker_listener)
         for index, listener in enumerate(self.listeners):
             context = self._tls.get(listener.name)
-            server = await self._loop.create_server(
-                lambda name=listener.name: KafkaConnection(
-                    self.dispatcher.handle, self.connections, listener=name,
-                    principal=self._principals.get(name), sasl=self._sasl.get(name)),
-                listener.bind_host, listener.port, reuse_address=True, ssl=context,
-                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if context is not None else None)
+
+            def connection(name=listener.name):
+                return KafkaConnection(self.dispatcher.handle, self.connections, listener=name,
+                                       principal=self._principals.get(name), sasl=self._sasl.get(name))
+
+            # TLS: counted against the connection limits at accept, handshakes bounded (server/network.py)
+            factory = connection if context is None else (
+                lambda make=connection, context=context: TlsAcceptor(self.connections, context,
+                                                                     TLS_HANDSHAKE_TIMEOUT_S, make))
+            server = await self._loop.create_server(factory, listener.bind_host, listener.port, reuse_address=True)
             self._servers.append(server)
             self.listeners[index] = listener.bound(server.sockets[0].getsockname()[1])
         self.port = self.listeners[0].port
@@ -537,9 +541,10 @@ class Broker:
             self.cluster.start(self.endpoint())
             self._isr_checks = self._loop.create_task(self._check_isr())
         if self.config.get("metrics.port") >= 0:
-            self._metrics_server = await serve_metrics(self.metrics, self.host, self.config.get("metrics.port"))
+            metrics_host = self.config.raw("metrics.host").strip() or "127.0.0.1"  # explicit bind (server/metrics.py)
+            self._metrics_server = await serve_metrics(self.metrics, metrics_host, self.config.get("metrics.port"))
             self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
-            log.info("metrics at http://%s:%d/metrics", self.host, self.metrics_port)
+            log.info("metrics at http://%s:%d/metrics", metrics_host, self.metrics_port)
         self._housekeeping = self._loop.create_task(self._housekeep())
         self._loop_monitoring = self._loop.create_task(self.loop_monitor.run())
         self._group_timer = self._loop.create_task(self.groups.run_timer())

@@ -13,6 +13,12 @@ and lets new connections wait in the TCP backlog; asyncio's server cannot
 pause accepting, so here the extra connection is closed like a per-IP refusal
 (clients reconnect with backoff either way).
 
+``max.connections=-1`` (pylog's default; Kafka's is unbounded) derives the bound from the open-file limit
+(``derived_max_connections``): half of ``RLIMIT_NOFILE`` is left to partitions (``max.broker.partitions``
+derives from that half), and ``RESERVED_FDS`` more to segment rolls, topic creation, ZooKeeper, the HTTP
+servers and the broker's own files — so a connection flood meets refused connections long before a storage
+operation meets EMFILE.
+
 A flood of refused connections must not flood the log: ``refusal_to_log``
 answers at most one message per IP per ``WARN_INTERVAL_S``, counting the
 refusals it swallowed meanwhile.  Time is injected.
@@ -20,11 +26,23 @@ refusals it swallowed meanwhile.  Time is injected.
 from __future__ import annotations
 
 import ipaddress
+import resource
 import socket
 import time
 from typing import Callable, Mapping
 
 WARN_INTERVAL_S = 5.0
+RESERVED_FDS = 64  # descriptors kept beyond the partitions' half for storage and the broker's own use
+DERIVED_MAX_CONNECTIONS = f"half of RLIMIT_NOFILE minus {RESERVED_FDS} reserved descriptors, at least 16"
+
+
+def derived_max_connections(open_files: int | None = None) -> int:
+    """``max.connections`` when set to -1: ``DERIVED_MAX_CONNECTIONS`` of the (soft) open-file limit."""
+    if open_files is None:
+        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if open_files == resource.RLIM_INFINITY or open_files >= 2**32:
+        return 2**31 - 1
+    return max(16, open_files // 2 - RESERVED_FDS)
 
 
 def _normalise(host: str) -> str:
@@ -54,7 +72,7 @@ class ConnectionQuotas:
 
     def admit(self, ip: str) -> str | None:
         """Count a new connection from ``ip``; or, if over a limit, count nothing and return why."""
-        if self.total >= self.max_connections:
+        if 0 <= self.max_connections <= self.total:  # -1 (derived) counts as unbounded until Connections.start
             return f"max.connections={self.max_connections} reached"
         count = self.per_ip.get(ip, 0)
         limit = self.limit_for(ip)

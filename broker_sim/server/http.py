@@ -26,7 +26,10 @@ limits below, or hold it for long:
   must arrive within ``body_timeout_s``; ``Expect: 100-continue`` is answered
   once the length is accepted;
 * an idle keep-alive connection closes after ``idle_timeout_s``; a response
-  that the client does not read within ``write_timeout_s`` closes it;
+  that the client does not read within ``write_timeout_s`` closes it.  A response
+  is written in ``WRITE_SLICE_BYTES`` slices, each once the transport's buffer
+  has drained, so a client that stops reading holds about one slice, not a copy
+  of the whole response (the response's bytes are shared);
 * TLS (``ssl``): a handshake not finished within ``handshake_timeout_s`` closes it.
 
 A handler that raises answers 500 (logged); the connection stays usable.
@@ -47,6 +50,7 @@ log = logging.getLogger(__name__)
 
 # request methods a too-long line may start with and still be answered 414 (else it is not HTTP: closed)
 _LINGER_BYTES = 256 * 1024
+WRITE_SLICE_BYTES = 64 * 1024
 _METHODS = (b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"PATCH", b"OPTIONS", b"TRACE", b"CONNECT")
 
 
@@ -205,10 +209,8 @@ class HttpServer:
                     response = error_response(500, "Internal Server Error")
             finally:
                 self.buffered_body_bytes -= reserved[0]
-            writer.write(_encode(response, head_only=request.method == "HEAD", close=close))
-            if writer.transport.get_write_buffer_size():  # drain only what the socket did not take at once
-                async with asyncio.timeout(self.limits.write_timeout_s):
-                    await writer.drain()
+            async with asyncio.timeout(self.limits.write_timeout_s):
+                await _write(writer, _head(response, close=close), b"" if request.method == "HEAD" else response.body)
             if close:
                 return
 
@@ -337,6 +339,26 @@ async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 dropped += len(data)
     except (asyncio.TimeoutError, ConnectionError, OSError, asyncio.LimitOverrunError):
         pass
+
+
+async def _write(writer: asyncio.StreamWriter, head: bytes, body: bytes) -> None:
+    """The head, then the body in WRITE_SLICE_BYTES slices, each after the transport's buffer drained (a small
+    answer goes out in one write; a client that stops reading holds about one slice)."""
+    if len(body) <= WRITE_SLICE_BYTES:
+        writer.write(head + body)
+    else:
+        writer.write(head)
+        view = memoryview(body)
+        for start in range(0, len(body), WRITE_SLICE_BYTES):
+            if writer.transport.get_write_buffer_size():
+                await writer.drain()
+            writer.write(view[start:start + WRITE_SLICE_BYTES])
+    if writer.transport.get_write_buffer_size():  # drain only what the socket did not take at once
+        await writer.drain()
+
+
+def _head(response: HttpResponse, *, close: bool) -> bytes:
+    return _encode(response, head_only=True, close=close)
 
 
 def _encode(response: HttpResponse, *, head_only: bool, close: bool) -> bytes:

@@ -10,10 +10,20 @@ dispatcher hands each request's API, version and duration to
 API: no label lookup per request).  Everything else is read when Prometheus
 scrapes: ``BrokerCollector.collect`` walks the partitions, groups and
 transactions the broker hands over once it has opened them (``BrokerMetrics.watch``)
-and yields metric families.  The scrape is served by the broker's bounded
-HTTP server (``server/http.py``) on the broker's own event loop (``serve_metrics``), so it reads
-state that only that loop mutates, consistently; ``prometheus_client`` writes
-the exposition format.
+and yields metric families.  A scrape (``BrokerMetrics.scrape``) collects those families on the broker's
+event loop, where that state is mutated, so it reads it consistently and cheaply (numbers and labels,
+the per-group series capped at ``metrics.consumergroup.max.series``); ``prometheus_client`` writes the
+exposition text from them in a worker thread, off the loop.  Scrapes that arrive while one is being
+built share its result, so N scrapers cost one build.  The endpoint is served by the broker's bounded
+HTTP server (``server/http.py``: at most ``MAX_HTTP_CONNECTIONS`` scrapers, timed out, responses
+written in slices as the client reads them, so a scraper that stops reading holds a bounded buffer).
+
+Where it binds: ``metrics.host`` (default 127.0.0.1) and ``metrics.port``.  The endpoint has no login and
+names every topic and group, including those ACLs hide from a principal over Kafka; rather than a
+second authentication and authorization path in front of it (Prometheus scrapers speak neither SASL
+nor Kafka ACLs, and a per-principal exposition would defeat sharing one build between scrapers), it is
+an explicit bind, loopback unless the operator chooses an interface only the monitoring reaches — as a
+Kafka broker's JMX exporter agent is deployed.
 
 Names: Kafka's MBean ``kafka.<domain>:type=<Type>,name=<Name>[,k=v]`` becomes
 ``kafka_<domain>_<type>_<name>`` in lower case, ``...PerSec`` meters become
@@ -26,6 +36,7 @@ not have is prefixed ``pylog_``.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -39,13 +50,28 @@ log = logging.getLogger(__name__)
 LATENCY_BUCKETS_MS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 _MAX_HTTP_REQUEST_BYTES = 8192
 _HTTP_TIMEOUT_S = 10.0
-_MAX_HTTP_CONNECTIONS = 64
+MAX_HTTP_CONNECTIONS = 16  # concurrent scrapers (503 beyond)
+DEFAULT_GROUP_SERIES = 2000  # metrics.consumergroup.max.series
+
+
+class _Families:
+    """Metric families collected already: what ``generate_latest`` formats in a worker thread."""
+
+    def __init__(self, families: list) -> None:
+        self._families = families
+
+    def collect(self):
+        return self._families
 
 
 class BrokerMetrics:
     """The broker's registry: request metrics updated per request, the rest collected at scrape time."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_group_series: int = DEFAULT_GROUP_SERIES) -> None:
+        self.max_group_series = max_group_series
+        self._collector: BrokerCollector | None = None
+        self._building: asyncio.Future | None = None  # the scrape being built, shared by those arriving meanwhile
+        self.scrapes_built = 0
         self.registry = CollectorRegistry(auto_describe=False)
         self._requests = Counter("kafka_network_requestmetrics_requests", "Requests handled, by API and version "
                                  "(Kafka: kafka.network:type=RequestMetrics,name=RequestsPerSec)",
@@ -62,8 +88,7 @@ class BrokerMetrics:
 
     def watch(self, replicas, metadata, groups, transactions, connections, loop_monitor) -> None:
         """Report these parts of the broker at every scrape from now on (once the broker has opened them)."""
-        self.registry.register(BrokerCollector(self, replicas, metadata, groups, transactions, connections,
-                                               loop_monitor))
+        self._collector = BrokerCollector(self, replicas, metadata, groups, transactions, connections, loop_monitor)
 
     def observe_request(self, api_name: str, version: int, seconds: float) -> None:
         children = self._children.get((api_name, version))
@@ -73,9 +98,33 @@ class BrokerMetrics:
         children[0].inc()
         children[1].observe(seconds * 1000.0)
 
+    def _collect(self) -> list:
+        """The broker's families, read now (on the broker's loop: the state they read is mutated there)."""
+        return list(self._collector.collect()) if self._collector is not None else []
+
+    def _format(self, families: list) -> bytes:
+        """The exposition text of the request metrics (thread-safe) and collected families: off the loop."""
+        return generate_latest(self.registry) + generate_latest(_Families(families))
+
     def exposition(self) -> bytes:
-        """The Prometheus text exposition of everything (what GET /metrics answers)."""
-        return generate_latest(self.registry)
+        """The Prometheus text exposition of everything, built at once (on the broker's loop or a stopped one)."""
+        return self._format(self._collect())
+
+    async def scrape(self) -> bytes:
+        """What GET /metrics answers: collected on the loop, formatted in a thread; concurrent scrapes share
+        one build."""
+        if self._building is None:
+            self._building = asyncio.ensure_future(self._build())
+        building = self._building
+        return await asyncio.shield(building)
+
+    async def _build(self) -> bytes:
+        try:
+            families = self._collect()
+            self.scrapes_built += 1
+            return await asyncio.get_running_loop().run_in_executor(None, self._format, families)
+        finally:
+            self._building = None
 
 
 class BrokerCollector:
@@ -197,8 +246,16 @@ class BrokerCollector:
         current = GaugeMetricFamily("kafka_consumergroup_current_offset", "Committed offset (kafka_exporter's name)",
                                     labels=labels)
         partitions = self.replicas.partitions
-        for group_id, group in sorted(groups.items()):
-            for (topic, index), committed in sorted(group.offsets.items()):
+        budget = self.metrics.max_group_series
+        dropped = 0
+        for group_id in sorted(groups):  # a client can create groups: the series are capped, the rest counted
+            offsets = groups[group_id].offsets
+            if budget < len(offsets):
+                dropped += len(offsets)
+                budget = 0
+                continue
+            budget -= len(offsets)
+            for (topic, index), committed in sorted(offsets.items()):
                 key = [group_id, topic, str(index)]
                 current.add_metric(key, committed.offset)
                 partition = partitions.get((topic, index))
@@ -206,6 +263,9 @@ class BrokerCollector:
                     lag.add_metric(key, max(0, partition.high_watermark - committed.offset))
         yield lag
         yield current
+        yield GaugeMetricFamily("pylog_consumergroup_series_dropped", "Committed (group, topic, partition) "
+                                "offsets left out of kafka_consumergroup_* (metrics.consumergroup.max.series)",
+                                value=dropped)
 
     def _transaction_metrics(self):
         family = GaugeMetricFamily("pylog_transaction_coordinator_transactions",
@@ -219,18 +279,19 @@ class BrokerCollector:
 
 
 async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> HttpServer:
-    """GET /metrics on ``host:port``, served by the bounded HTTP server (``server/http.py``): keep-alive, the
-    request and its headers within 8 KiB, no body, timed out."""
+    """GET /metrics on ``host:port`` (``metrics.host``, ``metrics.port``), served by the bounded HTTP server
+    (``server/http.py``): keep-alive, the request and its headers within 8 KiB, no body, at most
+    ``MAX_HTTP_CONNECTIONS`` scrapers, each timed out."""
 
     async def handle(request: HttpRequest) -> HttpResponse:
         if request.method not in ("GET", "HEAD"):
             return HttpResponse(405, {"Content-Type": "text/plain", "Allow": "GET, HEAD"}, b"only GET\n")
         if request.path not in ("/metrics", "/"):
             return HttpResponse(404, {"Content-Type": "text/plain"}, b"see /metrics\n")
-        return HttpResponse(200, {"Content-Type": CONTENT_TYPE_LATEST}, metrics.exposition())
+        return HttpResponse(200, {"Content-Type": CONTENT_TYPE_LATEST}, await metrics.scrape())
 
     limits = HttpLimits(max_request_line_bytes=_MAX_HTTP_REQUEST_BYTES, max_header_bytes=_MAX_HTTP_REQUEST_BYTES,
-                        max_body_bytes=0, max_connections=_MAX_HTTP_CONNECTIONS, header_timeout_s=_HTTP_TIMEOUT_S,
+                        max_body_bytes=0, max_connections=MAX_HTTP_CONNECTIONS, header_timeout_s=_HTTP_TIMEOUT_S,
                         body_timeout_s=_HTTP_TIMEOUT_S, idle_timeout_s=_HTTP_TIMEOUT_S,
                         write_timeout_s=_HTTP_TIMEOUT_S)
     return await HttpServer(handle, limits, name="metrics").start(host, port)

@@ -17,7 +17,11 @@ What one connection can make the broker hold (back-pressure instead of
 buffering without bound):
 
 * request bytes: each frame reserves from the broker-wide pool
-  (``queued.max.request.bytes``, see ``framing.MemoryPool``) — a small frame
+  (``queued.max.request.bytes``, see ``framing.MemoryPool``) — a SASL
+  connection, until it authenticated, from a separate small one
+  (``queued.max.unauthenticated.request.bytes``: unauthenticated clients cannot
+  take authenticated ones' memory; it moves to the shared pool once nothing it
+  sent holds memory of the small one) — a small frame
   its size at its header, a large one its buffer as its bytes arrive — and
   releases once its response has been written; a connection whose next bytes
   do not fit stops being read until memory is released.  When connections
@@ -34,17 +38,32 @@ buffering without bound):
   ``WRITE_BUFFER_HIGH``; its queue then fills and reading stops.
 
 ``Connections`` owns the live connections: ``ConnectionQuotas``
-(``max.connections``, ``max.connections.per.ip[.overrides]``) at accept, and
+(``max.connections`` — -1, the default, derived from the open-file limit —
+and ``max.connections.per.ip[.overrides]``) at accept — on TLS listeners a
+``TlsAcceptor`` counts the socket before its handshake, runs at most
+``MAX_TLS_HANDSHAKES`` at once and hands the TLS transport to the
+``KafkaConnection`` —, a deadline for SASL connections to authenticate
+(``sasl.server.authentication.timeout.ms``), and
 a periodic sweep (every tenth of ``connections.max.idle.ms``, at most
 ``MAX_SWEEP_INTERVAL_S``) that closes connections idle that long — no request
 being handled and no bytes read or written — as Kafka's Selector does; a long
 poll Fetch in progress is being handled, so it is not idle.  The sweep also
 gives back the grown read buffers of connections that went quiet (it runs
 with ``connections.max.idle.ms=-1`` too, then closing nothing).
+
+Every ending of a connection gives its socket back: ``close`` flushes, and a
+transport still open ``CLOSE_TIMEOUT_S`` later is aborted (a TLS shutdown
+waiting for a peer that closed first while reading was paused — after a
+failed SASL login — would otherwise hold the socket in CLOSE-WAIT for good).
+And its memory: ``connection_lost`` drops the transport (asyncio's SSLProtocol
+keeps bound methods of its protocol, a cycle only a full collection would
+free), a failed handshake's traceback is cut, and after a burst of ended TLS
+connections the sweep gives freed heap back (``malloc_trim``).
 """
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import socket
@@ -53,7 +72,7 @@ from typing import Awaitable, Callable
 
 from broker_sim.protocol.framing import FrameDecoder, FrameError, MemoryPool
 from broker_sim.security.tls import ANONYMOUS, principal_of
-from broker_sim.server.connection_quotas import ConnectionQuotas
+from broker_sim.server.connection_quotas import DERIVED_MAX_CONNECTIONS, ConnectionQuotas, derived_max_connections
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +84,37 @@ MAX_SWEEP_INTERVAL_S = 10.0
 STARVED_CHECK_S = 1.0  # how often the sweep looks for connections starved of request memory
 CLOSE_GRACE_S = 0.5  # after a final error answer (failed SASL) before the broker closes the connection
 STALLED_FRAME_S = 5.0  # starved this long with no memory released: the largest partial-frame holder is closed
+TRIM_AFTER_TLS_ENDED = 32  # TLS connections ended (~300 KB of buffers each) before the heap is trimmed
+CLOSE_TIMEOUT_S = 2.0  # a closed transport not gone this long (a TLS shutdown the peer never finishes) is aborted
+MAX_TLS_HANDSHAKES = 128  # TLS handshakes in flight broker-wide (each holds ~300 KB of TLS buffers); beyond: refused
+
+
+def _trim_memory() -> None:
+    """Give freed heap memory back to the system (glibc's malloc_trim): a burst of TLS connections frees
+    256 KB buffers that glibc would otherwise keep; elsewhere a no-op."""
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL("libc.so.6")
+            _libc.malloc_trim  # noqa: B018 - glibc only
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        _libc.malloc_trim(0)
+
+
+_libc = None
+
+
+def _drop_tracebacks(exc: BaseException | None) -> None:
+    """Cut an exception (and its chain) from its traceback: asyncio's failed-handshake exception and the
+    frames it passed through form a cycle holding the TLS protocol and its 256 KB buffer until a full
+    garbage collection, which may not come for a long time."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = None
+        exc = exc.__context__ or exc.__cause__
 
 
 class CloseConnection(Exception):
@@ -79,11 +129,18 @@ class Connections:
     """
 
     def __init__(self, *, max_frame_bytes: int, queued_max_request_bytes: int, idle_ms: int,
-                 quotas: ConnectionQuotas) -> None:
+                 quotas: ConnectionQuotas, unauthenticated_request_bytes: int = -1,
+                 authentication_timeout_ms: int = 0) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.pool = MemoryPool(queued_max_request_bytes)
+        # SASL connections read into this pool until they authenticated, so that unauthenticated ones cannot
+        # take the request memory of authenticated clients (queued.max.unauthenticated.request.bytes)
+        self.unauthenticated_pool = MemoryPool(unauthenticated_request_bytes)
+        self.authentication_timeout_ms = authentication_timeout_ms  # sasl.server.authentication.timeout.ms
         self.idle_ms = idle_ms
         self.quotas = quotas
+        self.handshakes = 0  # TLS handshakes in flight (TlsAcceptor), at most MAX_TLS_HANDSHAKES
+        self.tls_ended = 0  # TLS connections ended since the sweep last gave their buffers' memory back
         self._live: set[KafkaConnection] = set()
         self._sweeper: asyncio.Task | None = None
         # fetched log bytes sent: by os.sendfile from the page cache (zero-copy), or read and written (TLS,
@@ -97,7 +154,9 @@ class Connections:
                    queued_max_request_bytes=config.get("queued.max.request.bytes"),
                    idle_ms=config.get("connections.max.idle.ms"),
                    quotas=ConnectionQuotas(config.get("max.connections"), config.get("max.connections.per.ip"),
-                                           config.get("max.connections.per.ip.overrides")))
+                                           config.get("max.connections.per.ip.overrides")),
+                   unauthenticated_request_bytes=config.get("queued.max.unauthenticated.request.bytes"),
+                   authentication_timeout_ms=config.get("sasl.server.authentication.timeout.ms"))
 
     def __iter__(self):
         return iter(list(self._live))
@@ -105,13 +164,21 @@ class Connections:
     def __len__(self) -> int:
         return len(self._live)
 
-    def admit(self, connection: "KafkaConnection") -> bool:
-        refused = self.quotas.admit(connection.ip)
+    def admit_ip(self, ip: str) -> bool:
+        """Count a connection from ``ip`` against max.connections[.per.ip]; False (logged, rate-limited) if over."""
+        refused = self.quotas.admit(ip)
         if refused is not None:
-            message = self.quotas.refusal_to_log(connection.ip, refused)
+            message = self.quotas.refusal_to_log(ip, refused)
             if message is not None:
                 log.warning("%s", message)
             return False
+        return True
+
+    def admit(self, connection: "KafkaConnection") -> bool:
+        """Count ``connection`` (unless its TlsAcceptor already did at accept) and make it live."""
+        if not connection.counted and not self.admit_ip(connection.ip):
+            return False
+        connection.counted = True
         self._live.add(connection)
         return True
 
@@ -121,7 +188,10 @@ class Connections:
             self.quotas.release(connection.ip)
 
     def start(self) -> None:
-        """Start the idle sweep (on the running loop)."""
+        """Start the idle sweep (on the running loop); resolve a derived max.connections (-1, the default)."""
+        if self.quotas.max_connections < 0:
+            self.quotas.max_connections = derived_max_connections()
+            log.info("max.connections=%d (derived: %s)", self.quotas.max_connections, DERIVED_MAX_CONNECTIONS)
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle())
 
     def close(self) -> None:
@@ -142,6 +212,9 @@ class Connections:
         while True:
             await asyncio.sleep(tick)
             now = loop.time()
+            if self.tls_ended >= TRIM_AFTER_TLS_ENDED and not self.handshakes:
+                self.tls_ended = 0
+                _trim_memory()
             if not self.pool.waiting or self.pool.releases != releases:
                 starved, releases = None, self.pool.releases
             elif starved is None:
@@ -182,8 +255,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.close_after_response = False  # set by a handler whose answer ends the connection (failed SASL)
         self.listener = listener  # the listener name it came in on: Metadata answers that listener's addresses
         self._connections = connections
-        self._pool = connections.pool
-        self._decoder = FrameDecoder(connections.max_frame_bytes, connections.pool)
+        self.counted = False  # counted against the connection quotas (at accept by a TlsAcceptor, else here)
+        # the pool this connection's frames reserve from: the unauthenticated budget until SASL completes
+        self._pool = connections.pool if sasl is None else connections.unauthenticated_pool
+        self._decoder = FrameDecoder(connections.max_frame_bytes, self._pool)
+        self._authenticated_pending = False  # SASL completed; the switch to the shared pool waits for a clean point
+        self._deadline: asyncio.TimerHandle | None = None  # sasl.server.authentication.timeout.ms
+        self._abort_handle: asyncio.TimerHandle | None = None
         if sasl is not None:  # Kafka's sasl.server.max.receive.size: small frames until the client authenticated
             self._decoder.max_frame_bytes = min(connections.max_frame_bytes, sasl.max_receive_size)
             self._decoder.limit_name = "sasl.server.max.receive.size (before SASL authentication completes)"
@@ -227,7 +305,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         loop = asyncio.get_running_loop()
         self._last_active = loop.time()
+        timeout_ms = self._connections.authentication_timeout_ms
+        if self.authenticator is not None and timeout_ms > 0:
+            self._deadline = loop.call_later(timeout_ms / 1000.0, self._authentication_deadline)
         self._task = loop.create_task(self._serve())
+        self._update_reading()  # frames a TLS transport delivered before this (right after its handshake)
+
+    def _authentication_deadline(self) -> None:
+        self._deadline = None
+        if not self._closed and self.authenticator is not None and self.authenticator.principal is None:
+            log.info("closing connection from %s: not authenticated within sasl.server.authentication.timeout.ms=%d",
+                     self.peer, self._connections.authentication_timeout_ms)
+            self.close()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._decoder.get_buffer(sizehint)
@@ -278,7 +367,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._update_reading()
 
     def _update_reading(self) -> None:
-        if self._closed:
+        if self._closed or self.transport is None:
             return
         if self._reading_paused:
             if (not self._muted and not self._decoder.blocked and len(self._queue) < MAX_QUEUED_REQUESTS // 2
@@ -296,6 +385,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc) -> None:
         self._closed = True
         self._connections.discard(self)
+        if not self.sendfile_ok and self.transport is not None and self.transport.get_extra_info("sslcontext"):
+            self._connections.tls_ended += 1
+        # asyncio's SSLProtocol keeps bound methods of this protocol after the connection is lost: with this
+        # reference to its transport (which references the SSLProtocol) they form a cycle holding the TLS
+        # buffers until a full garbage collection
+        self.transport = None
+        for handle in (self._deadline, self._abort_handle):
+            if handle is not None:
+                handle.cancel()
+        self._deadline = self._abort_handle = None
         self._pool.cancel_wait(self._memory_released)
         while self._queue:  # requests nobody will answer give their memory back
             self._pool.release(len(self._queue.popleft()))
@@ -315,8 +414,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._drained.set_result(None)
 
     def authenticated(self, principal: str) -> None:
-        """SASL completed: the connection is ``principal``'s and may send frames up to socket.request.max.bytes."""
+        """SASL completed: the connection is ``principal``'s and, once nothing it sent holds memory of the
+        unauthenticated budget (``_leave_unauthenticated_pool``), reads frames up to socket.request.max.bytes
+        from the shared pool."""
         self.principal = principal
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if self._pool is not self._connections.pool:
+            self._authenticated_pending = True
+
+    def _leave_unauthenticated_pool(self) -> None:
+        """Move to the shared pool at a point where no frame holds a reservation of the unauthenticated one
+        (nothing queued, no partial frame, not waiting): each reservation goes back to the pool it came from."""
+        if (self._queue or self._decoder.reserved or self._waiting_memory or self._decoder.blocked
+                or self._closed):
+            return
+        self._authenticated_pending = False
+        self._pool = self._decoder.pool = self._connections.pool
         self._decoder.max_frame_bytes = self._connections.max_frame_bytes
         self._decoder.limit_name = "socket.request.max.bytes"
 
@@ -349,10 +464,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # --- request loop -----------------------------------------------------
     def close(self) -> None:
+        """Close the transport (flushing what is written); if it is not gone within CLOSE_TIMEOUT_S — a TLS
+        shutdown waiting for a peer that closed first, with reading paused — abort it, so no ending of a
+        connection leaves its socket open."""
         if not self._closed:
             self._closed = True
             if self.transport is not None:
                 self.transport.close()
+                try:
+                    self._abort_handle = asyncio.get_running_loop().call_later(CLOSE_TIMEOUT_S, self._abort)
+                except RuntimeError:  # no loop running (the broker is being torn down): nothing left to wait for
+                    self.transport.abort()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _abort(self) -> None:
+        self._abort_handle = None
+        if self.transport is not None:
+            log.info("aborting connection from %s: not closed within %.0f s of closing", self.peer, CLOSE_TIMEOUT_S)
+            self.transport.abort()
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -364,6 +496,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._wakeup = None
                     continue
                 frame = self._queue.popleft()
+                pool = self._pool  # the frame's reservation goes back where it was taken
                 self._queued_bytes -= len(frame)
                 self._update_reading()
                 try:
@@ -372,12 +505,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         parts = await self._handle(self, frame)
                     finally:
                         self._handling = False
+                    if self._authenticated_pending:  # before the answer that lets the client send more
+                        self._leave_unauthenticated_pool()
                     if parts:
                         await self._send(parts)
                     if self.close_after_response:
                         # the answer (a failed authentication) is sent; read nothing more and close after a
                         # grace period, so the client reads the error before it sees the connection end
-                        self.transport.pause_reading()
+                        if self.transport is not None:
+                            self.transport.pause_reading()
                         loop.call_later(CLOSE_GRACE_S, self.close)
                         return
                 except CloseConnection as exc:
@@ -386,7 +522,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
                 finally:
                     # answered (or never will be): its bytes go back to the pool
-                    self._pool.release(len(frame))
+                    pool.release(len(frame))
                     del frame  # a large request is not kept alive while waiting for the next one
         except asyncio.CancelledError:
             raise
@@ -426,8 +562,73 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._connections.sendfile_bytes += region.size
         except asyncio.SendfileNotAvailableError:
             self.sendfile_ok = False
+            if self.transport is None:
+                return
             self.transport.write(os.pread(region.file.fileno(), region.size, region.position))
             self._connections.copied_bytes += region.size
         except (OSError, RuntimeError, ValueError) as exc:
             log.warning("closing connection from %s: sendfile failed: %s", self.peer, exc)
             self.close()
+
+
+class TlsAcceptor(asyncio.Protocol):
+    """A TLS listener's socket from the moment it is accepted, before any TLS byte is read.
+
+    It is counted against ``max.connections`` / ``max.connections.per.ip`` at once (a refused socket is closed
+    before a TLS buffer exists), then at most ``MAX_TLS_HANDSHAKES`` handshakes run broker-wide, each within
+    ``handshake_timeout_s``; a completed one hands the TLS transport to its ``KafkaConnection`` (already
+    counted), a failed one gives its count back.
+    """
+
+    def __init__(self, connections: Connections, context, handshake_timeout_s: float,
+                 make_connection: Callable[[], "KafkaConnection"]) -> None:
+        self._connections = connections
+        self._context = context
+        self._timeout_s = handshake_timeout_s
+        self._make_connection = make_connection
+        self._lost = False
+
+    def connection_made(self, transport) -> None:
+        transport.pause_reading()  # the ClientHello is read by the TLS protocol start_tls installs
+        peer = transport.get_extra_info("peername")
+        ip = peer[0] if peer else "?"
+        connections = self._connections
+        if not connections.admit_ip(ip):
+            transport.abort()
+            return
+        if connections.handshakes >= MAX_TLS_HANDSHAKES:
+            connections.quotas.release(ip)
+            message = connections.quotas.refusal_to_log(ip, f"{MAX_TLS_HANDSHAKES} TLS handshakes in progress")
+            if message is not None:
+                log.warning("%s", message)
+            transport.abort()
+            return
+        connections.handshakes += 1
+        asyncio.get_running_loop().create_task(self._handshake(transport, ip))
+
+    def connection_lost(self, exc) -> None:
+        self._lost = True  # before start_tls took the transport over
+
+    async def _handshake(self, transport, ip: str) -> None:
+        connections = self._connections
+        connection = self._make_connection()
+        connection.counted = True
+        try:
+            if self._lost:
+                raise ConnectionResetError("closed before the TLS handshake began")
+            tls_transport = await asyncio.get_running_loop().start_tls(
+                transport, connection, self._context, server_side=True, ssl_handshake_timeout=self._timeout_s)
+        except Exception as exc:  # noqa: BLE001 - any failed handshake gives its count back
+            log.debug("TLS handshake with %s failed: %r", ip, exc)
+            _drop_tracebacks(exc)
+            transport.abort()
+            connections.quotas.release(ip)
+            connections.tls_ended += 1
+            return
+        finally:
+            connections.handshakes -= 1
+        if tls_transport is None or tls_transport.is_closing() or connection.closed:
+            transport.abort()
+            connections.quotas.release(ip)
+            return
+        connection.connection_made(tls_transport)

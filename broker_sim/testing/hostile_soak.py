@@ -24,7 +24,12 @@ it on the same data directory.
   (zstd/gzip/lz4) to a normal and a compacted topic, batches with a valid CRC
   but lying counts or an unknown codec, garbage zstd, records planted in
   ``__consumer_offsets``, WriteTxnMarkers and follower Fetches from a client,
-  CreateTopics with 10,000 partitions or illegal names, idle connection floods.
+  CreateTopics with 10,000 partitions or illegal names, idle connection floods;
+  and against the network surfaces (the broker also has SSL, SASL_PLAINTEXT
+  and SASL_SSL listeners and /metrics, ``surface_configs``): TLS connects that
+  never send a ClientHello, failed SCRAM logins over both SASL listeners,
+  frames held before authenticating, 20 /metrics scrapers that never read
+  (after 10,000 group offsets were committed), connection floods of 400.
   Nothing about their answers is asserted here (the hostile tests do that);
   what counts is what they do to the broker and to the normal traffic, and
   how long they blocked its event loop (the broker logs every stall over
@@ -314,16 +319,193 @@ def idle_connection_flood(port, rng, cache):
     return _hold_connections(port, 100, 0.5)
 
 
+# --- attacks on the network surfaces (issue 23): TLS, SASL, /metrics, descriptors ----------------------
+# Each helper opens what it names and returns the sockets (or a count); the tests in tests/hostile hold
+# them while they measure, the soak's attacks below hold them a moment and close them.
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret" user_admin="admin-secret";')
+
+
+def surface_configs(work_dir: Path, ports: dict[str, int]) -> dict:
+    """Broker configs adding SSL, SASL_PLAINTEXT and SASL_SSL listeners (a fresh CA under ``work_dir``) and
+    /metrics on ``ports["METRICS"]``; ``ports`` maps PLAINTEXT/SSL/SASL_PLAINTEXT/SASL_SSL to ports."""
+    from broker_sim.local.certificates import CertificateAuthority
+    ca = CertificateAuthority(work_dir / "ca")
+    listeners = ",".join(f"{name}://127.0.0.1:{ports[name]}" for name in
+                         ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+    return {"listeners": listeners, "ssl.keystore.location": ca.issue("broker").keystore,
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+            "metrics.port": ports["METRICS"], "truststore": ca.truststore}
+
+
+def client_ssl_context(truststore: str):
+    import ssl
+    return ssl.create_default_context(cafile=truststore)
+
+
+def silent_connections(port: int, count: int, *, source: str = "127.0.0.2", first_bytes: bytes = b"",
+                       receive_buffer: int | None = None) -> list[socket.socket]:
+    """``count`` TCP connections from ``source`` (another loopback address: its own per-IP count) that send
+    ``first_bytes`` (nothing: a TLS client that never sends its ClientHello) and then nothing; the ones the
+    broker refused at once are left out."""
+    socks = []
+    for _ in range(count):
+        sock = socket.socket()
+        if receive_buffer:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        sock.settimeout(5)
+        try:
+            sock.bind((source, 0))
+            sock.connect(("127.0.0.1", port))
+            if first_bytes:
+                sock.sendall(first_bytes)
+            socks.append(sock)
+        except OSError:
+            sock.close()
+    return socks
+
+
+def close_all(socks: list[socket.socket]) -> None:
+    for sock in socks:
+        try:
+            sock.close()
+        except OSError:
+            pass
+
+
+def failed_scram_logins(port: int, count: int, ssl_context=None) -> int:
+    """``count`` SCRAM-SHA-256 logins of an unknown user (the broker answers as for a wrong password), each on
+    its own connection, closed by the client once it read the refusal; the refusals received."""
+    from kafka.protocol.metadata import ApiVersionsRequest
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+    from broker_sim.protocol.client import WireConnection, WireError
+    from broker_sim.security.sasl import SaslLogin
+    refused = 0
+    for i in range(count):
+        try:
+            connection = WireConnection.connect("127.0.0.1", port, timeout_s=10, ssl_context=ssl_context)
+        except (OSError, WireError):
+            continue
+        try:
+            connection.call(ApiVersionsRequest[3](client_software_name="hostile", client_software_version="1"))
+            connection.call(SaslHandshakeRequest[1](mechanism="SCRAM-SHA-256"))
+            exchange = SaslLogin("SCRAM-SHA-256", f"nobody-{i}", "wrong").exchange()
+            token = next(exchange)
+            for _ in range(2):
+                answer = connection.call(SaslAuthenticateRequest[2](auth_bytes=token))
+                if answer.error_code:
+                    refused += 1
+                    break
+                token = exchange.send(bytes(answer.auth_bytes))
+        except Exception:  # noqa: BLE001 - refused, closed or cut short: the login ends there
+            pass
+        finally:
+            connection.sock.close()
+    return refused
+
+
+def unauthenticated_frames(port: int, count: int, *, declared: int = 500_000, sent: int = 400_000,
+                           source: str = "127.0.0.2") -> list[socket.socket]:
+    """``count`` connections to a SASL listener, each sending most of one frame (within
+    sasl.server.max.receive.size) before authenticating, then nothing."""
+    header = struct.pack(">i", declared) + struct.pack(">hhi", 17, 1, 1)  # a SaslHandshake that never ends
+    return silent_connections(port, count, source=source, first_bytes=header + bytes(sent - 8))
+
+
+def many_groups(port: int, groups: int, topic: str, partitions: int) -> None:
+    """Commit an offset of every partition of ``topic`` (created here) for ``groups`` simple groups: what any
+    client allowed to commit can do, and each commit a labelled lag series in /metrics."""
+    from kafka.protocol.consumer import OffsetCommitRequest
+
+    from broker_sim.protocol.client import WireConnection
+    topic_class = OffsetCommitRequest.OffsetCommitRequestTopic
+    with WireConnection.connect("127.0.0.1", port, timeout_s=30) as connection:
+        connection.call(_create_topics([(topic, partitions)]))
+        for g in range(groups):
+            connection.call(OffsetCommitRequest[8](
+                group_id=f"amplifier-{g:06d}", generation_id_or_member_epoch=-1, member_id="",
+                group_instance_id=None, topics=[topic_class(name=topic, partitions=[
+                    topic_class.OffsetCommitRequestPartition(partition_index=p, committed_offset=0,
+                                                             committed_leader_epoch=-1, committed_metadata="")
+                    for p in range(partitions)])]))
+
+
+def stalled_scrapers(metrics_port: int, count: int) -> list[socket.socket]:
+    """``count`` scrapers that send GET /metrics (pipelined several times) and never read the answers."""
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 4
+    return silent_connections(metrics_port, count, source="127.0.0.1", first_bytes=request, receive_buffer=4096)
+
+
+def _surface(cache, name: str):
+    return cache["surfaces"][name]
+
+
+def tls_handshake_flood(port, rng, cache):
+    """200 TCP connects to the SSL listener that never send a ClientHello, held 1 s."""
+    socks = silent_connections(_surface(cache, "SSL"), 200)
+    time.sleep(1.0)
+    close_all(socks)
+    return len(socks)
+
+
+def failed_logins_sasl_ssl(port, rng, cache):
+    return failed_scram_logins(_surface(cache, "SASL_SSL"), 10, client_ssl_context(_surface(cache, "truststore")))
+
+
+def failed_logins_sasl_plaintext(port, rng, cache):
+    return failed_scram_logins(_surface(cache, "SASL_PLAINTEXT"), 10)
+
+
+def unauthenticated_memory(port, rng, cache):
+    """100 connections each holding most of a 500 KB frame before authenticating, held 1 s."""
+    socks = unauthenticated_frames(_surface(cache, "SASL_PLAINTEXT"), 100)
+    time.sleep(1.0)
+    close_all(socks)
+    return len(socks)
+
+
+def metrics_amplifier(port, rng, cache):
+    """(Once) 500 groups x 20 partitions of commits, then 20 scrapers that never read, held 1 s."""
+    if "groups" not in cache:
+        many_groups(port, 500, "soak-amplifier", 20)
+        cache["groups"] = True
+    socks = stalled_scrapers(_surface(cache, "METRICS"), 20)
+    time.sleep(1.0)
+    close_all(socks)
+    return len(socks)
+
+
+def descriptor_flood(port, rng, cache):
+    """400 idle connections to the PLAINTEXT listener (max.connections, derived from the open-file limit, refuses
+    beyond it; the hostile test runs it under a 512-descriptor limit)."""
+    socks = silent_connections(port, 400)
+    time.sleep(0.5)
+    close_all(socks)
+    return len(socks)
+
+
 ATTACKS = [
     garbage_frame, unknown_api, declared_but_never_sent, half_sent_frame, fetch_one_partition_many_times,
     fetches_never_read, _bomb_attack(4, 1 << 30, NORMAL_TOPIC), _bomb_attack(4, 1 << 30, COMPACTED_TOPIC),
     _bomb_attack(1, 256 << 20, COMPACTED_TOPIC), _bomb_attack(3, 256 << 20, NORMAL_TOPIC),
     lying_record_count, lying_record_length, unknown_codec, garbage_zstd, plant_in_consumer_offsets,
     write_txn_markers, follower_fetch, create_10000_partitions, illegal_topic_names, idle_connection_flood,
+    tls_handshake_flood, failed_logins_sasl_ssl, failed_logins_sasl_plaintext, unauthenticated_memory,
+    metrics_amplifier, descriptor_flood,
 ]
 
 
 # --- the broker process ------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
 
 class SoakBroker:
     """``python -m broker_sim`` on 127.0.0.1 with its stderr in ``<work>/broker.log``."""
@@ -333,9 +515,12 @@ class SoakBroker:
         self.log_path = work_dir / "broker.log"
         self.configs = configs
         self.start_timeout_s = start_timeout_s
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = _free_port()
+        # the network surfaces' listeners and /metrics (issue 23's attacks), at fixed ports across restarts
+        self.surfaces: dict = {name: _free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "METRICS")}
+        extra = surface_configs(work_dir, dict(self.surfaces, PLAINTEXT=self.port))
+        self.surfaces["truststore"] = extra.pop("truststore")
+        self.configs = {**extra, **configs}
         self.process: subprocess.Popen | None = None
         self.peak_rss = 0
 
@@ -494,7 +679,7 @@ def run_soak(options: SoakOptions) -> dict:
     try:
         time.sleep(options.baseline_s)
         traffic.phase = "during"
-        cache: dict = {}
+        cache: dict = {"surfaces": broker.surfaces}
         order: list = []
         end = time.monotonic() + options.minutes * 60
         next_restart = time.monotonic() + options.restart_every_s
