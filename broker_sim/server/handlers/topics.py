@@ -4,7 +4,11 @@ Kafka's rules kept here: topic names by ``Topic.validate`` (INVALID_TOPIC_EXCEPT
 counts within the broker's ``max.broker.partitions`` (KIP-578; POLICY_VIOLATION naming the limit
 and the numbers), checked by ``validate_only`` requests too; a topic whose directories or
 metadata cannot be written answers KAFKA_STORAGE_ERROR and leaves nothing behind.  Big topics
-are created in slices between which the event loop serves other requests.
+are created in slices between which the event loop serves other requests.  The partition counts of
+the internal topics (``__consumer_offsets``, ``__transaction_state``, and the registry's ``_schemas``)
+are never changed by clients: more partitions would re-home groups and transactional ids (their
+partition is a hash modulo the count) and the registry reads ``_schemas``-0 only (INVALID_REQUEST,
+as Kafka's TopicCommand refuses it).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from broker_sim.config import (
     BROKER_CONFIGS, BrokerConfig, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, validate_dynamic_broker_configs,
 )
 from broker_sim.controller.metadata import MetadataError, TopicInfo
+from broker_sim.registry.schema_log import SCHEMAS_TOPIC
 from broker_sim.security.entity_configs import EntityConfigs
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.access import Access
@@ -262,6 +267,9 @@ class TopicApis:
         for topic in request.topics:
             try:
                 self._require_topic(ctx, access.ALTER, topic.name)
+                _require(topic.name not in self._internal_topics and topic.name != SCHEMAS_TOPIC,
+                         Errors.InvalidRequestError, f"The number of partitions of the internal topic "
+                         f"{topic.name} cannot be changed.")
                 info = self._metadata.check_partition_count(topic.name, topic.count)
                 if topic.assignments is not None:
                     if len(topic.assignments) != topic.count - info.partitions:
