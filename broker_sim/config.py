@@ -18,6 +18,18 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 LONG_MAX = 2**63 - 1
+LONG_MIN = -2**63
+INT_MAX = 2**31 - 1
+# The longest config value a client may set (CreateTopics, AlterConfigs, IncrementalAlterConfigs, dynamic broker
+# configs).  Kafka has no explicit bound (only the request size); a value is kept in the topic's metadata (a
+# ZooKeeper znode holds ~1 MB) and described to every client that asks, so pylog bounds each one.  128 KiB holds
+# the longest real value, a throttled-replicas list of thousands of partitions.
+CONFIG_VALUE_MAX_CHARS = 128 * 1024
+# Java's Long.parseLong / Integer.parseInt on the trimmed value, as Kafka's ConfigDef parses LONG and INT: an
+# optional sign, then ASCII digits (Python's int() would also take '1_048_576', full-width digits and inner spaces,
+# and store them verbatim for other tools to choke on); a double as Double.parseDouble's decimal form.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 # KIP-1030 (Kafka 4.0): segment.bytes / log.segment.bytes of at least 1 MiB; tiny segments cost a file
 # descriptor and an index per few records.  Tests that need small segments set internal.segment.bytes.
 SEGMENT_BYTES_MIN = 1024 * 1024
@@ -34,18 +46,32 @@ def _parse_bool(value: str) -> bool:
     return lowered == "true"
 
 
-def _parse_int(low: int | None = None) -> Callable[[str], int]:
+def parse_java_integer(value: str, high: int = LONG_MAX) -> int:
+    """The integer Java's Long.parseLong (``high`` LONG_MAX) or Integer.parseInt (INT_MAX) reads from the trimmed
+    ``value``; ValueError naming what is wrong otherwise."""
+    text = value.strip()
+    if not _INTEGER.fullmatch(text):
+        raise ValueError("expected an integer: an optional sign and the digits 0-9 only")
+    number = int(text)
+    low = LONG_MIN if high == LONG_MAX else -high - 1
+    if not low <= number <= high:
+        raise ValueError(f"out of the range of a Java {'long' if high == LONG_MAX else 'int'} ({low}..{high})")
+    return number
+
+
+def _parse_int(low: int | None = None, high: int = LONG_MAX) -> Callable[[str], int]:
+    """An integer in Java's long range (``high`` INT_MAX: a Kafka INT config), at least ``low`` when given."""
     def parse(value: str) -> int:
-        number = int(value.strip())
+        number = parse_java_integer(value, high)
         if low is not None and number < low:
             raise ValueError(f"must be >= {low}")
         return number
     return parse
 
 
-def _parse_optional_int(low: int) -> Callable[[str], int | None]:
+def _parse_optional_int(low: int, high: int = LONG_MAX) -> Callable[[str], int | None]:
     """An integer >= ``low``, or None for an empty value (the setting is unset)."""
-    parse_int = _parse_int(low)
+    parse_int = _parse_int(low, high)
 
     def parse(value: str) -> int | None:
         return parse_int(value) if value.strip() else None
@@ -53,6 +79,8 @@ def _parse_optional_int(low: int) -> Callable[[str], int | None]:
 
 
 def _parse_ratio(value: str) -> float:
+    if not _DECIMAL.fullmatch(value.strip()):
+        raise ValueError("expected a decimal number: digits 0-9, an optional '.' and exponent")
     number = float(value.strip())
     if not 0.0 <= number <= 1.0:
         raise ValueError("must be between 0 and 1")
@@ -125,10 +153,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    "Records younger than this are not compacted.", "min_compaction_lag_ms"),
     TopicConfigDef("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", str(LONG_MAX), _parse_int(1),
                    "Records older than this are compacted whatever the dirty ratio.", "max_compaction_lag_ms"),
-    TopicConfigDef("segment.bytes", "log.segment.bytes", "1073741824", _parse_int(SEGMENT_BYTES_MIN),
+    TopicConfigDef("segment.bytes", "log.segment.bytes", "1073741824", _parse_int(SEGMENT_BYTES_MIN, INT_MAX),
                    "Segment size before a roll (at least 1 MiB).", "segment_bytes",
                    "Segment size before a roll (at least 1 MiB, as Kafka 4)."),
-    TopicConfigDef("internal.segment.bytes", "internal.log.segment.bytes", "", _parse_optional_int(1),
+    TopicConfigDef("internal.segment.bytes", "internal.log.segment.bytes", "", _parse_optional_int(1, INT_MAX),
                    "Tests only (Kafka 4's internal config): segment size overriding segment.bytes, below its minimum.",
                    None, "Tests only: broker default of internal.segment.bytes (segment size below the 1 MiB minimum)."),
     TopicConfigDef("segment.ms", "log.roll.ms", "604800000", _parse_int(1), "Segment age before a roll.",
@@ -139,7 +167,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
     TopicConfigDef("retention.bytes", "log.retention.bytes", "-1", _parse_int(-1),
                    "Size beyond which segments are deleted.", "retention_bytes",
                    "Partition size beyond which old segments are deleted."),
-    TopicConfigDef("index.interval.bytes", "log.index.interval.bytes", "4096", _parse_int(0),
+    TopicConfigDef("index.interval.bytes", "log.index.interval.bytes", "4096", _parse_int(0, INT_MAX),
                    "Bytes between index entries.", "index_interval_bytes", "Bytes between offset-index entries."),
     TopicConfigDef("flush.messages", "log.flush.interval.messages", str(LONG_MAX), _parse_int(1),
                    "fsync after this many messages.", "flush_interval_messages"),
@@ -148,14 +176,14 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
     TopicConfigDef("message.timestamp.type", "log.message.timestamp.type", "CreateTime",
                    _parse_choice("CreateTime", "LogAppendTime"), "Timestamp kept in the log.",
                    "message_timestamp_type"),
-    TopicConfigDef("max.message.bytes", "message.max.bytes", "1048588", _parse_int(0),
+    TopicConfigDef("max.message.bytes", "message.max.bytes", "1048588", _parse_int(0, INT_MAX),
                    "Largest record batch accepted.", "max_message_bytes"),
     TopicConfigDef("compression.type", "compression.type", "producer",
                    _parse_choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
                    "producer: keep each batch's codec; else re-encode data batches to this codec.",
                    "compression_type",
                    "Codec batches are stored in: producer (as sent) or a codec they are re-encoded to."),
-    TopicConfigDef("min.insync.replicas", "min.insync.replicas", "1", _parse_int(1), "Replicas needed for acks=all.",
+    TopicConfigDef("min.insync.replicas", "min.insync.replicas", "1", _parse_int(1, INT_MAX), "Replicas needed for acks=all.",
                    "min_insync_replicas", "Replicas that must acknowledge acks=all."),
     TopicConfigDef("unclean.leader.election.enable", "unclean.leader.election.enable", "false", _parse_bool,
                    "Elect a leader outside the ISR when no ISR member is alive.", None,
@@ -166,7 +194,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    "Accepted, not enforced: segments are deleted at once, not renamed .deleted first."),
     TopicConfigDef("preallocate", "log.preallocate", "false", _parse_bool, "Accepted, not enforced.", None,
                    "Accepted, not enforced: segments are not preallocated."),
-    TopicConfigDef("segment.index.bytes", "log.index.size.max.bytes", "10485760", _parse_int(4),
+    TopicConfigDef("segment.index.bytes", "log.index.size.max.bytes", "10485760", _parse_int(4, INT_MAX),
                    "Accepted, not enforced.", None, "Accepted, not enforced: offset indexes grow as needed."),
     TopicConfigDef("segment.jitter.ms", "log.roll.jitter.ms", "0", _parse_int(0), "Accepted, not enforced.", None,
                    "Accepted, not enforced: segments roll at segment.ms."),
@@ -192,11 +220,11 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    "Accepted: no tiered storage."),
     TopicConfigDef("remote.storage.enable", "remote.storage.enable", "false", _parse_choice("false"),
                    "Tiered storage is not available: only false is accepted."),
-    TopicConfigDef("compression.gzip.level", "compression.gzip.level", "-1", _parse_int(-1),
+    TopicConfigDef("compression.gzip.level", "compression.gzip.level", "-1", _parse_int(-1, INT_MAX),
                    "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default level."),
-    TopicConfigDef("compression.lz4.level", "compression.lz4.level", "9", _parse_int(1),
+    TopicConfigDef("compression.lz4.level", "compression.lz4.level", "9", _parse_int(1, INT_MAX),
                    "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default level."),
-    TopicConfigDef("compression.zstd.level", "compression.zstd.level", "3", _parse_int(-131072),
+    TopicConfigDef("compression.zstd.level", "compression.zstd.level", "3", _parse_int(-131072, INT_MAX),
                    "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default."),
     # Confluent Server's broker-side schema validation (registry/validation.py), on the broker's own registry
     *(TopicConfigDef(
@@ -409,10 +437,21 @@ _COARSER = {
 def _check(defs: Mapping[str, ConfigDef], name: str, value: str) -> object:
     if name not in defs:
         raise ConfigError(f"unknown config {name!r}; known: {', '.join(sorted(defs))}")
+
     try:
         return defs[name].parse(value)
     except ValueError as exc:
         raise ConfigError(f"invalid value {value!r} for config {name!r}: {exc}") from None
+
+
+def _check_from_client(defs: Mapping[str, ConfigDef], name: str, value: str | None) -> object:
+    """``_check`` of a value a client sets: present and at most CONFIG_VALUE_MAX_CHARS long."""
+    if value is None:
+        raise ConfigError(f"config {name!r} has no value")
+    if len(value) > CONFIG_VALUE_MAX_CHARS:
+        raise ConfigError(f"the value of config {name!r} is {len(value)} characters long; at most "
+                          f"{CONFIG_VALUE_MAX_CHARS} are accepted")
+    return _check(defs, name, value)
 
 
 def parse_topic_config(name: str, value: str) -> object:
@@ -434,9 +473,7 @@ def checks_records(configs: Mapping[str, str]) -> bool:
 def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     """Return ``configs`` unchanged after parsing each value; raise ConfigError naming the bad one."""
     for name, value in configs.items():
-        if value is None:
-            raise ConfigError(f"config {name!r} has no value")
-        _check(TOPIC_CONFIGS, name, value)
+        _check_from_client(TOPIC_CONFIGS, name, value)
     return dict(configs)
 
 
@@ -468,9 +505,7 @@ def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> None:
         raise ConfigError(f"Cannot update these configs dynamically: {static} (dynamic: the log.* defaults of "
                           f"topic configs, e.g. log.retention.ms, message.max.bytes, min.insync.replicas)")
     for name, value in configs.items():
-        if value is None:
-            raise ConfigError(f"config {name!r} has no value")
-        _check(BROKER_CONFIGS, name, value)
+        _check_from_client(BROKER_CONFIGS, name, value)
 
 
 class BrokerConfig:
