@@ -201,10 +201,14 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
     TopicConfigDef("message.timestamp.difference.max.ms", "log.message.timestamp.difference.max.ms", str(LONG_MAX),
                    _parse_int(0), "Accepted, not enforced.", None,
                    "Accepted, not enforced: record timestamps are not checked against the broker's clock."),
+    # KIP-937, with Kafka 4.0's defaults (KIP-1030: a record at most an hour ahead of the broker's clock)
     TopicConfigDef("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", str(LONG_MAX),
-                   _parse_int(0), "Accepted, not enforced.", None, "Accepted, not enforced (KIP-937)."),
-    TopicConfigDef("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", str(LONG_MAX),
-                   _parse_int(0), "Accepted, not enforced.", None, "Accepted, not enforced (KIP-937)."),
+                   _parse_int(0), "With CreateTime, a record timestamped more than this before the broker's clock "
+                   "fails its batch with INVALID_TIMESTAMP.", "message_timestamp_before_max_ms"),
+    TopicConfigDef("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", "3600000",
+                   _parse_int(0), "With CreateTime, a record timestamped more than this after the broker's clock "
+                   "fails its batch with INVALID_TIMESTAMP (a timestamp of 2^63-1 would keep its segment from "
+                   "rolling or expiring).", "message_timestamp_after_max_ms"),
     TopicConfigDef("message.downconversion.enable", "log.message.downconversion.enable", "true", _parse_bool,
                    "Accepted: nothing is down-converted (record batch v2 only).", None,
                    "Accepted: pylog serves only record batch v2 (Fetch v4+), so nothing is down-converted."),

@@ -26,12 +26,18 @@ append is checked at three levels before anything is written:
    number of records must be recordsCount, the offset deltas 0, 1, 2, ...
    (Kafka rewrites a compressed batch whose inner offsets are off; pylog does
    not re-encode, so it refuses them), and on a compacted topic every record
-   needs a key.
+   needs a key; with ``message.timestamp.type=CreateTime`` every record's
+   timestamp (and the batch header's first and max timestamps, which the log
+   rolls and expires segments by) must lie within
+   ``message.timestamp.before.max.ms`` before and
+   ``message.timestamp.after.max.ms`` after the broker's clock (Kafka 4's
+   KIP-937 bounds; -1, no timestamp, passes).
 
 Errors, as Kafka answers them: CORRUPT_MESSAGE for a broken batch frame, CRC,
 codec or compressed stream; INVALID_RECORD for records that do not parse or
-break a rule; MESSAGE_TOO_LARGE for a batch or record over its bound. Rules
-about single records (keys) raise :class:`RecordValidationError`, which lists
+break a rule; MESSAGE_TOO_LARGE for a batch or record over its bound;
+INVALID_TIMESTAMP for a timestamp out of bounds. Rules about single records
+(keys, timestamps) raise :class:`RecordValidationError`, which lists
 every offending record's index in its batch: ProduceResponse v8+ carries them
 as KIP-467 ``record_errors`` so a client fails only those records.
 
@@ -116,12 +122,17 @@ class RecordRules(NamedTuple):
     max_message_bytes: int  # max.message.bytes: a batch's size, and a record's uncompressed size
     max_decompressed_bytes: int  # message.max.decompressed.bytes: a compressed batch's records, decompressed
     codec: int | None = None  # compression.type's codec id (TARGET_CODECS); None: keep the producer's
+    timestamps: tuple[int, int] | None = None  # (earliest, latest) record timestamp accepted; None: any
 
 
-def rules_for(config, max_decompressed_bytes: int) -> RecordRules:
-    """The rules of a log with ``config`` (a storage.log.LogConfig)."""
+def rules_for(config, max_decompressed_bytes: int, now_ms: int | None = None) -> RecordRules:
+    """The rules of a log with ``config`` (a storage.log.LogConfig), its timestamp bounds taken around ``now_ms``
+    (the broker's clock; None: no timestamp bounds)."""
+    timestamps = None
+    if now_ms is not None and config.message_timestamp_type == "CreateTime":
+        timestamps = (now_ms - config.message_timestamp_before_max_ms, now_ms + config.message_timestamp_after_max_ms)
     return RecordRules(config.compact, config.max_message_bytes, max_decompressed_bytes,
-                       TARGET_CODECS.get(config.compression_type))
+                       TARGET_CODECS.get(config.compression_type), timestamps)
 
 
 class ValidRecords(NamedTuple):
@@ -145,6 +156,13 @@ class RecordValidationError(Errors.InvalidRecordError):
                           for index, message in record_errors[:3])
         return cls(f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
                    f"and only showing the first three errors at most: [{shown}]", record_errors)
+
+
+class TimestampOutOfRangeError(RecordValidationError):
+    """INVALID_TIMESTAMP naming the records timestamped outside message.timestamp.before/after.max.ms."""
+
+    errno = Errors.InvalidTimestampError.errno
+    message = Errors.InvalidTimestampError.message
 
 
 class RecordInspector(Protocol):
@@ -263,8 +281,9 @@ def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inl
     where = f"batch at byte {batch.position}"
     keys = [] if rules.compact or (inspect is not None and inspect.keys) else None
     values = [] if inspect is not None and inspect.values else None
+    timestamps = [] if rules.timestamps is not None and not batch.is_control else None
     try:
-        offsets = _walk(DefaultRecordBatch(memoryview(copy)[:size]), keys, values)
+        offsets = _walk(DefaultRecordBatch(memoryview(copy)[:size]), keys, values, timestamps)
     except (CorruptRecordException, ValueError) as exc:  # ValueError: a varint longer than 10 bytes
         raise Errors.InvalidRecordError(f"{where}: {exc}") from None
     if offsets != list(range(batch.base_offset, batch.base_offset + batch.record_count)):
@@ -272,6 +291,9 @@ def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inl
         raise Errors.InvalidRecordError(
             f"{where}: record {first_bad} has offset delta {offsets[first_bad] - batch.base_offset}, "
             f"expected {first_bad} (offset deltas must be 0, 1, 2, ...)")
+    if timestamps is not None:  # the records named first; then the header, which may lie about them
+        _check_timestamps(timestamps, batch, rules.timestamps)
+        _check_header_timestamps(batch, rules.timestamps)
     if rules.compact:
         keyless = [index for index, key in enumerate(keys) if key is None]
         if keyless:
@@ -282,10 +304,49 @@ def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inl
     return size - HEADER_SIZE
 
 
-def _walk(reader, keys: list | None, values: list | None) -> list[int]:
-    """The offsets of a batch's records, from one walk that also fills ``keys`` and ``values`` when given
-    (the records themselves are dropped as the walk goes: thousands kept alive would cost the garbage
-    collector more than the walk)."""
+def _out_of_range(timestamp: int, offset: int, bounds: tuple[int, int]) -> str:
+    """Kafka's message for a timestamp outside its bounds."""
+    return (f"Timestamp {timestamp} of message with offset {offset} is out of range. The timestamp should be within "
+            f"[{bounds[0]}, {bounds[1]}]")
+
+
+def _check_header_timestamps(batch: BatchHeader, bounds: tuple[int, int]) -> None:
+    """The header's first and max timestamps (the log rolls and expires segments by them) within ``bounds``."""
+    for timestamp in (batch.base_timestamp, batch.max_timestamp):
+        if timestamp != -1 and not bounds[0] <= timestamp <= bounds[1]:
+            raise TimestampOutOfRangeError(
+                f"batch at byte {batch.position}: {_out_of_range(timestamp, batch.base_offset, bounds)}", [])
+
+
+def _check_timestamps(timestamps: list[int], batch: BatchHeader, bounds: tuple[int, int]) -> None:
+    """Every record's timestamp within ``bounds`` (-1: none, as Kafka skips it); the offending ones named."""
+    low, high = bounds
+    if not timestamps or (low <= min(timestamps) and max(timestamps) <= high):
+        return
+    bad = [(index, _out_of_range(timestamp, batch.base_offset + index, bounds))
+           for index, timestamp in enumerate(timestamps) if timestamp != -1 and not low <= timestamp <= high]
+    if bad:  # Kafka's LogValidator.processRecordErrors
+        raise TimestampOutOfRangeError(f"One or more records have been rejected due to invalid timestamp: "
+                                       f"{bad[0][1]}", bad)
+
+
+def _walk(reader, keys: list | None, values: list | None, timestamps: list | None = None) -> list[int]:
+    """The offsets of a batch's records, from one walk that also fills ``keys``, ``values`` and ``timestamps``
+    when given (the records themselves are dropped as the walk goes: thousands kept alive would cost the
+    garbage collector more than the walk)."""
+    if timestamps is not None:
+        keep_timestamp = timestamps.append
+        if keys is None and values is None:
+            return [keep_timestamp(record.timestamp) or record.offset for record in reader]
+        offsets = []
+        for record in reader:
+            offsets.append(record.offset)
+            keep_timestamp(record.timestamp)
+            if keys is not None:
+                keys.append(record.key)
+            if values is not None:
+                values.append(record.value)
+        return offsets
     if keys is None and values is None:
         return [record.offset for record in reader]
     if values is None:
