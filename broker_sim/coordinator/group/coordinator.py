@@ -254,13 +254,19 @@ class GroupCoordinator(InternalTopicOwner):
         errors, outcome = group.leave(members, self.clock())
         return NONE, errors, self._finish(group, outcome)
 
-    def poll(self) -> list[Reply]:
-        """Session expiry, rebalance timeouts and initial delays of every group."""
+    def poll(self, group_ids: Iterable[str] | None = None) -> list[Reply]:
+        """Session expiry, rebalance timeouts and initial delays of these groups (None: every group)."""
         now = self.clock()
         replies: list[Reply] = []
-        for group in list(self.groups.values()):
+        groups = self.groups.values() if group_ids is None else filter(None, map(self.groups.get, group_ids))
+        for group in list(groups):
             replies.extend(self._finish(group, group.poll(now)))
         return replies
+
+    def next_deadline_ms(self, group_id: str) -> int | None:
+        """When ``poll`` next has something to do for this group (None: nothing, or no such group)."""
+        group = self.groups.get(group_id)
+        return None if group is None else group.next_deadline_ms()
 
     def _finish(self, group: ClassicGroup, outcome: Outcome) -> list[Reply]:
         if outcome.store:
