@@ -309,6 +309,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.initial.rebalance.delay.ms", "3000", _parse_int(0),
               "How long a new group waits for more members before its first rebalance (0: rebalance per joiner)."),
     ConfigDef("group.max.size", "2147483647", _parse_int(1), "Most members a group may have."),
+    ConfigDef("group.max.groups", "10000", _parse_int(1, INT_MAX),
+              "Most consumer groups one coordinator holds (pylog, after Kafka's group.share.max.groups); a request "
+              "that would create one more gets GROUP_MAX_SIZE_REACHED. Each group is replayed at every start."),
     ConfigDef("offsets.topic.num.partitions", "50", _parse_int(1), "Partitions of __consumer_offsets when created."),
     ConfigDef("offsets.topic.segment.bytes", "104857600", _parse_int(SEGMENT_BYTES_MIN),
               "Segment size of __consumer_offsets (it becomes the topic's segment.bytes, so 1 MiB at least)."),

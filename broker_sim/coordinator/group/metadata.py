@@ -60,6 +60,7 @@ class GroupConfig:
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 0
     max_size: int = 2**31 - 1
+    max_groups: int = 2**31 - 1  # group.max.groups: groups one coordinator holds
     offsets_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3_600_000
