@@ -78,10 +78,15 @@ def _parse_optional_int(low: int, high: int = LONG_MAX) -> Callable[[str], int |
     return parse
 
 
-def _parse_ratio(value: str) -> float:
+def _parse_double(value: str) -> float:
+    """Java's Double.parseDouble, decimal forms only (no NaN, Infinity or hex)."""
     if not _DECIMAL.fullmatch(value.strip()):
         raise ValueError("expected a decimal number: digits 0-9, an optional '.' and exponent")
-    number = float(value.strip())
+    return float(value.strip())
+
+
+def _parse_ratio(value: str) -> float:
+    number = _parse_double(value)
     if not 0.0 <= number <= 1.0:
         raise ValueError("must be between 0 and 1")
     return number
@@ -264,6 +269,60 @@ def parse_ip_overrides(value: str) -> dict[str, int]:
     return overrides
 
 
+# Kafka 4's dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs) that pylog has no use for: rows so that
+# AlterConfigs accepts them, stores them and DescribeConfigs shows them, as Kafka tooling expects.
+_KAFKA_DYNAMIC_ONLY = (
+    ("log.cleaner.threads", "1", _parse_int(0, INT_MAX), "LogCleaner; pylog cleans on one task"),
+    ("log.cleaner.dedupe.buffer.size", "134217728", _parse_int(0), "LogCleaner"),
+    ("log.cleaner.io.buffer.load.factor", "0.9", _parse_double, "LogCleaner"),
+    ("log.cleaner.io.buffer.size", "524288", _parse_int(0, INT_MAX), "LogCleaner"),
+    ("log.cleaner.io.max.bytes.per.second", "1.7976931348623157E308", _parse_double, "LogCleaner"),
+    ("num.io.threads", "8", _parse_int(1, INT_MAX), "thread pools; pylog serves requests on one event loop"),
+    ("num.replica.fetchers", "1", _parse_int(1, INT_MAX), "thread pools"),
+    ("num.recovery.threads.per.data.dir", "2", _parse_int(1, INT_MAX), "thread pools"),
+    ("background.threads", "10", _parse_int(1, INT_MAX), "thread pools"),
+    ("num.network.threads", "3", _parse_int(1, INT_MAX), "listeners"),
+    ("max.connection.creation.rate", str(INT_MAX), _parse_int(0, INT_MAX), "listeners"),
+    ("metric.reporters", "", str, "metrics; pylog serves Prometheus at metrics.port"),
+    ("config.providers", "", str, "config providers"),
+    ("principal.builder.class", "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder", str,
+     "listeners"),
+    ("ssl.protocol", "TLSv1.3", str, "listeners"),
+    ("ssl.provider", "", str, "listeners"),
+    ("ssl.keystore.password", "", str, "listeners; pylog reads PEM keystores"),
+    ("ssl.truststore.password", "", str, "listeners; pylog reads PEM truststores"),
+    ("ssl.keymanager.algorithm", "SunX509", str, "listeners"),
+    ("ssl.trustmanager.algorithm", "PKIX", str, "listeners"),
+    ("ssl.secure.random.implementation", "", str, "listeners"),
+    ("ssl.engine.factory.class", "", str, "listeners"),
+    ("sasl.kerberos.service.name", "", str, "SASL; pylog has no GSSAPI"),
+    ("sasl.kerberos.kinit.cmd", "/usr/bin/kinit", str, "SASL; pylog has no GSSAPI"),
+    ("sasl.kerberos.ticket.renew.window.factor", "0.8", _parse_double, "SASL; pylog has no GSSAPI"),
+    ("sasl.kerberos.ticket.renew.jitter", "0.05", _parse_double, "SASL; pylog has no GSSAPI"),
+    ("sasl.kerberos.min.time.before.relogin", "60000", _parse_int(0), "SASL; pylog has no GSSAPI"),
+    ("sasl.kerberos.principal.to.local.rules", "DEFAULT", str, "SASL; pylog has no GSSAPI"),
+    ("sasl.login.refresh.window.factor", "0.8", _parse_double, "SASL; pylog has no OAUTHBEARER"),
+    ("sasl.login.refresh.window.jitter", "0.05", _parse_double, "SASL; pylog has no OAUTHBEARER"),
+    ("sasl.login.refresh.min.period.seconds", "60", _parse_int(0, INT_MAX), "SASL; pylog has no OAUTHBEARER"),
+    ("sasl.login.refresh.buffer.seconds", "300", _parse_int(0, INT_MAX), "SASL; pylog has no OAUTHBEARER"),
+    ("remote.log.index.file.cache.total.size.bytes", "1073741824", _parse_int(1), "tiered storage, which pylog lacks"),
+    ("remote.fetch.max.wait.ms", "500", _parse_int(1, INT_MAX), "tiered storage, which pylog lacks"),
+    ("remote.log.manager.copy.max.bytes.per.second", str(LONG_MAX), _parse_int(1), "tiered storage, which pylog lacks"),
+    ("remote.log.manager.fetch.max.bytes.per.second", str(LONG_MAX), _parse_int(1), "tiered storage, which pylog lacks"),
+    ("remote.list.offsets.request.timeout.ms", "30000", _parse_int(1), "tiered storage, which pylog lacks"),
+    ("remote.log.manager.copier.thread.pool.size", "10", _parse_int(1, INT_MAX), "tiered storage, which pylog lacks"),
+    ("remote.log.manager.expiration.thread.pool.size", "10", _parse_int(1, INT_MAX),
+     "tiered storage, which pylog lacks"),
+    ("remote.log.manager.follower.thread.pool.size", "2", _parse_int(1, INT_MAX), "tiered storage, which pylog lacks"),
+    ("remote.log.reader.threads", "10", _parse_int(1, INT_MAX), "tiered storage, which pylog lacks"),
+    ("follower.fetch.last.tiered.offset.enable", "false", _parse_bool, "tiered storage, which pylog lacks"),
+    ("group.consumer.heartbeat.interval.ms", "5000", _parse_int(1, INT_MAX), "KIP-848 groups, which pylog lacks"),
+    ("group.consumer.session.timeout.ms", "45000", _parse_int(1, INT_MAX), "KIP-848 groups, which pylog lacks"),
+    ("group.share.heartbeat.interval.ms", "5000", _parse_int(1, INT_MAX), "share groups, which pylog lacks"),
+    ("group.share.session.timeout.ms", "45000", _parse_int(1, INT_MAX), "share groups, which pylog lacks"),
+    ("share.coordinator.cached.buffer.max.bytes", "1048588", _parse_int(1, INT_MAX), "share groups, which pylog lacks"),
+)
+
 BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("broker.id", "0", _parse_int(0), "Id of this broker."),
     ConfigDef("num.partitions", "1", _parse_int(1), "Partitions of auto-created topics."),
@@ -431,6 +490,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # --- observability (pylog additions) ---
     ConfigDef("metrics.port", "-1", _parse_int(-1),
               "Serve Prometheus metrics at http://<host>:<port>/metrics (-1: off, 0: any free port)."),
+    *(ConfigDef(name, default, parse, f"Kafka's dynamic broker config ({what}): accepted, stored and described; "
+                f"pylog does not act on it.", sensitive=name.endswith(".password"))
+      for name, default, parse, what in _KAFKA_DYNAMIC_ONLY),
 )
 
 
@@ -500,19 +562,80 @@ def _listener_setting(name: str) -> tuple[str | None, str]:
     return listener.upper(), setting.lower() if _MECHANISM_JAAS.match(setting) else setting
 
 
-# broker configs AlterConfigs / IncrementalAlterConfigs may change at run time (Kafka's dynamic broker configs):
-# the defaults of topic configs, applied to every partition at once
-DYNAMIC_BROKER_CONFIGS = frozenset(d.default for d in TOPIC_CONFIGS.values() if not d.name.startswith("internal."))
+# Dynamic broker configs (AlterConfigs / IncrementalAlterConfigs on a BROKER resource), Kafka 4's
+# DynamicBrokerConfig.AllDynamicConfigs.  pylog acts at run time on APPLIED_DYNAMIC_CONFIGS only: the defaults of
+# topic configs, applied to every partition at once.  The others are accepted, stored (ZooKeeper or the data dir)
+# and described, and pylog does not act on them: BrokerConfig.raw keeps answering their static value.
+APPLIED_DYNAMIC_CONFIGS = frozenset(d.default for d in TOPIC_CONFIGS.values() if not d.name.startswith("internal."))
+# SslConfigs.RECONFIGURABLE_CONFIGS: only per listener (listener.name.<l>.<config>), as Kafka
+DYNAMIC_SECURITY_CONFIGS = frozenset((
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.truststore.certificates"))
+# DynamicListenerConfig.ReconfigurableConfigs
+DYNAMIC_LISTENER_CONFIGS = frozenset((
+    "listeners", "listener.security.protocol.map", "principal.builder.class", "ssl.protocol", "ssl.provider",
+    "ssl.cipher.suites", "ssl.enabled.protocols", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
+    "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation", "ssl.client.auth",
+    "ssl.engine.factory.class", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config", "sasl.enabled.mechanisms",
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules", "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds", "max.connections",
+    "max.connection.creation.rate", "num.network.threads")) | DYNAMIC_SECURITY_CONFIGS
+# configs that may only be set for one broker, not at the cluster-default level (Kafka's PerBrokerConfigs)
+PER_BROKER_CONFIGS = DYNAMIC_LISTENER_CONFIGS - {"max.connections", "max.connection.creation.rate",
+                                                 "num.network.threads"}
+DYNAMIC_BROKER_CONFIGS = APPLIED_DYNAMIC_CONFIGS | DYNAMIC_LISTENER_CONFIGS | frozenset(
+    name for name, *_ in _KAFKA_DYNAMIC_ONLY) | frozenset((
+        "log.cleaner.backoff.ms", "message.max.bytes",  # LogCleaner
+        "max.connections.per.ip", "max.connections.per.ip.overrides",  # SocketServer
+        "producer.id.expiration.ms", "transaction.partition.verification.enable"))  # producer state
+# a listener's own value of a dynamic config: listener.name.<l>.<config>, or .<mechanism>.<config> for these
+_LISTENER_MECHANISM_CONFIGS = ("sasl.jaas.config", "sasl.login.callback.handler.class", "sasl.login.class",
+                               "sasl.server.callback.handler.class", "connections.max.reauth.ms")
+_DYNAMIC_LISTENER_NAME = re.compile(r"^listener\.name\.[^.]+\.(?:(?i:plain|scram-sha-256|scram-sha-512|gssapi|"
+                                    r"oauthbearer)\.)?(?P<config>.+)$")
 
 
-def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> None:
-    """ConfigError naming the first config that cannot change at run time or whose value does not parse."""
-    static = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS)
+class NotDynamicError(ConfigError):
+    """A config that cannot change at run time, or not at this level (Kafka answers INVALID_REQUEST)."""
+
+
+def dynamic_listener_config(name: str) -> str | None:
+    """The config a ``listener.name.<l>.[<mechanism>.]<config>`` dynamic name sets, None for another name."""
+    match = _DYNAMIC_LISTENER_NAME.match(name)
+    if match is None:
+        return None
+    config = match["config"]
+    allowed = config in DYNAMIC_LISTENER_CONFIGS or config in _LISTENER_MECHANISM_CONFIGS
+    return config if allowed and config not in ("listeners", "listener.security.protocol.map") else None
+
+
+def validate_dynamic_broker_configs(configs: Mapping[str, str], *, per_broker: bool = True) -> None:
+    """Kafka's DynamicBrokerConfig.validateConfigs: NotDynamicError naming the configs that cannot change at run
+    time (or, ``per_broker`` False, not for every broker at once); ConfigError naming a value that does not
+    parse."""
+    listener_configs = {name: dynamic_listener_config(name) for name in configs}
+    static = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS and not listener_configs[name])
     if static:
-        raise ConfigError(f"Cannot update these configs dynamically: {static} (dynamic: the log.* defaults of "
-                          f"topic configs, e.g. log.retention.ms, message.max.bytes, min.insync.replicas)")
+        raise NotDynamicError(f"Cannot update these configs dynamically: {static} (Kafka's dynamic broker configs "
+                              f"only, e.g. log.retention.ms, message.max.bytes, min.insync.replicas)")
+    unprefixed = sorted(name for name in configs if name in DYNAMIC_SECURITY_CONFIGS)
+    if unprefixed:
+        raise NotDynamicError(f"These security configs can be dynamically updated only per-listener using the "
+                              f"listener prefix: {unprefixed}")
+    if not per_broker:
+        only_one = sorted(name for name in configs if name in PER_BROKER_CONFIGS or (
+            listener_configs[name] and listener_configs[name] not in ("max.connections",
+                                                                      "max.connection.creation.rate")))
+        if only_one:
+            raise NotDynamicError(f"Cannot update these configs at default cluster level, broker id must be "
+                                  f"specified: {only_one}")
     for name, value in configs.items():
-        _check_from_client(BROKER_CONFIGS, name, value)
+        base = listener_configs[name] or name
+        defs = BROKER_CONFIGS if base in BROKER_CONFIGS else {base: ConfigDef(base, "", str, "a listener's class")}
+        _check_from_client(defs, base, value)
 
 
 class BrokerConfig:
@@ -561,20 +684,29 @@ class BrokerConfig:
         return self._listener_overrides.get((listener.upper(), name))
 
     def raw(self, name: str) -> str:
-        if name in self._dynamic:
-            return self._dynamic[name]
-        if name in self._dynamic_default:
-            return self._dynamic_default[name]
+        """The value in effect: a dynamic one only for APPLIED_DYNAMIC_CONFIGS (pylog does not act on the others)."""
+        if name in APPLIED_DYNAMIC_CONFIGS:
+            if name in self._dynamic:
+                return self._dynamic[name]
+            if name in self._dynamic_default:
+                return self._dynamic_default[name]
         return self._values.get(name, BROKER_CONFIGS[name].default)
+
+    def described(self, name: str) -> tuple[str, str]:
+        """(value, source) as DescribeConfigs shows them: a stored dynamic value, whether pylog acts on it or not."""
+        for layer, source in ((self._dynamic, "dynamic"), (self._dynamic_default, "dynamic-default")):
+            if name in layer:
+                return layer[name], source
+        return self._values.get(name, BROKER_CONFIGS[name].default), "static" if name in self._values else "default"
 
     def set_dynamic(self, per_broker: Mapping[str, str], default: Mapping[str, str]) -> list[str]:
         """Replace the dynamic layers; entries that are not dynamic or do not parse are left out (returned)."""
         layers, dropped = [], []
-        for given in (per_broker, default):
+        for given, is_broker in ((per_broker, True), (default, False)):
             kept = {}
             for name, value in given.items():
                 try:
-                    validate_dynamic_broker_configs({name: value})
+                    validate_dynamic_broker_configs({name: value}, per_broker=is_broker)
                 except ConfigError as exc:
                     dropped.append(str(exc))
                     continue
@@ -588,18 +720,16 @@ class BrokerConfig:
         return dict(self._dynamic), dict(self._dynamic_default)
 
     def source(self, name: str) -> str:
-        """Where a value comes from: dynamic (this broker), dynamic-default, static or default."""
-        if name in self._dynamic:
-            return "dynamic"
-        if name in self._dynamic_default:
-            return "dynamic-default"
-        return "static" if name in self._values else "default"
+        """Where the value DescribeConfigs shows comes from: dynamic (this broker), dynamic-default, static or
+        default."""
+        return self.described(name)[1]
 
     def get(self, name: str):
         return BROKER_CONFIGS[name].parse(self.raw(name))
 
     def is_set(self, name: str) -> bool:
-        return name in self._values or name in self._dynamic or name in self._dynamic_default
+        return name in self._values or (name in APPLIED_DYNAMIC_CONFIGS and (
+            name in self._dynamic or name in self._dynamic_default))
 
     def topic_default(self, topic_config: str) -> str:
         """The value a topic gets for ``topic_config`` when it sets none itself."""
