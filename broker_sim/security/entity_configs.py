@@ -205,7 +205,8 @@ class ZkEntityConfigs(EntityConfigs):
         try:
             secret = bytes.fromhex(json.loads(data)["secret"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"ZooKeeper {MOCK_SECRET_ZNODE} is not {{\"version\":1,\"secret\":<hex>}}: {exc}") from None
+            raise ConfigError(f"ZooKeeper {MOCK_SECRET_ZNODE} is not {{\"version\":1,\"secret\":<hex>}}: "
+                              f"{exc}") from None
         if len(secret) != MOCK_SECRET_BYTES:
             raise ConfigError(f"ZooKeeper {MOCK_SECRET_ZNODE}: the secret must be {MOCK_SECRET_BYTES} bytes")
         return secret

@@ -49,8 +49,8 @@ from typing import Callable, Iterable
 import kafka.errors as Errors
 
 from broker_sim.coordinator.group.metadata import (
-    COORDINATOR_NOT_AVAILABLE, GROUP_MAX_SIZE_REACHED, NONE, UNKNOWN_MEMBER_ID, ClassicGroup, GroupConfig, JoinRequest, JoinResult,
-    Outcome, Reply, SyncResult,
+    COORDINATOR_NOT_AVAILABLE, GROUP_MAX_SIZE_REACHED, NONE, UNKNOWN_MEMBER_ID, ClassicGroup, GroupConfig, JoinRequest,
+    JoinResult, Outcome, Reply, SyncResult,
 )
 from broker_sim.coordinator.group.records import (
     OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, StoredGroup, decode_group, decode_key, decode_offset,
