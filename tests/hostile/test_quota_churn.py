@@ -28,7 +28,7 @@ def test_rotating_client_ids_cost_constant_time_per_request(tmp_path):
     beyond = rotate(MAX_RATES, 5_000)  # each new id meets MAX_RATES rates still in use
     per_id_below, per_id_beyond = below / MAX_RATES * 1e6, beyond / 5_000 * 1e6
     print(f"\nper new client id: {per_id_below:.1f} us below {MAX_RATES} rates, {per_id_beyond:.1f} us beyond")
-    assert per_id_beyond < max(5 * per_id_below, 50), (per_id_below, per_id_beyond)
+    assert per_id_beyond < max(5 * per_id_below, 200), (per_id_below, per_id_beyond)  # main: ~2,500 us
     # the idle ones still go: past the window, the next new ids drop them, bounded again
     now[0] += 12.0
     rotate(20_000, 10)
