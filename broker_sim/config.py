@@ -18,6 +18,18 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 LONG_MAX = 2**63 - 1
+LONG_MIN = -2**63
+INT_MAX = 2**31 - 1
+# The longest config value a client may set (CreateTopics, AlterConfigs, IncrementalAlterConfigs, dynamic broker
+# configs).  Kafka has no explicit bound (only the request size); a value is kept in the topic's metadata (a
+# ZooKeeper znode holds ~1 MB) and described to every client that asks, so pylog bounds each one.  128 KiB holds
+# the longest real value, a throttled-replicas list of thousands of partitions.
+CONFIG_VALUE_MAX_CHARS = 128 * 1024
+# Java's Long.parseLong / Integer.parseInt on the trimmed value, as Kafka's ConfigDef parses LONG and INT: an
+# optional sign, then ASCII digits (Python's int() would also take '1_048_576', full-width digits and inner spaces,
+# and store them verbatim for other tools to choke on); a double as Double.parseDouble's decimal form.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 # KIP-1030 (Kafka 4.0): segment.bytes / log.segment.bytes of at least 1 MiB; tiny segments cost a file
 # descriptor and an index per few records.  Tests that need small segments set internal.segment.bytes.
 SEGMENT_BYTES_MIN = 1024 * 1024
@@ -34,26 +46,47 @@ def _parse_bool(value: str) -> bool:
     return lowered == "true"
 
 
-def _parse_int(low: int | None = None) -> Callable[[str], int]:
+def parse_java_integer(value: str, high: int = LONG_MAX) -> int:
+    """The integer Java's Long.parseLong (``high`` LONG_MAX) or Integer.parseInt (INT_MAX) reads from the trimmed
+    ``value``; ValueError naming what is wrong otherwise."""
+    text = value.strip()
+    if not _INTEGER.fullmatch(text):
+        raise ValueError("expected an integer: an optional sign and the digits 0-9 only")
+    number = int(text)
+    low = LONG_MIN if high == LONG_MAX else -high - 1
+    if not low <= number <= high:
+        raise ValueError(f"out of the range of a Java {'long' if high == LONG_MAX else 'int'} ({low}..{high})")
+    return number
+
+
+def _parse_int(low: int | None = None, high: int = LONG_MAX) -> Callable[[str], int]:
+    """An integer in Java's long range (``high`` INT_MAX: a Kafka INT config), at least ``low`` when given."""
     def parse(value: str) -> int:
-        number = int(value.strip())
+        number = parse_java_integer(value, high)
         if low is not None and number < low:
             raise ValueError(f"must be >= {low}")
         return number
     return parse
 
 
-def _parse_optional_int(low: int) -> Callable[[str], int | None]:
+def _parse_optional_int(low: int, high: int = LONG_MAX) -> Callable[[str], int | None]:
     """An integer >= ``low``, or None for an empty value (the setting is unset)."""
-    parse_int = _parse_int(low)
+    parse_int = _parse_int(low, high)
 
     def parse(value: str) -> int | None:
         return parse_int(value) if value.strip() else None
     return parse
 
 
+def _parse_double(value: str) -> float:
+    """Java's Double.parseDouble, decimal forms only (no NaN, Infinity or hex)."""
+    if not _DECIMAL.fullmatch(value.strip()):
+        raise ValueError("expected a decimal number: digits 0-9, an optional '.' and exponent")
+    return float(value.strip())
+
+
 def _parse_ratio(value: str) -> float:
-    number = float(value.strip())
+    number = _parse_double(value)
     if not 0.0 <= number <= 1.0:
         raise ValueError("must be between 0 and 1")
     return number
@@ -125,10 +158,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    "Records younger than this are not compacted.", "min_compaction_lag_ms"),
     TopicConfigDef("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", str(LONG_MAX), _parse_int(1),
                    "Records older than this are compacted whatever the dirty ratio.", "max_compaction_lag_ms"),
-    TopicConfigDef("segment.bytes", "log.segment.bytes", "1073741824", _parse_int(SEGMENT_BYTES_MIN),
+    TopicConfigDef("segment.bytes", "log.segment.bytes", "1073741824", _parse_int(SEGMENT_BYTES_MIN, INT_MAX),
                    "Segment size before a roll (at least 1 MiB).", "segment_bytes",
                    "Segment size before a roll (at least 1 MiB, as Kafka 4)."),
-    TopicConfigDef("internal.segment.bytes", "internal.log.segment.bytes", "", _parse_optional_int(1),
+    TopicConfigDef("internal.segment.bytes", "internal.log.segment.bytes", "", _parse_optional_int(1, INT_MAX),
                    "Tests only (Kafka 4's internal config): segment size overriding segment.bytes, below its minimum.",
                    None, "Tests only: broker default of internal.segment.bytes (segment size below the 1 MiB minimum)."),
     TopicConfigDef("segment.ms", "log.roll.ms", "604800000", _parse_int(1), "Segment age before a roll.",
@@ -139,7 +172,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
     TopicConfigDef("retention.bytes", "log.retention.bytes", "-1", _parse_int(-1),
                    "Size beyond which segments are deleted.", "retention_bytes",
                    "Partition size beyond which old segments are deleted."),
-    TopicConfigDef("index.interval.bytes", "log.index.interval.bytes", "4096", _parse_int(0),
+    TopicConfigDef("index.interval.bytes", "log.index.interval.bytes", "4096", _parse_int(0, INT_MAX),
                    "Bytes between index entries.", "index_interval_bytes", "Bytes between offset-index entries."),
     TopicConfigDef("flush.messages", "log.flush.interval.messages", str(LONG_MAX), _parse_int(1),
                    "fsync after this many messages.", "flush_interval_messages"),
@@ -148,14 +181,15 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
     TopicConfigDef("message.timestamp.type", "log.message.timestamp.type", "CreateTime",
                    _parse_choice("CreateTime", "LogAppendTime"), "Timestamp kept in the log.",
                    "message_timestamp_type"),
-    TopicConfigDef("max.message.bytes", "message.max.bytes", "1048588", _parse_int(0),
+    TopicConfigDef("max.message.bytes", "message.max.bytes", "1048588", _parse_int(0, INT_MAX),
                    "Largest record batch accepted.", "max_message_bytes"),
     TopicConfigDef("compression.type", "compression.type", "producer",
                    _parse_choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
                    "producer: keep each batch's codec; else re-encode data batches to this codec.",
                    "compression_type",
                    "Codec batches are stored in: producer (as sent) or a codec they are re-encoded to."),
-    TopicConfigDef("min.insync.replicas", "min.insync.replicas", "1", _parse_int(1), "Replicas needed for acks=all.",
+    TopicConfigDef("min.insync.replicas", "min.insync.replicas", "1", _parse_int(1, INT_MAX),
+                   "Replicas needed for acks=all.",
                    "min_insync_replicas", "Replicas that must acknowledge acks=all."),
     TopicConfigDef("unclean.leader.election.enable", "unclean.leader.election.enable", "false", _parse_bool,
                    "Elect a leader outside the ISR when no ISR member is alive.", None,
@@ -166,17 +200,21 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    "Accepted, not enforced: segments are deleted at once, not renamed .deleted first."),
     TopicConfigDef("preallocate", "log.preallocate", "false", _parse_bool, "Accepted, not enforced.", None,
                    "Accepted, not enforced: segments are not preallocated."),
-    TopicConfigDef("segment.index.bytes", "log.index.size.max.bytes", "10485760", _parse_int(4),
+    TopicConfigDef("segment.index.bytes", "log.index.size.max.bytes", "10485760", _parse_int(4, INT_MAX),
                    "Accepted, not enforced.", None, "Accepted, not enforced: offset indexes grow as needed."),
     TopicConfigDef("segment.jitter.ms", "log.roll.jitter.ms", "0", _parse_int(0), "Accepted, not enforced.", None,
                    "Accepted, not enforced: segments roll at segment.ms."),
     TopicConfigDef("message.timestamp.difference.max.ms", "log.message.timestamp.difference.max.ms", str(LONG_MAX),
                    _parse_int(0), "Accepted, not enforced.", None,
                    "Accepted, not enforced: record timestamps are not checked against the broker's clock."),
+    # KIP-937, with Kafka 4.0's defaults (KIP-1030: a record at most an hour ahead of the broker's clock)
     TopicConfigDef("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", str(LONG_MAX),
-                   _parse_int(0), "Accepted, not enforced.", None, "Accepted, not enforced (KIP-937)."),
-    TopicConfigDef("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", str(LONG_MAX),
-                   _parse_int(0), "Accepted, not enforced.", None, "Accepted, not enforced (KIP-937)."),
+                   _parse_int(0), "With CreateTime, a record timestamped more than this before the broker's clock "
+                   "fails its batch with INVALID_TIMESTAMP.", "message_timestamp_before_max_ms"),
+    TopicConfigDef("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", "3600000",
+                   _parse_int(0), "With CreateTime, a record timestamped more than this after the broker's clock "
+                   "fails its batch with INVALID_TIMESTAMP (a timestamp of 2^63-1 would keep its segment from "
+                   "rolling or expiring).", "message_timestamp_after_max_ms"),
     TopicConfigDef("message.downconversion.enable", "log.message.downconversion.enable", "true", _parse_bool,
                    "Accepted: nothing is down-converted (record batch v2 only).", None,
                    "Accepted: pylog serves only record batch v2 (Fetch v4+), so nothing is down-converted."),
@@ -192,11 +230,11 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    "Accepted: no tiered storage."),
     TopicConfigDef("remote.storage.enable", "remote.storage.enable", "false", _parse_choice("false"),
                    "Tiered storage is not available: only false is accepted."),
-    TopicConfigDef("compression.gzip.level", "compression.gzip.level", "-1", _parse_int(-1),
+    TopicConfigDef("compression.gzip.level", "compression.gzip.level", "-1", _parse_int(-1, INT_MAX),
                    "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default level."),
-    TopicConfigDef("compression.lz4.level", "compression.lz4.level", "9", _parse_int(1),
+    TopicConfigDef("compression.lz4.level", "compression.lz4.level", "9", _parse_int(1, INT_MAX),
                    "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default level."),
-    TopicConfigDef("compression.zstd.level", "compression.zstd.level", "3", _parse_int(-131072),
+    TopicConfigDef("compression.zstd.level", "compression.zstd.level", "3", _parse_int(-131072, INT_MAX),
                    "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default."),
     # Confluent Server's broker-side schema validation (registry/validation.py), on the broker's own registry
     *(TopicConfigDef(
@@ -231,6 +269,61 @@ def parse_ip_overrides(value: str) -> dict[str, int]:
         overrides[host] = int(count)
     return overrides
 
+
+# Kafka 4's dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs) that pylog has no use for: rows so that
+# AlterConfigs accepts them, stores them and DescribeConfigs shows them, as Kafka tooling expects.
+_KAFKA_DYNAMIC_ONLY = (
+    ("log.cleaner.threads", "1", _parse_int(0, INT_MAX), "LogCleaner; pylog cleans on one task"),
+    ("log.cleaner.dedupe.buffer.size", "134217728", _parse_int(0), "LogCleaner"),
+    ("log.cleaner.io.buffer.load.factor", "0.9", _parse_double, "LogCleaner"),
+    ("log.cleaner.io.buffer.size", "524288", _parse_int(0, INT_MAX), "LogCleaner"),
+    ("log.cleaner.io.max.bytes.per.second", "1.7976931348623157E308", _parse_double, "LogCleaner"),
+    ("num.io.threads", "8", _parse_int(1, INT_MAX), "thread pools; pylog serves requests on one event loop"),
+    ("num.replica.fetchers", "1", _parse_int(1, INT_MAX), "thread pools"),
+    ("num.recovery.threads.per.data.dir", "2", _parse_int(1, INT_MAX), "thread pools"),
+    ("background.threads", "10", _parse_int(1, INT_MAX), "thread pools"),
+    ("num.network.threads", "3", _parse_int(1, INT_MAX), "listeners"),
+    ("max.connection.creation.rate", str(INT_MAX), _parse_int(0, INT_MAX), "listeners"),
+    ("metric.reporters", "", str, "metrics; pylog serves Prometheus at metrics.port"),
+    ("config.providers", "", str, "config providers"),
+    ("principal.builder.class", "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder", str,
+     "listeners"),
+    ("ssl.protocol", "TLSv1.3", str, "listeners"),
+    ("ssl.provider", "", str, "listeners"),
+    ("ssl.keystore.password", "", str, "listeners; pylog reads PEM keystores"),
+    ("ssl.truststore.password", "", str, "listeners; pylog reads PEM truststores"),
+    ("ssl.keymanager.algorithm", "SunX509", str, "listeners"),
+    ("ssl.trustmanager.algorithm", "PKIX", str, "listeners"),
+    ("ssl.secure.random.implementation", "", str, "listeners"),
+    ("ssl.engine.factory.class", "", str, "listeners"),
+    ("sasl.kerberos.service.name", "", str, "SASL; pylog has no GSSAPI"),
+    ("sasl.kerberos.kinit.cmd", "/usr/bin/kinit", str, "SASL; pylog has no GSSAPI"),
+    ("sasl.kerberos.ticket.renew.window.factor", "0.8", _parse_double, "SASL; pylog has no GSSAPI"),
+    ("sasl.kerberos.ticket.renew.jitter", "0.05", _parse_double, "SASL; pylog has no GSSAPI"),
+    ("sasl.kerberos.min.time.before.relogin", "60000", _parse_int(0), "SASL; pylog has no GSSAPI"),
+    ("sasl.kerberos.principal.to.local.rules", "DEFAULT", str, "SASL; pylog has no GSSAPI"),
+    ("sasl.login.refresh.window.factor", "0.8", _parse_double, "SASL; pylog has no OAUTHBEARER"),
+    ("sasl.login.refresh.window.jitter", "0.05", _parse_double, "SASL; pylog has no OAUTHBEARER"),
+    ("sasl.login.refresh.min.period.seconds", "60", _parse_int(0, INT_MAX), "SASL; pylog has no OAUTHBEARER"),
+    ("sasl.login.refresh.buffer.seconds", "300", _parse_int(0, INT_MAX), "SASL; pylog has no OAUTHBEARER"),
+    ("remote.log.index.file.cache.total.size.bytes", "1073741824", _parse_int(1), "tiered storage, which pylog lacks"),
+    ("remote.fetch.max.wait.ms", "500", _parse_int(1, INT_MAX), "tiered storage, which pylog lacks"),
+    ("remote.log.manager.copy.max.bytes.per.second", str(LONG_MAX), _parse_int(1), "tiered storage, which pylog lacks"),
+    ("remote.log.manager.fetch.max.bytes.per.second", str(LONG_MAX), _parse_int(1),
+     "tiered storage, which pylog lacks"),
+    ("remote.list.offsets.request.timeout.ms", "30000", _parse_int(1), "tiered storage, which pylog lacks"),
+    ("remote.log.manager.copier.thread.pool.size", "10", _parse_int(1, INT_MAX), "tiered storage, which pylog lacks"),
+    ("remote.log.manager.expiration.thread.pool.size", "10", _parse_int(1, INT_MAX),
+     "tiered storage, which pylog lacks"),
+    ("remote.log.manager.follower.thread.pool.size", "2", _parse_int(1, INT_MAX), "tiered storage, which pylog lacks"),
+    ("remote.log.reader.threads", "10", _parse_int(1, INT_MAX), "tiered storage, which pylog lacks"),
+    ("follower.fetch.last.tiered.offset.enable", "false", _parse_bool, "tiered storage, which pylog lacks"),
+    ("group.consumer.heartbeat.interval.ms", "5000", _parse_int(1, INT_MAX), "KIP-848 groups, which pylog lacks"),
+    ("group.consumer.session.timeout.ms", "45000", _parse_int(1, INT_MAX), "KIP-848 groups, which pylog lacks"),
+    ("group.share.heartbeat.interval.ms", "5000", _parse_int(1, INT_MAX), "share groups, which pylog lacks"),
+    ("group.share.session.timeout.ms", "45000", _parse_int(1, INT_MAX), "share groups, which pylog lacks"),
+    ("share.coordinator.cached.buffer.max.bytes", "1048588", _parse_int(1, INT_MAX), "share groups, which pylog lacks"),
+)
 
 BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("broker.id", "0", _parse_int(0), "Id of this broker."),
@@ -280,6 +373,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.initial.rebalance.delay.ms", "3000", _parse_int(0),
               "How long a new group waits for more members before its first rebalance (0: rebalance per joiner)."),
     ConfigDef("group.max.size", "2147483647", _parse_int(1), "Most members a group may have."),
+    ConfigDef("group.max.groups", "10000", _parse_int(1, INT_MAX),
+              "Most consumer groups one coordinator holds (pylog, after Kafka's group.share.max.groups); a request "
+              "that would create one more gets GROUP_MAX_SIZE_REACHED. Each group is replayed at every start."),
     ConfigDef("offsets.topic.num.partitions", "50", _parse_int(1), "Partitions of __consumer_offsets when created."),
     ConfigDef("offsets.topic.segment.bytes", "104857600", _parse_int(SEGMENT_BYTES_MIN),
               "Segment size of __consumer_offsets (it becomes the topic's segment.bytes, so 1 MiB at least)."),
@@ -413,6 +509,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "Most (group, topic, partition) series of kafka_consumergroup_lag and _current_offset per "
               "scrape, the groups in name order; the rest are counted in "
               "pylog_consumergroup_series_dropped. 0: no per-group series."),
+    *(ConfigDef(name, default, parse, f"Kafka's dynamic broker config ({what}): accepted, stored and described; "
+                f"pylog does not act on it.", sensitive=name.endswith(".password"))
+      for name, default, parse, what in _KAFKA_DYNAMIC_ONLY),
 )
 
 
@@ -426,10 +525,21 @@ _COARSER = {
 def _check(defs: Mapping[str, ConfigDef], name: str, value: str) -> object:
     if name not in defs:
         raise ConfigError(f"unknown config {name!r}; known: {', '.join(sorted(defs))}")
+
     try:
         return defs[name].parse(value)
     except ValueError as exc:
         raise ConfigError(f"invalid value {value!r} for config {name!r}: {exc}") from None
+
+
+def _check_from_client(defs: Mapping[str, ConfigDef], name: str, value: str | None) -> object:
+    """``_check`` of a value a client sets: present and at most CONFIG_VALUE_MAX_CHARS long."""
+    if value is None:
+        raise ConfigError(f"config {name!r} has no value")
+    if len(value) > CONFIG_VALUE_MAX_CHARS:
+        raise ConfigError(f"the value of config {name!r} is {len(value)} characters long; at most "
+                          f"{CONFIG_VALUE_MAX_CHARS} are accepted")
+    return _check(defs, name, value)
 
 
 def parse_topic_config(name: str, value: str) -> object:
@@ -451,9 +561,7 @@ def checks_records(configs: Mapping[str, str]) -> bool:
 def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     """Return ``configs`` unchanged after parsing each value; raise ConfigError naming the bad one."""
     for name, value in configs.items():
-        if value is None:
-            raise ConfigError(f"config {name!r} has no value")
-        _check(TOPIC_CONFIGS, name, value)
+        _check_from_client(TOPIC_CONFIGS, name, value)
     return dict(configs)
 
 
@@ -473,21 +581,80 @@ def _listener_setting(name: str) -> tuple[str | None, str]:
     return listener.upper(), setting.lower() if _MECHANISM_JAAS.match(setting) else setting
 
 
-# broker configs AlterConfigs / IncrementalAlterConfigs may change at run time (Kafka's dynamic broker configs):
-# the defaults of topic configs, applied to every partition at once
-DYNAMIC_BROKER_CONFIGS = frozenset(d.default for d in TOPIC_CONFIGS.values() if not d.name.startswith("internal."))
+# Dynamic broker configs (AlterConfigs / IncrementalAlterConfigs on a BROKER resource), Kafka 4's
+# DynamicBrokerConfig.AllDynamicConfigs.  pylog acts at run time on APPLIED_DYNAMIC_CONFIGS only: the defaults of
+# topic configs, applied to every partition at once.  The others are accepted, stored (ZooKeeper or the data dir)
+# and described, and pylog does not act on them: BrokerConfig.raw keeps answering their static value.
+APPLIED_DYNAMIC_CONFIGS = frozenset(d.default for d in TOPIC_CONFIGS.values() if not d.name.startswith("internal."))
+# SslConfigs.RECONFIGURABLE_CONFIGS: only per listener (listener.name.<l>.<config>), as Kafka
+DYNAMIC_SECURITY_CONFIGS = frozenset((
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.truststore.certificates"))
+# DynamicListenerConfig.ReconfigurableConfigs
+DYNAMIC_LISTENER_CONFIGS = frozenset((
+    "listeners", "listener.security.protocol.map", "principal.builder.class", "ssl.protocol", "ssl.provider",
+    "ssl.cipher.suites", "ssl.enabled.protocols", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
+    "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation", "ssl.client.auth",
+    "ssl.engine.factory.class", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config", "sasl.enabled.mechanisms",
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules", "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds", "max.connections",
+    "max.connection.creation.rate", "num.network.threads")) | DYNAMIC_SECURITY_CONFIGS
+# configs that may only be set for one broker, not at the cluster-default level (Kafka's PerBrokerConfigs)
+PER_BROKER_CONFIGS = DYNAMIC_LISTENER_CONFIGS - {"max.connections", "max.connection.creation.rate",
+                                                 "num.network.threads"}
+DYNAMIC_BROKER_CONFIGS = APPLIED_DYNAMIC_CONFIGS | DYNAMIC_LISTENER_CONFIGS | frozenset(
+    name for name, *_ in _KAFKA_DYNAMIC_ONLY) | frozenset((
+        "log.cleaner.backoff.ms", "message.max.bytes",  # LogCleaner
+        "max.connections.per.ip", "max.connections.per.ip.overrides",  # SocketServer
+        "producer.id.expiration.ms", "transaction.partition.verification.enable"))  # producer state
+# a listener's own value of a dynamic config: listener.name.<l>.<config>, or .<mechanism>.<config> for these
+_LISTENER_MECHANISM_CONFIGS = ("sasl.jaas.config", "sasl.login.callback.handler.class", "sasl.login.class",
+                               "sasl.server.callback.handler.class", "connections.max.reauth.ms")
+_DYNAMIC_LISTENER_NAME = re.compile(r"^listener\.name\.[^.]+\.(?:(?i:plain|scram-sha-256|scram-sha-512|gssapi|"
+                                    r"oauthbearer)\.)?(?P<config>.+)$")
 
 
-def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> None:
-    """ConfigError naming the first config that cannot change at run time or whose value does not parse."""
-    static = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS)
+class NotDynamicError(ConfigError):
+    """A config that cannot change at run time, or not at this level (Kafka answers INVALID_REQUEST)."""
+
+
+def dynamic_listener_config(name: str) -> str | None:
+    """The config a ``listener.name.<l>.[<mechanism>.]<config>`` dynamic name sets, None for another name."""
+    match = _DYNAMIC_LISTENER_NAME.match(name)
+    if match is None:
+        return None
+    config = match["config"]
+    allowed = config in DYNAMIC_LISTENER_CONFIGS or config in _LISTENER_MECHANISM_CONFIGS
+    return config if allowed and config not in ("listeners", "listener.security.protocol.map") else None
+
+
+def validate_dynamic_broker_configs(configs: Mapping[str, str], *, per_broker: bool = True) -> None:
+    """Kafka's DynamicBrokerConfig.validateConfigs: NotDynamicError naming the configs that cannot change at run
+    time (or, ``per_broker`` False, not for every broker at once); ConfigError naming a value that does not
+    parse."""
+    listener_configs = {name: dynamic_listener_config(name) for name in configs}
+    static = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS and not listener_configs[name])
     if static:
-        raise ConfigError(f"Cannot update these configs dynamically: {static} (dynamic: the log.* defaults of "
-                          f"topic configs, e.g. log.retention.ms, message.max.bytes, min.insync.replicas)")
+        raise NotDynamicError(f"Cannot update these configs dynamically: {static} (Kafka's dynamic broker configs "
+                              f"only, e.g. log.retention.ms, message.max.bytes, min.insync.replicas)")
+    unprefixed = sorted(name for name in configs if name in DYNAMIC_SECURITY_CONFIGS)
+    if unprefixed:
+        raise NotDynamicError(f"These security configs can be dynamically updated only per-listener using the "
+                              f"listener prefix: {unprefixed}")
+    if not per_broker:
+        only_one = sorted(name for name in configs if name in PER_BROKER_CONFIGS or (
+            listener_configs[name] and listener_configs[name] not in ("max.connections",
+                                                                      "max.connection.creation.rate")))
+        if only_one:
+            raise NotDynamicError(f"Cannot update these configs at default cluster level, broker id must be "
+                                  f"specified: {only_one}")
     for name, value in configs.items():
-        if value is None:
-            raise ConfigError(f"config {name!r} has no value")
-        _check(BROKER_CONFIGS, name, value)
+        base = listener_configs[name] or name
+        defs = BROKER_CONFIGS if base in BROKER_CONFIGS else {base: ConfigDef(base, "", str, "a listener's class")}
+        _check_from_client(defs, base, value)
 
 
 class BrokerConfig:
@@ -536,20 +703,29 @@ class BrokerConfig:
         return self._listener_overrides.get((listener.upper(), name))
 
     def raw(self, name: str) -> str:
-        if name in self._dynamic:
-            return self._dynamic[name]
-        if name in self._dynamic_default:
-            return self._dynamic_default[name]
+        """The value in effect: a dynamic one only for APPLIED_DYNAMIC_CONFIGS (pylog does not act on the others)."""
+        if name in APPLIED_DYNAMIC_CONFIGS:
+            if name in self._dynamic:
+                return self._dynamic[name]
+            if name in self._dynamic_default:
+                return self._dynamic_default[name]
         return self._values.get(name, BROKER_CONFIGS[name].default)
+
+    def described(self, name: str) -> tuple[str, str]:
+        """(value, source) as DescribeConfigs shows them: a stored dynamic value, whether pylog acts on it or not."""
+        for layer, source in ((self._dynamic, "dynamic"), (self._dynamic_default, "dynamic-default")):
+            if name in layer:
+                return layer[name], source
+        return self._values.get(name, BROKER_CONFIGS[name].default), "static" if name in self._values else "default"
 
     def set_dynamic(self, per_broker: Mapping[str, str], default: Mapping[str, str]) -> list[str]:
         """Replace the dynamic layers; entries that are not dynamic or do not parse are left out (returned)."""
         layers, dropped = [], []
-        for given in (per_broker, default):
+        for given, is_broker in ((per_broker, True), (default, False)):
             kept = {}
             for name, value in given.items():
                 try:
-                    validate_dynamic_broker_configs({name: value})
+                    validate_dynamic_broker_configs({name: value}, per_broker=is_broker)
                 except ConfigError as exc:
                     dropped.append(str(exc))
                     continue
@@ -563,18 +739,16 @@ class BrokerConfig:
         return dict(self._dynamic), dict(self._dynamic_default)
 
     def source(self, name: str) -> str:
-        """Where a value comes from: dynamic (this broker), dynamic-default, static or default."""
-        if name in self._dynamic:
-            return "dynamic"
-        if name in self._dynamic_default:
-            return "dynamic-default"
-        return "static" if name in self._values else "default"
+        """Where the value DescribeConfigs shows comes from: dynamic (this broker), dynamic-default, static or
+        default."""
+        return self.described(name)[1]
 
     def get(self, name: str):
         return BROKER_CONFIGS[name].parse(self.raw(name))
 
     def is_set(self, name: str) -> bool:
-        return name in self._values or name in self._dynamic or name in self._dynamic_default
+        return name in self._values or (name in APPLIED_DYNAMIC_CONFIGS and (
+            name in self._dynamic or name in self._dynamic_default))
 
     def topic_default(self, topic_config: str) -> str:
         """The value a topic gets for ``topic_config`` when it sets none itself."""

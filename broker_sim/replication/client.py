@@ -13,6 +13,17 @@ unknown after that), failing every request in flight with ConnectionError, as
 Kafka's NetworkClient does on a request timeout.  Requests without a response
 (Produce acks=0) return None once written.
 
+Re-authentication (KIP-368): when the peer's SaslAuthenticate answer gives a
+session lifetime (its ``connections.max.reauth.ms``), the client logs in again
+on the same connection at 85-95 % of it, as Kafka's clients do: the next
+request waits while the requests in flight are answered (the peer serves only
+the SASL exchange meanwhile), then SaslHandshake + SaslAuthenticate run again.
+A session that would end before that can finish (an idle fetcher, a long
+answer in flight) is not left for the peer to close: the client closes the
+connection itself and opens a new one, logged in afresh.  Followers therefore
+keep replicating across session ends, with no closed connection and no
+``replica.fetch.backoff.ms`` pause in acks=all produces.
+
 Used by the replica fetcher (Fetch, OffsetForLeaderEpoch) and by the lead's
 glue for WriteTxnMarkers.  Single event loop; not thread-safe.
 """
@@ -22,12 +33,15 @@ import asyncio
 import ssl as ssl_module
 import itertools
 import logging
+import random
 import struct
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _CORRELATION_ID = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+# Kafka's clients re-authenticate at 85 % of the session lifetime plus up to 10 % jitter
+REAUTH_AT, REAUTH_JITTER = 0.85, 0.10
 
 
 class BrokerClient:
@@ -52,6 +66,8 @@ class BrokerClient:
         self._read_task: asyncio.Task | None = None
         self._connecting: asyncio.Lock | None = None
         self._closed = False
+        self._reauth_at: float | None = None  # loop time to log in again (KIP-368); None: the session never ends
+        self._session_ends: float | None = None  # loop time the peer ends the session (estimated from our side)
 
     def __repr__(self) -> str:
         return f"BrokerClient({self.host}:{self.port}, {self.client_id!r})"
@@ -66,23 +82,27 @@ class BrokerClient:
         async with self._connecting:
             if self.connected:
                 return
-            if self._closed:
-                raise ConnectionError(f"{self!r} is closed")
+            await self._open()
+
+    async def _open(self) -> None:
+        """Connect (and log in); the caller holds ``_connecting``."""
+        if self._closed:
+            raise ConnectionError(f"{self!r} is closed")
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None),
+                                                    self.timeout_s)
+        except asyncio.TimeoutError:
+            raise ConnectionError(f"connecting to {self.host}:{self.port} timed out after {self.timeout_s} s") \
+                from None
+        self._reader, self._writer = reader, writer
+        self._read_task = asyncio.get_running_loop().create_task(self._read_responses(reader))
+        if self.sasl is not None:
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(
-                    self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None),
-                                                        self.timeout_s)
-            except asyncio.TimeoutError:
-                raise ConnectionError(f"connecting to {self.host}:{self.port} timed out after {self.timeout_s} s") \
-                    from None
-            self._reader, self._writer = reader, writer
-            self._read_task = asyncio.get_running_loop().create_task(self._read_responses(reader))
-            if self.sasl is not None:
-                try:
-                    await self._login()
-                except BaseException:
-                    self._disconnect(ConnectionError(f"SASL login to {self.host}:{self.port} failed"))
-                    raise
+                await self._login()
+            except BaseException:
+                self._disconnect(ConnectionError(f"SASL login to {self.host}:{self.port} failed"))
+                raise
 
     async def _login(self) -> None:
         """SaslHandshake v1 + SaslAuthenticate v1 with this client's login; ConnectionError naming the refusal."""
@@ -90,6 +110,9 @@ class BrokerClient:
 
         from broker_sim.security.sasl import AuthenticationFailed
 
+        loop = asyncio.get_running_loop()
+        started = loop.time()  # the peer's session starts later than this: ending it from here errs early
+        self._reauth_at = self._session_ends = None
         handshake = await self._request(SaslHandshakeRequest[1](mechanism=self.sasl.mechanism))
         if handshake.error_code:
             raise ConnectionError(f"{self.host}:{self.port} refused SASL mechanism {self.sasl.mechanism} "
@@ -104,6 +127,10 @@ class BrokerClient:
             try:
                 token = steps.send(bytes(answer.auth_bytes))
             except StopIteration:
+                lifetime_s = answer.session_lifetime_ms / 1000.0
+                if lifetime_s > 0:
+                    self._session_ends = started + lifetime_s
+                    self._reauth_at = started + lifetime_s * (REAUTH_AT + REAUTH_JITTER * random.random())
                 return
             except AuthenticationFailed as exc:
                 raise ConnectionError(f"{self.host}:{self.port}: {exc}") from None
@@ -116,7 +143,35 @@ class BrokerClient:
         """
         if not self.connected or (self._connecting is not None and self._connecting.locked()):
             await self._connect()  # (waits for a SASL login in progress on the new connection)
+        if self._reauth_at is not None and asyncio.get_running_loop().time() >= self._reauth_at:
+            await self._reauthenticate()
         return await self._request(request)
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368: log in again on this connection once the requests in flight are answered, or, when the session
+        would end first, on a new connection (see the module docstring)."""
+        loop = asyncio.get_running_loop()
+        async with self._connecting:
+            if not self.connected:
+                await self._open()
+                return
+            if self._reauth_at is None or loop.time() < self._reauth_at:
+                return  # another request re-authenticated meanwhile
+            margin = min(1.0, (self._session_ends - self._reauth_at) / 2)
+            in_flight = [future for future, _ in self._pending.values()]
+            if in_flight:
+                await asyncio.wait(in_flight, timeout=max(0.0, self._session_ends - margin - loop.time()))
+            if self._pending or loop.time() >= self._session_ends - margin:
+                log.info("%r: SASL session ends before a re-authentication could finish: new connection", self)
+                self._disconnect(ConnectionError(f"{self!r}: SASL session ended"))
+                await self._open()
+                return
+            try:
+                await self._login()
+            except BaseException:
+                self._disconnect(ConnectionError(f"SASL re-authentication to {self.host}:{self.port} failed"))
+                raise
+            log.debug("%r: re-authenticated", self)
 
     async def _request(self, request):
         correlation_id = next(self._correlation_ids) & 0x7FFFFFFF

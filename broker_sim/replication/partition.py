@@ -139,6 +139,10 @@ class Partition:
         self.bytes_in = self.messages_in = self.bytes_out = 0
         self.isr_shrinks = self.isr_expands = 0
 
+    def now_ms(self) -> int:
+        """The broker's clock as this partition reads it (a client's record timestamps are checked against it)."""
+        return self._now_ms()
+
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.index})"
 

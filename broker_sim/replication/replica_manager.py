@@ -358,7 +358,7 @@ class ReplicaManager:
             partition = self.get_leader(topic, index)
             if not records:
                 raise Errors.InvalidRecordError(f"produce to {topic}-{index} carries no records")
-            rules = rules_for(partition.log.config, self.max_decompressed_bytes)
+            rules = rules_for(partition.log.config, self.max_decompressed_bytes, partition.now_ms())
             scan = self._record_scan(topic)
             valid = _validate_inline(records, rules, scan)
             if not isinstance(valid, ValidRecords):  # too costly for the event loop: on a thread, then back here

@@ -19,12 +19,19 @@ Entity types are ``users`` and ``clients``; names are the user / client id,
 ``<default>`` for the default entity, and ``<user>/clients/<client>`` for the
 (user, client-id) pair, as Kafka's paths spell them.  ``on_change`` callbacks
 run after every change (on kazoo's thread for ZooKeeper).
+
+``mock_secret`` is 32 random bytes kept beside the credentials (a single node:
+``<data dir>/security/scram-mock-secret``, mode 0600; a cluster: ZooKeeper
+``/pylog/scram_mock_secret``, created by the first broker), from which every
+listener and broker derives the same fake SCRAM salt for an unknown user, across
+restarts (``security/scram.py``'s ``fake_credential``).
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import secrets
 import threading
 from pathlib import Path
 from typing import Callable, Mapping
@@ -34,6 +41,9 @@ from broker_sim.config import ConfigError
 log = logging.getLogger(__name__)
 ENTITY_TYPES = ("users", "clients", "brokers")  # brokers: dynamic broker configs (<id> or <default>)
 VERSION = 1
+MOCK_SECRET_FILE = "scram-mock-secret"
+MOCK_SECRET_ZNODE = "/pylog/scram_mock_secret"  # pylog addition, beside /pylog/inter_broker_secret
+MOCK_SECRET_BYTES = 32
 
 
 class EntityConfigs:
@@ -42,6 +52,18 @@ class EntityConfigs:
     def __init__(self) -> None:
         self._configs: dict[str, dict[str, dict[str, str]]] = {t: {} for t in ENTITY_TYPES}
         self._callbacks: list[Callable[[], None]] = []
+        self._iterations: dict[str, int] = {}  # SCRAM mechanism -> usual_iterations of its credentials
+        self.mock_secret = b""  # set by each store (see the module docstring)
+
+    def scram_iterations(self, mechanism: str) -> int:
+        """The iteration count most users' ``mechanism`` credentials have (an unknown user's fake one says it)."""
+        from broker_sim.security.scram import usual_iterations
+
+        found = self._iterations.get(mechanism)
+        if found is None:
+            users = self._configs["users"].values()
+            found = self._iterations[mechanism] = usual_iterations(c[mechanism] for c in users if mechanism in c)
+        return found
 
     def get(self, entity_type: str, name: str) -> dict[str, str]:
         return dict(self._configs[entity_type].get(name, {}))
@@ -53,6 +75,7 @@ class EntityConfigs:
         self._callbacks.append(callback)
 
     def _changed(self) -> None:
+        self._iterations = {}
         for callback in self._callbacks:
             try:
                 callback()
@@ -91,6 +114,29 @@ class FileEntityConfigs(EntityConfigs):
             except (OSError, ValueError, AttributeError) as exc:
                 raise ConfigError(f"{self.path} (SCRAM credentials and quotas) cannot be read: {exc}; restore it "
                                   f"from a backup or remove it to start without users") from None
+        self.mock_secret = self._settle_mock_secret(self.path.with_name(MOCK_SECRET_FILE))
+
+    def _settle_mock_secret(self, path: Path) -> bytes:
+        """The secret in ``path``, written there (0600, fsynced) the first time."""
+        try:
+            secret = path.read_bytes()
+            if len(secret) == MOCK_SECRET_BYTES:
+                return secret
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise ConfigError(f"{path} (the SCRAM mock secret) cannot be read: {exc}") from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        secret = secrets.token_bytes(MOCK_SECRET_BYTES)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, secret)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        return secret
 
     def alter(self, entity_type: str, name: str, set_: Mapping[str, str], delete: tuple | list = ()) -> None:
         _check_name(entity_type, name)
@@ -141,9 +187,29 @@ class ZkEntityConfigs(EntityConfigs):
         self.zk = zk
         self._lock = threading.RLock()
         self._watched: set[tuple[str, str]] = set()
+        self.mock_secret = self._settle_mock_secret()
         for entity_type in ENTITY_TYPES:
             zk.ensure_path(f"/config/{entity_type}")
             ChildrenWatch(zk, f"/config/{entity_type}", self._children_watcher(entity_type))
+
+    def _settle_mock_secret(self) -> bytes:
+        """The cluster's SCRAM mock secret: the first broker creates it, every broker reads the same."""
+        from kazoo.exceptions import NodeExistsError
+
+        try:
+            self.zk.create(MOCK_SECRET_ZNODE, json.dumps({"version": VERSION, "secret": secrets.token_hex(
+                MOCK_SECRET_BYTES)}).encode(), makepath=True)
+        except NodeExistsError:
+            pass
+        data, _ = self.zk.get(MOCK_SECRET_ZNODE)
+        try:
+            secret = bytes.fromhex(json.loads(data)["secret"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"ZooKeeper {MOCK_SECRET_ZNODE} is not {{\"version\":1,\"secret\":<hex>}}: "
+                              f"{exc}") from None
+        if len(secret) != MOCK_SECRET_BYTES:
+            raise ConfigError(f"ZooKeeper {MOCK_SECRET_ZNODE}: the secret must be {MOCK_SECRET_BYTES} bytes")
+        return secret
 
     def _children_watcher(self, entity_type: str):
         def on_children(children: list[str]):

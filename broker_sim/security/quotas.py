@@ -16,7 +16,9 @@ sanitized as Kafka's Sanitizer does): a user, a client id, or a (user, client id
 and the connections of one user / client id share one rate.  As Kafka's DefaultQuotaCallback tags its
 quota metrics, a ``<default>`` in the matched entity stands for each user or client id on its own: with
 ``clients/<default>`` = 1 MB/s every client id gets 1 MB/s, not all of them together.  Rates of entities
-idle for a whole quota window are dropped once there are many (client ids are the client's choice).
+idle for a whole quota window are dropped once there are many (client ids are the client's choice): the rates
+are kept in order of last use, so a new entity drops idle ones from the front, each once, and every request
+costs O(1) however many client ids came before it.
 
 Rates are Kafka's sampled ``Rate``: ``quota.window.num`` samples of ``quota.window.size.seconds`` each;
 the rate is the total over the samples divided by their span, at least ``(num - 1) * size``.  A request that
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from urllib.parse import quote
 
 from broker_sim.security.entity_configs import EntityConfigs
@@ -101,7 +103,8 @@ class QuotaManager:
                  clock=time.monotonic) -> None:
         self.configs = configs
         self.samples, self.window_s, self.clock = samples, window_s, clock
-        self._rates: dict[tuple, Rate] = {}  # (quota type, user, client id) -> rate; event loop only
+        # (quota type, user, client id) -> rate, least recently used first; event loop only
+        self._rates: OrderedDict[tuple, Rate] = OrderedDict()
         self._resolved: dict[tuple[str, str, str], tuple[str, str, float] | None] = {}
         self._lock = threading.Lock()
         self.any_request_quota = False
@@ -168,6 +171,8 @@ class QuotaManager:
             if len(self._rates) >= MAX_RATES:
                 self._drop_idle(now)
             rate = self._rates[key] = Rate(self.samples, self.window_s)
+        else:
+            self._rates.move_to_end(key)
         rate.record(value, now)
         observed = rate.measure(now)
         if observed <= bound:
@@ -177,7 +182,14 @@ class QuotaManager:
         return int(min(throttle, self.samples * self.window_s * 1000.0))
 
     def _drop_idle(self, now: float) -> None:
-        """Forget the rates that measured nothing for a whole quota window (they would measure 0)."""
+        """Forget the rates that measured nothing for a whole quota window (they would measure 0), from the
+        least recently used on, stopping at the first one still in use: each rate is dropped once, so this is
+        O(1) per request however many client ids there were (a scan of them all stalled the loop for seconds
+        when 10,000 were in use and each request named a new one)."""
         span = self.samples * self.window_s
-        for key in [k for k, r in self._rates.items() if r.idle_since(now, span)]:
-            del self._rates[key]
+        rates = self._rates
+        while rates:
+            key, oldest = next(iter(rates.items()))
+            if not oldest.idle_since(now, span):
+                return
+            del rates[key]

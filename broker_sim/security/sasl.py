@@ -13,8 +13,9 @@ Failure (KIP-152): SaslAuthenticate is answered SASL_AUTHENTICATION_FAILED with
 a message, after ``connection.failed.authentication.delay.ms``, and the
 connection closes.  The answer does not tell whether the user exists: an
 unknown SCRAM user gets a server-first message with a salt derived from the
-name and a per-broker secret (stable across attempts, as a real user's) and
-fails at the proof like a wrong password; an unknown PLAIN user's password is
+name and the cluster's mock secret (``scram.fake_credential``: stable across
+attempts, listeners, brokers and restarts, as a real user's, with the iteration
+count of the real users) and fails at the proof like a wrong password; an unknown PLAIN user's password is
 compared against a dummy in constant time.
 
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0, SaslAuthenticate
@@ -35,11 +36,10 @@ from __future__ import annotations
 
 import base64
 import hmac
-import os
 import re
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from broker_sim.config import BrokerConfig, ConfigError
 from broker_sim.security import scram
@@ -151,7 +151,6 @@ class SaslListener:
     reauth_ms: int
     failure_delay_ms: int
     max_receive_size: int = 524288
-    secret: bytes = field(default_factory=lambda: os.urandom(32))  # fake salts and keys of unknown users
 
     @classmethod
     def from_config(cls, config: BrokerConfig, listener: str, credentials: EntityConfigs) -> "SaslListener":
@@ -308,9 +307,9 @@ class ScramServer:
                 return scram.ScramCredential.from_text(text), True
             except scram.CredentialError:
                 pass
-        seed = hmac.new(self.listener.secret, f"{self.mechanism}:{name}".encode(), "sha256").digest()
-        size = 64 if self.mechanism == "SCRAM-SHA-512" else 32
-        return scram.ScramCredential(seed[:24], os.urandom(size), os.urandom(size), scram.DEFAULT_ITERATIONS), False
+        credentials = self.listener.credentials
+        return scram.fake_credential(credentials.mock_secret, self.mechanism, name,
+                                     credentials.scram_iterations(self.mechanism)), False
 
     def evaluate(self, token: bytes) -> bytes:
         try:

@@ -7,6 +7,14 @@ the iteration count, ``StoredKey = H(HMAC(SaltedPassword, "Client Key"))`` and
 Kafka's (``ScramCredentialUtils``): ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``,
 the value ZooKeeper keeps at ``/config/users/<user>`` under the mechanism name.
 
+An unknown user gets :func:`fake_credential`: a salt and keys derived from the
+name and the cluster's mock secret (``EntityConfigs.mock_secret``, kept with the
+credentials: the same on every listener and broker and after a restart), with
+the iteration count the cluster's real credentials have (:func:`usual_iterations`),
+so the server-first message does not tell whether the user exists (RFC 5802
+section 9, as PostgreSQL's mock authentication; Kafka itself fails an unknown
+user at once).
+
 ``parse_add_scram`` reads Kafka's ``kafka-storage format --add-scram`` syntax
 (``SCRAM-SHA-256=[name=admin,password=admin-secret]``, optionally with
 ``iterations=8192`` and ``salt=<b64>``), used by ``pylog-broker --add-scram``.
@@ -91,6 +99,31 @@ class ScramCredential:
         salt = os.urandom(24) if salt is None else salt
         return cls.from_salted_password(mechanism, salted_password(mechanism, password, salt, iterations), salt,
                                         iterations)
+
+
+SALT_BYTES = 24  # os.urandom(24): the salt of every credential pylog generates
+
+
+def fake_credential(secret: bytes, mechanism: str, name: str, iterations: int) -> ScramCredential:
+    """The credential an unknown ``name`` appears to have: the same for the same secret, whichever broker,
+    listener or process computes it, and shaped as a real one (salt length, key lengths, iterations)."""
+    def derive(purpose: str, size: int) -> bytes:
+        digest = hmac.new(secret, f"pylog scram mock {purpose}\x00{mechanism}\x00{name}".encode(), "sha512").digest()
+        return digest[:size]
+    size = hashlib.new(MECHANISMS[mechanism]).digest_size
+    return ScramCredential(derive("salt", SALT_BYTES), derive("stored key", size), derive("server key", size),
+                           iterations)
+
+
+def usual_iterations(texts) -> int:
+    """The iteration count most of these credential texts have (the larger on a tie), DEFAULT_ITERATIONS for none:
+    what an unknown user's fake credential says, so it looks like the real users' of the cluster."""
+    counts: dict[int, int] = {}
+    for text in texts:
+        _, _, rest = text.rpartition("iterations=")
+        if rest.isdigit():
+            counts[int(rest)] = counts.get(int(rest), 0) + 1
+    return max(counts, key=lambda n: (counts[n], n)) if counts else DEFAULT_ITERATIONS
 
 
 def check_mechanism(mechanism: str) -> None:

@@ -108,6 +108,9 @@ class LogConfig:
     flush_interval_messages: int = _default("flush.messages")  # fsync after this many messages since the last flush
     flush_interval_ms: int = _default("flush.ms")  # fsync when the last flush is this old at an append
     message_timestamp_type: str = _default("message.timestamp.type")  # CreateTime or LogAppendTime
+    # CreateTime records more than these before / after the broker's clock are refused (storage.validator)
+    message_timestamp_before_max_ms: int = _default("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = _default("message.timestamp.after.max.ms")
     max_message_bytes: int = _default("max.message.bytes")  # message.max.bytes / max.message.bytes
     file_delete_delay_ms: int = _default("file.delete.delay.ms")  # keep deleted segments' descriptors open this long
     cleanup_policy: str = _default("cleanup.policy")  # "delete", "compact" or "compact,delete"

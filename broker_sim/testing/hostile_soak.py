@@ -29,7 +29,11 @@ it on the same data directory.
   and SASL_SSL listeners and /metrics, ``surface_configs``): TLS connects that
   never send a ClientHello, failed SCRAM logins over both SASL listeners,
   frames held before authenticating, 20 /metrics scrapers that never read
-  (after 10,000 group offsets were committed), connection floods of 400.
+  (after 10,000 group offsets were committed), connection floods of 400;
+  and (hardening round 2, records and admin) tiny batches the broker must re-encode, produces under
+  thousands of rotating client ids with a ``<default>`` quota, a timestamp of
+  2^63-1, CreatePartitions of the internal topics, hostile config and quota
+  values, floods of new consumer groups.
   Nothing about their answers is asserted here (the hostile tests do that);
   what counts is what they do to the broker and to the normal traffic, and
   how long they blocked its event loop (the broker logs every stall over
@@ -497,6 +501,103 @@ ATTACKS = [
     tls_handshake_flood, failed_logins_sasl_ssl, failed_logins_sasl_plaintext, unauthenticated_memory,
     metrics_amplifier, descriptor_flood,
 ]
+
+
+# --- issue 23 (hardening round 2): re-encoding, quotas, timestamps, config values, internal topics, groups ---
+
+REENCODE_TOPIC = "soak-reencode"  # compression.type=gzip: every produced batch is re-encoded by the broker
+
+
+def _ensure_topic(port: int, name: str, configs: dict[str, str]) -> None:
+    """CreateTopics for ``name`` (TOPIC_ALREADY_EXISTS after the first time: nothing changes)."""
+    from kafka.protocol.admin import CreateTopicsRequest
+    topic = CreateTopicsRequest.CreatableTopic
+    request = CreateTopicsRequest[5](topics=[topic(
+        name=name, num_partitions=1, replication_factor=1, assignments=[],
+        configs=[topic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
+        timeout_ms=10000, validate_only=False)
+    _send_and_drain(port, [_encode(request)], read_s=1)
+
+
+def _alter_client_quota(value: float | None):
+    """AlterClientQuotas of clients/<default> producer_byte_rate: set to ``value``, or removed for None."""
+    from kafka.protocol.admin import AlterClientQuotasRequest
+    entry = AlterClientQuotasRequest.EntryData
+    return AlterClientQuotasRequest[1](entries=[entry(
+        entity=[entry.EntityData(entity_type="client-id", entity_name=None)],
+        ops=[entry.OpData(key="producer_byte_rate", value=0.0 if value is None else value, remove=value is None)])],
+        validate_only=False)
+
+
+def reencode_many_records(port, rng, cache):
+    """3 x 18 KB of zstd holding 30,000 empty records each, to a topic that re-encodes them (gzip)."""
+    if "many_records" not in cache:
+        import zstandard
+        records = b"".join(_record(None, 0, i)[0] + b"\x00" for i in range(30_000))
+        cache["many_records"] = _batch(zstandard.ZstdCompressor().compress(records), count=30_000, codec=4) * 3
+    _ensure_topic(port, REENCODE_TOPIC, {"compression.type": "gzip"})
+    return _send_and_drain(port, [_encode(_produce(REENCODE_TOPIC, 0, cache["many_records"]))], read_s=3)
+
+
+def rotating_client_ids(port, rng, cache):
+    """2,000 produces, each under a new client id, with a clients/<default> quota (one rate per client id)."""
+    _ensure_topic(port, REENCODE_TOPIC, {"compression.type": "gzip"})
+    head, _ = _record(b"k", 1)
+    records = _batch(head + b"v\x00", count=1)
+    base = rng.randrange(10**9)
+    frames = [_encode(_alter_client_quota(1e12))]
+    frames += [_encode(_produce(REENCODE_TOPIC, 0, records, acks=0), i, f"rotating-{base + i}") for i in range(2000)]
+    frames.append(_encode(_alter_client_quota(None), 2001))
+    return _send_and_drain(port, frames, read_s=2)
+
+
+def timestamp_long_max(port, rng, cache):
+    """A record timestamped 2^63-1 (it would pin its segment): refused with INVALID_TIMESTAMP."""
+    from crc32c import crc32c
+    head, _ = _record(b"k", 1)
+    now, forever = int(time.time() * 1000), 2**63 - 1
+    body = struct.pack(">hiqqqhii", 0, 0, rng.choice([now, forever]), forever, -1, -1, -1, 1) + head + b"v\x00"
+    batch = struct.pack(">qiibI", 0, len(body) + 9, 0, 2, crc32c(body)) + body
+    return _send_and_drain(port, [_encode(_produce(NORMAL_TOPIC, 0, batch))], read_s=1)
+
+
+def internal_topic_partitions(port, rng, cache):
+    """CreatePartitions of __consumer_offsets and __transaction_state (would re-home groups and transactions)."""
+    from kafka.protocol.admin import CreatePartitionsRequest
+    request = CreatePartitionsRequest[3](timeout_ms=10000, validate_only=False, topics=[
+        CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=200, assignments=None)
+        for name in ("__consumer_offsets", "__transaction_state", "_schemas")])
+    return _send_and_drain(port, [_encode(request)], read_s=1)
+
+
+def hostile_config_values(port, rng, cache):
+    """Full-width digits, 1_048_576, a 4 MB value, and AlterClientQuotas with inf/NaN."""
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    values = [("retention.ms", "\uff11\uff12\uff13"), ("max.message.bytes", "1_048_576"),
+              ("retention.ms", "9223372036854775808"), ("leader.replication.throttled.replicas", "0:1," * (1 << 20))]
+    frames = [_encode(IncrementalAlterConfigsRequest[1](validate_only=False, resources=[resource(
+        resource_type=2, resource_name=NORMAL_TOPIC, configs=[resource.AlterableConfig(
+            name=name, config_operation=0, value=value)])]), i) for i, (name, value) in enumerate(values, 1)]
+    frames += [_encode(_alter_client_quota(value), 10 + i) for i, value in enumerate((float("inf"), float("nan")))]
+    return _send_and_drain(port, frames, read_s=2)
+
+
+def group_flood(port, rng, cache):
+    """300 new consumer groups from simple offset commits (bounded by group.max.groups)."""
+    from kafka.protocol.consumer import OffsetCommitRequest
+    topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    base = rng.randrange(10**9)
+    frames = [_encode(OffsetCommitRequest[8](
+        group_id=f"flood-{base + i}", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        retention_time_ms=-1, topics=[topic(name=NORMAL_TOPIC, partitions=[topic.OffsetCommitRequestPartition(
+            partition_index=0, committed_offset=0, committed_leader_epoch=-1, commit_timestamp=-1,
+            committed_metadata="")])]), i) for i in range(300)]
+    return _send_and_drain(port, frames, read_s=2)
+
+
+ATTACKS += [reencode_many_records, rotating_client_ids, timestamp_long_max, internal_topic_partitions,
+            hostile_config_values, group_flood]
 
 
 # --- the broker process ------------------------------------------------------------------------

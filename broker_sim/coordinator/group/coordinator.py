@@ -18,6 +18,13 @@ calls ``load_partition``/``unload_partition`` as it gains and loses leadership,
 and requests for other groups get NOT_COORDINATOR.  Groups come back Empty with
 their offsets and generation; their members rejoin (as after a coordinator move).
 
+Groups are bounded: a coordinator holds at most ``group.max.groups`` (a pylog
+addition modelled on Kafka's ``group.share.max.groups``; Kafka has no bound on
+classic groups), because every group is state replayed at each load and any
+client that may commit offsets can create one.  A JoinGroup, OffsetCommit or
+TxnOffsetCommit that would create one more gets GROUP_MAX_SIZE_REACHED; groups
+that already exist (and the records of a loaded partition) are never refused.
+
 Transactional offset commits (TxnOffsetCommit) are written as part of the
 producer's transaction — a transactional batch with its producer id and
 epoch — and kept pending in the group until the transaction coordinator's
@@ -42,8 +49,8 @@ from typing import Callable, Iterable
 import kafka.errors as Errors
 
 from broker_sim.coordinator.group.metadata import (
-    COORDINATOR_NOT_AVAILABLE, NONE, UNKNOWN_MEMBER_ID, ClassicGroup, GroupConfig, JoinRequest, JoinResult,
-    Outcome, Reply, SyncResult,
+    COORDINATOR_NOT_AVAILABLE, GROUP_MAX_SIZE_REACHED, NONE, UNKNOWN_MEMBER_ID, ClassicGroup, GroupConfig, JoinRequest,
+    JoinResult, Outcome, Reply, SyncResult,
 )
 from broker_sim.coordinator.group.records import (
     OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, StoredGroup, decode_group, decode_key, decode_offset,
@@ -107,6 +114,7 @@ class GroupCoordinator(InternalTopicOwner):
         self.partition_exists = partition_exists
         self.groups: dict[str, ClassicGroup] = {}
         self._tickets = itertools.count(1)
+        self._warned_full = False  # group.max.groups reached and logged
 
     @property
     def default_partitions(self) -> int:
@@ -214,6 +222,8 @@ class GroupCoordinator(InternalTopicOwner):
         if not error and group is None:
             if request.member_id:
                 error = UNKNOWN_MEMBER_ID
+            elif self._full():
+                error = GROUP_MAX_SIZE_REACHED
             else:
                 group = self.groups[group_id] = ClassicGroup(group_id, self.clock(), self.config)
         if error:
@@ -254,18 +264,34 @@ class GroupCoordinator(InternalTopicOwner):
         errors, outcome = group.leave(members, self.clock())
         return NONE, errors, self._finish(group, outcome)
 
-    def poll(self) -> list[Reply]:
-        """Session expiry, rebalance timeouts and initial delays of every group."""
+    def poll(self, group_ids: Iterable[str] | None = None) -> list[Reply]:
+        """Session expiry, rebalance timeouts and initial delays of these groups (None: every group)."""
         now = self.clock()
         replies: list[Reply] = []
-        for group in list(self.groups.values()):
+        groups = self.groups.values() if group_ids is None else filter(None, map(self.groups.get, group_ids))
+        for group in list(groups):
             replies.extend(self._finish(group, group.poll(now)))
         return replies
+
+    def next_deadline_ms(self, group_id: str) -> int | None:
+        """When ``poll`` next has something to do for this group (None: nothing, or no such group)."""
+        group = self.groups.get(group_id)
+        return None if group is None else group.next_deadline_ms()
 
     def _finish(self, group: ClassicGroup, outcome: Outcome) -> list[Reply]:
         if outcome.store:
             self._store_group(group)
         return outcome.replies
+
+    def _full(self) -> bool:
+        """True when this coordinator holds group.max.groups groups: no new one may be created."""
+        if len(self.groups) < self.config.max_groups:
+            self._warned_full = False
+            return False
+        if not self._warned_full:  # once each time the bound is reached, not once per refused request
+            self._warned_full = True
+            log.warning("group.max.groups=%d reached: new groups are refused", self.config.max_groups)
+        return True
 
     def _group_error(self, group_id: str | None) -> int:
         if not group_id:
@@ -287,6 +313,8 @@ class GroupCoordinator(InternalTopicOwner):
         if not error and group is None:
             if generation_id >= 0:
                 error = ILLEGAL_GENERATION  # a member of a generation this coordinator never saw
+            elif self._full():
+                error = GROUP_MAX_SIZE_REACHED
             else:
                 group, created = ClassicGroup(group_id, now, self.config), True
         if not error:
@@ -339,7 +367,10 @@ class GroupCoordinator(InternalTopicOwner):
         group = self.groups.get(group_id)
         created = False
         if not error and group is None:
-            group, created = ClassicGroup(group_id, now, self.config), True
+            if self._full():
+                error = GROUP_MAX_SIZE_REACHED
+            else:
+                group, created = ClassicGroup(group_id, now, self.config), True
         if not error:
             error = group.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
         if error:

@@ -60,6 +60,7 @@ class GroupConfig:
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 0
     max_size: int = 2**31 - 1
+    max_groups: int = 2**31 - 1  # group.max.groups: groups one coordinator holds
     offsets_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3_600_000
@@ -547,6 +548,14 @@ class ClassicGroup:
         return outcome
 
     # --- timers -----------------------------------------------------------------------
+    def next_deadline_ms(self) -> int | None:
+        """The earliest time ``poll`` has something to do (a pending member id or a session ends, the initial
+        delay or the rebalance timeout passes); None: nothing until a request comes."""
+        deadlines = [*self.pending_members.values(), *(m.heartbeat_deadline_ms for m in self.members.values())]
+        if self.state is PREPARING_REBALANCE:
+            deadlines += [d for d in (self.initial_delay_deadline_ms, self.rebalance_deadline_ms) if d is not None]
+        return min(deadlines, default=None)
+
     def poll(self, now_ms: int) -> Outcome:
         """Expire sessions and pending member ids; complete a rebalance whose timeout or delay passed."""
         outcome = Outcome()

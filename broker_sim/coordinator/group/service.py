@@ -9,14 +9,22 @@ future of its ticket, together with what the core appended to
 writes (JoinGroup, SyncGroup, LeaveGroup, OffsetCommit, TxnOffsetCommit,
 OffsetDelete, DeleteGroups) is answered only once ``isr_wait`` saw the ISR
 have those records (``coordinator.isr_wait``; nothing waits on a single node).
-``run_timer`` calls ``poll`` every 100 ms (sessions, rebalance timeouts, the
-initial delay) and ``expire_offsets`` every
+``run_timer`` is Kafka's timer: a heap of each group's next deadline (a
+session, a pending member id, the initial delay or the rebalance timeout
+ending: ``ClassicGroup.next_deadline_ms``), pushed whenever a request may have
+made one earlier (JoinGroup, SyncGroup, LeaveGroup, a partition loaded); it
+sleeps until the earliest and polls just the groups that are due, so a member
+expires at its deadline (a DeleteGroups sent right after it finds the group
+empty) and an idle coordinator costs nothing however many groups it holds.
+Heartbeats only move deadlines later: the timer then finds nothing due and
+sleeps until the new one.  It also runs ``expire_offsets`` every
 ``offsets.retention.check.interval.ms``.  ``close`` answers every held request
 with NOT_COORDINATOR, which sends clients looking for the coordinator again.
 """
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 from typing import Awaitable, Callable
 
@@ -25,7 +33,7 @@ from broker_sim.coordinator.group.metadata import JoinRequest, JoinResult, Reply
 from broker_sim.coordinator.isr_wait import answered_once_replicated, no_wait
 
 log = logging.getLogger(__name__)
-POLL_INTERVAL_S = 0.1
+RETRY_AFTER_FAILURE_S = 0.1  # a pass of the timer that failed is retried this much later, not at once
 
 
 class GroupService(GroupCoordinator):
@@ -35,10 +43,40 @@ class GroupService(GroupCoordinator):
         self.retention_check_interval_ms = retention_check_interval_ms
         self.isr_wait = isr_wait
         self._waiting: dict[int, tuple[asyncio.Future, object]] = {}
+        self._deadlines: list[tuple[int, str]] = []  # heap of (deadline ms, group id); see the module docstring
+        self._scheduled: dict[str, int] = {}  # group id -> the deadline its live heap entry has
+        self._wake: asyncio.Event | None = None  # set when the earliest deadline moved earlier
+
+    def _schedule(self, group_id: str) -> None:
+        """Push the group's next deadline when it is earlier than the one it has in the heap."""
+        deadline = self.next_deadline_ms(group_id)
+        if deadline is None or self._scheduled.get(group_id, deadline + 1) <= deadline:
+            return
+        self._scheduled[group_id] = deadline
+        heapq.heappush(self._deadlines, (deadline, group_id))
+        if self._wake is not None and self._deadlines[0] == (deadline, group_id):
+            self._wake.set()
+
+    def _due_groups(self, now_ms: int) -> list[str]:
+        """Pop the groups whose deadline has come (entries a later push superseded are dropped)."""
+        due = []
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            deadline, group_id = heapq.heappop(self._deadlines)
+            if self._scheduled.get(group_id) == deadline:
+                del self._scheduled[group_id]
+                due.append(group_id)
+        return due
+
+    def load_partition(self, partition) -> int:
+        loaded = super().load_partition(partition)
+        for group_id in list(self.groups):
+            self._schedule(group_id)
+        return loaded
 
     async def join_group(self, group_id: str, request: JoinRequest) -> JoinResult:
         ticket, future = self._hold(JoinResult(NOT_COORDINATOR, request.member_id))
         self.deliver(self.join(group_id, request, ticket))
+        self._schedule(group_id)
         return await self._answer(future)
 
     async def sync_group(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
@@ -47,10 +85,12 @@ class GroupService(GroupCoordinator):
         ticket, future = self._hold(SyncResult(NOT_COORDINATOR))
         self.deliver(self.sync(group_id, member_id, group_instance_id, generation_id, protocol_type, protocol_name,
                                assignments, ticket))
+        self._schedule(group_id)
         return await self._answer(future)
 
     async def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         error, errors, replies = self.leave(group_id, members)
+        self._schedule(group_id)
         await self.isr_wait(self.deliver(replies))
         return error, errors
 
@@ -77,19 +117,34 @@ class GroupService(GroupCoordinator):
         return appended
 
     async def run_timer(self) -> None:
-        """Poll the groups forever (cancel the task to stop)."""
+        """Poll each group at its deadlines, forever (cancel the task to stop)."""
+        self._wake = asyncio.Event()
+        for group_id in list(self.groups):
+            self._schedule(group_id)
         next_expiry = self.clock() + self.retention_check_interval_ms
         while True:
-            await asyncio.sleep(POLL_INTERVAL_S)
+            now = self.clock()
+            until = min(next_expiry, self._deadlines[0][0]) if self._deadlines else next_expiry
+            if until > now:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), (until - now) / 1000)
+                except asyncio.TimeoutError:
+                    pass
+                self._wake.clear()
+            due = self._due_groups(self.clock())
             try:
-                self.deliver(self.poll())
+                self.deliver(self.poll(due))
                 if self.clock() >= next_expiry:
                     next_expiry = self.clock() + self.retention_check_interval_ms
                     expired = self.expire_offsets()
                     if expired:
                         log.info("expired %d committed offsets", expired)
-            except Exception:  # the timer must keep running; the next pass retries
+            except Exception:  # the timer must keep running; the next pass retries, a moment later
                 log.exception("group coordinator timer failed")
+                await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+            finally:
+                for group_id in due:
+                    self._schedule(group_id)
 
     def close(self) -> None:
         waiting, self._waiting = self._waiting, {}

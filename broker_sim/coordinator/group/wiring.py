@@ -20,6 +20,7 @@ def group_config(config) -> GroupConfig:
         max_session_timeout_ms=config.get("group.max.session.timeout.ms"),
         initial_rebalance_delay_ms=config.get("group.initial.rebalance.delay.ms"),
         max_size=config.get("group.max.size"),
+        max_groups=config.get("group.max.groups"),
         offsets_partitions=config.get("offsets.topic.num.partitions"),
         offset_metadata_max_bytes=config.get("offset.metadata.max.bytes"),
         offsets_retention_ms=config.get("offsets.retention.minutes") * 60_000,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from urllib.parse import unquote
 
 import kafka.errors as Errors
@@ -18,6 +19,7 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from broker_sim.config import LONG_MAX
 from broker_sim.security import acl, scram
 from broker_sim.security import quotas
 from broker_sim.security.quotas import sanitize
@@ -392,9 +394,10 @@ class SecurityApis:
                     problem = problem or f"Unknown quota key {op.key!r} (pylog: {', '.join(quotas.QUOTA_TYPES)})"
                 elif op.remove:
                     delete.append(op.key)
-                elif not op.value > 0 or (op.key != quotas.REQUEST and op.value != int(op.value)):
-                    problem = problem or f"Invalid value {op.value} for {op.key}: a positive " \
-                                         f"{'number' if op.key == quotas.REQUEST else 'integer'} is needed"
+                elif not (math.isfinite(op.value) and op.value > 0) or (
+                        op.key != quotas.REQUEST and (op.value > LONG_MAX or op.value != int(op.value))):
+                    problem = problem or f"Invalid value {op.value} for {op.key}: a finite positive " \
+                        f"{'number' if op.key == quotas.REQUEST else f'integer up to {LONG_MAX}'} is needed"
                 else:
                     set_[op.key] = str(int(op.value)) if op.key != quotas.REQUEST else repr(float(op.value))
             if problem:

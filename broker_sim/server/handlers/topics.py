@@ -4,7 +4,11 @@ Kafka's rules kept here: topic names by ``Topic.validate`` (INVALID_TOPIC_EXCEPT
 counts within the broker's ``max.broker.partitions`` (KIP-578; POLICY_VIOLATION naming the limit
 and the numbers), checked by ``validate_only`` requests too; a topic whose directories or
 metadata cannot be written answers KAFKA_STORAGE_ERROR and leaves nothing behind.  Big topics
-are created in slices between which the event loop serves other requests.
+are created in slices between which the event loop serves other requests.  The partition counts of
+the internal topics (``__consumer_offsets``, ``__transaction_state``, and the registry's ``_schemas``)
+are never changed by clients: more partitions would re-home groups and transactional ids (their
+partition is a hash modulo the count) and the registry reads ``_schemas``-0 only (INVALID_REQUEST,
+as Kafka's TopicCommand refuses it).
 """
 from __future__ import annotations
 
@@ -19,9 +23,11 @@ from kafka.protocol.admin import (
 )
 
 from broker_sim.config import (
-    BROKER_CONFIGS, BrokerConfig, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, validate_dynamic_broker_configs,
+    BROKER_CONFIGS, BrokerConfig, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, NotDynamicError,
+    dynamic_listener_config, validate_dynamic_broker_configs,
 )
 from broker_sim.controller.metadata import MetadataError, TopicInfo
+from broker_sim.registry.schema_log import SCHEMAS_TOPIC
 from broker_sim.security.entity_configs import EntityConfigs
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.access import Access
@@ -262,6 +268,9 @@ class TopicApis:
         for topic in request.topics:
             try:
                 self._require_topic(ctx, access.ALTER, topic.name)
+                _require(topic.name not in self._internal_topics and topic.name != SCHEMAS_TOPIC,
+                         Errors.InvalidRequestError, f"The number of partitions of the internal topic "
+                         f"{topic.name} cannot be changed.")
                 info = self._metadata.check_partition_count(topic.name, topic.count)
                 if topic.assignments is not None:
                     if len(topic.assignments) != topic.count - info.partitions:
@@ -304,13 +313,27 @@ class TopicApis:
         for name, definition in BROKER_CONFIGS.items():
             if (keys is not None and name not in keys) or _internal(name):
                 continue
-            source = _SOURCES[self._config.source(name)]
-            value = None if definition.sensitive else self._config.raw(name)  # Kafka: sensitive values are null
+            value, source = self._config.described(name)
+            source = _SOURCES[source]
+            value = None if definition.sensitive else value  # Kafka: sensitive values are null
             entry = _Entry(name, value, name not in DYNAMIC_BROKER_CONFIGS, source,
                            [(name, value, source)] if synonyms else [],
                            definition.doc if docs else None, _config_type(name, definition.default))
             entry.sensitive = definition.sensitive
             entries.append(entry)
+        per_broker, default = self._config.dynamic  # listener.name.<l>.<config> values, as Kafka shows them
+        for layer, source in ((default, DYNAMIC_DEFAULT_BROKER_CONFIG), (per_broker, DYNAMIC_BROKER_CONFIG)):
+            for name, value in sorted(layer.items()):
+                base = dynamic_listener_config(name)
+                if base is None or (keys is not None and name not in keys) or (
+                        layer is default and name in per_broker):
+                    continue
+                sensitive = base in BROKER_CONFIGS and BROKER_CONFIGS[base].sensitive or base.endswith(".password")
+                entry = _Entry(name, None if sensitive else value, False, source,
+                               [(name, None if sensitive else value, source)] if synonyms else [],
+                               f"{base} of one listener" if docs else None, STRING)
+                entry.sensitive = sensitive
+                entries.append(entry)
         return entries
 
     async def describe_configs(self, ctx, request):
@@ -359,10 +382,11 @@ class TopicApis:
         """Replace a broker's (or the default's) dynamic configs; they apply to every partition at once."""
         entity = self._broker_entity(name)
         try:
-            validate_dynamic_broker_configs(configs)
+            validate_dynamic_broker_configs(configs, per_broker=entity != "<default>")
+        except NotDynamicError as exc:  # Kafka: INVALID_REQUEST for a config that may not change here
+            raise MetadataError(Errors.InvalidRequestError, str(exc)) from None
         except ConfigError as exc:
-            error = Errors.InvalidRequestError if "dynamically" in str(exc) else Errors.InvalidConfigurationError
-            raise MetadataError(error, str(exc)) from None
+            raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
         if validate_only:
             return
         current = self._entity_configs.get("brokers", entity)

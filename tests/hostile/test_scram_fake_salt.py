@@ -1,0 +1,77 @@
+"""An unknown SCRAM user's server-first message must look like a real user's everywhere it can be asked: the
+same salt on every listener, on every broker of a cluster and after a restart (a real user's salt never
+changes), and the iteration count the real users have. A prober comparing two answers, or seeing 4096 where
+the cluster's users have 8192, would otherwise tell real users from unknown ones."""
+from __future__ import annotations
+
+import base64
+
+import pytest
+from kazoo.client import KazooClient
+
+from broker_sim.config import BrokerConfig
+from broker_sim.local.zookeeper import ZooKeeperServer
+from broker_sim.security import sasl
+from broker_sim.security.entity_configs import FileEntityConfigs, ZkEntityConfigs
+from broker_sim.security.scram import ScramCredential
+from broker_sim.testing.requirements import require_zookeeper
+
+
+def server_first(credentials, listener: str, mechanism: str, user: str) -> dict[str, str]:
+    """The attributes (r, s, i) of the server-first message a listener with ``credentials`` answers."""
+    config = BrokerConfig({"listeners": f"{listener}://127.0.0.1:0",
+                           "listener.security.protocol.map": f"{listener}:SASL_PLAINTEXT"})
+    listener_sasl = sasl.SaslListener.from_config(config, listener, credentials)
+    answer = sasl.ScramServer(listener_sasl, mechanism).evaluate(f"n,,n={user},r=clientnonce".encode()).decode()
+    return dict(item.split("=", 1) for item in answer.split(","))
+
+
+def store_users(credentials, iterations: int) -> None:
+    for index in range(3):
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            credential = ScramCredential.generate(mechanism, "secret", iterations)
+            credentials.alter("users", f"real-{index}", {mechanism: credential.to_text()})
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_an_unknown_users_salt_is_stable_across_listeners_and_restarts(tmp_path, mechanism):
+    credentials = FileEntityConfigs(tmp_path)
+    store_users(credentials, 8192)
+    first = server_first(credentials, "CLIENTS", mechanism, "nobody")
+    other_listener = server_first(credentials, "INTERNAL", mechanism, "nobody")
+    restarted = server_first(FileEntityConfigs(tmp_path), "CLIENTS", mechanism, "nobody")
+    assert first["s"] == other_listener["s"] == restarted["s"]
+    assert len(base64.b64decode(first["s"])) == 24  # as long as a real salt
+    assert first["i"] == restarted["i"] == "8192"  # the real users' count, not 4096
+    assert server_first(credentials, "CLIENTS", mechanism, "somebody-else")["s"] != first["s"]
+    assert server_first(FileEntityConfigs(tmp_path / "other"), "CLIENTS", mechanism, "nobody")["s"] != first["s"]
+    real = server_first(credentials, "CLIENTS", mechanism, "real-0")
+    assert real["i"] == "8192" and real["s"] != first["s"]
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    require_zookeeper()
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_ms=500)
+    server.start(timeout=60)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_an_unknown_users_salt_is_the_same_on_every_broker_of_a_cluster(zookeeper):
+    clients = [KazooClient(hosts=zookeeper.connect_string, timeout=10) for _ in range(3)]
+    try:
+        for client in clients:
+            client.start(timeout=20)
+        brokers = [ZkEntityConfigs(client) for client in clients[:2]]
+        store_users(brokers[0], 8192)
+        answers = [server_first(b, "SASL", "SCRAM-SHA-256", "nobody") for b in brokers]
+        restarted = server_first(ZkEntityConfigs(clients[2]), "SASL", "SCRAM-SHA-256", "nobody")
+        assert answers[0]["s"] == answers[1]["s"] == restarted["s"]
+        assert answers[0]["i"] == restarted["i"] == "8192"
+    finally:
+        for client in clients:
+            client.stop()
+            client.close()
