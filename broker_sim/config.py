@@ -13,7 +13,9 @@ what the protocol carries) and are parsed once, here; a bad key or value raises
 """
 from __future__ import annotations
 
+import logging
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -522,6 +524,9 @@ _COARSER = {
 }
 
 
+_log = logging.getLogger(__name__)
+
+
 def _check(defs: Mapping[str, ConfigDef], name: str, value: str) -> object:
     if name not in defs:
         raise ConfigError(f"unknown config {name!r}; known: {', '.join(sorted(defs))}")
@@ -545,6 +550,37 @@ def _check_from_client(defs: Mapping[str, ConfigDef], name: str, value: str | No
 def parse_topic_config(name: str, value: str) -> object:
     """The typed value of one topic config; ConfigError naming the key and value when it does not parse."""
     return _check(TOPIC_CONFIGS, name, value)
+
+
+def readable_stored_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
+    """Stored topic configs (a topic's config file or znode, the broker's dynamic defaults), made readable: they
+    must never stop the broker from opening a topic.  A value earlier pylog versions accepted through Python's
+    int() (``1_000``, full-width digits) comes back as they read it, with a WARNING; one that still does not parse
+    is left out (the default applies), with an ERROR naming it.  Values clients set are checked strictly
+    (``validate_topic_configs``), so only an upgrade meets this."""
+    readable = {}
+    for name, value in configs.items():
+        if name not in TOPIC_CONFIGS:
+            readable[name] = value
+            continue
+        try:
+            parse_topic_config(name, value)
+            readable[name] = value
+            continue
+        except ConfigError as strict:
+            problem = strict
+        legacy = "".join(str(unicodedata.digit(c)) if c.isdigit() and not c.isascii() else c
+                         for c in str(value).strip()).replace("_", "")
+        try:
+            parse_topic_config(name, legacy)
+        except ConfigError:
+            _log.error("stored topic config %s=%r does not parse (%s); the default %r applies until it is set "
+                       "again", name, value, problem, TOPIC_CONFIGS[name].value)
+            continue
+        _log.warning("stored topic config %s=%r is read as %r, as pylog read it when it was stored; set it again "
+                     "in Java's number syntax (pylog topics alter, kafka-configs.sh)", name, value, legacy)
+        readable[name] = legacy
+    return readable
 
 
 def topic_config_default(name: str) -> object:

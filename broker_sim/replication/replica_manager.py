@@ -82,7 +82,7 @@ from typing import (
 
 import kafka.errors as Errors
 
-from broker_sim.config import RECORD_CHECK_CONFIGS, BrokerConfig, checks_records
+from broker_sim.config import RECORD_CHECK_CONFIGS, BrokerConfig, checks_records, readable_stored_topic_configs
 from broker_sim.controller.cluster_state import NO_LEADER, BrokerEndpoint, PartitionState
 from broker_sim.controller.metadata import TopicInfo
 from broker_sim.errors import error_of
@@ -169,7 +169,7 @@ class ReplicaManager:
 
     def log_config(self, topic: TopicInfo) -> LogConfig:
         """The log settings of ``topic``'s partitions; notes whether its records are checked (``record_check``)."""
-        configs = self.config.effective_topic_configs(topic.configs)
+        configs = readable_stored_topic_configs(self.config.effective_topic_configs(topic.configs))
         if checks_records(configs):
             self._checked_topics[topic.name] = configs
         else:

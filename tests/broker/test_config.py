@@ -71,3 +71,41 @@ def test_a_topic_config_and_its_broker_default_share_one_rule():
     assert LogConfig.from_topic_configs({"retention.bytes": "-1", "min.insync.replicas": "2",
                                          "compression.type": "zstd"}) == LogConfig(
         retention_bytes=-1, min_insync_replicas=2, compression_type="zstd")
+
+
+def test_stored_topic_configs_an_older_pylog_accepted_never_stop_the_topic_from_opening(tmp_path, caplog):
+    """pylog's number parsing is Java's now; values that older versions stored through Python's int() (1_000,
+    full-width digits) are read as they were, with a WARNING, and an unreadable one falls back to the default
+    with an ERROR: the broker restarts and serves the topic either way."""
+    import json
+    import logging
+
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from broker_sim.server.broker import Broker
+
+    with Broker(tmp_path, port=0, config={"num.partitions": 1}) as broker:
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+        producer.send("legacy", b"before").get(timeout=30)
+        producer.close()
+    topics_file = tmp_path / "pylog-topics.json"
+    document = json.loads(topics_file.read_text())
+    [topic] = [t for t in document["topics"] if t["name"] == "legacy"]
+    topic["configs"] = {"retention.ms": "6_000_000", "max.message.bytes": "\uff12\uff10\uff10\uff10\uff10",
+                        "segment.ms": "soon"}
+    topics_file.write_text(json.dumps(document))
+    with caplog.at_level(logging.WARNING, logger="broker_sim.config"):
+        with Broker(tmp_path, port=0) as broker:
+            config = broker.replicas.get("legacy", 0).log.config
+            assert (config.retention_ms, config.max_message_bytes) == (6_000_000, 20_000)
+            assert config.segment_ms == LogConfig().segment_ms
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+            producer.send("legacy", b"after").get(timeout=30)
+            producer.close()
+            consumer = KafkaConsumer("legacy", bootstrap_servers=broker.bootstrap_servers,
+                                     auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+            assert [m.value for m in consumer][:2] == [b"before", b"after"]
+            consumer.close()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("retention.ms='6_000_000' is read as '6000000'" in m for m in messages), messages
+    assert any("segment.ms='soon' does not parse" in m for m in messages), messages
