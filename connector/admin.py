@@ -3,7 +3,8 @@
 Theory of operation: the source driver (``connector.source.offset_reader``)
 and the sink driver (``connector.sink.sink_log.ensure_log_topic``) each use an
 admin client. ``client`` builds one from the options' bootstrap servers and
-the ``kafka.*`` settings the admin client accepts. ``with_patience`` retries
+the ``kafka.*`` settings the admin client accepts, with the TLS context the
+executors use (``connector.wire.ssl_context_for``). ``with_patience`` retries
 a call on kafka-python's retriable errors (its ``retriable`` flag) for the
 Java clients' default.api.timeout.ms, which is how long Java clients wait out
 a leader moving or a broker restarting; kafka-python's admin client fails at
@@ -35,8 +36,15 @@ def client(options, client_id: str):
     """A ``KafkaAdminClient`` for ``options`` (source or sink options); ``client_id`` unless kafka.client.id."""
     from kafka import KafkaAdminClient
 
-    kwargs = {k: v for k, v in options.client_kwargs.items() if k in _ADMIN_KWARGS}
+    from connector.wire import ssl_context_for
+
+    config = options.client_kwargs
+    kwargs = {k: v for k, v in config.items() if k in _ADMIN_KWARGS}
     kwargs.setdefault("client_id", client_id)
+    context = ssl_context_for(config)
+    if context is not None:  # the executors' TLS settings exactly, JKS / PKCS12 truststores included
+        kwargs = {k: v for k, v in kwargs.items() if not k.startswith("ssl_")}
+        kwargs["ssl_context"] = context
     return KafkaAdminClient(bootstrap_servers=options.bootstrap_servers.split(","), **kwargs)
 
 
