@@ -377,8 +377,10 @@ def probe_security(address: str, *, protocol: str, ssl_context: ssl.SSLContext |
             raise _mismatch(address, protocol, discover_listener(host, port, timeout_s), names, exc) from None
         raise SecurityMismatch(f"{exc}: {_tls_advice(exc.problem, host, names)}", f"tls:{exc.problem}") from None
     with conn:
+        first = True  # the first request, right after the handshake
         try:
             conn.call(ApiVersionsRequest[0](), timeout_s=timeout_s)
+            first = False
             if login is not None:
                 conn.authenticate(login, timeout_s=timeout_s)
             else:
@@ -392,8 +394,19 @@ def probe_security(address: str, *, protocol: str, ssl_context: ssl.SSLContext |
                                        "sasl-mechanism") from None
             raise SecurityMismatch(f"{refused}. Check the user name and password in {names['credentials']}",
                                    "sasl-login") from None
+        except ssl.SSLError as exc:  # TLS 1.3: the broker checks the client's certificate after the handshake
+            problem, reason = _tls_problem(exc)
+            raise SecurityMismatch(f"{address} ended the TLS session: {TLS_PROBLEMS[problem]} ({reason}): "
+                                   f"{_tls_advice(problem, host, names)}", f"tls:{problem}") from None
         except (ConnectionClosed, TlsAnswered) as exc:
             listener = discover_listener(host, port, timeout_s)
+            if listener is None and first and ssl_context is not None:
+                # TLS 1.3 clients finish their handshake before the broker checks their certificate; a broker
+                # that wants one then hangs up on the first request (no listener answers that early otherwise)
+                raise SecurityMismatch(f"{address} closed the connection right after the TLS handshake: "
+                                       f"{TLS_PROBLEMS['client-certificate']}, most likely: "
+                                       f"{_tls_advice('client-certificate', host, names)}",
+                                       "tls:client-certificate") from None
             if listener is None or listener.protocol == protocol:
                 raise
             raise _mismatch(address, protocol, listener, names, exc) from None
@@ -422,7 +435,7 @@ def _mismatch(address: str, protocol: str, listener: Listener | None, names: Map
         else:
             guess = f"it may be a TLS (SSL, SASL_SSL) or SASL listener: check {names['protocol']}={protocol}"
         return SecurityMismatch(f"{seen}; {guess}", "protocol")
-    what = f"{address} is a {listener.protocol} listener"
+    what = f"{address} is {'an' if listener.protocol == 'SSL' else 'a'} {listener.protocol} listener"
     if listener.mechanisms is not None:
         what += f" (SASL mechanisms {', '.join(listener.mechanisms) or 'none'})"
     advice = f"set {names['protocol']}={listener.protocol}"

@@ -23,7 +23,7 @@ BUDGET_MS = 20_000  # bootstrapTimeoutMs given to every query here; a mistake mu
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory):
+def secured(tmp_path_factory, spark):
     with SecuredBroker(tmp_path_factory.mktemp("fail-fast")) as broker:
         broker.add_user("spark", "spark-secret")
         admin = KafkaAdminClient(**broker.kafka_python())
@@ -34,6 +34,10 @@ def secured(tmp_path_factory):
             producer.send("ff-events", value=f"v{i}".encode(), partition=0)
         producer.flush(30)
         producer.close()
+        # the right settings read the topic; this also warms up the session's Python workers, which a first
+        # query would otherwise count in its time
+        rows = spark.read.format("pylog").options(**_options(broker)).option("subscribe", "ff-events").load().collect()
+        assert len(rows) == 5
         yield broker
 
 
