@@ -14,7 +14,7 @@ loss, ``connector.source.partition_reader``).
 
 Authorization failures (TOPIC_, GROUP_, CLUSTER_ and
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED) are worded by ``refused``: the
-principal the broker sees (``principal``), the right the README's table "The
+principal the broker sees (``broker_sim.protocol.client.principal_for``), the right the README's table "The
 ACLs a query's principal needs" lists for that part of the query
 (``query_right``: READ on a source's topics and group, WRITE on a sink's
 topics and PREFIXED transactional ids, READ and WRITE on the sink log) and the
@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import kafka.errors
+
+from broker_sim.protocol.client import principal_for
 
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED = 29, 30
 CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 31, 53
@@ -76,17 +78,6 @@ class Right:
         return f"{' and '.join(self.operations)} on {self.resource_type} {self.name}{pattern}{alternative}"
 
 
-def principal(config: dict) -> str:
-    """The principal a broker's default principal builder gives connections made with kafka-python settings
-    ``config``: ``User:<SASL user>``, a client certificate's subject on SSL, else ``User:ANONYMOUS``."""
-    protocol = str(config.get("security_protocol", "PLAINTEXT")).upper()
-    if protocol.startswith("SASL_"):
-        return f"User:{config.get('sasl_plain_username')}"
-    if protocol == "SSL" and config.get("ssl_certfile"):
-        return "User:<the subject of kafka.ssl.keystore.location's certificate>"
-    return "User:ANONYMOUS"
-
-
 def query_right(code: int, options, topic: str | None = None, *, creating: bool = False) -> Right | None:
     """What the README's ACL table lists for the part of the query that got authorization failure ``code``
     (source or sink ``options``; ``topic``: the topic of the refused request; ``creating``: the sink driver
@@ -120,6 +111,6 @@ def refused(code: int, options, topic: str | None = None, *, creating: bool = Fa
     right = query_right(code, options, topic, creating=creating)
     if right is None:
         return error_name(code)
-    who = principal(options.client_kwargs)
+    who = principal_for(options.client_kwargs)
     return (f"{_name(code)}: the broker's ACLs do not give {who} {right}; grant it with "
             f"`{right.command(who)}` (README: \"The ACLs a query's principal needs\")")

@@ -296,6 +296,18 @@ class WireConnection:
 # -- the security probe ---------------------------------------------------------------------------------------
 
 
+def principal_for(settings: Mapping) -> str:
+    """The principal a broker's default principal builder gives connections made with kafka-python settings
+    (``security_protocol``, ``sasl_plain_username``, ``ssl_certfile``): ``User:<SASL user>``, the client
+    certificate's subject on SSL, else ``User:ANONYMOUS``."""
+    protocol = str(settings.get("security_protocol", "PLAINTEXT")).upper()
+    if protocol.startswith("SASL_"):
+        return f"User:{settings.get('sasl_plain_username')}"
+    if protocol == "SSL" and settings.get("ssl_certfile"):
+        return "User:<the subject of the client certificate>"
+    return "User:ANONYMOUS"
+
+
 def client_ssl_context(*, cafile: str | None = None, cadata: str | None = None, check_hostname: bool = True,
                        certfile: str | None = None, keyfile: str | None = None, password: str | None = None,
                        crlfile: str | None = None) -> ssl.SSLContext:

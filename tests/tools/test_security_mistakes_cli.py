@@ -57,3 +57,32 @@ def test_tls_to_a_plaintext_broker_is_told_it_is_plaintext(pylog_broker, secured
     result = pylog(pylog_broker, "--command-config", str(path), "topics", "list")
     assert result.status == 1 and "is a PLAINTEXT listener" in result.err, result.err
     assert "set security.protocol=PLAINTEXT" in result.err
+
+
+@pytest.mark.parametrize("argv, needs, grant", [
+    (["produce", "tm-topic", "--value", "v"], "WRITE on TOPIC tm-topic", "--operation WRITE --topic tm-topic"),
+    (["topics", "describe", "tm-topic"], "DESCRIBE on TOPIC tm-topic", "--operation DESCRIBE --topic tm-topic"),
+    (["groups", "describe", "tm-group"], "DESCRIBE on GROUP tm-group", "--operation DESCRIBE --group tm-group"),
+    (["acls", "list"], "DESCRIBE on the CLUSTER", "--operation DESCRIBE --cluster"),
+], ids=["produce", "topics-describe", "groups-describe", "acls-list"])
+def test_an_authorization_failure_names_the_principal_and_the_acl_to_grant(secured, tmp_path, argv, needs, grant):
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(**secured.kafka_python())
+    try:
+        admin.create_topics([NewTopic("tm-topic", 1, 1)])
+    except TopicAlreadyExistsError:
+        pass
+    finally:
+        admin.close()
+    secured.add_user("nobody", "nobody-secret")
+    path = tmp_path / "nobody.properties"
+    path.write_text(GOOD.replace("username=admin", "username=nobody").replace("sasl.username=admin",
+                                                                              "sasl.username=nobody")
+                    .replace("admin-secret", "nobody-secret").format(ca=secured.ca_file))
+    result = pylog(secured, "--command-config", str(path), *argv)
+    assert result.status == 1
+    assert f"User:nobody needs {needs}" in result.err, result.err
+    assert f"pylog acls add --allow-principal User:nobody {grant}" in result.err, result.err
