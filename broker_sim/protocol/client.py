@@ -206,7 +206,8 @@ class WireConnection:
         (size,) = _SIZE.unpack(header)
         if not 0 <= size <= self.max_response_bytes:
             # a TLS record (alert 21, handshake 22; version 3.x) read as a size: far above any bound
-            if header[0] in (21, 22) and header[1] == 3 and header[2] <= 4 and not isinstance(self.sock, ssl.SSLSocket):
+            if header[:2] in (b"\x15\x03", b"\x16\x03") and header[2] <= 4 \
+                    and not isinstance(self.sock, ssl.SSLSocket):
                 raise TlsAnswered(f"{self.address} answered in TLS: it is a TLS listener")
             raise ResponseTooLarge(f"{self.address} sent a response of {size} bytes "
                                    f"(at most {self.max_response_bytes} accepted)")
@@ -419,6 +420,8 @@ def probe_security(address: str, *, protocol: str, ssl_context: ssl.SSLContext |
                                        f"{TLS_PROBLEMS['client-certificate']}, most likely: "
                                        f"{_tls_advice('client-certificate', host, names)}",
                                        "tls:client-certificate") from None
+            if listener is None and isinstance(exc, TlsAnswered):  # TLS for sure; SASL or not, unknown
+                raise _mismatch(address, protocol, None, names, exc) from None
             if listener is None or listener.protocol == protocol:
                 raise
             raise _mismatch(address, protocol, listener, names, exc) from None

@@ -62,3 +62,32 @@ def test_a_missing_truststore_file_is_named(tmp_path):
     with pytest.raises(SecurityMisconfigured) as raised:
         check_login("127.0.0.1:1", {"security_protocol": "SSL", "ssl_cafile": str(tmp_path / "ca.pem")})
     assert "kafka.ssl.truststore.location" in str(raised.value) and "ca.pem" in str(raised.value)
+
+
+def test_a_plaintext_request_answered_with_a_tls_alert_is_called_a_tls_listener():
+    """A JVM broker's TLS listener answers a plaintext request with a TLS alert record (SSLEngine's
+    unexpected_message) before it hangs up, where pylog's broker only hangs up: these are its bytes."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    alert = bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x0A])  # TLS 1.2 record: fatal unexpected_message
+
+    def answer_with_alerts():
+        for _ in range(3):  # the probe, then its two questions to the listener
+            try:
+                peer, _ = server.accept()
+            except OSError:
+                return
+            with peer:
+                peer.recv(4096)
+                peer.sendall(alert)
+
+    threading.Thread(target=answer_with_alerts, daemon=True).start()
+    try:
+        with pytest.raises(SecurityMisconfigured) as raised:
+            check_login(f"127.0.0.1:{server.getsockname()[1]}", {}, timeout_s=10)
+    finally:
+        server.close()
+    assert "answered in TLS: it is a TLS listener" in str(raised.value)
+    assert "check kafka.security.protocol=PLAINTEXT" in str(raised.value)
