@@ -4,3 +4,8 @@ from __future__ import annotations
 
 class PylogOptionError(ValueError):
     """A source or sink option is missing, unknown in this context, or has a value outside its accepted set."""
+
+
+class PylogAuthorizationError(PermissionError):
+    """The brokers' ACLs refuse the query's principal an operation; the message names the ACL to grant
+    (``connector.error_codes.refused``)."""

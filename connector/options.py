@@ -176,6 +176,8 @@ _JAVA_TO_PYTHON = {
     "connections.max.idle.ms": "connections_max_idle_ms",
     "sasl.username": "sasl_plain_username",
     "sasl.password": "sasl_plain_password",
+    "ssl.truststore.type": "ssl_truststore_type",          # pylog's own: PEM, JKS or PKCS12 (connector.wire)
+    "ssl.truststore.password": "ssl_truststore_password",
 }
 _INT_CLIENT_KWARGS = {
     "fetch_max_bytes", "max_partition_fetch_bytes", "fetch_min_bytes", "fetch_max_wait_ms",
@@ -183,7 +185,7 @@ _INT_CLIENT_KWARGS = {
     "retry_backoff_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms", "connections_max_idle_ms",
 }
 # Java settings with no kafka-python counterpart that are safe to ignore (logged, not rejected).
-_IGNORED_JAVA = {"ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "key.deserializer.encoding"}
+_IGNORED_JAVA = {"key.deserializer.encoding"}
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -532,6 +534,10 @@ def _client_config(params) -> tuple[dict[str, object], str | None]:
             continue
         if name in _IGNORED_JAVA:
             continue
+        if name == "ssl.keystore.type":
+            if value.strip().upper() != "PEM":
+                raise PylogOptionError(_PEM_KEYSTORE_MESSAGE.format(value.strip()))
+            continue
         python_name = _JAVA_TO_PYTHON.get(name)
         if python_name is None:
             log.warning("Kafka option 'kafka.%s' is not used by pylog and is ignored", name)
@@ -549,6 +555,7 @@ def _client_config(params) -> tuple[dict[str, object], str | None]:
                                f"got '{config['security_protocol']}'")
     if "security_protocol" in config:
         config["security_protocol"] = protocol
+    _check_truststore(config)
     if protocol.startswith("SASL_"):
         mechanism = str(config.get("sasl_mechanism", "GSSAPI")).upper()
         if mechanism not in _SASL_MECHANISMS:
@@ -561,6 +568,39 @@ def _client_config(params) -> tuple[dict[str, object], str | None]:
                                    f"username=\"alice\" password=\"...\";) or kafka.sasl.username and "
                                    f"kafka.sasl.password")
     return config, kafka_group_id
+
+
+_PEM_KEYSTORE_MESSAGE = (
+    "Option 'kafka.ssl.keystore.type'={} is not supported: pylog reads a client certificate and key as PEM "
+    "(kafka.ssl.keystore.location, kafka.ssl.key.location). Convert a JKS or PKCS12 keystore with "
+    "`keytool -importkeystore -srckeystore client.jks -destkeystore client.p12 -deststoretype PKCS12` and "
+    "`openssl pkcs12 -in client.p12 -nodes -out client.pem`")
+
+
+def _check_truststore(config: dict) -> None:
+    """Read a JKS / PKCS12 truststore once here, on the driver, so a wrong type, password or file fails the
+    query before it starts; a type not given is recognised from the file (Java's default is not PEM)."""
+    from connector.wire import TRUSTSTORE_TYPES, truststore_pem, truststore_type
+    given = str(config.get("ssl_truststore_type") or "").strip().upper()
+    if given and given not in TRUSTSTORE_TYPES:
+        raise PylogOptionError(f"Option 'kafka.ssl.truststore.type' must be one of {', '.join(TRUSTSTORE_TYPES)}, "
+                               f"got '{config['ssl_truststore_type']}'")
+    location = config.get("ssl_cafile")
+    try:
+        found = truststore_type(str(location)) if location else None
+    except OSError:
+        return  # not on this machine: the connection check names the file (connector.wire.check_login)
+    if found is None:
+        return
+    if given and given != found and "PEM" in (given, found):
+        raise PylogOptionError(f"Option 'kafka.ssl.truststore.type' is {given} but {location} is a {found} file")
+    chosen = given or found
+    if chosen != "PEM":
+        config["ssl_truststore_type"] = chosen
+        try:
+            truststore_pem(str(location), chosen, config.get("ssl_truststore_password"))
+        except ValueError as exc:
+            raise PylogOptionError(f"Option 'kafka.ssl.truststore.location': {exc}") from None
 
 
 def _boolean(params, key, name, default: bool) -> bool:

@@ -4,8 +4,8 @@ Theory of operation: kafka-python's generated classes encode requests and
 decode responses; ``BrokerConnection`` sends them through
 ``broker_sim.protocol.client.WireConnection`` (the one framed-request client:
 one blocking socket, TLS when ``security.protocol`` is SSL), logs in with SASL
-when configured and negotiates versions once with ApiVersions. Fetch responses keep their ``records`` field as bytes, which the
-caller hands straight to aiokafka's compiled record-batch reader: no
+when configured and negotiates versions once with ApiVersions. Fetch responses
+keep their ``records`` field as bytes, which the caller hands straight to aiokafka's compiled record-batch reader: no
 consumer, no per-record Python objects in between, no background threads.
 
 The sink's tasks and driver use the same connection for Produce (record
@@ -21,10 +21,21 @@ connection, an answer out of order).
 query or a batch job starts: Kafka clients retry a refused address for
 minutes, which turns a typo in ``kafka.bootstrap.servers`` into a three-minute
 hang with a vague error; a plain TCP connect names the address and the
-operating system's reason at once.
+operating system's reason at once. ``check_login`` then spends one connection
+on the security settings (``probe_security``): TLS on one side only, a
+certificate the truststore does not vouch for, SASL on one side only, a
+mechanism the broker does not enable or refused credentials fail the query
+with the cause and the ``kafka.*`` option to change, where Kafka clients would
+retry until their timeout and say only that no broker answered.
+
+TLS settings (``ssl_context_for``) are the same on the driver (its admin
+client gets the context, ``connector.admin``) and the executors; a JKS or
+PKCS12 truststore (``kafka.ssl.truststore.type``) is read in memory
+(``truststore_pem``).
 """
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import time
@@ -32,9 +43,11 @@ import time
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
-from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest
 
-from broker_sim.protocol.client import WireConnection, split_address
+from broker_sim.protocol.client import (
+    SaslRefused, SecurityMismatch, WireConnection, client_ssl_context, probe_security,
+)
 
 # Fetch responses go straight into Arrow: a bigger kernel buffer keeps the broker streaming while Python decodes.
 _RECEIVE_BUFFER = 4 << 20
@@ -106,26 +119,13 @@ class BrokerConnection:
 
     def _authenticate(self, login) -> None:
         """SaslHandshake v1 + SaslAuthenticate (KIP-152) with a ``broker_sim.security.sasl.SaslLogin``."""
-        from broker_sim.security.sasl import AuthenticationFailed
-
-        handshake = self.call(SaslHandshakeRequest[1](mechanism=login.mechanism))
-        if handshake.error_code:
-            raise SaslAuthenticationFailed(f"{self.address} does not offer SASL mechanism {login.mechanism} "
-                                           f"(kafka.sasl.mechanism); it offers {', '.join(handshake.mechanisms)}")
         version = min(self._versions.get(SaslAuthenticateRequest.API_KEY, (0, 1))[1], 1)
-        steps = login.exchange()
-        token = next(steps)
-        while True:
-            answer = self.call(SaslAuthenticateRequest[version](auth_bytes=token))
-            if answer.error_code:
-                raise SaslAuthenticationFailed(f"{self.address} refused the SASL {login.mechanism} login of "
-                                               f"{login.username!r}: {answer.error_message}")
-            try:
-                token = steps.send(bytes(answer.auth_bytes))
-            except StopIteration:
-                return
-            except AuthenticationFailed as exc:
-                raise SaslAuthenticationFailed(f"{self.address}: {exc}") from None
+        try:
+            self._wire.authenticate(login, version=version)
+        except SaslRefused as exc:
+            raise SaslAuthenticationFailed(f"{exc} (kafka.sasl.mechanism, kafka.sasl.jaas.config)") from None
+        except OSError as exc:
+            raise BrokerUnavailable(f"SASL login to {self.address} failed: {exc}") from exc
 
     def close(self) -> None:
         self._wire.close()
@@ -264,23 +264,58 @@ class _TopLevelError:
         self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
 
 
+# The connector's names of the settings a security mistake is fixed with (``probe_security``'s ``names``).
+SETTING_NAMES = {
+    "protocol": "kafka.security.protocol",
+    "truststore": "kafka.ssl.truststore.location (or kafka.ssl.ca.location)",
+    "hostname": "kafka.ssl.endpoint.identification.algorithm= (empty)",
+    "keystore": "kafka.ssl.keystore.location",
+    "mechanism": "kafka.sasl.mechanism",
+    "credentials": "kafka.sasl.jaas.config (or kafka.sasl.username and kafka.sasl.password)",
+}
+
+
 def check_login(address: str, config: dict, timeout_s: float = 30.0) -> None:
-    """With a SASL security protocol, log in to ``address`` once and hang up: wrong credentials then fail the
-    query at once with the broker's message (kafka-python's clients would only say "Unable to bootstrap"
-    after their timeouts).  Raises SaslAuthenticationFailed; does nothing for PLAINTEXT and SSL."""
-    login = sasl_login_for(config)
-    if login is None:
-        return
-    host, port = split_address(address)
+    """Connect to ``address`` once with the options' security settings, as the query's clients will (TLS
+    handshake, SASL login, or a request a SASL listener refuses), and hang up.
+
+    A mistake then fails the query at once with its cause and the option to change (a certificate the
+    truststore does not vouch for, TLS on one side only, SASL on one side only, a mechanism the broker does
+    not enable, refused credentials: ``broker_sim.protocol.client.probe_security``); kafka-python's clients
+    would only say "Unable to bootstrap" after minutes of retries.  Raises ``SaslAuthenticationFailed`` for a
+    refused SASL login or mechanism, ``SecurityMisconfigured`` for the rest; returns when the broker is not
+    reachable (the clients' own retries and errors take over).
+    """
+    protocol = str(config.get("security_protocol", "PLAINTEXT")).upper()
+    ssl_files = protocol in ("SSL", "SASL_SSL")
+    for key, option in (("ssl_cafile", "kafka.ssl.truststore.location"),
+                        ("ssl_certfile", "kafka.ssl.keystore.location"),
+                        ("ssl_keyfile", "kafka.ssl.key.location"), ("ssl_crlfile", "kafka.ssl.crl.location")):
+        if ssl_files and config.get(key) and not os.path.isfile(str(config[key])):
+            raise SecurityMisconfigured(f"Option '{option}': {config[key]} is not a file on the driver")
     try:
-        BrokerConnection(host, port, timeout_s=timeout_s,
-                         client_id="pylog-login-check", ssl_context=ssl_context_for(config), sasl=login).close()
-    except BrokerUnavailable:
+        context = ssl_context_for(config)
+    except (OSError, ValueError) as exc:  # a file missing or unreadable, a key that does not fit
+        raise SecurityMisconfigured(f"the TLS settings cannot be used: {exc} (kafka.ssl.truststore.location, "
+                                    f"kafka.ssl.keystore.location, kafka.ssl.key.location, "
+                                    f"kafka.ssl.key.password)") from None
+    try:
+        probe_security(address, protocol=protocol, ssl_context=context, login=sasl_login_for(config),
+                       timeout_s=timeout_s, names=SETTING_NAMES)
+    except SecurityMismatch as exc:
+        if exc.kind.startswith("sasl-"):
+            raise SaslAuthenticationFailed(str(exc)) from None
+        raise SecurityMisconfigured(str(exc)) from None
+    except OSError:
         pass  # not reachable now: the clients' own retries and errors take over
 
 
-class SaslAuthenticationFailed(Exception):
-    """The broker refused the configured SASL credentials (not retried: the options must change)."""
+class SecurityMisconfigured(Exception):
+    """The security options do not fit the broker's listener (not retried: the options must change)."""
+
+
+class SaslAuthenticationFailed(SecurityMisconfigured):
+    """The broker refused the configured SASL credentials or mechanism."""
 
 
 def sasl_login_for(config: dict):
@@ -295,17 +330,69 @@ def sasl_login_for(config: dict):
 
 
 def ssl_context_for(config: dict) -> ssl.SSLContext | None:
-    """A TLS context from kafka-python's ssl_* settings when security_protocol is SSL, else None."""
+    """A TLS context from kafka-python's ssl_* settings when security_protocol is SSL, else None.
+
+    The truststore (``ssl_cafile``) is PEM, or JKS / PKCS12 when ``ssl_truststore_type`` says so
+    (``truststore_pem``: its trusted certificates, read in memory with ``ssl_truststore_password``).
+    """
     protocol = str(config.get("security_protocol", "PLAINTEXT")).upper()
     if protocol not in ("SSL", "SASL_SSL"):
         return None
-    # the chain is always verified (the truststore, else the system's CAs), as Kafka's clients and kafka-python
-    # do; ssl.endpoint.identification.algorithm="" only stops the host name check
-    context = ssl.create_default_context(cafile=config.get("ssl_cafile"))
-    context.check_hostname = bool(config.get("ssl_check_hostname", True))
-    if config.get("ssl_certfile"):
-        context.load_cert_chain(config["ssl_certfile"], config.get("ssl_keyfile"), config.get("ssl_password"))
-    if config.get("ssl_crlfile"):
-        context.load_verify_locations(config["ssl_crlfile"])
-        context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
-    return context
+    cafile = config.get("ssl_cafile")
+    store_type = str(config.get("ssl_truststore_type") or "PEM").upper()
+    cadata = None
+    if cafile and store_type != "PEM":
+        cafile, cadata = None, truststore_pem(cafile, store_type, config.get("ssl_truststore_password"))
+    return client_ssl_context(cafile=cafile, cadata=cadata, check_hostname=bool(config.get("ssl_check_hostname", True)),
+                              certfile=config.get("ssl_certfile"), keyfile=config.get("ssl_keyfile"),
+                              password=config.get("ssl_password"), crlfile=config.get("ssl_crlfile"))
+
+
+TRUSTSTORE_TYPES = ("PEM", "JKS", "PKCS12")
+
+
+def truststore_type(location: str) -> str:
+    """PEM, JKS or PKCS12, from a truststore file's first bytes (JKS's magic 0xFEEDFEED, PKCS12's DER
+    SEQUENCE); raises OSError when it cannot be read."""
+    with open(location, "rb") as store:
+        head = store.read(64)
+    if head[:4] == b"\xfe\xed\xfe\xed":
+        return "JKS"
+    if head[:1] == b"\x30" and b"-----BEGIN" not in head:
+        return "PKCS12"
+    return "PEM"
+
+
+def truststore_pem(location: str, store_type: str, password: str | None) -> str:
+    """The trusted certificates of a JKS (pyjks) or PKCS12 (cryptography) truststore, as PEM text for
+    ``ssl``; nothing is written to disk.  Raises ValueError naming the file and the problem (a wrong
+    password, no certificates, not that type)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    with open(location, "rb") as store:
+        data = store.read()
+    if store_type == "JKS":
+        try:
+            import jks
+        except ImportError:
+            raise ValueError("reading a JKS truststore needs pyjks: pip install 'pylog[spark]'") from None
+        try:
+            entries = jks.KeyStore.loads(data, password).certs.values()
+        except jks.util.KeystoreSignatureException:
+            raise ValueError(f"{location}: the JKS truststore's integrity check failed: wrong "
+                             f"kafka.ssl.truststore.password") from None
+        except jks.util.BadKeystoreFormatException as exc:
+            raise ValueError(f"{location} is not a JKS truststore ({exc})") from None
+        certificates = [x509.load_der_x509_certificate(entry.cert) for entry in entries]
+    else:
+        from cryptography.hazmat.primitives.serialization import pkcs12
+        try:
+            loaded = pkcs12.load_pkcs12(data, password.encode() if password else None)
+        except ValueError:
+            raise ValueError(f"{location}: cannot read it as a PKCS12 truststore: wrong "
+                             f"kafka.ssl.truststore.password, or not PKCS12") from None
+        certificates = [c.certificate for c in ([loaded.cert] if loaded.cert else []) + loaded.additional_certs]
+    if not certificates:
+        raise ValueError(f"{location}: the {store_type} truststore holds no trusted certificate")
+    return "".join(c.public_bytes(Encoding.PEM).decode() for c in certificates)

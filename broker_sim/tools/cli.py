@@ -74,7 +74,8 @@ from broker_sim.progress import Progress, progress_wanted
 from broker_sim.tools import console, groups, schemas, security, top, topics, transactions
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.arguments import key_value, non_negative_int, positive_float, positive_int
-from broker_sim.tools.errors import ToolError
+from broker_sim.protocol.client import principal_for
+from broker_sim.tools.errors import ToolError, authorization_hint
 
 PROG = "pylog"
 
@@ -390,6 +391,15 @@ def _run_groups(args, conn: Connection, out, err) -> None:
         groups.delete_groups(conn, args.groups, out=out)
 
 
+def _authorization_hint(text: str, args) -> str:
+    """What to grant after an authorization failure (``errors.authorization_hint``), for --command-config's
+    principal."""
+    if "AuthorizationFailed" not in text:
+        return ""
+    settings = security.client_settings(getattr(args, "command_config", None))
+    return authorization_hint(text, args, principal_for(settings))
+
+
 def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=None) -> int:
     """Run ``pylog`` with *argv* (default ``sys.argv[1:]``); return the exit status.
 
@@ -403,11 +413,12 @@ def main(argv: Sequence[str] | None = None, *, stdin=None, stdout=None, stderr=N
     try:
         return _run(args, parser, stdin, out, err)
     except ToolError as exc:
-        print(f"{PROG}: error: {exc}", file=err)
+        print(f"{PROG}: error: {exc}{_authorization_hint(str(exc), args)}", file=err)
         return 1
     except KafkaError as exc:
         # A broker or client error the commands do not anticipate: still one line.
-        print(f"{PROG}: error: {type(exc).__name__}: {exc}", file=err)
+        text = f"{type(exc).__name__}: {exc}"
+        print(f"{PROG}: error: {text}{_authorization_hint(text, args)}", file=err)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -2,7 +2,13 @@
 
 :class:`Connection` holds ``--bootstrap-server`` and ``--connect-timeout-ms``.
 The factories below turn "no broker answered" into a :class:`ToolError` naming
-the address, instead of kafka-python's 30-second wait and traceback.
+the address, instead of kafka-python's 30-second wait and traceback.  Before
+the first client, one connection with the ``--command-config`` security
+settings (:func:`broker_sim.protocol.client.probe_security`) turns a security
+mistake — TLS or SASL on one side only, an untrusted certificate, a mechanism
+the broker does not enable, refused credentials — into a :class:`ToolError`
+naming the cause and the property to change, where kafka-python would only
+time out.
 
 Example::
 
@@ -17,10 +23,18 @@ from dataclasses import dataclass, field
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import ACLOperation
 
-from broker_sim.tools.errors import BOOTSTRAP_ERRORS, connection_error
+from broker_sim.protocol.client import SecurityMismatch, client_ssl_context, probe_security
+from broker_sim.tools.errors import BOOTSTRAP_ERRORS, ToolError, connection_error
 
 DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
 CLIENT_ID = "pylog-tools"
+# The --command-config properties a security mistake is fixed with (probe_security's names).
+SETTING_NAMES = {
+    "protocol": "security.protocol", "truststore": "ssl.truststore.location",
+    "hostname": "ssl.endpoint.identification.algorithm= (empty)",
+    "keystore": "ssl.keystore.location and ssl.key.location", "mechanism": "sasl.mechanism",
+    "credentials": "sasl.jaas.config (or sasl.username and sasl.password)",
+}
 
 
 def default_bootstrap_servers() -> str:
@@ -63,7 +77,41 @@ class Connection:
             **self.security,
         }
 
+    def check_security(self) -> None:
+        """One connection to the first bootstrap server that accepts one, with the security settings; raises
+        ToolError naming a security mistake.  Does nothing when no server accepts a connection (the clients
+        then say so)."""
+        settings = self.security
+        protocol = str(settings.get("security_protocol", "PLAINTEXT")).upper()
+        login = None
+        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            if protocol in ("SSL", "SASL_SSL") and settings.get(key) and not os.path.isfile(settings[key]):
+                raise ToolError(f"--command-config: {settings[key]} ({key.replace('_', '.', 1)}) is not a file")
+        try:
+            context = None
+            if protocol in ("SSL", "SASL_SSL"):
+                context = client_ssl_context(cafile=settings.get("ssl_cafile"),
+                                             check_hostname=bool(settings.get("ssl_check_hostname", True)),
+                                             certfile=settings.get("ssl_certfile"), keyfile=settings.get("ssl_keyfile"),
+                                             password=settings.get("ssl_password"))
+        except (OSError, ValueError) as exc:
+            raise ToolError(f"the TLS settings of --command-config cannot be used: {exc}") from None
+        if protocol.startswith("SASL_"):
+            from broker_sim.security.sasl import SaslLogin
+            login = SaslLogin(str(settings.get("sasl_mechanism", "PLAIN")).upper(),
+                              str(settings.get("sasl_plain_username")), str(settings.get("sasl_plain_password")))
+        for address in (a.strip() for a in self.bootstrap_servers.split(",") if a.strip()):
+            try:
+                probe_security(address, protocol=protocol, ssl_context=context, login=login,
+                               timeout_s=self.timeout_ms / 1000, names=SETTING_NAMES)
+                return
+            except SecurityMismatch as exc:
+                raise ToolError(f"{exc} (properties of the --command-config file)") from None
+            except (OSError, ValueError):
+                continue
+
     def _build(self, client_type, config):
+        self.check_security()
         try:
             return client_type(**self._common(), **config)
         except BOOTSTRAP_ERRORS as exc:

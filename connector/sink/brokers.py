@@ -15,7 +15,7 @@ import logging
 import time
 
 from broker_sim.protocol.client import split_address
-from connector.error_codes import error_name, retriable
+from connector.error_codes import refused, retriable
 from connector.options import SinkOptions
 from connector.wire import (
     COORDINATOR_TRANSACTION, BrokerConnection, BrokerUnavailable, sasl_login_for, ssl_context_for,
@@ -110,7 +110,7 @@ class SinkCluster:
                     return self._topics[topic]
                 why = f"topic {topic} has partitions without a leader"
             elif entry is not None and not retriable(entry.error_code):
-                raise SinkError(f"Metadata for topic {topic} failed: {error_name(entry.error_code)}")
+                raise SinkError(f"Metadata for topic {topic} failed: {refused(entry.error_code, self.options, topic)}")
             why = why or f"Topic {topic} not present in metadata"
             if time.monotonic() > deadline:
                 raise SinkError(f"{why} after {self.options.delivery_timeout_ms} ms (kafka.delivery.timeout.ms); "
@@ -131,7 +131,8 @@ class SinkCluster:
                 self.drop()
                 code, why = -1, str(exc)
             else:
-                why = f"FindCoordinator for transactional id {transactional_id}: {error_name(code)}" if code else ""
+                why = (f"FindCoordinator for transactional id {transactional_id}: {refused(code, self.options)}"
+                       if code else "")
             if code == 0:
                 self._brokers[node_id] = (host, port)
                 return self.node(node_id)

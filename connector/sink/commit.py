@@ -50,7 +50,7 @@ import os
 import signal
 import time
 
-from connector.error_codes import error_name, retriable
+from connector.error_codes import error_name, refused, retriable
 from connector.options import SinkOptions
 from connector.sink.brokers import NOT_COORDINATOR, RETRY_BACKOFF_S, SinkCluster, SinkError
 from connector.sink.producer import init_producer_id
@@ -94,7 +94,7 @@ def commit_batch(options: SinkOptions, messages: list, batch_id: int, *, keep_en
                 code = _end_txn(cluster, options, txn, committed=True)
                 if code:
                     raise SinkError(f"Committing batch {batch_id}: EndTxn(commit) of {txn.id} failed: "
-                                    f"{error_name(code)}; the query's restart rolls the batch forward from the "
+                                    f"{refused(code, options)}; the query's restart rolls the batch forward from the "
                                     f"sink log")
                 if i == 0:
                     crash_point("mid_commit", batch_id)
@@ -138,7 +138,8 @@ def _roll_forward(cluster, options, sink_log: SinkLog, batch_id: int, recorded: 
         if code == 0:
             continue
         if code not in _DEAD and code not in _UNKNOWN_PRODUCER:
-            raise SinkError(f"Rolling batch {batch_id} forward: EndTxn(commit) of {txn.id} failed: {error_name(code)}")
+            raise SinkError(f"Rolling batch {batch_id} forward: EndTxn(commit) of {txn.id} failed: "
+                            f"{refused(code, options)}")
         substitute = substitutes.get(txn.partition)
         if substitute is None:
             raise SinkError(f"Rolling batch {batch_id} forward: transaction {txn.id} (Spark partition "
@@ -152,7 +153,7 @@ def _roll_forward(cluster, options, sink_log: SinkLog, batch_id: int, recorded: 
         code = _end_txn(cluster, options, substitute, committed=True)
         if code:
             raise SinkError(f"Rolling batch {batch_id} forward: EndTxn(commit) of {substitute.id} failed: "
-                            f"{error_name(code)}")
+                            f"{refused(code, options)}")
     used = {t.id for t in final}
     for txn in txns:
         if txn.id not in used:
@@ -192,7 +193,7 @@ def _end_txn(cluster, options: SinkOptions, txn: Txn, *, committed: bool) -> int
             cluster.drop()
             code, why = -1, str(exc)
         else:
-            why = error_name(code) if code else ""
+            why = refused(code, options) if code else ""
         if code == 0 or (code != -1 and not retriable(code)):
             if code and not committed:
                 log.info("pylog sink: EndTxn(abort) of %s: %s (already resolved)", txn.id, why)

@@ -25,7 +25,7 @@ import logging
 import time
 from collections import defaultdict
 
-from connector.error_codes import error_name, retriable
+from connector.error_codes import error_name, refused, retriable
 from connector.options import SinkOptions
 from connector.sink.brokers import NOT_COORDINATOR, RETRY_BACKOFF_S, SinkCluster, SinkError
 from connector.sink.partitioner import DefaultPartitioner
@@ -206,7 +206,7 @@ class TaskProducer:
                         failures.append(f"{tp[0]}-{tp[1]}: {error_name(code)}")
                     else:
                         hint = " (fenced: a newer attempt took over this transactional id)" if code in _FENCED else ""
-                        raise SinkError(f"Produce to {tp[0]}-{tp[1]} failed: {error_name(code)}{hint}"
+                        raise SinkError(f"Produce to {tp[0]}-{tp[1]} failed: {refused(code, self.options, tp[0])}{hint}"
                                         f"{': ' + message if message else ''}")
             if pending:
                 if time.monotonic() > deadline:
@@ -236,7 +236,7 @@ class TaskProducer:
             if fatal:
                 tp, code = next(iter(fatal.items()))
                 raise SinkError(f"AddPartitionsToTxn({self.transactional_id}, {tp[0]}-{tp[1]}) failed: "
-                                f"{error_name(code)}")
+                                f"{refused(code, self.options, tp[0])}")
             self._in_txn.update(tp for tp in pending if tp not in failed)
             pending = sorted(failed)
             if pending:
@@ -264,7 +264,7 @@ def init_producer_id(cluster: SinkCluster, transactional_id: str | None, timeout
             cluster.drop()
             code, why = -1, str(exc)
         else:
-            why = error_name(code) if code else ""
+            why = refused(code, cluster.options) if code else ""
         if code == 0:
             return producer_id, epoch
         if code != -1 and not retriable(code):

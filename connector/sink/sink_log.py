@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 
 import connector.admin as admin
-from connector.error_codes import error_name, retriable
+from connector.error_codes import error_name, refused, retriable
 from connector.options import SinkOptions
 from connector.sink.brokers import RETRY_BACKOFF_S, SinkCluster, SinkError
 from connector.wire import BrokerUnavailable
@@ -128,7 +128,8 @@ class SinkLog:
             if code == 0:
                 return
             if code != -1 and not retriable(code):
-                raise SinkError(f"Appending to the sink log {self.topic}-{partition} failed: {error_name(code)}"
+                raise SinkError(f"Appending to the sink log {self.topic}-{partition} failed: "
+                                f"{refused(code, self.options, self.topic)}"
                                 f"{': ' + message if message else ''}")
             self.cluster.forget(self.topic)
             if time.monotonic() > deadline:
@@ -167,7 +168,7 @@ class SinkLog:
                 position = answer.log_start_offset   # compaction/retention moved the start: nothing lost for us
                 continue
             if answer is None or answer.error_code:
-                why = why if answer is None else error_name(answer.error_code)
+                why = why if answer is None else refused(answer.error_code, self.options, self.topic)
                 if answer is not None and not retriable(answer.error_code):
                     raise SinkError(f"Reading the sink log {self.topic}-{partition} failed: {why}")
                 if time.monotonic() > deadline:

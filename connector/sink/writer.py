@@ -119,7 +119,9 @@ def prepare_sink(schema: StructType, options: SinkOptions, checkpoint: str | Non
     tasks' writes have. Either way the failure names the address and the
     operating system's reason (``connector.wire.check_bootstrap``), which Spark
     shows in ``query.exception()``, where a task's failure would show only
-    "Writing job failed".
+    "Writing job failed". One connection with the security settings follows
+    (``connector.wire.check_login``): a security mistake fails the write with
+    its cause and the ``kafka.*`` option to change.
     """
     validate_schema(schema, options)
     from connector.wire import check_bootstrap, check_login
@@ -128,7 +130,7 @@ def prepare_sink(schema: StructType, options: SinkOptions, checkpoint: str | Non
         reached = check_bootstrap(options.bootstrap_servers, options.delivery_timeout_ms, "kafka.delivery.timeout.ms")
     else:
         reached = check_bootstrap(options.bootstrap_servers, options.bootstrap_timeout_ms)
-    check_login(reached, options.client_kwargs)
+    check_login(reached, options.client_kwargs, options.bootstrap_timeout_ms / 1000)
     if options.exactly_once:
         from connector.sink.sink_log import ensure_log_topic
         ensure_log_topic(options)
