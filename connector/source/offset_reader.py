@@ -41,7 +41,8 @@ from connector.source.offsets import (
     parse_group_metadata,
     unconfirmed_ranges,
 )
-from connector.wire import BootstrapUnreachable, check_bootstrap, check_login
+from connector.errors import PylogAuthorizationError
+from connector.wire import BootstrapUnreachable, SecurityMisconfigured, check_bootstrap, check_login
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -256,8 +257,8 @@ class OffsetReader:
             try:
                 return admin.with_patience(lambda: body(self._admin_client()), "a Kafka offsets lookup",
                                            on_retry=self.close)
-            except (NoMatchingOffsetError, BootstrapUnreachable):
-                raise
+            except (NoMatchingOffsetError, BootstrapUnreachable, SecurityMisconfigured, PylogAuthorizationError):
+                raise   # retrying cannot help: the settings or the ACLs must change
             except Exception as exc:  # any client failure: retry with a fresh client, as Spark does
                 if attempt == attempts:
                     unreachable = self._unreachable(exc)

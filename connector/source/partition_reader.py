@@ -24,7 +24,7 @@ from typing import Iterator
 from pyspark.sql.datasource import InputPartition
 
 from broker_sim.protocol.client import split_address
-from connector.error_codes import error_name, retriable
+from connector.error_codes import refused, retriable
 from connector.options import SourceOptions
 from connector.source.offsets import OffsetRange
 
@@ -110,7 +110,8 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
                 fetcher.reset(deadline, f"Fetch of {where} at offset {position} failed with error code {code}")
                 continue
             if code != 0:
-                raise RuntimeError(f"Fetch of {where} at offset {position} failed: {error_name(code)}")
+                raise RuntimeError(f"Fetch of {where} at offset {position} failed: "
+                                   f"{refused(code, options, r.topic)}")
             columns = decode(answer.records, position, r.until_offset, aborted_transactions=answer.aborted_transactions,
                              read_committed=read_committed, include_headers=options.include_headers)
             if len(columns):
@@ -182,7 +183,8 @@ class _LeaderConnection:
             if code == 0:
                 return offset
             if not retriable(code):
-                raise RuntimeError(f"ListOffsets of {self._topic}-{self._partition} failed: {error_name(code)}")
+                raise RuntimeError(f"ListOffsets of {self._topic}-{self._partition} failed: "
+                                   f"{refused(code, self._options, self._topic)}")
             self.reset(deadline, f"ListOffsets of {self._topic}-{self._partition} failed with error code {code}")
 
     def _leader(self, deadline: float):

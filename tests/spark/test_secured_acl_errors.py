@@ -69,6 +69,20 @@ def test_a_source_without_read_on_its_topic_fails_instead_of_reading_nothing(spa
     assert f"pylog acls add --allow-principal {principal} --operation READ --topic az-events" in message
 
 
+def test_an_executor_refused_read_names_the_right_it_misses(spark, secured):
+    """DESCRIBE on the topic lets the driver plan the batch (metadata, offsets); the executors' Fetch is refused,
+    and their error says who lacks READ on which topic and how to grant it."""
+    principal, options = _user_without(secured, SOURCE + [("DESCRIBE", "TOPIC", "az-events", "LITERAL")],
+                                       ("READ", "TOPIC", "az-events"))
+    with pytest.raises(Exception) as raised:
+        rows = spark.read.format("pylog").options(**options).option("subscribe", "az-events").load().collect()
+        pytest.fail(f"read {len(rows)} rows without READ on the topic")
+    message = str(raised.value)
+    assert "Fetch of az-events-0 at offset 0 failed" in message
+    assert f"{principal} READ on TOPIC az-events" in message
+    assert f"pylog acls add --allow-principal {principal} --operation READ --topic az-events" in message
+
+
 def test_a_stream_from_its_group_without_read_on_the_group_names_the_group(spark, secured):
     principal, options = _user_without(secured, SOURCE, ("READ", "GROUP", "az-group"))
     checkpoint = tempfile.mkdtemp(prefix="pylog-az-ckpt-")
