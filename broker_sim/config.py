@@ -667,6 +667,17 @@ def dynamic_listener_config(name: str) -> str | None:
     return config if allowed and config not in ("listeners", "listener.security.protocol.map") else None
 
 
+def sensitive_config(name: str) -> bool:
+    """Kafka's PASSWORD type: a broker config (or a ``listener.name.<l>.`` one) whose value is never shown."""
+    base = dynamic_listener_config(name) or name
+    return base in BROKER_CONFIGS and BROKER_CONFIGS[base].sensitive or base.endswith((".password", "jaas.config"))
+
+
+def shown_configs(configs: Mapping[str, str]) -> dict[str, str]:
+    """``configs`` fit for a log line: sensitive values replaced by ``[hidden]``."""
+    return {name: "[hidden]" if sensitive_config(name) else value for name, value in configs.items()}
+
+
 def validate_dynamic_broker_configs(configs: Mapping[str, str], *, per_broker: bool = True) -> None:
     """Kafka's DynamicBrokerConfig.validateConfigs: NotDynamicError naming the configs that cannot change at run
     time (or, ``per_broker`` False, not for every broker at once); ConfigError naming a value that does not

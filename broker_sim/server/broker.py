@@ -64,7 +64,7 @@ from typing import Callable, Mapping
 
 import kafka.errors as Errors
 
-from broker_sim.config import BrokerConfig, ConfigError
+from broker_sim.config import BrokerConfig, ConfigError, shown_configs
 from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.controller.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
 from broker_sim.coordinator.group.records import OFFSETS_TOPIC
@@ -563,7 +563,8 @@ class Broker:
             return
         for problem in self.config.set_dynamic(*wanted):
             log.error("dynamic broker config ignored: %s", problem)
-        log.info("dynamic broker configs now %s (this broker) and %s (default)", *self.config.dynamic)
+        log.info("dynamic broker configs now %s (this broker) and %s (default)",
+                 *(shown_configs(layer) for layer in self.config.dynamic))
         if self.metadata is not None and self.replicas is not None:
             for info in list(self.metadata.topics.values()):
                 self.replicas.reconfigure(info)

@@ -24,7 +24,7 @@ from kafka.protocol.admin import (
 
 from broker_sim.config import (
     BROKER_CONFIGS, BrokerConfig, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, NotDynamicError,
-    dynamic_listener_config, validate_dynamic_broker_configs,
+    dynamic_listener_config, sensitive_config, shown_configs, validate_dynamic_broker_configs,
 )
 from broker_sim.controller.metadata import MetadataError, TopicInfo
 from broker_sim.registry.schema_log import SCHEMAS_TOPIC
@@ -328,7 +328,7 @@ class TopicApis:
                 if base is None or (keys is not None and name not in keys) or (
                         layer is default and name in per_broker):
                     continue
-                sensitive = base in BROKER_CONFIGS and BROKER_CONFIGS[base].sensitive or base.endswith(".password")
+                sensitive = sensitive_config(name)
                 entry = _Entry(name, None if sensitive else value, False, source,
                                [(name, None if sensitive else value, source)] if synonyms else [],
                                f"{base} of one listener" if docs else None, STRING)
@@ -392,7 +392,7 @@ class TopicApis:
         current = self._entity_configs.get("brokers", entity)
         await asyncio.get_running_loop().run_in_executor(
             None, self._entity_configs.alter, "brokers", entity, configs, [k for k in current if k not in configs])
-        log.info("dynamic configs of broker %s are now %s", entity, configs)
+        log.info("dynamic configs of broker %s are now %s", entity, shown_configs(configs))
 
     async def _alter_each(self, ctx, request, broker_configs, topic_configs, response_class):
         """The loop AlterConfigs and IncrementalAlterConfigs share: per resource, check ALTER_CONFIGS, compute the
