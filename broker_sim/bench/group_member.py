@@ -56,6 +56,11 @@ def main(argv: list[str]) -> int:
         enable_auto_commit=False, session_timeout_ms=int(session_timeout_ms),
         heartbeat_interval_ms=int(heartbeat_interval_ms), max_poll_interval_ms=300_000)
     try:
+        # this client's metadata knows the topic's partitions before it joins: a leader elected with none would
+        # assign nothing, and kafka-python rejoins only when its metadata changes (a flaky "holds []" round)
+        deadline = time.monotonic() + 60
+        while not consumer.partitions_for_topic(topic) and time.monotonic() < deadline:
+            time.sleep(0.05)
         _emit("subscribing")
         consumer.subscribe([topic], listener=Listener())
         while True:
