@@ -52,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="a Kafka broker config, e.g. num.partitions=3 (repeatable)")
     parser.add_argument("--metrics-port", type=int, default=None, metavar="N",
-                        help="serve Prometheus metrics at http://<metrics.host>:N/metrics (metrics.port; 0 = any free port; "
-                             "metrics.host defaults to 127.0.0.1)")
+                        help="serve Prometheus metrics at http://<metrics.host>:N/metrics (metrics.port; "
+                             "0 = any free port; metrics.host defaults to 127.0.0.1)")
     parser.add_argument("--schema-registry-port", type=int, default=None, metavar="N",
                         help="serve the Schema Registry at http://HOST:N (schema.registry.listeners; 0 = any free "
                              "port)")
