@@ -23,8 +23,9 @@ With Docker (``pip install "pylog[containers]"`` and the images from ``bash ci/b
 ``pylog_container`` is one broker container for the whole session (``.get_bootstrap_server()``) and
 ``pylog_topic`` a fresh topic name per test on it; ``pylog_container_factory`` starts containers of your
 own for one test, with broker configs and a pinned host port
-(``pylog_container_factory(config={"num.partitions": 3}, port=19092)``); ``pylog_cluster_containers`` is ZooKeeper and three
-broker containers with kill/pause/partition faults (``broker_sim.testing.containers``), one per module.
+(``pylog_container_factory(config={"num.partitions": 3}, port=19092)``); ``pylog_cluster_containers`` is
+ZooKeeper and three broker containers with kill/pause/partition faults (``broker_sim.testing.containers``),
+one per module.
 They skip, naming why, when no Docker engine answers — unless ``PYLOG_REQUIRE_DOCKER=1`` or ``CI=true``,
 where they fail instead.
 
