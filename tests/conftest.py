@@ -31,3 +31,14 @@ def pytest_runtest_makereport(item, call):
 
 def _strict_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    """A real ZooKeeper server for one test module (a skip naming what to install, or a failure under CI)."""
+    from broker_sim.local.zookeeper import ZooKeeperServer
+    from broker_sim.testing.requirements import require_zookeeper
+
+    require_zookeeper()
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_ms=500).start(timeout=60) as server:
+        yield server

@@ -30,16 +30,6 @@ SCENARIOS = [  # (certificate, ssl.endpoint.identification.algorithm, replicates
 RECORDS = 20
 
 
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    from broker_sim.local.zookeeper import ZooKeeperServer
-    from broker_sim.testing.requirements import require_zookeeper
-
-    require_zookeeper()
-    with ZooKeeperServer(tmp_path_factory.mktemp("zk"), tick_ms=500).start(timeout=60) as server:
-        yield server
-
-
 class Refusals(logging.Handler):
     """Records of the replication package that report a certificate verification failure."""
 

@@ -9,19 +9,6 @@ import uuid
 
 import pytest
 
-from broker_sim.local.zookeeper import ZooKeeperServer
-from broker_sim.testing.requirements import require_zookeeper
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    require_zookeeper()
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_ms=500)
-    server.start(timeout=60)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

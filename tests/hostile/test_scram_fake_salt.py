@@ -10,11 +10,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from broker_sim.config import BrokerConfig
-from broker_sim.local.zookeeper import ZooKeeperServer
 from broker_sim.security import sasl
 from broker_sim.security.entity_configs import FileEntityConfigs, ZkEntityConfigs
 from broker_sim.security.scram import ScramCredential
-from broker_sim.testing.requirements import require_zookeeper
 
 
 def server_first(credentials, listener: str, mechanism: str, user: str) -> dict[str, str]:
@@ -47,17 +45,6 @@ def test_an_unknown_users_salt_is_stable_across_listeners_and_restarts(tmp_path,
     assert server_first(FileEntityConfigs(tmp_path / "other"), "CLIENTS", mechanism, "nobody")["s"] != first["s"]
     real = server_first(credentials, "CLIENTS", mechanism, "real-0")
     assert real["i"] == "8192" and real["s"] != first["s"]
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    require_zookeeper()
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_ms=500)
-    server.start(timeout=60)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_an_unknown_users_salt_is_the_same_on_every_broker_of_a_cluster(zookeeper):

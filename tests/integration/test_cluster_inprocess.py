@@ -17,7 +17,6 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 
-from broker_sim.local.zookeeper import ZooKeeperServer, zookeeper_available
 from broker_sim.server.broker import Broker
 from client_helpers import wait_until
 
@@ -37,15 +36,6 @@ FAST = {
 def settle(condition, message: str):
     """Cluster changes (elections, ISR moves, catch-up) take a few seconds: wait up to 30."""
     return wait_until(condition, 30, interval=0.05, message=message)
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    reason = zookeeper_available()
-    if reason:
-        pytest.skip(reason)
-    with ZooKeeperServer(tmp_path_factory.mktemp("zk"), tick_ms=500).start(timeout=60) as server:
-        yield server
 
 
 class InProcessCluster:
