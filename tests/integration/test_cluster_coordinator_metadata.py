@@ -12,7 +12,7 @@ from kafka import KafkaAdminClient
 from kafka.protocol.producer import AddPartitionsToTxnRequest, InitProducerIdRequest
 
 from kafka_wire import WireClient
-from test_cluster_inprocess import cluster, create_topic, read_all, settle, zookeeper  # noqa: F401 (fixtures)
+from test_cluster_inprocess import cluster, create_topic, read_all, settle  # noqa: F401 (fixtures)
 
 
 def _coordinator_of(cluster, txn_id: str):
