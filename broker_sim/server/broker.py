@@ -60,7 +60,7 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import kafka.errors as Errors
 
@@ -74,7 +74,6 @@ from broker_sim.coordinator.producer_ids import ProducerIdManager
 from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
 from broker_sim.coordinator.txn.service import TxnService
 from broker_sim.coordinator.txn.wiring import txn_service_for
-from broker_sim.registry.validation import broker_validation
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
@@ -88,8 +87,10 @@ from broker_sim.server.listeners import configure as listeners_from_config
 from broker_sim.server.loop_monitor import LoopMonitor
 from broker_sim.server.metrics import BrokerMetrics, serve_metrics
 from broker_sim.server.network import Connections, KafkaConnection, TlsAcceptor
-from broker_sim.server.schema_registry import SchemaRegistry
 from broker_sim.storage.log import FDS_PER_PARTITION
+
+if TYPE_CHECKING:
+    from broker_sim.server.schema_registry import SchemaRegistry
 
 log = logging.getLogger(__name__)
 HOUSEKEEPING_INTERVAL_S = 1.0
@@ -229,7 +230,7 @@ class Broker:
         self.metrics_port: int | None = None  # where /metrics is served (metrics.port), once listening
         self._metrics_server = None  # server/http.py's HttpServer
         # schema.registry.listeners (server/schema_registry.py): built now, so bad URLs or TLS fail the start
-        self.schema_registry = SchemaRegistry(self) if self.config.raw("schema.registry.listeners").strip() else None
+        self.schema_registry = self._schema_registry() if self.config.raw("schema.registry.listeners").strip() else None
         self.max_broker_partitions = 0  # set at start from max.broker.partitions or the open-file limit
         self._partition_limit_source = ""
 
@@ -330,6 +331,12 @@ class Broker:
             raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on the inter-broker "
                               f"listener {inter.name} (sasl.enabled.mechanisms there: {', '.join(offered)})")
         return sasl.SaslLogin(mechanism, *sasl.client_login(self.config, inter.name, mechanism))
+
+    def _schema_registry(self) -> "SchemaRegistry":
+        # imported only when configured: the registry's modules are a tenth of a plain broker's start
+        from broker_sim.server.schema_registry import SchemaRegistry
+
+        return SchemaRegistry(self)
 
     # --- used by handlers -------------------------------------------------
     def stop_future(self) -> asyncio.Future:
@@ -496,6 +503,8 @@ class Broker:
         self.transactions = txn_service_for(self)  # after groups: completing a commit may touch their offsets
         self.replicas.verify_transaction = self.transactions.verify_partition
         if self.schema_registry is not None:  # broker-side schema validation (confluent.*.schema.validation)
+            from broker_sim.registry.validation import broker_validation
+
             self.replicas.record_check = broker_validation(self.schema_registry)
         self.internal_topics[OFFSETS_TOPIC] = self.groups.ensure_topic
         self.internal_topics[TRANSACTION_STATE_TOPIC] = self.transactions.ensure_topic

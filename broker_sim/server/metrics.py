@@ -6,8 +6,11 @@ hot paths keep plain integers — each ``Partition`` counts ``bytes_in``,
 meter: a fetch serves file regions without counting records), ``isr_shrinks``
 and ``isr_expands`` — and the
 dispatcher hands each request's API, version and duration to
-``BrokerMetrics.observe_request`` (a pre-bound counter and histogram child per
-API: no label lookup per request).  Everything else is read when Prometheus
+``BrokerMetrics.observe_request``, which keeps a count per API and version and
+a count per latency bucket per API (plain numbers too, made into a counter and a
+histogram family at a scrape: ``prometheus_client`` and ``server/http.py`` are
+imported at the first scrape or ``metrics.port``, never by a broker nobody
+scrapes).  Everything else is read when Prometheus
 scrapes: ``BrokerCollector.collect`` walks the partitions, groups and
 transactions the broker hands over once it has opened them (``BrokerMetrics.watch``)
 and yields metric families.  A scrape (``BrokerMetrics.scrape``) collects those families on the broker's
@@ -37,12 +40,13 @@ not have is prefixed ``pylog_``.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
+import time
+from typing import TYPE_CHECKING
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-from broker_sim.server.http import HttpLimits, HttpRequest, HttpResponse, HttpServer
+if TYPE_CHECKING:
+    from broker_sim.server.http import HttpRequest, HttpServer
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +68,28 @@ class _Families:
         return self._families
 
 
+class _Latency:
+    """One API's request times: a count per ``LATENCY_BUCKETS_MS`` bucket (the last one +Inf) and their sum."""
+
+    __slots__ = ("counts", "sum_ms", "created")
+
+    def __init__(self, created: float) -> None:
+        self.counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.sum_ms = 0.0
+        self.created = created
+
+    def observe(self, ms: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1  # the first bucket whose bound is >= ms
+        self.sum_ms += ms
+
+    def cumulative(self) -> list[int]:
+        total, running = [], 0
+        for count in self.counts:
+            running += count
+            total.append(running)
+        return total
+
+
 class BrokerMetrics:
     """The broker's registry: request metrics updated per request, the rest collected at scrape time."""
 
@@ -72,14 +98,10 @@ class BrokerMetrics:
         self._collector: BrokerCollector | None = None
         self._building: asyncio.Future | None = None  # the scrape being built, shared by those arriving meanwhile
         self.scrapes_built = 0
-        self.registry = CollectorRegistry(auto_describe=False)
-        self._requests = Counter("kafka_network_requestmetrics_requests", "Requests handled, by API and version "
-                                 "(Kafka: kafka.network:type=RequestMetrics,name=RequestsPerSec)",
-                                 ["request", "version"], registry=self.registry)
-        self._total_time = Histogram("kafka_network_requestmetrics_totaltimems", "Request handling time in ms, "
-                                     "by API (Kafka: kafka.network:type=RequestMetrics,name=TotalTimeMs)",
-                                     ["request"], buckets=LATENCY_BUCKETS_MS, registry=self.registry)
-        self._children: dict[tuple[str, int], tuple] = {}
+        # per request: plain numbers (Kafka's RequestsPerSec by API and version, TotalTimeMs by API), made into
+        # metric families only at a scrape, so a broker that is never scraped never imports prometheus_client
+        self._requests: dict[tuple[str, int], list] = {}  # (API, version) -> [count, created (epoch s)]
+        self._total_time: dict[str, _Latency] = {}  # API -> its TotalTimeMs histogram
         # SASL outcomes (Kafka: socket-server-metrics successful-/failed-authentication-total)
         self.successful_authentications = 0
         self.failed_authentications = 0
@@ -91,20 +113,50 @@ class BrokerMetrics:
         self._collector = BrokerCollector(self, replicas, metadata, groups, transactions, connections, loop_monitor)
 
     def observe_request(self, api_name: str, version: int, seconds: float) -> None:
-        children = self._children.get((api_name, version))
-        if children is None:
-            children = (self._requests.labels(api_name, str(version)), self._total_time.labels(api_name))
-            self._children[(api_name, version)] = children
-        children[0].inc()
-        children[1].observe(seconds * 1000.0)
+        counted = self._requests.get((api_name, version))
+        if counted is None:
+            counted = self._requests[(api_name, version)] = [0, time.time()]
+        counted[0] += 1
+        latency = self._total_time.get(api_name)
+        if latency is None:
+            latency = self._total_time[api_name] = _Latency(time.time())
+        latency.observe(seconds * 1000.0)
+
+    def request_count(self, *api_names: str) -> int:
+        """Requests of these APIs answered so far, all versions (what /metrics reports; callable from any
+        thread)."""
+        return sum(counted[0] for (api, _), counted in list(self._requests.items()) if api in api_names)
 
     def _collect(self) -> list:
         """The broker's families, read now (on the broker's loop: the state they read is mutated there)."""
-        return list(self._collector.collect()) if self._collector is not None else []
+        families = self._request_families()
+        return families + (list(self._collector.collect()) if self._collector is not None else [])
+
+    def _request_families(self) -> list:
+        """RequestsPerSec and TotalTimeMs as the counter and histogram prometheus_client's own would expose."""
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+        from prometheus_client.samples import Sample
+        from prometheus_client.utils import floatToGoString
+
+        requests = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests handled, by API and "
+                                       "version (Kafka: kafka.network:type=RequestMetrics,name=RequestsPerSec)",
+                                       labels=["request", "version"])
+        for (api, version), (count, created) in list(self._requests.items()):
+            requests.add_metric([api, str(version)], count, created=created)
+        total_time = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems", "Request handling time in "
+                                           "ms, by API (Kafka: kafka.network:type=RequestMetrics,name=TotalTimeMs)",
+                                           labels=["request"])
+        bounds = [floatToGoString(bound) for bound in LATENCY_BUCKETS_MS + (float("inf"),)]
+        for api, latency in list(self._total_time.items()):
+            total_time.add_metric([api], list(zip(bounds, latency.cumulative())), latency.sum_ms)
+            total_time.samples.append(Sample(total_time.name + "_created", {"request": api}, latency.created))
+        return [requests, total_time]
 
     def _format(self, families: list) -> bytes:
-        """The exposition text of the request metrics (thread-safe) and collected families: off the loop."""
-        return generate_latest(self.registry) + generate_latest(_Families(families))
+        """The exposition text of the collected families: off the loop."""
+        from prometheus_client import generate_latest
+
+        return generate_latest(_Families(families))
 
     def exposition(self) -> bytes:
         """The Prometheus text exposition of everything, built at once (on the broker's loop or a stopped one)."""
@@ -141,6 +193,8 @@ class BrokerCollector:
         self.loop_monitor = loop_monitor
 
     def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # imported at the first scrape
+
         yield from self._partition_metrics()
         yield from self._group_metrics()
         yield from self._transaction_metrics()
@@ -179,6 +233,8 @@ class BrokerCollector:
                                 value=monitor.max_lag_ms)
 
     def _partition_metrics(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # imported at the first scrape
+
         labels = ["topic", "partition"]
         families = {
             "bytes_in": CounterMetricFamily("kafka_server_brokertopicmetrics_bytesin", "Bytes appended by "
@@ -231,6 +287,8 @@ class BrokerCollector:
                                 "Partitions without a live leader, as this broker sees the cluster", value=offline)
 
     def _group_metrics(self):
+        from prometheus_client.core import GaugeMetricFamily
+
         groups = self.groups.groups
         yield GaugeMetricFamily("kafka_coordinator_group_groupmetadatamanager_numgroups",
                                 "Consumer groups coordinated here", value=len(groups))
@@ -268,6 +326,8 @@ class BrokerCollector:
                                 value=dropped)
 
     def _transaction_metrics(self):
+        from prometheus_client.core import GaugeMetricFamily
+
         family = GaugeMetricFamily("pylog_transaction_coordinator_transactions",
                                    "Transactional ids coordinated here, by state (Ongoing = open)", labels=["state"])
         counts: dict[str, int] = {}
@@ -282,6 +342,10 @@ async def serve_metrics(metrics: BrokerMetrics, host: str, port: int) -> HttpSer
     """GET /metrics on ``host:port`` (``metrics.host``, ``metrics.port``), served by the bounded HTTP server
     (``server/http.py``): keep-alive, the request and its headers within 8 KiB, no body, at most
     ``MAX_HTTP_CONNECTIONS`` scrapers, each timed out."""
+
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    from broker_sim.server.http import HttpLimits, HttpResponse, HttpServer
 
     async def handle(request: HttpRequest) -> HttpResponse:
         if request.method not in ("GET", "HEAD"):

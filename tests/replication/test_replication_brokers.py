@@ -528,10 +528,8 @@ def test_failover_keeps_every_acks_all_record_and_the_old_leader_rejoins_as_a_fo
 
 def _request_counter(broker):
     """The number of replica requests (Fetch, OffsetForLeaderEpoch) ``broker`` has answered, as /metrics has it."""
-    def count() -> float:
-        return sum(sample.value for metric in broker.metrics._requests.collect() for sample in metric.samples
-                   if sample.name.endswith("_total")
-                   and sample.labels["request"] in ("Fetch", "OffsetForLeaderEpoch"))
+    def count() -> int:
+        return broker.metrics.request_count("Fetch", "OffsetForLeaderEpoch")
     return count
 
 

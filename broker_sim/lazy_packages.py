@@ -1,0 +1,60 @@
+"""Run the ``__init__`` of kafka-python and aiokafka only when something asks for what it defines.
+
+Why: importing any submodule (``kafka.errors``, ``kafka.protocol.produce``, ``aiokafka.record``) first runs the
+package's ``__init__``, and both pull in their whole client (admin client, consumer, producer, network stack):
+~100 ms for ``kafka`` and ~30 ms for ``aiokafka`` of a broker's ~0.3 s start, for classes a broker never uses.
+
+Theory of operation: ``defer_package_init(name)`` puts the package's module object in ``sys.modules`` without
+running its ``__init__`` (its ``__path__`` is set, so submodules import as usual). The first lookup of a name the
+package does not have yet (``from kafka import KafkaConsumer``, ``kafka.__version__``) runs the real ``__init__``
+once, in that same module object, and answers from it; after that the module is exactly the imported package.
+A package already imported, or not installed, is left alone. kafka-python's ``__init__`` also gives the ``kafka``
+logger a NullHandler; that is done at once here, so its loggers behave the same before and after.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import threading
+
+# the client libraries whose __init__ imports their whole client; the broker uses only submodules of them
+DEFERRED = ("kafka", "aiokafka")
+
+
+def defer_package_init(name: str) -> bool:
+    """Register *name* with its ``__init__`` deferred; False if it is already imported or not installed."""
+    if name in sys.modules:
+        return False
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return False
+    module = importlib.util.module_from_spec(spec)
+    lock = threading.RLock()
+    started = []
+
+    def __getattr__(attribute: str):
+        with lock:
+            if not started:
+                started.append(True)
+                try:
+                    spec.loader.exec_module(module)
+                finally:
+                    if module.__dict__.get("__getattr__") is __getattr__:
+                        del module.__getattr__
+        try:
+            return module.__dict__[attribute]
+        except KeyError:
+            raise AttributeError(f"module {name!r} has no attribute {attribute!r}") from None
+
+    module.__getattr__ = __getattr__
+    if name == "kafka":
+        logging.getLogger("kafka").addHandler(logging.NullHandler())
+    sys.modules[name] = module
+    return True
+
+
+def defer_client_packages() -> None:
+    """Defer the ``__init__`` of every package in ``DEFERRED`` (called by ``broker_sim/__init__.py``)."""
+    for name in DEFERRED:
+        defer_package_init(name)
