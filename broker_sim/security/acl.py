@@ -52,6 +52,7 @@ CLUSTER_NAME = "kafka-cluster"
 REGISTRY_NAME = "schema-registry"  # the one REGISTRY resource (the registry's global config and mode)
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
+ANONYMOUS = "User:ANONYMOUS"  # the principal of a connection without SASL or a client certificate
 VERSION = 1
 
 

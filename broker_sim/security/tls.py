@@ -30,8 +30,8 @@ import tempfile
 from dataclasses import dataclass
 
 from broker_sim.config import BrokerConfig, ConfigError
+from broker_sim.security.acl import ANONYMOUS
 
-ANONYMOUS = "User:ANONYMOUS"
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 # the attribute names Java prints in RFC 2253 names (others print as their OID)
 _RDN_NAMES = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",

@@ -77,7 +77,7 @@ from broker_sim.coordinator.txn.wiring import txn_service_for
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
-from broker_sim.security import acl, sasl, scram, tls
+from broker_sim.security import acl, sasl, scram
 from broker_sim.security.acl import FileAclStore
 from broker_sim.security.quotas import QuotaManager, sanitize
 from broker_sim.security.entity_configs import EntityConfigs, FileEntityConfigs, ZkEntityConfigs
@@ -98,6 +98,12 @@ HOUSEKEEPING_INTERVAL_S = 1.0
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _tls_module():
+    from broker_sim.security import tls  # with TLS listeners only: a plaintext broker never loads it
+
+    return tls
 
 
 def _storage_step(steps, topic: str):
@@ -180,6 +186,7 @@ class Broker:
                                                                advertised_host=advertised_host)
         self.inter_broker_listener = inter_broker_listener_name(self.config, self.listeners)
         # TLS: loaded now, so a bad keystore fails the start naming its config, not the first handshake
+        tls = _tls_module() if any(l.protocol in ("SSL", "SASL_SSL") for l in self.listeners) else None
         self._tls = {l.name: tls.server_context(self.config, l.name) for l in self.listeners
                      if l.protocol in ("SSL", "SASL_SSL")}
         # mTLS principals: ssl.principal.mapping.rules, or listener.name.<l>.ssl.principal.mapping.rules

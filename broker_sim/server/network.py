@@ -63,7 +63,6 @@ connections the sweep gives freed heap back (``malloc_trim``).
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import os
 import socket
@@ -71,7 +70,7 @@ from collections import deque
 from typing import Awaitable, Callable
 
 from broker_sim.protocol.framing import FrameDecoder, FrameError, MemoryPool
-from broker_sim.security.tls import ANONYMOUS, principal_of
+from broker_sim.security.acl import ANONYMOUS
 from broker_sim.server.connection_quotas import DERIVED_MAX_CONNECTIONS, ConnectionQuotas, derived_max_connections
 
 log = logging.getLogger(__name__)
@@ -95,6 +94,8 @@ def _trim_memory() -> None:
     global _libc
     if _libc is None:
         try:
+            import ctypes  # only once TLS connections have ended
+
             _libc = ctypes.CDLL("libc.so.6")
             _libc.malloc_trim  # noqa: B018 - glibc only
         except (OSError, AttributeError):
@@ -297,6 +298,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.abort()  # refused at accept: nothing read, nothing to flush
             return
         if self._principal_mapper is not None and self.authenticator is None:  # SASL_SSL: SASL names the principal
+            from broker_sim.security.tls import principal_of  # a TLS listener's: loaded with its PrincipalMapper
+
             self.principal = principal_of(transport, self._principal_mapper)
         sock = transport.get_extra_info("socket")
         if sock is not None:

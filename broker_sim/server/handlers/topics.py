@@ -27,7 +27,6 @@ from broker_sim.config import (
     dynamic_listener_config, sensitive_config, shown_configs, validate_dynamic_broker_configs,
 )
 from broker_sim.controller.metadata import MetadataError, TopicInfo
-from broker_sim.registry.schema_log import SCHEMAS_TOPIC
 from broker_sim.security.entity_configs import EntityConfigs
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.access import Access
@@ -264,6 +263,8 @@ class TopicApis:
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
     async def create_partitions(self, ctx, request):
+        from broker_sim.registry.schema_log import SCHEMAS_TOPIC  # here: the registry's modules load only if used
+
         results = []
         for topic in request.topics:
             try:

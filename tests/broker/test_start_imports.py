@@ -1,0 +1,107 @@
+"""A plain broker starts without what only other setups need (issue 25: start to accepting under 0.3 s).
+
+``python -X importtime -m broker_sim`` lists every module the process imports on stderr; the broker is stopped
+once it accepts a TCP connection, so the list is what a start costs. Clients (kafka-python's and aiokafka's
+admin client, consumer, producer, network), Prometheus, ZooKeeper, the Schema Registry and TLS load only when
+asked for (``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# module (or package prefix) -> why a plain single broker must not import it at start
+NOT_AT_START = {
+    "kafka.admin": "kafka-python's admin client (kafka/__init__ imports it)",
+    "kafka.consumer": "kafka-python's consumer",
+    "kafka.producer": "kafka-python's producer",
+    "kafka.net": "kafka-python's network stack",
+    "aiokafka.client": "aiokafka's client (aiokafka/__init__ imports it)",
+    "aiokafka.consumer": "aiokafka's consumer",
+    "aiokafka.producer": "aiokafka's producer",
+    "prometheus_client": "only for metrics.port or the first scrape",
+    "broker_sim.server.http": "the HTTP server of /metrics and the Schema Registry",
+    "kazoo": "ZooKeeper: cluster mode only",
+    "broker_sim.controller.zk_store": "cluster mode only",
+    "broker_sim.controller.zk_controller": "cluster mode only",
+    "broker_sim.server.schema_registry": "only with schema.registry.listeners",
+    "broker_sim.registry": "the Schema Registry's modules",
+    "broker_sim.security.tls": "only with SSL / SASL_SSL listeners",
+    "broker_sim.local": "the local cluster launcher",
+    "broker_sim.testing": "the test harness",
+    "broker_sim.bench": "the benchmarks",
+}
+
+
+def _imported_by_a_start(data_dir: Path) -> set[str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    process = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "broker_sim", "--data-dir", str(data_dir),
+                                "--port", str(port), "--host", "127.0.0.1"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, env=env, cwd=data_dir.parent)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, f"the broker exited with status {process.returncode}"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the broker did not accept connections within 60 s"
+                time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.decode(errors="replace").splitlines()
+            if line.startswith("import time:") and line.count("|") == 2}
+
+
+def test_a_plain_broker_accepts_connections_without_loading_clients_metrics_zookeeper_registry_or_tls(tmp_path):
+    modules = _imported_by_a_start(tmp_path / "data")
+    assert {"broker_sim.server.broker", "broker_sim.server.dispatch", "kafka.errors"} <= modules  # the list is real
+    loaded = {name: why for name, why in NOT_AT_START.items()
+              if any(module == name or module.startswith(name + ".") for module in modules)}
+    assert loaded == {}, f"imported by a plain broker's start: {loaded}"
+
+
+DEFERRED_THEN_USED = """
+import importlib.metadata, logging, sys
+import broker_sim  # defers kafka's and aiokafka's __init__
+import kafka.errors
+import aiokafka.record.default_records
+assert "kafka.admin" not in sys.modules and "aiokafka.client" not in sys.modules, "an __init__ ran at import"
+assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("kafka").handlers), "no NullHandler"
+import kafka
+assert kafka.__version__ == importlib.metadata.version("kafka-python"), kafka.__version__
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+assert "kafka.admin" in sys.modules and KafkaConsumer.__module__ == "kafka.consumer.group"
+assert "__getattr__" not in vars(kafka), "the deferral hook outlived the real __init__"
+try:
+    kafka.no_such_name
+except AttributeError as exc:
+    assert "no_such_name" in str(exc), exc
+else:
+    raise AssertionError("a missing name did not raise AttributeError")
+from aiokafka import AIOKafkaProducer
+assert AIOKafkaProducer.__module__ == "aiokafka.producer.producer"
+print("ok")
+"""
+
+
+def test_the_deferred_packages_are_whole_once_something_asks_for_what_their_init_defines():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-c", DEFERRED_THEN_USED], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-2000:]
