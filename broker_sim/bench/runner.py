@@ -11,6 +11,7 @@ Examples::
     $ pylog bench --workload cluster               # replication cost and failover time (bench.replication)
     $ pylog bench --workload schema-validation     # produce with broker-side schema validation vs without
     $ pylog bench --workload registry              # Schema Registry lookups by id, registrations per second
+    $ pylog bench --workload start --baseline /tmp/r1  # spawn to accepting TCP, alternating pairs (bench.start)
 
 What one round does for one broker, on a fresh broker process:
 
@@ -82,7 +83,7 @@ NOTES = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`broker_sim.bench.groups`)."""
     parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security", "schema-validation",
-                                               "registry"], default="throughput",
+                                               "registry", "start"], default="throughput",
                         help="schema-validation: produce to a topic with confluent.value.schema.validation vs one "
                              "without, alternating rounds (bench.schema_validation); registry: Schema Registry "
                              "lookups by id and registrations per second (bench.registry); "
@@ -91,7 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "groups: rebalance "
                              "times and OffsetCommit rate, see --members etc.; cluster: RF=3 acks=all vs "
                              "RF=1 acks=1 and leader failover time on a 3-broker cluster, see "
-                             "--cluster-records etc. (default: throughput)")
+                             "--cluster-records etc.; start: spawn to accepting TCP, --rounds x --starts "
+                             "alternating samples vs --baseline and a bare interpreter, with and without cached "
+                             "bytecode (bench.start) (default: throughput)")
     parser.add_argument("--records", type=positive_int, default=1_000_000,
                         help="records per confluent-kafka workload (default: 1000000)")
     parser.add_argument("--record-size", type=positive_int, default=100, help="value bytes (default: 100)")

@@ -69,6 +69,7 @@ from broker_sim.bench import replication as bench_replication
 from broker_sim.bench import runner as bench
 from broker_sim.bench import schema_validation as bench_schema_validation
 from broker_sim.bench import security as bench_security
+from broker_sim.bench import start as bench_start
 from broker_sim.local import cluster as local_cluster
 from broker_sim.progress import Progress, progress_wanted
 from broker_sim.tools import console, groups, schemas, security, top, topics, transactions
@@ -306,7 +307,8 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
         return schemas.run_from_args(args, out=out, err=err)
     if args.command == "bench":
         runner = {"groups": bench_groups, "cluster": bench_replication, "security": bench_security,
-                  "schema-validation": bench_schema_validation, "registry": bench_registry}.get(args.workload, bench)
+                  "schema-validation": bench_schema_validation, "registry": bench_registry,
+                  "start": bench_start}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
                       security=security.client_settings(args.command_config))
