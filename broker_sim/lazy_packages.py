@@ -10,6 +10,12 @@ package does not have yet (``from kafka import KafkaConsumer``, ``kafka.__versio
 once, in that same module object, and answers from it; after that the module is exactly the imported package.
 A package already imported, or not installed, is left alone. kafka-python's ``__init__`` also gives the ``kafka``
 logger a NullHandler; that is done at once here, so its loggers behave the same before and after.
+
+Only for a process whose code imports nothing of these packages but leaf modules (errors, protocol messages,
+record batches): the broker program (``broker_sim/cli.py``). A client module imported directly first (say
+``aiokafka.client``, which imports ``__version__`` from its package) would run the ``__init__`` while it is
+itself half-imported, and the ``__init__`` imports it back: a circular ImportError. So tests, tools and the
+connector, which use the clients, never defer.
 """
 from __future__ import annotations
 
@@ -55,6 +61,6 @@ def defer_package_init(name: str) -> bool:
 
 
 def defer_client_packages() -> None:
-    """Defer the ``__init__`` of every package in ``DEFERRED`` (called by ``broker_sim/__init__.py``)."""
+    """Defer the ``__init__`` of every package in ``DEFERRED`` (the broker program calls it first thing)."""
     for name in DEFERRED:
         defer_package_init(name)
