@@ -53,7 +53,17 @@ class EntityConfigs:
         self._configs: dict[str, dict[str, dict[str, str]]] = {t: {} for t in ENTITY_TYPES}
         self._callbacks: list[Callable[[], None]] = []
         self._iterations: dict[str, int] = {}  # SCRAM mechanism -> usual_iterations of its credentials
-        self.mock_secret = b""  # set by each store (see the module docstring)
+        self._mock_secret: bytes | None = None  # see mock_secret
+
+    @property
+    def mock_secret(self) -> bytes:
+        """The SCRAM mock secret (see the module docstring), settled by the store at its first use."""
+        if self._mock_secret is None:
+            self._mock_secret = self._settle_mock_secret()
+        return self._mock_secret
+
+    def _settle_mock_secret(self) -> bytes:
+        raise NotImplementedError
 
     def scram_iterations(self, mechanism: str) -> int:
         """The iteration count most users' ``mechanism`` credentials have (an unknown user's fake one says it)."""
@@ -114,10 +124,12 @@ class FileEntityConfigs(EntityConfigs):
             except (OSError, ValueError, AttributeError) as exc:
                 raise ConfigError(f"{self.path} (SCRAM credentials and quotas) cannot be read: {exc}; restore it "
                                   f"from a backup or remove it to start without users") from None
-        self.mock_secret = self._settle_mock_secret(self.path.with_name(MOCK_SECRET_FILE))
 
-    def _settle_mock_secret(self, path: Path) -> bytes:
-        """The secret in ``path``, written there (0600, fsynced) the first time."""
+    def _settle_mock_secret(self) -> bytes:
+        """The secret in ``security/scram-mock-secret``, written there (0600, fsynced) the first time: at the
+        first SCRAM login, or at start on a broker with SCRAM listeners (``Broker._open``), not on every start
+        of a fresh data dir."""
+        path = self.path.with_name(MOCK_SECRET_FILE)
         try:
             secret = path.read_bytes()
             if len(secret) == MOCK_SECRET_BYTES:
@@ -187,7 +199,7 @@ class ZkEntityConfigs(EntityConfigs):
         self.zk = zk
         self._lock = threading.RLock()
         self._watched: set[tuple[str, str]] = set()
-        self.mock_secret = self._settle_mock_secret()
+        self._mock_secret = self._settle_mock_secret()  # now: not from the event loop at a login
         for entity_type in ENTITY_TYPES:
             zk.ensure_path(f"/config/{entity_type}")
             ChildrenWatch(zk, f"/config/{entity_type}", self._children_watcher(entity_type))

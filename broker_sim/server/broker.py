@@ -528,6 +528,9 @@ class Broker:
             log.info("stored the %s credential of user %r (--add-scram)", mechanism, user)
         for listener_sasl in self._sasl.values():
             listener_sasl.credentials = self.entity_configs
+        if any(mechanism.startswith("SCRAM-") for listener_sasl in self._sasl.values()
+               for mechanism in listener_sasl.mechanisms):  # settled now, so a bad file fails the start
+            self.entity_configs.mock_secret  # noqa: B018
         self.quotas = QuotaManager.from_config(self.config, self.entity_configs)
         self._apply_dynamic_configs()
         loop = self._loop

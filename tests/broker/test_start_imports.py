@@ -119,3 +119,20 @@ def test_a_process_that_embeds_the_broker_keeps_the_client_packages_as_they_are(
                    "from kafka.cluster import ClusterMetadata\n"
                    "print('ok')")
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-2000:]
+
+
+def test_the_scram_mock_secret_is_written_at_start_only_where_scram_logins_can_happen(tmp_path):
+    """A fresh data dir's start fsyncs no mock secret unless a listener offers SCRAM (then at start, not at the
+    first login); the secret is the same across restarts and for every reader."""
+    from broker_sim.security.entity_configs import MOCK_SECRET_FILE, FileEntityConfigs
+    from broker_sim.server.broker import Broker
+
+    with Broker(tmp_path / "plain", port=0):
+        pass
+    assert not (tmp_path / "plain" / "security" / MOCK_SECRET_FILE).exists()
+    scram = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-256"}
+    with Broker(tmp_path / "scram", config=scram):
+        written = (tmp_path / "scram" / "security" / MOCK_SECRET_FILE).read_bytes()
+    with Broker(tmp_path / "scram", config=scram) as again:
+        assert again.entity_configs.mock_secret == written == FileEntityConfigs(tmp_path / "scram").mock_secret
+    assert len(written) == 32
