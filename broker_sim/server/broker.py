@@ -340,7 +340,7 @@ class Broker:
         return sasl.SaslLogin(mechanism, *sasl.client_login(self.config, inter.name, mechanism))
 
     def _schema_registry(self) -> "SchemaRegistry":
-        # imported only when configured: the registry's modules are a tenth of a plain broker's start
+        # imported only when configured: the registry's modules were ~15% of a plain broker's imports
         from broker_sim.server.schema_registry import SchemaRegistry
 
         return SchemaRegistry(self)
