@@ -23,6 +23,7 @@ NOT_AT_START = {
     "kafka.consumer": "kafka-python's consumer",
     "kafka.producer": "kafka-python's producer",
     "kafka.net": "kafka-python's network stack",
+    "kafka.coordinator": "kafka-python's consumer-side group coordinator",
     "aiokafka.client": "aiokafka's client (aiokafka/__init__ imports it)",
     "aiokafka.consumer": "aiokafka's consumer",
     "aiokafka.producer": "aiokafka's producer",
