@@ -58,7 +58,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
     const Py_ssize_t end = view.len;
     Py_ssize_t pos = 0, nulls = 0;
     int64_t min_ts = INT64_MAX, max_ts = INT64_MIN;
-    int ok = count >= 0;
+    int ok = count >= 1;  /* a client's batch has records (parse_batches) */
     for (Py_ssize_t index = 0; ok && index < count; index++) {
         int64_t length, ts, offset, klen, vlen, headers, hk, hv;
         ok = 0;
@@ -111,8 +111,6 @@ static PyObject *scan(PyObject *self, PyObject *args)
     PyBuffer_Release(&view);
     if (!ok || pos != end)
         Py_RETURN_NONE;
-    if (count == 0)
-        min_ts = max_ts = 0;
     return Py_BuildValue("(LLn)", (long long)min_ts, (long long)max_ts, nulls);
 }
 
