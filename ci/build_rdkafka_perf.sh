@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build librdkafka's examples/rdkafka_performance against Debian's librdkafka-dev, from Debian's own source
-# package of that same librdkafka (deb-src of the configured Debian suites), and print the binary's path.
+# Build librdkafka's examples/rdkafka_performance from Debian's librdkafka source package (deb-src of the
+# configured Debian suites) with Debian's librdkafka-dev headers, and print the binary's path.
 #
 #   ci/build_rdkafka_perf.sh            # -> .bench-tools/rdkafka_performance (built once, then reused)
 #
@@ -45,5 +45,18 @@ if [ ! -f "$src/config.h" ]; then
   echo "ci/build_rdkafka_perf.sh: configuring the librdkafka source tree (for config.h)" >&2
   (cd "$src" && ./configure >/dev/null)
 fi
-cc -O2 -o "$BIN" -I"$src/src" "$src/examples/rdkafka_performance.c" $(pkg-config --cflags --libs rdkafka) -lm
+# Linked against the librdkafka that confluent-kafka's wheel ships (2.x, the one the confluent-kafka workload
+# drives) when there is one: Debian's 2.0.2 cannot read Tansu 0.6's ApiVersions v3 answer ("Read underflow"),
+# so it could not measure Tansu. librdkafka keeps its ABI, so the 2.0.2 example runs on the newer library.
+PYTHON="${PYTHON:-$(command -v python3 || command -v python)}"
+bundled="$(cd / && "$PYTHON" -c 'import confluent_kafka, glob, os
+d = os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)), "confluent_kafka.libs")
+print(next(iter(sorted(glob.glob(os.path.join(d, "librdkafka*.so*")))), ""))' 2>/dev/null || true)"
+if [ -n "$bundled" ]; then
+  libs=(-L"$(dirname "$bundled")" -l:"$(basename "$bundled")" -Wl,-rpath,"$(dirname "$bundled")")
+else
+  read -r -a libs <<< "$(pkg-config --libs rdkafka)"
+fi
+cc -O2 -o "$BIN.tmp" -I"$src/src" $(pkg-config --cflags rdkafka) "$src/examples/rdkafka_performance.c" "${libs[@]}" -lm
+mv "$BIN.tmp" "$BIN"
 echo "$BIN"

@@ -25,11 +25,22 @@
 #include <stdint.h>
 
 /* A zigzag varint of at most max_bytes at *pos (below end) into *out; 0 when malformed or truncated. */
-static inline int read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int max_bytes,
-                              int64_t *out)
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+static ALWAYS_INLINE int read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int max_bytes,
+                                     int64_t *out)
 {
     uint64_t raw = 0;
     Py_ssize_t p = *pos;
+    if (p < end && !(buf[p] & 0x80)) {  /* one byte: most fields of most records */
+        *pos = p + 1;
+        *out = (int64_t)(buf[p] >> 1) ^ -(int64_t)(buf[p] & 1);
+        return 1;
+    }
     for (int i = 0; i < max_bytes; i++) {
         if (p >= end)
             return 0;
@@ -59,6 +70,8 @@ static PyObject *scan(PyObject *self, PyObject *args)
     Py_ssize_t pos = 0, nulls = 0;
     int64_t min_ts = INT64_MAX, max_ts = INT64_MIN;
     int ok = count >= 1;  /* a client's batch has records (parse_batches) */
+    /* the walk touches no Python object: a batch checked on a thread leaves the event loop running */
+    PyThreadState *released = count > 64 ? PyEval_SaveThread() : NULL;
     for (Py_ssize_t index = 0; ok && index < count; index++) {
         int64_t length, ts, offset, klen, vlen, headers, hk, hv;
         ok = 0;
@@ -108,6 +121,8 @@ static PyObject *scan(PyObject *self, PyObject *args)
             max_ts = ts;
         ok = 1;
     }
+    if (released)
+        PyEval_RestoreThread(released);
     PyBuffer_Release(&view);
     if (!ok || pos != end)
         Py_RETURN_NONE;
