@@ -17,6 +17,9 @@
  *
  * ``varint(buffer, position)`` decodes one zigzag varint (up to 10 bytes) for the validator's other walks.
  *
+ * The GIL is kept: the walk runs on the event loop (it is cheaper than a thread hand-off), and a release there
+ * could give the GIL to another thread for a whole switch interval (measured: 128 us instead of 14 per call).
+ *
  * Anything else returns None: the caller then runs the reference walk, which names the error (or, for a
  * form only that walk admits, accepts it as before). Every read is bounds-checked against the buffer.
  */
@@ -70,8 +73,6 @@ static PyObject *scan(PyObject *self, PyObject *args)
     Py_ssize_t pos = 0, nulls = 0;
     int64_t min_ts = INT64_MAX, max_ts = INT64_MIN;
     int ok = count >= 1;  /* a client's batch has records (parse_batches) */
-    /* the walk touches no Python object: a batch checked on a thread leaves the event loop running */
-    PyThreadState *released = count > 64 ? PyEval_SaveThread() : NULL;
     for (Py_ssize_t index = 0; ok && index < count; index++) {
         int64_t length, ts, offset, klen, vlen, headers, hk, hv;
         ok = 0;
@@ -121,8 +122,6 @@ static PyObject *scan(PyObject *self, PyObject *args)
             max_ts = ts;
         ok = 1;
     }
-    if (released)
-        PyEval_RestoreThread(released);
     PyBuffer_Release(&view);
     if (!ok || pos != end)
         Py_RETURN_NONE;
