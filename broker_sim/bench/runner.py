@@ -12,6 +12,7 @@ Examples::
     $ pylog bench --workload schema-validation     # produce with broker-side schema validation vs without
     $ pylog bench --workload registry              # Schema Registry lookups by id, registrations per second
     $ pylog bench --workload start --baseline /tmp/r1  # spawn to accepting TCP, alternating pairs (bench.start)
+    $ pylog bench --rdkafka-performance .bench-tools/rdkafka_performance  # + librdkafka's C producer (acks 1, all)
 
 What one round does for one broker, on a fresh broker process:
 
@@ -21,7 +22,9 @@ What one round does for one broker, on a fresh broker process:
    to a one-partition topic, acks=1, then again with acks=all to a second topic;
 3. confluent-kafka consumer reads the acks=1 topic from offset 0;
 4. kafka-python producer (acks=1) and consumer, ``--kafka-python-records``
-   records (kafka-python is far slower, so fewer by default; the JSON says so).
+   records (kafka-python is far slower, so fewer by default; the JSON says so);
+5. with ``--rdkafka-performance PATH``: librdkafka's C benchmark producer, ``--records``
+   records with acks=1 and acks=all (bench.rdkafka_perf; ci/build_rdkafka_perf.sh builds it).
 
 Rounds alternate between brokers (pylog 1, tansu 1, pylog 2, ...) so drift
 on the machine affects both. The report is one JSON document on stdout::
@@ -64,6 +67,8 @@ WORKLOADS = (
     "confluent_consume",
     "kafka_python_produce",
     "kafka_python_consume",
+    "rdkafka_produce_acks1",
+    "rdkafka_produce_acksall",
 )
 THROUGHPUT_FIELDS = ("records_per_s", "mb_per_s")
 NOTES = [
@@ -113,6 +118,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also run the broker of another pylog checkout (e.g. an older commit's worktree) "
                              "in every round, as 'baseline'; the report adds ratios_to_baseline")
     parser.add_argument("--output", metavar="FILE", help="also write the JSON document to FILE")
+    from broker_sim.bench.rdkafka_perf import executable
+
+    parser.add_argument("--rdkafka-performance", metavar="PATH", type=executable,
+                        help="librdkafka's rdkafka_performance binary (ci/build_rdkafka_perf.sh): adds the "
+                             "workloads rdkafka_produce_acks1 and rdkafka_produce_acksall (throughput workload)")
 
 
 def _broker_list(text: str) -> list[str]:
@@ -224,6 +234,13 @@ def _run_workloads(bootstrap: str, args, kafka_python_records: int, label: str,
                               ("confluent_produce_acksall", "bench-acksall", "all")):
         results[name] = create(topic) or workloads.confluent_produce(
             bootstrap, topic, args.records, size, acks, timeout, progress(name, args.records))
+    if getattr(args, "rdkafka_performance", None):
+        from broker_sim.bench.rdkafka_perf import rdkafka_produce
+
+        for name, topic, acks in (("rdkafka_produce_acks1", "bench-rdkafka-acks1", "1"),
+                                  ("rdkafka_produce_acksall", "bench-rdkafka-acksall", "all")):
+            results[name] = create(topic) or rdkafka_produce(
+                args.rdkafka_performance, bootstrap, topic, args.records, size, acks, timeout)
     if "error" in results["confluent_produce_acks1"]:
         results["confluent_consume"] = {"error": "skipped: the acks=1 produce failed", "records": 0}
     else:
@@ -316,6 +333,8 @@ def _workload(args, kinds: dict[str, BrokerKind], kafka_python_records: int) -> 
                                       "consume_batch": workloads.CONFLUENT_CONSUME_BATCH,
                                       "consume_timeout_s": workloads.CONFLUENT_CONSUME_TIMEOUT_S},
         "kafka_python_producer_config": {**workloads.KAFKA_PYTHON_PRODUCER, "acks": 1},
+        **({"rdkafka_performance": _rdkafka_performance(args.rdkafka_performance)}
+           if getattr(args, "rdkafka_performance", None) else {}),
         "kafka_python_consumer_config": {**workloads.KAFKA_PYTHON_CONSUMER,
                                          "max_records": workloads.KAFKA_PYTHON_POLL_RECORDS},
         "ratio_definition": "pylog / tansu: > 1 means pylog has more throughput, or a slower start for start_ms",
@@ -326,3 +345,19 @@ def _workload(args, kinds: dict[str, BrokerKind], kafka_python_records: int) -> 
 
 def _cpu_count() -> int | None:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _rdkafka_performance(path: str) -> dict:
+    """The rdkafka_performance binary, the librdkafka it runs on, and its producer settings."""
+    import subprocess
+
+    from broker_sim.bench.rdkafka_perf import RDKAFKA_PRODUCER
+
+    try:
+        usage = subprocess.run([path], capture_output=True, text=True, timeout=10)
+        version = next((line.strip() for line in (usage.stdout + usage.stderr).splitlines()
+                        if line.startswith("librdkafka version")), "unknown")
+    except (OSError, subprocess.SubprocessError) as exc:
+        version = f"unknown ({exc})"
+    return {"binary": path, "librdkafka": version, "config": {**RDKAFKA_PRODUCER, "acks": "1 | -1"},
+            "partition": 0}

@@ -19,9 +19,12 @@ append is checked at three levels before anything is written:
    soon as the buffer is bigger than that limit; a decompression bomb
    therefore costs at most the smaller bound plus one chunk, never its
    declared size;
-3. the records are walked with aiokafka's compiled reader (~150 ns a record;
-   a pure-Python walk costs ~10x that, too slow for the uncompressed hot
-   path): every length, varint, key/value/header size must be consistent and
+3. the records are walked once per batch by ``_records.scan`` (C, this
+   package's extension: ~11-22 ns a record, no Python object per record),
+   which answers only the timestamp range and the null keys; a batch it does
+   not accept, or whose rules need the records themselves, is walked again
+   with aiokafka's compiled reader (~150 ns a record), which names the error:
+   every length, varint, key/value/header size must be consistent and
    the last record must end exactly at the batch (or decompressed) end, the
    number of records must be recordsCount, the offset deltas 0, 1, 2, ...
    (Kafka rewrites a compressed batch whose inner offsets are off; pylog does
@@ -60,7 +63,8 @@ max.message.bytes rule; a follower's replicated batches pass nothing here, as
 in Kafka.
 
 Nothing here does I/O or keeps state: :func:`validate_records` may run on any
-thread. ``ReplicaManager.append_records`` checks inputs over 256 KB on a thread
+thread. ``ReplicaManager.append_records`` checks inputs over INLINE_BYTES (1 MiB
+with the compiled walk of ``_records.c``, else 256 KB) on a thread
 (:func:`costs_a_thread`) and smaller ones inline, where a compressed batch that
 turns out to decompress past 256 KB raises :class:`MoveToThread` to be checked
 again on a thread, as does a re-encoding of more than INLINE_REENCODE_RECORDS
@@ -77,13 +81,20 @@ import cramjam
 import kafka.errors as Errors
 import lz4.frame
 import zstandard
-from aiokafka.errors import CorruptRecordException
-from aiokafka.record._crecords import DefaultRecordBatch
-from aiokafka.record._crecords.cutil import decode_varint_cython
-from kafka.record.default_records import DefaultRecordBatch as RecordBatchReader, DefaultRecordBatchBuilder
 
 from broker_sim.storage.batch import (
     ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHeader, COMPRESSION_MASK, decode_header, parse_batches)
+
+try:  # the compiled walk (setup.py builds it; optional): without it every batch takes aiokafka's reader
+    from broker_sim.storage._records import scan as _scan, varint as _varint
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _scan = None
+
+    def _varint(buf, position: int) -> tuple[int, int]:
+        """A zigzag varint at ``buf[position]`` and the position after it (aiokafka's, imported when used)."""
+        from aiokafka.record._crecords.cutil import decode_varint_cython
+
+        return decode_varint_cython(buf, position)
 
 # Output bytes asked of a decompressor per step: the most a bomb can get past a bound.
 CHUNK = 256 * 1024
@@ -113,6 +124,15 @@ INLINE_REENCODE_RECORDS = 64
 # walks at most this many (their batches' recordsCount; a lower count than the records is refused by the walk).
 INLINE_RECORDS = 8192
 INLINE_REENCODE_BYTES = 64 * 1024
+# Inputs up to INLINE_BYTES on the wire are checked inline. With the compiled walk (_records.scan, ~11-22 ns a
+# record, measured) 1 MiB of 100-byte records costs ~0.25 ms (CRC 50 us, walk 130-200 us), less than a thread
+# hand-off costs the event loop in GIL switches (measured with librdkafka's 1 MB batches: the pool's submit and
+# worker were half the broker's samples); a thread also gets no more done while the loop holds the GIL.
+if _scan is not None:
+    INLINE_BYTES = 1 << 20
+    INLINE_RECORDS = 32768  # ~0.7 ms of the smallest records
+else:
+    INLINE_BYTES = THREAD_THRESHOLD
 
 
 class RecordRules(NamedTuple):
@@ -181,7 +201,7 @@ class MoveToThread(Exception):
 
 def costs_a_thread(records) -> bool:
     """True when checking ``records`` inline would hold the event loop for more than ~0.5 ms."""
-    return len(records) > THREAD_THRESHOLD
+    return len(records) > INLINE_BYTES
 
 
 def validate_records(records, rules: RecordRules, batches: list[BatchHeader] | None = None, *,
@@ -254,6 +274,8 @@ def _recompress(view: memoryview, batches: list[BatchHeader], rules: RecordRules
             headers.append(header._replace(position=len(out)))
             out += raw
             continue
+        from kafka.record.default_records import DefaultRecordBatch as RecordBatchReader, DefaultRecordBatchBuilder
+
         builder = DefaultRecordBatchBuilder(
             magic=2, compression_type=codec, is_transactional=header.is_transactional,
             producer_id=header.producer_id, producer_epoch=header.producer_epoch,
@@ -272,16 +294,35 @@ def _recompress(view: memoryview, batches: list[BatchHeader], rules: RecordRules
 
 
 def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inline: bool, inspect) -> int:
-    """Walk every record of one batch (``data`` is exactly the batch); returns its records' decompressed size."""
+    """Walk every record of one batch (``data`` is exactly the batch); returns its records' decompressed size.
+
+    The compiled :func:`_scan` walks the records once per batch and answers with what the rules need (the
+    timestamp range, the count of null keys); whenever it does not accept them, or a rule needs the records
+    themselves (an ``inspect`` that wants keys or values, a key missing on a compacted topic, a timestamp out
+    of bounds, a client's LogAppendTime batch), aiokafka's reader walks them again and names what is wrong.
+    """
     if batch.compression:
         copy = _decompressed_copy(data, batch, rules, inline)
+        size = len(copy) - PADDING
+        records = memoryview(copy)[HEADER_SIZE:size]
     else:
+        copy = None
+        size = len(data)
+        records = data[HEADER_SIZE:]
+    wants_records = inspect is not None and (inspect.keys or inspect.values)
+    if _scan is not None and not wants_records and _scanned_ok(records, batch, rules):
+        if inspect is not None and not batch.is_control:
+            inspect(batch, None, None)
+        return size - HEADER_SIZE
+    if copy is None:
         copy = b"".join((data, _ZEROS))
-    size = len(copy) - PADDING
     where = f"batch at byte {batch.position}"
     keys = [] if rules.compact or (inspect is not None and inspect.keys) else None
     values = [] if inspect is not None and inspect.values else None
     timestamps = [] if rules.timestamps is not None and not batch.is_control else None
+    from aiokafka.errors import CorruptRecordException  # aiokafka's client comes with it: ~75 ms, when needed
+    from aiokafka.record._crecords import DefaultRecordBatch
+
     try:
         offsets = _walk(DefaultRecordBatch(memoryview(copy)[:size]), keys, values, timestamps)
     except (CorruptRecordException, ValueError) as exc:  # ValueError: a varint longer than 10 bytes
@@ -302,6 +343,25 @@ def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inl
     if inspect is not None and not batch.is_control:
         inspect(batch, keys if inspect.keys else None, values)
     return size - HEADER_SIZE
+
+
+def _scanned_ok(records: memoryview, batch: BatchHeader, rules: RecordRules) -> bool:
+    """True when the compiled walk accepts the records and every rule holds by what it answered (the header's
+    timestamps checked here); False sends the batch to the reference walk."""
+    scanned = _scan(records, batch.record_count)
+    if scanned is None:
+        return False
+    low_delta, high_delta, null_keys = scanned
+    if rules.compact and null_keys:
+        return False
+    bounds = rules.timestamps
+    if bounds is None or batch.is_control:
+        return True
+    base = batch.base_timestamp
+    if batch.timestamp_type or not (bounds[0] <= base + low_delta and base + high_delta <= bounds[1]):
+        return False
+    _check_header_timestamps(batch, bounds)
+    return True
 
 
 def _out_of_range(timestamp: int, offset: int, bounds: tuple[int, int]) -> str:
@@ -417,7 +477,7 @@ class _RecordSizes:
             if self.records_left == 0:
                 raise Errors.InvalidRecordError(f"{self.where}: more records than its recordsCount")
             try:
-                length, after = decode_varint_cython(out, cursor)
+                length, after = _varint(out, cursor)
             except ValueError:
                 raise Errors.InvalidRecordError(f"{self.where}: record length is not a varint") from None
             if length > self.limit:
@@ -466,10 +526,10 @@ def _snappy(data: memoryview, reserve):
 def _snappy_block(block: memoryview, reserve):
     """One raw snappy block, refused from its length preamble before anything is decompressed."""
     try:  # decoded from a padded copy: the preamble may claim to run past the block
-        declared, _ = decode_varint_cython(b"".join((block[:10], _ZEROS)), 0)
+        declared, _ = _varint(b"".join((block[:10], _ZEROS)), 0)
     except ValueError:
         raise EOFError("snappy block length is not a varint") from None
-    # the preamble is an unsigned varint; decode_varint_cython decodes zigzag, so undo it
+    # the preamble is an unsigned varint; _varint decodes zigzag, so undo it
     reserve(declared * 2 if declared >= 0 else -declared * 2 - 1)
     return cramjam.snappy.decompress_raw(bytes(block))
 

@@ -15,7 +15,7 @@ from kafka.errors import CorruptRecordError, InvalidRecordError, MessageSizeTooL
 
 from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.validator import (
-    CHUNK, THREAD_THRESHOLD, MoveToThread, RecordRules, RecordValidationError, costs_a_thread,
+    CHUNK, INLINE_BYTES, THREAD_THRESHOLD, MoveToThread, RecordRules, RecordValidationError, costs_a_thread,
     validate_records)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
@@ -197,7 +197,8 @@ def test_snappy_block_declaring_more_than_the_bound_is_refused_before_decompress
 
 def test_large_inputs_go_to_a_thread_and_inline_checks_stop_at_the_threshold():
     assert not costs_a_thread(batch(records(10), 10))
-    assert costs_a_thread(batch(records(20_000), 20_000))
+    many = INLINE_BYTES // 15  # records(n) are ~17 bytes each
+    assert costs_a_thread(batch(records(many), many))
     small = batch(compress(ZSTD, records(10)), 10, codec=ZSTD)
     assert validate_records(small, RULES, inline=True)
     # 5 KB on the wire, 32 MiB inside: found out after THREAD_THRESHOLD bytes, not after the bound
