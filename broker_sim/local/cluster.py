@@ -330,6 +330,28 @@ class LocalCluster:
             raise
         return self
 
+    def add_broker(self, broker_id: int | None = None, *, wait: bool = True,
+                   timeout_s: float | None = None) -> int:
+        """Start one more broker (id ``max + 1`` unless given) in the running cluster, on a free port (or
+        ``base_port + id`` when the cluster's ports follow a base), with the cluster's configs; return its id
+        once every broker lists it.  It hosts nothing until partitions are reassigned to it
+        (``pylog reassign``), as a new Kafka broker."""
+        with self._lock:
+            if self.zookeeper is None:
+                raise ClusterError("the cluster is not running: start() it before adding brokers")
+            new_id = max(self.nodes) + 1 if broker_id is None else broker_id
+            if new_id < 0 or new_id in self.nodes:
+                raise ClusterError(f"broker id {new_id} is taken or negative (ids {self.broker_ids})")
+            taken = {n.port for n in self.nodes.values()} | {n.registry_port for n in self.nodes.values()}
+            ports = [p for p in self._free_ports(4) if p not in taken]
+            registry = any(n.registry_port is not None for n in self.nodes.values())
+            node = BrokerNode(new_id, ports[0], self.data_dir / f"broker-{new_id}", ports[1] if registry else None)
+            self.nodes[new_id] = node
+            self._spawn(node)
+        if wait:
+            self.wait_until_ready(timeout_s=self.start_timeout_s if timeout_s is None else timeout_s)
+        return new_id
+
     def _command(self, node: BrokerNode) -> list[str]:
         command = [sys.executable, "-m", "broker_sim", "--zookeeper", self.zookeeper_connect,
                    "--broker-id", str(node.broker_id), "--data-dir", str(node.data_dir),
