@@ -182,7 +182,7 @@ def without_unassigned(state: PartitionState | None, replicas: Sequence[int], el
 
 class ReassignmentSteps:
     """Reassignment requests and progress for ``zk_controller.Controller`` (which provides ``zk``, ``epoch``,
-    ``_epoch_zk_version``, ``_live``, ``_events``, ``_write_states``, ``_active``)."""
+    ``_epoch_zk_version``, ``_live``, ``_events``, ``_write_states``, ``_commit_fenced``, ``_active``)."""
 
     REQUEST_TIMEOUT_S = 30.0
 
@@ -261,7 +261,6 @@ class ReassignmentSteps:
     def _update_topic(self, topic: str, change, assignments: dict) -> bool:
         """Rewrite ``/brokers/topics/<topic>`` with ``change(assignment)`` (None: leave it), conditionally on its
         version and fenced by the controller epoch; False when the topic does not exist."""
-        from broker_sim.controller.zk_controller import ControllerMovedError, _first_failure
         path = layout.topic_path(topic)
         for _ in range(5):
             try:
@@ -275,12 +274,10 @@ class ReassignmentSteps:
             transaction.check(layout.CONTROLLER_EPOCH, self._epoch_zk_version)
             transaction.set_data(path, layout.encode_topic_assignment(new.topic_id, new.replicas, new.adding,
                                                                       new.removing), version=stat.version)
-            failed = _first_failure(transaction.commit())
+            failed = self._commit_fenced(transaction, f"rewriting {path}")
             if failed is None:
                 assignments[topic] = new
                 return True
-            if failed[0] == 0:
-                raise ControllerMovedError(f"/controller_epoch moved past epoch {self.epoch}: a newer controller exists")
             if isinstance(failed[1], NoNodeError):
                 return False
             if not isinstance(failed[1], BadVersionError):

@@ -523,6 +523,14 @@ class Controller(ReassignmentSteps):
             raise ControllerMovedError(f"/controller_epoch moved past epoch {self.epoch}: a newer controller exists")
         return refused
 
+    def _commit_fenced(self, transaction, what: str) -> tuple[int, Exception] | None:
+        """Commit a transaction whose first operation checks /controller_epoch: None when it committed, else the
+        failing (index, error); raises ControllerMovedError when the epoch check failed."""
+        failed = _first_failure(transaction.commit())
+        if failed is not None and failed[0] == 0:
+            raise ControllerMovedError(f"/controller_epoch moved past epoch {self.epoch} while {what}")
+        return failed
+
     def _delete_requested_topics(self, assignments, states) -> None:
         for topic in self.zk.get_children(layout.DELETE_TOPICS):
             transaction = self.zk.transaction()
