@@ -37,9 +37,14 @@ reconciles, in this order:
    that); brokers shutting down are never elected;
 5. ISR change notifications written by leaders are deleted (their content is
    already in the re-read states);
-6. on the periodic check (leader.imbalance.check.interval.seconds, when
+6. partition reassignments (``reassignment.py``, KIP-455): AlterPartitionReassignments requests waiting for
+   the event thread (``alter_reassignments``) are validated and written into the assignment znodes,
+   ``/admin/reassign_partitions`` entries are started, reassignments whose target replicas are all in the
+   ISR complete (leadership to a target, removed replicas out of the ISR, then the target assignment), and a
+   state naming a broker the assignment dropped is corrected;
+7. on the periodic check (leader.imbalance.check.interval.seconds, when
    auto.leader.rebalance.enable) or ``elect_preferred_leaders()``: leadership
-   moves back to assignment[0] when it is live and in the ISR.
+   moves back to assignment[0] when it is live and in the ISR (not for partitions being reassigned).
 
 The decisions are pure functions (``initial_state``, ``elect_after_change``,
 ``preferred_state``, ``shutdown_state``) tested without ZooKeeper.  A partition
