@@ -6,6 +6,7 @@ brokers themselves (Metadata, ZooKeeper's assignment znode, the partition direct
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import time
@@ -215,3 +216,72 @@ def test_controller_and_target_replica_sigkilled_mid_reassignment(cluster4, admi
     assert [o for o, _ in records] == list(range(count))
     assert [v[:7] for _, v in records] == [b"%07d" % i for i in range(count)]
     wait_until(lambda: set(cluster4.partition_dirs(topic_name, 0)) == set(target), 30, "the origin logs deleted")
+
+
+def test_a_running_reassignment_can_be_changed(cluster4, admin, topic_name):
+    new_topic(cluster4, topic_name, 1, 2)
+    origin = replicas_of(cluster4, topic_name, 0)
+    count = fill(cluster4, topic_name, 1)
+    first, second = [b for b in (3, 2, 1, 0) if b not in origin][:2]
+    throttle_topic(admin, topic_name, 30_000, cluster4.broker_ids)
+    try:
+        tp = TopicPartition(topic_name, 0)
+        assert admin.alter_partition_reassignments({tp: [first, origin[0]]})[tp] is None
+        wait_until(lambda: first in cluster4.partition_dirs(topic_name, 0), 10, "the first target created")
+        assert admin.alter_partition_reassignments({tp: [second, origin[1]]})[tp] is None
+        listed = wait_until(lambda: admin.list_partition_reassignments().get(tp, {}).get("adding_replicas") ==
+                            [second] and admin.list_partition_reassignments()[tp], 10, "the new target listed")
+        assert listed["removing_replicas"] == [origin[0]]  # from the same origin; the first target is dropped
+        wait_until(lambda: first not in cluster4.partition_dirs(topic_name, 0), 15, "the dropped target deleted")
+    finally:
+        set_rates(admin, cluster4.broker_ids, None)
+    wait_until(lambda: replicas_of(cluster4, topic_name, 0) == (second, origin[1])
+               and not admin.list_partition_reassignments(), 30, "the changed reassignment")
+    assert len(read_partition(cluster4.bootstrap_servers, topic_name, 0, count)) == count
+
+
+def test_the_admin_reassign_partitions_znode_is_run_and_removed(cluster4, admin, topic_name):
+    new_topic(cluster4, topic_name, 2, 1)
+    produce(cluster4.bootstrap_servers, topic_name, [b"a", b"b"], partition=1)
+    targets = {}
+    for partition in (0, 1):
+        current = replicas_of(cluster4, topic_name, partition)[0]
+        targets[(topic_name, partition)] = [next(b for b in (3, 2, 1, 0) if b != current)]
+    targets[("no-such-topic", 0)] = [1]  # dropped with an error in the controller's log, as Kafka does
+    cluster4._zk.create(zk_layout.REASSIGN_PARTITIONS, zk_layout.encode_reassign_partitions(targets))
+    wait_until(lambda: cluster4._zk.exists(zk_layout.REASSIGN_PARTITIONS) is None, 30, "the znode removed")
+    for (topic, partition), replicas in targets.items():
+        if topic == topic_name:
+            assert replicas_of(cluster4, topic, partition) == tuple(replicas)
+    assert [v for _, v in read_partition(cluster4.bootstrap_servers, topic_name, 1, 2)] == [b"a", b"b"]
+
+
+def test_reassignment_json_and_tool_arguments_are_checked(tmp_path):
+    from broker_sim.tools.reassign import drain_plan, read_reassignment
+    from broker_sim.tools.errors import ToolError
+
+    def bad(doc, message):
+        path = tmp_path / "plan.json"
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        with pytest.raises(ToolError, match=message):
+            read_reassignment(str(path))
+
+    bad("{", "is not JSON")
+    bad({"version": 2, "partitions": []}, "version 2")
+    bad({"version": 1, "partitions": []}, '"partitions" must be a non-empty list')
+    bad({"partitions": [{"topic": "t", "partition": -1, "replicas": [1]}]}, 'needs "topic"')
+    bad({"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}, "duplicate broker ids")
+    bad({"partitions": [{"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/d"]}]}, "log_dirs other")
+    bad({"partitions": [{"topic": "t", "partition": 0, "replicas": [1]}] * 2}, "appears twice")
+    assert drain_plan({("t", 0): [2, 0], ("t", 1): [0, 1], ("t", 2): [1, 3]}, 0, [0, 1, 2, 3]) == {
+        ("t", 0): [2, 3], ("t", 1): [2, 1]}  # the least loaded broker not holding the partition, same position
+    with pytest.raises(ToolError, match="no other live broker"):
+        drain_plan({("t", 0): [0, 1]}, 0, [0, 1])
+    for argv, message in ((["--verify", "--reassignment-json-file", "f", "--throttle", "100"],
+                           "--throttle: only valid with --execute"),
+                          (["--generate", "--broker-list", "0,1"], "--generate needs --topics-to-move-json-file"),
+                          (["--cancel"], "need --reassignment-json-file")):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exited:
+            cli.main(["reassign", *argv])
+        assert exited.value.code == 2 and message in err.getvalue()
