@@ -91,6 +91,27 @@ def fill(cluster, topic: str, megabytes: int, *, partition: int = 0) -> int:
     return count
 
 
+def copy_rate(directory, what: str) -> float:
+    """The rate a replica's log grew at from 1 to 8 MiB (least-squares slope), asserted 1 MiB/s +-20%."""
+    samples = []
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        size = log_bytes(directory)
+        samples.append((time.monotonic(), size))
+        if size >= 8 * MIB:
+            break
+        time.sleep(0.05)
+    window = [(t, s) for t, s in samples if 1 * MIB <= s <= 8 * MIB]
+    assert len(window) > 10, f"the copy was not observed: {samples[-3:]}"
+    mean_t = sum(t for t, _ in window) / len(window)
+    mean_s = sum(s for _, s in window) / len(window)
+    rate = (sum((t - mean_t) * (s - mean_s) for t, s in window) / sum((t - mean_t) ** 2 for t, _ in window))
+    print(json.dumps({"throttled": what, "throttle_bytes_per_s": MIB, "measured_bytes_per_s": round(rate),
+                      "ratio": round(rate / MIB, 3)}))
+    assert 0.8 * MIB <= rate <= 1.2 * MIB, f"copied at {rate / MIB:.2f} MiB/s under a 1 MiB/s throttle ({what})"
+    return rate
+
+
 def test_alter_and_list_refuse_bad_requests_naming_the_problem(cluster4, admin, topic_name):
     new_topic(cluster4, topic_name, 1, 2)
     assert admin.list_partition_reassignments() == {}
@@ -157,28 +178,31 @@ def test_throttle_of_one_mib_per_second_is_honoured(cluster4, admin, topic_name,
     out = io.StringIO()
     assert cli.main(["--bootstrap-server", cluster4.bootstrap_servers, "reassign", "--execute",
                      "--reassignment-json-file", str(plan), "--throttle", str(MIB)], stdout=out) == 0
-    directory = cluster4.broker_data_dir(target) / f"{topic_name}-0"
-    samples = []
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
-        size = log_bytes(directory)
-        samples.append((time.monotonic(), size))
-        if size >= 8 * MIB:
-            break
-        time.sleep(0.05)
-    window = [(t, s) for t, s in samples if 1 * MIB <= s <= 8 * MIB]
-    assert len(window) > 10, f"the copy was not observed: {samples[-3:]}"
-    # least-squares slope of bytes over time: the rate the copy ran at
-    mean_t = sum(t for t, _ in window) / len(window)
-    mean_s = sum(s for _, s in window) / len(window)
-    rate = (sum((t - mean_t) * (s - mean_s) for t, s in window) / sum((t - mean_t) ** 2 for t, _ in window))
-    print(json.dumps({"throttle_bytes_per_s": MIB, "measured_bytes_per_s": round(rate),
-                      "ratio": round(rate / MIB, 3)}))
-    assert 0.8 * MIB <= rate <= 1.2 * MIB, f"copied at {rate / MIB:.2f} MiB/s under a 1 MiB/s throttle"
+    copy_rate(cluster4.broker_data_dir(target) / f"{topic_name}-0", "both sides")
     out = io.StringIO()
     wait_until(lambda: cli.main(["--bootstrap-server", cluster4.bootstrap_servers, "reassign", "--verify",
                                  "--reassignment-json-file", str(plan)], stdout=out) == 0, 30, "the verify")
     assert "is completed" in out.getvalue() and "Clearing broker-level throttles" in out.getvalue()
+
+
+def test_a_leader_throttle_alone_holds_the_rate(cluster4, admin, topic_name):
+    new_topic(cluster4, topic_name, 1, 1)
+    source = replicas_of(cluster4, topic_name, 0)[0]
+    target = next(b for b in (3, 2, 1, 0) if b != source)
+    fill(cluster4, topic_name, 9)
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic_name, configs={
+        "leader.replication.throttled.replicas": (AlterConfigOp.SET, f"0:{source}")})],
+        raise_on_unknown=False, incremental=True)
+    admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(source), configs={
+        "leader.replication.throttled.rate": (AlterConfigOp.SET, str(MIB))})], raise_on_unknown=False,
+        incremental=True)
+    try:
+        tp = TopicPartition(topic_name, 0)
+        assert admin.alter_partition_reassignments({tp: [target]})[tp] is None
+        copy_rate(cluster4.broker_data_dir(target) / f"{topic_name}-0", "leader only")
+    finally:
+        set_rates(admin, cluster4.broker_ids, None)
+    wait_until(lambda: replicas_of(cluster4, topic_name, 0) == (target,), 30, "the reassignment")
 
 
 def test_controller_and_target_replica_sigkilled_mid_reassignment(cluster4, admin, topic_name):
@@ -285,3 +309,38 @@ def test_reassignment_json_and_tool_arguments_are_checked(tmp_path):
         with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exited:
             cli.main(["reassign", *argv])
         assert exited.value.code == 2 and message in err.getvalue()
+
+
+def test_the_foreground_cluster_adds_a_broker_on_sigusr1(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from cluster_helpers import zookeeper_missing
+
+    from broker_sim.local.cluster import fetch_metadata
+
+    reason = zookeeper_missing()
+    if reason:
+        pytest.skip(reason)
+    process = subprocess.Popen([sys.executable, "-m", "broker_sim", "cluster", "--brokers", "1",
+                                "--data-dir", str(tmp_path / "fg")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("PYLOG_BOOTSTRAP_SERVERS="), process.stderr.read() if not line else line
+        process.stdout.readline()  # PYLOG_SCHEMA_REGISTRY_URL=...
+        process.send_signal(signal.SIGUSR1)
+        line = process.stdout.readline()
+        servers = line.strip().split("=", 1)[1].split(",")
+        assert line.startswith("PYLOG_BOOTSTRAP_SERVERS=") and len(servers) == 2, line
+        host, port = servers[1].rsplit(":", 1)
+        assert set(fetch_metadata(host, int(port), ()).brokers) == {0, 1}
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        err = process.stderr.read()
+        assert "added broker 1" in err and "broker 1: status 0" in err, err
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
