@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import threading
 import time
 
 import pytest
@@ -331,7 +332,12 @@ def test_the_foreground_cluster_adds_a_broker_on_sigusr1(tmp_path):
         assert line.startswith("PYLOG_BOOTSTRAP_SERVERS="), process.stderr.read() if not line else line
         process.stdout.readline()  # PYLOG_SCHEMA_REGISTRY_URL=...
         process.send_signal(signal.SIGUSR1)
-        line = process.stdout.readline()
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(60)  # bounded: a broker that is never added must fail the test, not hang it
+        assert lines, "no new PYLOG_BOOTSTRAP_SERVERS line within 60 s of SIGUSR1"
+        line = lines[0]
         servers = line.strip().split("=", 1)[1].split(",")
         assert line.startswith("PYLOG_BOOTSTRAP_SERVERS=") and len(servers) == 2, line
         host, port = servers[1].rsplit(":", 1)
