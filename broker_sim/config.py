@@ -654,8 +654,9 @@ def _listener_setting(name: str) -> tuple[str | None, str]:
 
 # Dynamic broker configs (AlterConfigs / IncrementalAlterConfigs on a BROKER resource), Kafka 4's
 # DynamicBrokerConfig.AllDynamicConfigs.  pylog acts at run time on APPLIED_DYNAMIC_CONFIGS only: the defaults of
-# topic configs, applied to every partition at once, and the replication throttle rates (KIP-73).  The others are accepted, stored (ZooKeeper or the data dir)
-# and described, and pylog does not act on them: BrokerConfig.raw keeps answering their static value.
+# topic configs, applied to every partition at once, and the replication throttle rates (KIP-73).  The others
+# are accepted, stored (ZooKeeper or the data dir) and described, and pylog does not act on them:
+# BrokerConfig.raw keeps answering their static value.
 APPLIED_DYNAMIC_CONFIGS = frozenset(d.default for d in TOPIC_CONFIGS.values() if not d.name.startswith("internal.")) | \
     frozenset(("leader.replication.throttled.rate", "follower.replication.throttled.rate"))  # replication throttles
 # SslConfigs.RECONFIGURABLE_CONFIGS: only per listener (listener.name.<l>.<config>), as Kafka
