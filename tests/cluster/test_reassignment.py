@@ -127,6 +127,23 @@ def test_alter_and_list_refuse_bad_requests_naming_the_problem(cluster4, admin, 
     assert admin.list_partition_reassignments() == {}
 
 
+def test_a_broker_that_is_not_the_controller_answers_not_controller(cluster4, admin, topic_name):
+    from kafka.protocol.admin import AlterPartitionReassignmentsRequest as Alter
+    from kafka.protocol.admin import ListPartitionReassignmentsRequest as List
+
+    from broker_sim.protocol.client import WireConnection
+
+    new_topic(cluster4, topic_name, 1, 2)
+    before = replicas_of(cluster4, topic_name, 0)
+    other = next(b for b in cluster4.broker_ids if b != cluster4.controller_id())
+    alter = Alter[0](timeout_ms=5000, topics=[Alter.ReassignableTopic(name=topic_name, partitions=[
+        Alter.ReassignableTopic.ReassignablePartition(partition_index=0, replicas=[0, 1])])])
+    with WireConnection.to(cluster4.address(other), timeout_s=10) as connection:
+        assert connection.call(alter).error_code == 41  # NOT_CONTROLLER: clients look for the controller
+        assert connection.call(List[0](timeout_ms=5000, topics=None)).error_code == 41
+    assert not admin.list_partition_reassignments() and replicas_of(cluster4, topic_name, 0) == before
+
+
 def test_reassignment_moves_replicas_and_removed_brokers_delete_their_logs(cluster4, admin, topic_name):
     new_topic(cluster4, topic_name, 2, 2)
     values = [b"v%d" % i for i in range(200)]
