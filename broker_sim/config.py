@@ -61,6 +61,26 @@ def parse_java_integer(value: str, high: int = LONG_MAX) -> int:
     return number
 
 
+def parse_throttled_replicas(value: str) -> frozenset[tuple[int, int]] | str:
+    """A ``*.replication.throttled.replicas`` value: "*" (every replica), or (partition, broker) pairs from
+    "partition:broker,..." (empty: none).  Raises ValueError naming the bad entry, as Kafka's validator."""
+    text = value.strip()
+    if text == "*":
+        return "*"
+    pairs = set()
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        partition, sep, broker = entry.partition(":")
+        if not sep or not partition.strip().isdigit() or not broker.strip().isdigit():
+            raise ValueError(f"{entry!r} is not partition:broker (a list of them, or *)")
+        pairs.add((int(partition), int(broker)))
+    return frozenset(pairs) if pairs else frozenset()
+
+
+def _throttled_replicas_text(value: str) -> str:
+    parse_throttled_replicas(value)
+    return value
+
+
 def _parse_int(low: int | None = None, high: int = LONG_MAX) -> Callable[[str], int]:
     """An integer in Java's long range (``high`` INT_MAX: a Kafka INT config), at least ``low`` when given."""
     def parse(value: str) -> int:
@@ -222,10 +242,18 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    "Accepted: pylog serves only record batch v2 (Fetch v4+), so nothing is down-converted."),
     TopicConfigDef("message.format.version", "log.message.format.version", "3.0-IV1", str,
                    "Accepted, ignored (deprecated).", None, "Accepted, ignored (deprecated in Kafka 3)."),
-    TopicConfigDef("follower.replication.throttled.replicas", "follower.replication.throttled.replicas", "", str,
-                   "Accepted, not enforced.", None, "Accepted, not enforced: no replication throttle."),
-    TopicConfigDef("leader.replication.throttled.replicas", "leader.replication.throttled.replicas", "", str,
-                   "Accepted, not enforced.", None, "Accepted, not enforced: no replication throttle."),
+    TopicConfigDef("follower.replication.throttled.replicas", "follower.replication.throttled.replicas", "",
+                   _throttled_replicas_text,
+                   "Replicas whose fetching from their leader counts against their broker's "
+                   "follower.replication.throttled.rate (KIP-73): partition:broker,... or * (all).", None,
+                   "Replicas (partition:broker,... or *) whose fetching from the leader counts against that broker's "
+                   "follower.replication.throttled.rate (KIP-73)."),
+    TopicConfigDef("leader.replication.throttled.replicas", "leader.replication.throttled.replicas", "",
+                   _throttled_replicas_text,
+                   "Replicas whose answers to followers' fetches count against their broker's "
+                   "leader.replication.throttled.rate (KIP-73): partition:broker,... or * (all).", None,
+                   "Replicas (partition:broker,... or *) whose answers to followers count against that broker's "
+                   "leader.replication.throttled.rate (KIP-73)."),
     TopicConfigDef("local.retention.ms", "log.local.retention.ms", "-2", _parse_int(-2),
                    "Accepted: no tiered storage.", None, "Accepted: no tiered storage (local is everything)."),
     TopicConfigDef("local.retention.bytes", "log.local.retention.bytes", "-2", _parse_int(-2),
@@ -460,6 +488,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # --- client quotas (security/quotas.py; the quotas themselves: AlterClientQuotas) ---
     ConfigDef("quota.window.num", "11", _parse_int(1), "Samples a quota's rate is measured over."),
     ConfigDef("quota.window.size.seconds", "1", _parse_int(1), "Length of one quota sample."),
+    # --- replication throttles (KIP-73; replication/throttle.py), dynamic ---
+    ConfigDef("leader.replication.throttled.rate", str(LONG_MAX), _parse_int(0),
+              "Bytes per second a leader sends to followers of its leader.replication.throttled.replicas."),
+    ConfigDef("follower.replication.throttled.rate", str(LONG_MAX), _parse_int(0),
+              "Bytes per second a follower fetches for its follower.replication.throttled.replicas."),
+    ConfigDef("replication.quota.window.size.seconds", "1", _parse_int(1),
+              "A replication throttle's burst: at most this many seconds of its rate after an idle spell."),
     # --- clusters (ZooKeeper mode; ignored by a single node) ---
     ConfigDef("zookeeper.connect", "", str, "ZooKeeper HOST:PORT[,HOST:PORT][/chroot]; empty: single node."),
     ConfigDef("zookeeper.session.timeout.ms", "18000", _parse_int(1),
@@ -619,9 +654,11 @@ def _listener_setting(name: str) -> tuple[str | None, str]:
 
 # Dynamic broker configs (AlterConfigs / IncrementalAlterConfigs on a BROKER resource), Kafka 4's
 # DynamicBrokerConfig.AllDynamicConfigs.  pylog acts at run time on APPLIED_DYNAMIC_CONFIGS only: the defaults of
-# topic configs, applied to every partition at once.  The others are accepted, stored (ZooKeeper or the data dir)
-# and described, and pylog does not act on them: BrokerConfig.raw keeps answering their static value.
-APPLIED_DYNAMIC_CONFIGS = frozenset(d.default for d in TOPIC_CONFIGS.values() if not d.name.startswith("internal."))
+# topic configs, applied to every partition at once, and the replication throttle rates (KIP-73).  The others
+# are accepted, stored (ZooKeeper or the data dir) and described, and pylog does not act on them:
+# BrokerConfig.raw keeps answering their static value.
+APPLIED_DYNAMIC_CONFIGS = frozenset(d.default for d in TOPIC_CONFIGS.values() if not d.name.startswith("internal.")) | \
+    frozenset(("leader.replication.throttled.rate", "follower.replication.throttled.rate"))  # replication throttles
 # SslConfigs.RECONFIGURABLE_CONFIGS: only per listener (listener.name.<l>.<config>), as Kafka
 DYNAMIC_SECURITY_CONFIGS = frozenset((
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type",

@@ -37,9 +37,14 @@ reconciles, in this order:
    that); brokers shutting down are never elected;
 5. ISR change notifications written by leaders are deleted (their content is
    already in the re-read states);
-6. on the periodic check (leader.imbalance.check.interval.seconds, when
+6. partition reassignments (``reassignment.py``, KIP-455): AlterPartitionReassignments requests waiting for
+   the event thread (``alter_reassignments``) are validated and written into the assignment znodes,
+   ``/admin/reassign_partitions`` entries are started, reassignments whose target replicas are all in the
+   ISR complete (leadership to a target, removed replicas out of the ISR, then the target assignment), and a
+   state naming a broker the assignment dropped is corrected;
+7. on the periodic check (leader.imbalance.check.interval.seconds, when
    auto.leader.rebalance.enable) or ``elect_preferred_leaders()``: leadership
-   moves back to assignment[0] when it is live and in the ISR.
+   moves back to assignment[0] when it is live and in the ISR (not for partitions being reassigned).
 
 The decisions are pure functions (``initial_state``, ``elect_after_change``,
 ``preferred_state``, ``shutdown_state``) tested without ZooKeeper.  A partition
@@ -62,6 +67,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from broker_sim.config import BrokerConfig, TOPIC_CONFIGS
 from broker_sim.controller import zk_layout as layout
 from broker_sim.controller.cluster_state import NO_LEADER, PartitionState
+from broker_sim.controller.reassignment import ReassignmentSteps, without_unassigned
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +160,7 @@ _PREFERRED = "preferred"
 _STOP = "stop"
 
 
-class Controller:
+class Controller(ReassignmentSteps):
     """Controller of one broker; shares the store's KazooClient.  See the module docstring."""
 
     def __init__(self, zk: KazooClient, broker_id: int, config: BrokerConfig) -> None:
@@ -173,6 +179,7 @@ class Controller:
         self._live: dict[int, int] = {}          # broker id -> registration czxid
         self._shutting_down: set[int] = set()
         self._session_lost = False
+        self._init_reassignment()
 
     @property
     def is_active(self) -> bool:
@@ -192,6 +199,7 @@ class Controller:
             ChildrenWatch(self.zk, path, self._on_children)
         self.zk.ensure_path(layout.TOPICS)
         ChildrenWatch(self.zk, layout.TOPICS, self._on_topics)
+        DataWatch(self.zk, layout.REASSIGN_PARTITIONS, self._on_controller_data)
         return self
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -225,6 +233,11 @@ class Controller:
         if self._closed:
             return False
         self._events.put(_ELECT)
+
+    def _on_controller_data(self, data, stat):
+        if self._closed:
+            return False
+        self._events.put(_RECONCILE)
 
     def _on_children(self, children):
         if self._closed:
@@ -270,6 +283,7 @@ class Controller:
                     break
             if _STOP in kinds:
                 self._shutdown()
+                self._refuse_reassignment_requests()
                 return
             now = time.monotonic()
             if retry_at is not None and now >= retry_at:
@@ -293,6 +307,7 @@ class Controller:
         if _ELECT in kinds or _SESSION_LOST in kinds or not self._active:
             self._check_controller()
             if not self._active:
+                self._refuse_reassignment_requests()
                 return
         self._reconcile(preferred=_PREFERRED in kinds)
 
@@ -414,6 +429,7 @@ class Controller:
 
         self._delete_requested_topics(assignments, states)
         deleting = set(self.zk.get_children(layout.DELETE_TOPICS))
+        self._serve_reassignment_requests(assignments, deleting)
         requests = [int(c) for c in self.zk.get_children(layout.CONTROLLED_SHUTDOWN)]
         self._shutting_down |= {b for b in requests if b in live}
 
@@ -445,9 +461,12 @@ class Controller:
                 self.zk.delete(layout.isr_change_path(child))
             except NoNodeError:
                 pass
-        if preferred:
+        self._progress_reassignments(assignments, states, eligible, deleting)
+        decide(lambda key, state, replicas: without_unassigned(state, replicas, eligible, self.epoch))
+        if preferred:  # not while a partition is being reassigned (Kafka skips those too)
             decide(lambda key, state, replicas: preferred_state(state, replicas, eligible, self.epoch)
-                   if state is not None else None)
+                   if state is not None and key[1] not in assignments[key[0]].adding
+                   and key[1] not in assignments[key[0]].removing else None)
 
     def _apply(self, assignments, states, deleting, decision) -> None:
         """Run ``decision(key, state | None, replicas)`` over every partition and write the results (fenced);
@@ -508,6 +527,14 @@ class Controller:
         if moved:
             raise ControllerMovedError(f"/controller_epoch moved past epoch {self.epoch}: a newer controller exists")
         return refused
+
+    def _commit_fenced(self, transaction, what: str) -> tuple[int, Exception] | None:
+        """Commit a transaction whose first operation checks /controller_epoch: None when it committed, else the
+        failing (index, error); raises ControllerMovedError when the epoch check failed."""
+        failed = _first_failure(transaction.commit())
+        if failed is not None and failed[0] == 0:
+            raise ControllerMovedError(f"/controller_epoch moved past epoch {self.epoch} while {what}")
+        return failed
 
     def _delete_requested_topics(self, assignments, states) -> None:
         for topic in self.zk.get_children(layout.DELETE_TOPICS):

@@ -25,7 +25,7 @@ import base64
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from broker_sim.controller.cluster_state import BrokerEndpoint, PartitionState
@@ -38,6 +38,7 @@ CONTROLLER = "/controller"                              # ControllerZNode
 CONTROLLER_EPOCH = "/controller_epoch"                  # ControllerEpochZNode
 CONFIG_TOPICS = "/config/topics"                        # ConfigEntityTypeZNode("topics")
 DELETE_TOPICS = "/admin/delete_topics"                  # DeleteTopicsZNode
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"      # ReassignPartitionsZNode
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"    # IsrChangeNotificationZNode
 ISR_CHANGE_PREFIX = "isr_change_"                       # IsrChangeNotificationSequenceZNode
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"         # ProducerIdBlockZNode
@@ -57,6 +58,7 @@ ISR_CHANGE_VERSION = 1
 PRODUCER_ID_BLOCK_VERSION = 1
 CONTROLLED_SHUTDOWN_VERSION = 1
 INTER_BROKER_SECRET_VERSION = 1
+REASSIGN_PARTITIONS_VERSION = 1
 
 
 class LayoutError(ValueError):
@@ -226,19 +228,40 @@ def decode_topic_id(text: str) -> uuid.UUID:
 
 @dataclass(frozen=True)
 class TopicAssignment:
-    """Decoded ``/brokers/topics/<t>``: topic id and replicas per partition (preferred leader first)."""
+    """Decoded ``/brokers/topics/<t>``: topic id and replicas per partition (preferred leader first).
+
+    During a reassignment (KIP-455) a partition's ``replicas`` is the full set RS = origin + target, and
+    ``adding`` / ``removing`` hold its AR = RS - origin and RR = RS - target (partitions not being
+    reassigned are absent from both)."""
     topic_id: uuid.UUID | None
     replicas: tuple[tuple[int, ...], ...]
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
-def encode_topic_assignment(topic_id: uuid.UUID, replicas: Iterable[Iterable[int]]) -> bytes:
+def encode_topic_assignment(topic_id: uuid.UUID, replicas: Iterable[Iterable[int]],
+                            adding: dict[int, Iterable[int]] | None = None,
+                            removing: dict[int, Iterable[int]] | None = None) -> bytes:
     return _dump({
         "version": TOPIC_ASSIGNMENT_VERSION,
         "topic_id": encode_topic_id(topic_id),
         "partitions": {str(i): list(r) for i, r in enumerate(replicas)},
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": {str(i): list(r) for i, r in sorted((adding or {}).items()) if r},
+        "removing_replicas": {str(i): list(r) for i, r in sorted((removing or {}).items()) if r},
     })
+
+
+def _replica_map(obj: dict, key: str, what: str, count: int) -> dict[int, tuple[int, ...]]:
+    raw = obj.get(key) or {}
+    if not isinstance(raw, dict):
+        raise LayoutError(f"{what}: {key} is not an object: {raw!r}")
+    found = {}
+    for index, brokers in raw.items():
+        if not str(index).isdigit() or int(index) >= count or not isinstance(brokers, list):
+            raise LayoutError(f"{what}: {key} entry {index!r}: {brokers!r} is not a partition's broker list")
+        if brokers:
+            found[int(index)] = tuple(int(b) for b in brokers)
+    return found
 
 
 def decode_topic_assignment(topic: str, data: bytes) -> TopicAssignment:
@@ -249,7 +272,9 @@ def decode_topic_assignment(topic: str, data: bytes) -> TopicAssignment:
     if indexes != list(range(len(indexes))):
         raise LayoutError(f"{what}: partitions {indexes} are not 0..{len(indexes) - 1}")
     topic_id = decode_topic_id(obj["topic_id"]) if obj.get("topic_id") else None
-    return TopicAssignment(topic_id, tuple(tuple(int(b) for b in partitions[str(i)]) for i in indexes))
+    return TopicAssignment(topic_id, tuple(tuple(int(b) for b in partitions[str(i)]) for i in indexes),
+                           _replica_map(obj, "adding_replicas", what, len(indexes)),
+                           _replica_map(obj, "removing_replicas", what, len(indexes)))
 
 
 # --- /brokers/topics/<t>/partitions/<p>/state ---
@@ -335,3 +360,26 @@ def decode_inter_broker_secret(data: bytes) -> str:
     if not isinstance(secret, str) or not secret:
         raise LayoutError(f"{INTER_BROKER_SECRET}: secret must be a non-empty string")
     return secret
+
+
+# --- /admin/reassign_partitions (the pre-KIP-455 way to ask for a reassignment; the controller removes each
+# partition from it once its reassignment completed, and the znode once it is empty) ---
+
+def encode_reassign_partitions(targets: dict[tuple[str, int], Iterable[int]]) -> bytes:
+    return _dump({"version": REASSIGN_PARTITIONS_VERSION,
+                  "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                 for (t, p), r in sorted(targets.items())]})
+
+
+def decode_reassign_partitions(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    obj = _load(data, REASSIGN_PARTITIONS)
+    entries = _field(obj, "partitions", REASSIGN_PARTITIONS)
+    if not isinstance(entries, list):
+        raise LayoutError(f"{REASSIGN_PARTITIONS}: partitions is not a list")
+    targets = {}
+    for entry in entries:
+        try:
+            targets[(str(entry["topic"]), int(entry["partition"]))] = tuple(int(b) for b in entry["replicas"])
+        except (KeyError, TypeError, ValueError):
+            raise LayoutError(f"{REASSIGN_PARTITIONS}: entry {entry!r} lacks topic, partition or replicas") from None
+    return targets

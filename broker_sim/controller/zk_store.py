@@ -336,6 +336,17 @@ class ZkMetadataStore(MetadataStore):
         self.topics = topics
         self.topics_by_id = {t.topic_id: t for t in topics.values()}
 
+    def reassignments(self) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """Partitions being reassigned (KIP-455), from the cached assignments: (topic, partition) ->
+        (replicas, adding replicas, removing replicas)."""
+        found = {}
+        for topic, assignment in self._assignments.items():
+            for index in sorted(set(assignment.adding) | set(assignment.removing)):
+                if index < len(assignment.replicas):
+                    found[(topic, index)] = (list(assignment.replicas[index]), list(assignment.adding.get(index, ())),
+                                             list(assignment.removing.get(index, ())))
+        return found
+
     # --- mutators ---
 
     def live_broker_ids(self) -> list[int]:
@@ -408,6 +419,10 @@ class ZkMetadataStore(MetadataStore):
             raise MetadataError(Errors.InvalidPartitionsError,
                                 f"topic {name!r} has {len(current.replicas)} partitions; "
                                 f"the new count {count} must be larger")
+        if current.adding or current.removing:  # Kafka: ReassignmentInProgressException
+            raise MetadataError(Errors.ReassignmentInProgressError,
+                                f"topic {name!r} has partitions being reassigned "
+                                f"({sorted(set(current.adding) | set(current.removing))}); add partitions after")
         added = assign_added_partitions(self.live_broker_ids(), current.replicas, count)
         replicas = [list(r) for r in current.replicas] + added
         try:

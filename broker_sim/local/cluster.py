@@ -3,6 +3,7 @@
 Examples::
 
     $ pylog-broker cluster --brokers 3 --data-dir /tmp/pylog-cluster      # foreground, Ctrl-C stops
+    $ kill -USR1 <its pid>                                                # adds broker 3 (add_broker())
     $ pylog cluster up --brokers 3 --data-dir /tmp/pylog-cluster --base-port 9092
     PYLOG_BOOTSTRAP_SERVERS=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
     PYLOG_SCHEMA_REGISTRY_URL=http://127.0.0.1:40123,http://127.0.0.1:40125,http://127.0.0.1:40127
@@ -24,7 +25,9 @@ Layout under *data_dir*::
     broker-<id>/data/     the broker's log.dirs (``--data-dir``)
     broker-<id>/broker.log  the broker's stdout and stderr, appended across restarts
 
-Broker ids are ``0..N-1``. Each broker's port is chosen once, up front
+Broker ids are ``0..N-1``; ``add_broker()`` (SIGUSR1 to the foreground command) starts one more, id
+``max + 1``, on a free port, which hosts nothing until partitions are reassigned to it.  Each broker's
+port is chosen once, up front
 (``base_port + id``, or a free port per broker when no base port is given),
 and kept across restarts, so a restarted broker re-registers at the same
 address, as a real broker would.
@@ -329,6 +332,28 @@ class LocalCluster:
             self.stop_all()
             raise
         return self
+
+    def add_broker(self, broker_id: int | None = None, *, wait: bool = True,
+                   timeout_s: float | None = None) -> int:
+        """Start one more broker (id ``max + 1`` unless given) in the running cluster, on a free port (or
+        ``base_port + id`` when the cluster's ports follow a base), with the cluster's configs; return its id
+        once every broker lists it.  It hosts nothing until partitions are reassigned to it
+        (``pylog reassign``), as a new Kafka broker."""
+        with self._lock:
+            if self.zookeeper is None:
+                raise ClusterError("the cluster is not running: start() it before adding brokers")
+            new_id = max(self.nodes) + 1 if broker_id is None else broker_id
+            if new_id < 0 or new_id in self.nodes:
+                raise ClusterError(f"broker id {new_id} is taken or negative (ids {self.broker_ids})")
+            taken = {n.port for n in self.nodes.values()} | {n.registry_port for n in self.nodes.values()}
+            ports = [p for p in self._free_ports(4) if p not in taken]
+            registry = any(n.registry_port is not None for n in self.nodes.values())
+            node = BrokerNode(new_id, ports[0], self.data_dir / f"broker-{new_id}", ports[1] if registry else None)
+            self.nodes[new_id] = node
+            self._spawn(node)
+        if wait:
+            self.wait_until_ready(timeout_s=self.start_timeout_s if timeout_s is None else timeout_s)
+        return new_id
 
     def _command(self, node: BrokerNode) -> list[str]:
         command = [sys.executable, "-m", "broker_sim", "--zookeeper", self.zookeeper_connect,
@@ -693,10 +718,12 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None, err: T
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     stop_event = stop_event or threading.Event()
+    grow = threading.Event()  # SIGUSR1: add one broker to the running cluster
     restore = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             restore[sig] = signal.signal(sig, lambda *_: stop_event.set())
+        restore[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda *_: grow.set())
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, configs=dict(args.config),
                            base_port=args.base_port, zookeeper_port=args.zookeeper_port,
                            log_level=args.log_level, start_timeout_s=args.start_timeout_s,
@@ -712,13 +739,23 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None, err: T
         if stop_event.is_set():
             return 0
         print(cluster.describe(), file=err, flush=True)
-        print(f"pylog cluster: controller is broker {cluster.controller_id()}; Ctrl-C stops the cluster",
-              file=err, flush=True)
+        print(f"pylog cluster: controller is broker {cluster.controller_id()}; Ctrl-C stops the cluster, "
+              f"kill -USR1 {os.getpid()} adds a broker", file=err, flush=True)
         print(f"PYLOG_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}", file=out, flush=True)
         if cluster.schema_registry_urls:  # every broker's: clients (and pylog schemas) try them in turn
             print(f"PYLOG_SCHEMA_REGISTRY_URL={','.join(cluster.schema_registry_urls)}", file=out, flush=True)
         reported: set[int] = set()
         while not stop_event.wait(0.5):
+            if grow.is_set():
+                grow.clear()
+                try:
+                    added = cluster.add_broker()
+                    node = cluster.nodes[added]
+                    print(f"pylog cluster: added broker {added} at {node.address} (data {node.data_dir}); it hosts "
+                          f"nothing until partitions are reassigned to it (pylog reassign)", file=err, flush=True)
+                    print(f"PYLOG_BOOTSTRAP_SERVERS={cluster.bootstrap_servers}", file=out, flush=True)
+                except (ClusterError, OSError) as exc:
+                    print(f"pylog cluster: adding a broker failed: {exc}", file=err, flush=True)
             for broker_id in cluster.broker_ids:
                 node = cluster.nodes[broker_id]
                 if node.process is not None and node.process.poll() is not None and broker_id not in reported:

@@ -24,6 +24,10 @@ from kafka.protocol.admin import (
     AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse, AlterConfigsRequest,
     AlterConfigsResponse,
 )
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 )
@@ -117,6 +121,11 @@ APIS: dict[int, ApiSpec] = _table(
     # client quotas (KIP-546)
     ApiSpec(ApiKey.DescribeClientQuotas, DescribeClientQuotasRequest, DescribeClientQuotasResponse, 0, 1),
     ApiSpec(ApiKey.AlterClientQuotas, AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1),
+    # partition reassignment (KIP-455), answered by the active controller
+    ApiSpec(ApiKey.AlterPartitionReassignments, AlterPartitionReassignmentsRequest,
+            AlterPartitionReassignmentsResponse, 0, 1),
+    ApiSpec(ApiKey.ListPartitionReassignments, ListPartitionReassignmentsRequest,
+            ListPartitionReassignmentsResponse, 0, 0),
 )
 
 

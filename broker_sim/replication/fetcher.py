@@ -261,12 +261,19 @@ class SourceFetcher:
         config = self.manager.config
         wanted: dict[Key, tuple[int, int]] = {}  # key -> (leader epoch, fetch offset)
         by_topic: dict[str, list] = {}
+        throttles = getattr(self.manager.replicas, "throttles", None)  # KIP-73 (replication/throttle.py)
+        held_back = throttles is not None and throttles.follower.exceeded()
+        held = False
         for key, state in self.partitions.items():
             if state.truncating or not self._ready(state):
                 continue
             partition = self._current(key, state.leader_epoch)
             if partition is None:
                 continue
+            if throttles is not None and throttles.follower_throttled(*key):
+                if held_back and self.manager.broker_id not in partition.isr:
+                    held = True  # out of sync and over follower.replication.throttled.rate: not this round
+                    continue
             wanted[key] = (state.leader_epoch, partition.log_end_offset)
             by_topic.setdefault(key[0], []).append(FetchRequest.FetchTopic.FetchPartition(
                 partition=key[1], current_leader_epoch=state.leader_epoch,
@@ -274,6 +281,9 @@ class SourceFetcher:
                 log_start_offset=partition.log_start_offset,
                 partition_max_bytes=config.get("replica.fetch.max.bytes")))
         if not wanted:
+            if held:
+                await self._sleep(throttles.follower.wait_s())
+                return True
             return False
         request = FetchRequest[12](
             replica_id=self.manager.broker_id, max_wait_ms=config.get("replica.fetch.wait.max.ms"),
@@ -333,6 +343,9 @@ class SourceFetcher:
                 # a batch straddling our log end (only after a truncation inside a batch): restart it whole
                 partition.truncate_to(first.base_offset)
             partition.append_as_follower(records)
+            throttles = getattr(self.manager.replicas, "throttles", None)
+            if throttles is not None and throttles.follower_throttled(*key):
+                throttles.follower.record(len(records))
         partition.set_follower_high_watermark(answer.high_watermark)
         if answer.log_start_offset >= 0:
             partition.follow_log_start_offset(answer.log_start_offset)

@@ -88,6 +88,7 @@ from broker_sim.controller.metadata import TopicInfo
 from broker_sim.errors import error_of
 from broker_sim.replication.fetcher import ReplicaFetcherManager
 from broker_sim.replication.partition import Partition
+from broker_sim.replication.throttle import ReplicationThrottles
 from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
 from broker_sim.storage.log import LogConfig
@@ -159,6 +160,7 @@ class ReplicaManager:
         self.inter_broker_sasl = None  # SaslLogin when it is a SASL listener
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.offline: dict[tuple[str, int], str] = {}  # partitions that failed to open -> why
+        self.throttles = ReplicationThrottles(config, broker_id)  # KIP-73 quotas, topics' throttled replicas
         self.fetcher = ReplicaFetcherManager(self, broker_id=broker_id, config=config,
                                              resolve_broker=resolve_broker)
         self._checkpointed_hw = self._read_high_watermarks()
@@ -170,6 +172,7 @@ class ReplicaManager:
     def log_config(self, topic: TopicInfo) -> LogConfig:
         """The log settings of ``topic``'s partitions; notes whether its records are checked (``record_check``)."""
         configs = readable_stored_topic_configs(self.config.effective_topic_configs(topic.configs))
+        self.throttles.set_topic(topic.name, topic.configs)
         if checks_records(configs):
             self._checked_topics[topic.name] = configs
         else:

@@ -10,7 +10,8 @@ edge-triggered like Kafka's LeaderAndIsr requests: each pass compares every
 partition assigned to this broker with its state and makes the local replica
 match — leader at the state's epoch, or follower fetching from the state's
 leader (truncating first, see ``replication/fetcher.py``) — and removes local
-replicas of partitions no longer assigned here (topic deleted).  Because a
+replicas of partitions no longer assigned here (topic deleted, or reassigned
+away: its log is deleted, Kafka's StopReplica with deletePartition).  Because a
 pass looks only at the latest state, a missed or reordered watch cannot leave
 a replica in a stale role; the leader epoch in every state is what fences.
 
@@ -170,8 +171,10 @@ class ClusterMember:
                 deleted = topic not in topics
                 if replicas.partitions[(topic, index)].is_leader:
                     self._coordinator_unloaded(topic, index)
-                replicas.remove_partition(topic, index, delete=deleted)
-                log.info("%s-%d: no longer a replica here%s", topic, index, " (topic deleted)" if deleted else "")
+                # deleted topic, or reassigned away (Kafka's StopReplica with deletePartition): the log goes
+                replicas.remove_partition(topic, index, delete=True)
+                log.info("%s-%d: no longer a replica here (%s); its log is deleted", topic, index,
+                         "topic deleted" if deleted else "reassigned to other brokers")
         for name in list(self._applied_configs):
             if name not in topics:
                 del self._applied_configs[name]

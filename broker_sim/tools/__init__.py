@@ -26,6 +26,8 @@ Modules, one job each:
 - :mod:`~broker_sim.tools.schemas` — ``pylog schemas``: a Schema Registry's REST API (pylog's or
   Confluent's), through the standard library's HTTP client.
 - :mod:`~broker_sim.tools.top` — ``pylog top``.
+- :mod:`~broker_sim.tools.reassign` — ``pylog reassign`` (kafka-reassign-partitions.sh) and
+  ``pylog cluster decommission``.
 - :mod:`~broker_sim.tools.healthcheck` — ``python -m broker_sim.tools.healthcheck HOST:PORT``.
 - :mod:`~broker_sim.tools.cluster` — the old import path of ``LocalCluster``
   (now :mod:`broker_sim.local.cluster`).

@@ -41,6 +41,9 @@ Usage::
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
     pylog bench --workload cluster [--cluster-records N] [--rounds R] [--failover-rounds F] ...
     pylog cluster up --brokers N --data-dir DIR [--base-port P] [--config k=v ...]
+    pylog reassign --generate --topics-to-move-json-file FILE --broker-list 0,1,2
+    pylog reassign (--execute [--throttle B/S] | --verify | --cancel) --reassignment-json-file FILE
+    pylog cluster decommission --broker N [--throttle B/S] [--timeout-s S]
 
 ``--bootstrap-server`` may be given before or after the command; its default is
 ``$PYLOG_BOOTSTRAP_SERVERS``, else ``127.0.0.1:9092``.
@@ -49,6 +52,7 @@ Exit status: 0 on success, 1 for an expected failure (unknown topic, broker not
 reachable, broker refused the request; one line on stderr naming the problem),
 2 for bad usage (argparse's message names the option), 130 on Ctrl-C. ``pylog schemas`` exits 1 only when
 ``compat`` finds a schema incompatible and 2 on any error (the registry's error_code and message).
+``pylog reassign --verify`` exits 3 while a partition's reassignment is not complete.
 
 See :mod:`broker_sim.tools.topics`, :mod:`broker_sim.tools.console`, :mod:`broker_sim.tools.schemas`,
 :mod:`broker_sim.tools.groups`, :mod:`broker_sim.tools.transactions`, the :mod:`broker_sim.bench` package
@@ -72,7 +76,7 @@ from broker_sim.bench import security as bench_security
 from broker_sim.bench import start as bench_start
 from broker_sim.local import cluster as local_cluster
 from broker_sim.progress import Progress, progress_wanted
-from broker_sim.tools import console, groups, schemas, security, top, topics, transactions
+from broker_sim.tools import console, groups, reassign, schemas, security, top, topics, transactions
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.arguments import key_value, non_negative_int, positive_float, positive_int
 from broker_sim.protocol.client import principal_for
@@ -297,12 +301,39 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_up = cluster_commands.add_parser(
         "up", help="start ZooKeeper and N brokers on 127.0.0.1 in the foreground; Ctrl-C stops them")
     local_cluster.add_arguments(cluster_up)
+    decommission = cluster_commands.add_parser(
+        "decommission", parents=[common], help="move every replica off a broker (reassignment), wait, report")
+    decommission.add_argument("--broker", type=non_negative_int, required=True, help="the broker to drain")
+    decommission.add_argument("--throttle", type=positive_int, metavar="B/S", default=None,
+                              help="replication throttle while moving, bytes/s (removed once done)")
+    decommission.add_argument("--timeout-s", type=positive_float, default=600.0,
+                              help="how long to wait for the moves (default: 600)")
+
+    reassign_parser = commands.add_parser("reassign", parents=[common],
+                                          help="move partition replicas (kafka-reassign-partitions.sh)")
+    action = reassign_parser.add_mutually_exclusive_group(required=True)
+    for name, text in (("--generate", "propose an assignment of --topics-to-move-json-file over --broker-list"),
+                       ("--execute", "start the reassignment of --reassignment-json-file"),
+                       ("--verify", "report progress; once complete, remove the throttles"),
+                       ("--cancel", "cancel the reassignments of --reassignment-json-file")):
+        action.add_argument(name, action="store_true", help=text)
+    reassign_parser.add_argument("--topics-to-move-json-file", metavar="FILE",
+                                 help='{"version":1,"topics":[{"topic":"t"}]} (with --generate)')
+    reassign_parser.add_argument("--broker-list", metavar="0,1,2", help="brokers to place replicas on (--generate)")
+    reassign_parser.add_argument("--reassignment-json-file", metavar="FILE",
+                                 help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}')
+    reassign_parser.add_argument("--throttle", type=positive_int, metavar="B/S", default=None,
+                                 help="replication throttle, bytes/s, while the reassignment runs (--execute)")
+    reassign_parser.add_argument("--preserve-throttles", action="store_true",
+                                 help="--verify / --cancel leave the throttles in place")
     return parser
 
 
 def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
-    if args.command == "cluster":
+    if args.command == "cluster" and args.cluster_command == "up":
         return local_cluster.run_from_args(args, out=out, err=err)
+    if args.command == "reassign":
+        _check_reassign_args(args, parser)
     if args.command == "schemas":
         return schemas.run_from_args(args, out=out, err=err)
     if args.command == "bench":
@@ -312,6 +343,19 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
                       security=security.client_settings(args.command_config))
+    if args.command == "cluster":
+        reassign.decommission(conn, args.broker, throttle=args.throttle, timeout_s=args.timeout_s, out=out)
+        return 0
+    if args.command == "reassign":
+        if args.generate:
+            reassign.generate(conn, args.topics_to_move_json_file, args.broker_list, out)
+        elif args.execute:
+            reassign.execute(conn, args.reassignment_json_file, args.throttle, out)
+        elif args.verify:
+            return 0 if reassign.verify(conn, args.reassignment_json_file, args.preserve_throttles, out) else 3
+        else:
+            reassign.cancel(conn, args.reassignment_json_file, args.preserve_throttles, out)
+        return 0
     if args.command == "acls":
         {"add": security.add_acls, "list": security.list_acls, "remove": security.remove_acls}[
             args.acls_command](conn, args, out)
@@ -377,6 +421,16 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     console.consume(conn, opts, Progress(f"consume {args.topic}", enabled=wants_progress,
                                          total=args.max_messages, stream=err), out=out, err=err)
     return 0
+
+
+def _check_reassign_args(args, parser: argparse.ArgumentParser) -> None:
+    if args.generate:
+        if not args.topics_to_move_json_file or not args.broker_list:
+            parser.error("--generate needs --topics-to-move-json-file and --broker-list")
+    elif not args.reassignment_json_file:
+        parser.error("--execute, --verify and --cancel need --reassignment-json-file")
+    if args.throttle is not None and not args.execute:
+        parser.error("argument --throttle: only valid with --execute")
 
 
 def _run_groups(args, conn: Connection, out, err) -> None:

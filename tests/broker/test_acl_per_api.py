@@ -17,11 +17,12 @@ from typing import Callable
 
 import pytest
 from kafka.protocol.admin import (
-    AlterClientQuotasRequest, AlterConfigsRequest, AlterUserScramCredentialsRequest, CreateAclsRequest,
+    AlterClientQuotasRequest, AlterConfigsRequest, AlterPartitionReassignmentsRequest,
+    AlterUserScramCredentialsRequest, CreateAclsRequest,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
     DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest, DescribeConfigsRequest,
     DescribeGroupsRequest, DescribeTransactionsRequest, DescribeUserScramCredentialsRequest,
-    IncrementalAlterConfigsRequest, ListGroupsRequest, ListTransactionsRequest,
+    IncrementalAlterConfigsRequest, ListGroupsRequest, ListPartitionReassignmentsRequest, ListTransactionsRequest,
 )
 from kafka.protocol.consumer import (
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest,
@@ -564,6 +565,15 @@ CASES = [
          setup=lambda e: _admin_calls(e, _quota), told=lambda r: r.entries),
     Case("alter-client-quotas", _quota, lambda r: r.entries[0].error_code, ("cluster", OP.ALTER_CONFIGS),
          CLUSTER_DENIED, state=_quotas),
+    # partition reassignment (KIP-455): on a single node the only replica set is the broker itself
+    Case("alter-partition-reassignments", lambda e: AlterPartitionReassignmentsRequest[0](
+        timeout_ms=5000, topics=[AlterPartitionReassignmentsRequest.ReassignableTopic(name=e.topic, partitions=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+                partition_index=0, replicas=[e.broker.broker_id])])]),
+         lambda r: r.error_code, ("cluster", OP.ALTER), CLUSTER_DENIED,
+         told=lambda r: [p.partition_index for t in r.responses for p in t.partitions if p.error_code == 0]),
+    Case("list-partition-reassignments", lambda e: ListPartitionReassignmentsRequest[0](timeout_ms=5000, topics=None),
+         lambda r: r.error_code, ("cluster", OP.DESCRIBE), CLUSTER_DENIED),
 ]
 
 

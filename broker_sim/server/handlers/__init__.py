@@ -16,6 +16,7 @@ from broker_sim.server.handlers.fetch import FetchApis
 from broker_sim.server.handlers.groups import GroupApis
 from broker_sim.server.handlers.offsets import OffsetApis
 from broker_sim.server.handlers.produce import ProduceApi
+from broker_sim.server.handlers.reassignments import ReassignmentApis
 from broker_sim.server.handlers.security import SecurityApis
 from broker_sim.server.handlers.topics import TopicApis
 from broker_sim.server.handlers.transactions import TransactionApis
@@ -43,6 +44,7 @@ def build_handlers(broker) -> dict:
     groups = GroupApis(access, broker.groups, broker.transactions, broker.metadata, broker.broker_id,
                        clustered=clustered, endpoint_on=broker.endpoint_on)
     security = SecurityApis(access, broker.acls, broker.entity_configs, broker.metrics)
+    reassignments = ReassignmentApis(access, broker.metadata, broker.broker_id, broker.cluster)
     table = {
         ApiKey.ApiVersions: cluster.api_versions,
         ApiKey.Metadata: cluster.metadata,
@@ -86,5 +88,7 @@ def build_handlers(broker) -> dict:
         ApiKey.DeleteAcls: security.delete_acls,
         ApiKey.DescribeClientQuotas: security.describe_client_quotas,
         ApiKey.AlterClientQuotas: security.alter_client_quotas,
+        ApiKey.AlterPartitionReassignments: reassignments.alter_partition_reassignments,
+        ApiKey.ListPartitionReassignments: reassignments.list_partition_reassignments,
     }
     return {int(key): handler for key, handler in table.items()}

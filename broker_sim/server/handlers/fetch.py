@@ -119,6 +119,12 @@ class FetchApis:
             _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             for future in pending:
                 future.cancel()
+        throttles = getattr(self._replicas, "throttles", None)
+        if from_follower and throttles is not None:  # leader.replication.throttled.rate counts what it sends
+            sent = sum(read.size for name, reads in topics for read in reads
+                       if read.size and throttles.leader_throttled(name, read.index))
+            if sent:
+                throttles.leader.record(sent)
         throttle = 0
         if not from_follower and self._quotas is not None and not ctx.connection.inter_broker:
             # consumer_byte_rate: the bytes this response carries (followers are not throttled)
@@ -131,6 +137,8 @@ class FetchApis:
         committed = request.isolation_level == READ_COMMITTED
         replica_id = request.replica_id
         now_ms = self._now_ms() if from_follower else 0
+        throttles = getattr(self._replicas, "throttles", None) if from_follower else None
+        held_back = throttles is not None and throttles.leader.exceeded()  # KIP-73, replication/throttle.py
         min_one = True
         topics, total = [], 0
         for name, partitions in partitions_by_topic:
@@ -146,8 +154,12 @@ class FetchApis:
                             continue
                     limit = min(data.partition_max_bytes, budget)
                     if from_follower:
-                        regions = (partition.read_for_replica(data.fetch_offset, limit, min_one_batch=min_one)
-                                   if limit > 0 or min_one else [])
+                        if (held_back and replica_id not in partition.isr
+                                and throttles.leader_throttled(name, data.partition)):
+                            limit, regions = 0, []  # an out-of-sync throttled follower gets nothing this time
+                        else:
+                            regions = (partition.read_for_replica(data.fetch_offset, limit, min_one_batch=min_one)
+                                       if limit > 0 or min_one else [])
                         partition.update_follower_fetch(replica_id, data.fetch_offset, now_ms)
                     else:
                         regions = (partition.read(data.fetch_offset, limit, min_one_batch=min_one,
