@@ -22,7 +22,7 @@ from kafka.protocol.admin import (
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse, AlterClientQuotasRequest,
     AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse, AlterConfigsRequest,
-    AlterConfigsResponse,
+    AlterConfigsResponse, ElectLeadersRequest, ElectLeadersResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
@@ -117,6 +117,8 @@ APIS: dict[int, ApiSpec] = _table(
     # client quotas (KIP-546)
     ApiSpec(ApiKey.DescribeClientQuotas, DescribeClientQuotasRequest, DescribeClientQuotasResponse, 0, 1),
     ApiSpec(ApiKey.AlterClientQuotas, AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1),
+    # leader election (KIP-460: v1+ election type, PREFERRED or UNCLEAN)
+    ApiSpec(ApiKey.ElectLeaders, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
 )
 
 

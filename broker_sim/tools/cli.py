@@ -40,7 +40,9 @@ Usage::
                 [--skip-kafka-python] [--output FILE] [--progress]
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
     pylog bench --workload cluster [--cluster-records N] [--rounds R] [--failover-rounds F] ...
-    pylog cluster up --brokers N --data-dir DIR [--base-port P] [--config k=v ...]
+    pylog cluster up --brokers N --data-dir DIR [--base-port P] [--config k=v ...] [--racks a,b,c]
+    pylog leader-election --election-type PREFERRED|UNCLEAN
+                        (--topic T --partition P | --all-topic-partitions | --path-to-json-file FILE)
 
 ``--bootstrap-server`` may be given before or after the command; its default is
 ``$PYLOG_BOOTSTRAP_SERVERS``, else ``127.0.0.1:9092``.
@@ -72,6 +74,7 @@ from broker_sim.bench import security as bench_security
 from broker_sim.local import cluster as local_cluster
 from broker_sim.progress import Progress, progress_wanted
 from broker_sim.tools import console, groups, schemas, security, top, topics, transactions
+from broker_sim.tools import election
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.arguments import key_value, non_negative_int, positive_float, positive_int
 from broker_sim.protocol.client import principal_for
@@ -296,6 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_up = cluster_commands.add_parser(
         "up", help="start ZooKeeper and N brokers on 127.0.0.1 in the foreground; Ctrl-C stops them")
     local_cluster.add_arguments(cluster_up)
+
+    election_parser = commands.add_parser("leader-election", parents=[common],
+                                          help="preferred or unclean leader elections (kafka-leader-election.sh)")
+    election.add_arguments(election_parser)
     return parser
 
 
@@ -310,6 +317,9 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
                       security=security.client_settings(args.command_config))
+    if args.command == "leader-election":
+        election.elect_leaders(conn, args, out)
+        return 0
     if args.command == "acls":
         {"add": security.add_acls, "list": security.list_acls, "remove": security.remove_acls}[
             args.acls_command](conn, args, out)
