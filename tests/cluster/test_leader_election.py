@@ -12,6 +12,7 @@ from confluent_kafka import ElectionType
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker_sim.tools.cli import main as pylog
+from tests.integration.kafka_wire import WireClient
 
 pytestmark = pytest.mark.cluster
 
@@ -121,3 +122,25 @@ def test_the_tool_reports_partitions_that_could_not_be_elected(cluster, topic_na
     bad = pylog(["leader-election", "--bootstrap-server", cluster.bootstrap_servers, "--election-type",
                  "PREFERRED", "--topic", topic_name], stdout=io.StringIO(), stderr=(err := io.StringIO()))
     assert bad == 1 and "--topic needs --partition" in err.getvalue()
+
+
+def test_a_broker_that_is_not_the_controller_answers_not_controller(cluster, topic_name):
+    from kafka.protocol.admin import ElectLeadersRequest
+
+    create_with_assignment(cluster, topic_name, [[0, 1, 2]])
+    controller = cluster.controller_id()
+    other = next(b for b in cluster.broker_ids if b != controller)
+    Topic = ElectLeadersRequest.TopicPartitions
+    request = ElectLeadersRequest[2](election_type=0, timeout_ms=10000,
+                                     topic_partitions=[Topic(topic=topic_name, partitions=[0])])
+    with WireClient(cluster.address(other)) as client:
+        refused = client.call(request)
+    assert codes_of(refused) == {(topic_name, 0): KafkaError.NOT_CONTROLLER}
+    with WireClient(cluster.address(controller)) as client:
+        answered = client.call(request)
+    assert codes_of(answered) == {(topic_name, 0): KafkaError.ELECTION_NOT_NEEDED}
+
+
+def codes_of(response) -> dict:
+    return {(r.topic, p.partition_id): p.error_code for r in response.replica_election_results
+            for p in r.partition_result}
