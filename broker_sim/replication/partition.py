@@ -50,6 +50,11 @@ is the leader of a one-replica ISR, so a single node behaves as before.
   ZooKeeper-era order).  ``None`` means refused: the state moved on and the
   controller's next decision will arrive through ``make_leader`` or
   ``make_follower``.  One write is in flight at a time.
+* The leader remembers the high watermark its last answer to each follower
+  carried: ``follower_needs_high_watermark`` makes the fetch handler answer a
+  follower at once when it moved since (followers serve consumers up to the
+  high watermark they know, KIP-392); ``in_sync_followers`` lists the
+  read-replica candidates for ``replication/replica_selector.py``.
 * ``wait_for_high_watermark`` is the acks=all purgatory: futures completed
   when the high watermark moves, the ISR changes or leadership is lost.
   Fetch long polls wait on ``wait_for_append`` futures, completed on appends
