@@ -70,3 +70,25 @@ def test_the_store_places_new_topics_by_the_registered_racks(make_store):
         stores[1].create_topic("mixed", 1, replication_factor=2)
     assert exc.value.error is Errors.InvalidReplicationAssignmentError
     assert "brokers [5] have no broker.rack" in exc.value.message
+
+
+@pytest.mark.parametrize("configs, problem", [
+    ({"broker.rack": "r" * 256}, "a rack is at most 255 characters, got 256"),
+    ({"broker.rack": "a\nb"}, "a rack has printable characters only"),
+    ({"replica.selector.class": "org.apache.kafka.common.replica.Other"}, "RackAwareReplicaSelector"),
+])
+def test_bad_rack_configs_are_refused_naming_the_config(configs, problem):
+    from broker_sim.config import BrokerConfig, ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        BrokerConfig(configs)
+    assert repr(next(iter(configs))) in str(exc.value) and problem in str(exc.value)
+
+
+def test_local_cluster_racks_are_given_to_brokers_in_turn(tmp_path):
+    from broker_sim.local.cluster import LocalCluster
+
+    cluster = LocalCluster(tmp_path, 5, racks=["a", "b"], schema_registry=False)
+    assert [cluster.rack_of(b) for b in cluster.broker_ids] == ["a", "b", "a", "b", "a"]
+    with pytest.raises(ValueError, match="not both"):
+        LocalCluster(tmp_path, 2, racks=["a"], configs={"broker.rack": "x"}, schema_registry=False)
