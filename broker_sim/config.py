@@ -114,6 +114,19 @@ def _parse_ratio(value: str) -> float:
     return number
 
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+BROKER_RACK_MAX_CHARS = 255
+
+
+def _parse_rack(value: str) -> str:
+    """A broker.rack: printable, at most BROKER_RACK_MAX_CHARS characters (it is sent in every Metadata answer)."""
+    if len(value) > BROKER_RACK_MAX_CHARS:
+        raise ValueError(f"a rack is at most {BROKER_RACK_MAX_CHARS} characters, got {len(value)}")
+    if not value.isprintable():
+        raise ValueError("a rack has printable characters only")
+    return value
+
+
 def _parse_choice(*choices: str) -> Callable[[str], str]:
     def parse(value: str) -> str:
         if value not in choices:
@@ -522,6 +535,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "On a clean stop, ask the controller to move this broker's leaderships away first."),
     ConfigDef("controlled.shutdown.timeout.ms", "30000", _parse_int(0),
               "How long a stopping broker waits for the controller to move its leaderships."),
+    ConfigDef("broker.rack", "", _parse_rack,
+              "Rack of this broker (registered in ZooKeeper, answered in Metadata and DescribeCluster): new "
+              "topics get their replicas spread over racks; empty: none. All brokers have one, or none does."),
+    ConfigDef("replica.selector.class", "", _parse_choice("", RACK_AWARE_REPLICA_SELECTOR),
+              "org.apache.kafka.common.replica.RackAwareReplicaSelector: a leader sends a consumer whose Fetch "
+              "names its rack (client.rack) to an in-sync replica in that rack (KIP-392); empty: the leader "
+              "serves every consumer."),
     # --- the Schema Registry (server/schema_registry.py; pylog additions, Confluent's names where it has them) ---
     ConfigDef("schema.registry.listeners", "", str,
               "Serve a Confluent-compatible Schema Registry at these URLs: http://host:port or https://host:port, "

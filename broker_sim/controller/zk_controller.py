@@ -44,7 +44,11 @@ reconciles, in this order:
    state naming a broker the assignment dropped is corrected;
 7. on the periodic check (leader.imbalance.check.interval.seconds, when
    auto.leader.rebalance.enable) or ``elect_preferred_leaders()``: leadership
-   moves back to assignment[0] when it is live and in the ISR (not for partitions being reassigned).
+   moves back to assignment[0] when it is live and in the ISR (not for partitions being reassigned);
+8. elections an administrator asked for (``elect_leaders``, the ElectLeaders
+   API): decided per partition by ``election.decide_election`` on a fresh
+   read and answered through the request's future (NOT_CONTROLLER when this
+   broker is not, or stops being, the controller).
 
 The decisions are pure functions (``initial_state``, ``elect_after_change``,
 ``preferred_state``, ``shutdown_state``) tested without ZooKeeper.  A partition
@@ -55,11 +59,13 @@ from __future__ import annotations
 
 import logging
 import queue
+from concurrent.futures import Future
 import threading
 import time
 from dataclasses import replace
 from typing import Iterable, Sequence
 
+import kafka.errors as Errors
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
@@ -68,6 +74,7 @@ from broker_sim.config import BrokerConfig, TOPIC_CONFIGS
 from broker_sim.controller import zk_layout as layout
 from broker_sim.controller.cluster_state import NO_LEADER, PartitionState
 from broker_sim.controller.reassignment import ReassignmentSteps, without_unassigned
+from broker_sim.controller.election import ElectionRequest, ElectionType, Outcome, decide_election
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +226,16 @@ class Controller(ReassignmentSteps):
         """Ask the active controller for a preferred-leader election now (no-op on others)."""
         self._events.put(_PREFERRED)
 
+    def elect_leaders(self, kind: ElectionType, partitions: Iterable[tuple[str, int]] | None) -> Future:
+        """Queue an administrator's election (``partitions`` None: all); the future's result maps every
+        decided (topic, partition) to its Outcome, or fails with NotControllerError (any thread)."""
+        request = ElectionRequest(ElectionType(kind), None if partitions is None else frozenset(partitions))
+        if not self._active or self._closed:
+            request.result.set_exception(Errors.NotControllerError(f"broker {self.broker_id} is not the controller"))
+        else:
+            self._events.put(request)
+        return request.result
+
     # --- watches (kazoo threads): enqueue only ---
 
     def _on_connection_state(self, state: str) -> None:
@@ -281,7 +298,11 @@ class Controller(ReassignmentSteps):
                     kinds.add(self._events.get_nowait())
                 except queue.Empty:
                     break
+            elections = [kind for kind in kinds if isinstance(kind, ElectionRequest)]
+            kinds.difference_update(elections)
             if _STOP in kinds:
+                for request in elections:
+                    request.result.set_exception(Errors.NotControllerError("the controller is shutting down"))
                 self._shutdown()
                 self._refuse_reassignment_requests()
                 return
@@ -300,6 +321,8 @@ class Controller(ReassignmentSteps):
             except Exception as exc:  # ZooKeeper unavailable, a znode changing under us...: try again soon
                 log.warning("controller %d: event %s failed (%r); retrying", self.broker_id, sorted(kinds), exc)
                 retry_at = time.monotonic() + RETRY_AFTER_ERROR_S
+            for request in elections:
+                self._answer_election(request)
 
     def _process(self, kinds: set[str]) -> None:
         if _SESSION_LOST in kinds and self._active:
@@ -310,6 +333,61 @@ class Controller(ReassignmentSteps):
                 self._refuse_reassignment_requests()
                 return
         self._reconcile(preferred=_PREFERRED in kinds)
+
+    def _answer_election(self, request: ElectionRequest) -> None:
+        if not request.result.set_running_or_notify_cancel():
+            return  # the handler gave up waiting (the request's timeout_ms)
+        try:
+            if not self._active:
+                raise Errors.NotControllerError(f"broker {self.broker_id} is not the controller")
+            request.result.set_result(self._elect_requested(request))
+        except ControllerMovedError as exc:
+            log.warning("controller %d: %s; resigning", self.broker_id, exc)
+            self._resign(delete_znode=True)
+            request.result.set_exception(Errors.NotControllerError(str(exc)))
+        except Exception as exc:  # ZooKeeper unavailable...: the administrator's tool retries
+            request.result.set_exception(exc)
+
+    def _elect_requested(self, request: ElectionRequest) -> dict[tuple[str, int], Outcome]:
+        """Decide and write one ElectLeaders request's elections (fenced; a partition whose write met a
+        concurrent ISR change is decided again on a fresh read, a few times)."""
+        live, assignments, _, states = self._read_cluster()
+        deleting = set(self.zk.get_children(layout.DELETE_TOPICS))
+        alive = set(live)
+        eligible = alive - self._shutting_down
+
+        def replicas_of(key) -> list[int]:
+            assignment = assignments.get(key[0])
+            if assignment is None or key[0] in deleting or not 0 <= key[1] < len(assignment.replicas):
+                return []
+            return list(assignment.replicas[key[1]])
+
+        pending = sorted(request.partitions if request.partitions is not None else
+                         [(t, p) for t, a in assignments.items() if t not in deleting for p in range(len(a.replicas))])
+        outcomes: dict[tuple[str, int], Outcome] = {}
+        for _ in range(MAX_WRITE_ROUNDS):
+            changes = {}
+            for key in pending:
+                new, outcome = decide_election(request.kind, states.get(key), replicas_of(key), alive, eligible,
+                                               self.epoch)
+                if new is None:
+                    outcomes[key] = outcome
+                else:
+                    changes[key] = new
+            if not changes:
+                return outcomes
+            refused = self._write_states(changes, states)
+            outcomes.update({key: (None, None) for key in changes if key not in refused})
+            pending = refused
+            for key in refused:
+                try:
+                    data, stat = self.zk.get(layout.partition_state_path(*key))
+                    states[key] = layout.decode_partition_state(data, stat.version)
+                except NoNodeError:
+                    states.pop(key, None)
+        for key in pending:
+            outcomes[key] = (Errors.RequestTimedOutError, "the partition's state kept changing during the election")
+        return outcomes
 
     def _shutdown(self) -> None:
         if self._active:

@@ -353,6 +353,17 @@ class ZkMetadataStore(MetadataStore):
         """Registered broker ids, read from ZooKeeper (not the cache: assignments must not use a stale view)."""
         return sorted(int(c) for c in self.zk.get_children(layout.BROKER_IDS))
 
+    def live_broker_racks(self) -> dict[int, str | None]:
+        """``{id: broker.rack or None}`` of the registered brokers, read from ZooKeeper (replica placement)."""
+        reads = {b: self.zk.get_async(layout.broker_path(b)) for b in self.live_broker_ids()}
+        racks = {}
+        for broker, pending in reads.items():
+            try:
+                racks[broker] = layout.decode_broker(broker, pending.get()[0]).rack or None
+            except NoNodeError:
+                continue  # gone since the listing
+        return racks
+
     def register_broker(self, endpoint: BrokerEndpoint) -> None:
         """Create this broker's ephemeral registration; it is re-created after a session loss."""
         if endpoint.broker_id != self.broker_id:
@@ -382,7 +393,7 @@ class ZkMetadataStore(MetadataStore):
             replicas = [list(r) for r in assignment]
         else:
             rf = 1 if replication_factor in (None, -1) else replication_factor
-            replicas = assign_replicas(live, partitions, rf)
+            replicas = assign_replicas(self.live_broker_racks(), partitions, rf)
         topic_id = uuid.uuid4()
         transaction = self.zk.transaction()
         transaction.create(layout.topic_config_path(name), layout.encode_topic_config(configs))
@@ -423,7 +434,7 @@ class ZkMetadataStore(MetadataStore):
             raise MetadataError(Errors.ReassignmentInProgressError,
                                 f"topic {name!r} has partitions being reassigned "
                                 f"({sorted(set(current.adding) | set(current.removing))}); add partitions after")
-        added = assign_added_partitions(self.live_broker_ids(), current.replicas, count)
+        added = assign_added_partitions(self.live_broker_racks(), current.replicas, count)
         replicas = [list(r) for r in current.replicas] + added
         try:
             self.zk.set(layout.topic_path(name), layout.encode_topic_assignment(current.topic_id, replicas),

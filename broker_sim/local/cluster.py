@@ -171,6 +171,7 @@ class BrokerNode:
     port: int
     node_dir: Path
     registry_port: int | None = None  # its Schema Registry (--schema-registry-port); None: off
+    metrics_port: int | None = None  # its /metrics (--metrics-port); None: off
     process: subprocess.Popen | None = None
     paused: bool = False
     starts: int = 0
@@ -211,6 +212,9 @@ class LocalCluster:
     *schema_registry*: every broker serves a Schema Registry at ``http://127.0.0.1:<port>``
     (``schema_registry_url(id)``; ports chosen once like the brokers', ``registry_base_port + i`` when given),
     unless the configs set ``schema.registry.listeners`` themselves.
+    *racks*: ``broker.rack`` of each broker, broker ``i`` in ``racks[i % len(racks)]`` (``["a", "b", "c"]``
+    puts 6 brokers two per rack); None: no racks.
+    *metrics*: every broker serves Prometheus metrics at ``metrics_url(id)`` (ports chosen once).
     Use as a context manager, or call :meth:`start` and :meth:`stop_all`.
     """
 
@@ -218,9 +222,15 @@ class LocalCluster:
                  base_port: int | None = None, zookeeper_port: int = 0, log_level: str = "INFO",
                  start_timeout_s: float = START_TIMEOUT_S, stop_timeout_s: float = STOP_TIMEOUT_S,
                  zookeeper_tick_ms: int = 500, broker_args: tuple[str, ...] | list[str] = (),
-                 schema_registry: bool = True, registry_base_port: int | None = None) -> None:
+                 schema_registry: bool = True, registry_base_port: int | None = None,
+                 racks: Sequence[str] | None = None, metrics: bool = False) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
+        self.racks = [str(rack) for rack in racks or ()]
+        if any(not rack.strip() for rack in self.racks):
+            raise ValueError(f"racks must be non-empty names, got {list(racks or ())}")
+        if self.racks and "broker.rack" in {str(k) for k in (configs or {})}:
+            raise ValueError("give broker racks either with racks=[...] or with the broker.rack config, not both")
         self.data_dir = Path(data_dir).resolve()
         self.configs = {str(k): str(v) for k, v in (configs or {}).items()}
         self.broker_args = list(broker_args)
@@ -240,6 +250,11 @@ class LocalCluster:
                           if registry else [None] * brokers)
         self.nodes: dict[int, BrokerNode] = {
             i: BrokerNode(i, ports[i], self.data_dir / f"broker-{i}", registry_ports[i]) for i in range(brokers)}
+        if metrics:
+            taken = set(ports) | set(registry_ports)
+            for node, port in zip(self.nodes.values(),
+                                  [p for p in self._free_ports(brokers * 3) if p not in taken][:brokers]):
+                node.metrics_port = port
 
     @staticmethod
     def _free_ports(count: int) -> list[int]:
@@ -277,6 +292,11 @@ class LocalCluster:
     @property
     def schema_registry_urls(self) -> list[str]:
         return [self.nodes[i].schema_registry_url for i in self.broker_ids if self.nodes[i].registry_port]
+
+    def metrics_url(self, broker_id: int) -> str | None:
+        """Broker *broker_id*'s Prometheus endpoint (``metrics=True``), None when off."""
+        port = self._node(broker_id).metrics_port
+        return f"http://{HOST}:{port}/metrics" if port is not None else None
 
     def pid(self, broker_id: int) -> int | None:
         return self._node(broker_id).pid
@@ -361,9 +381,18 @@ class LocalCluster:
                    "--port", str(node.port), "--host", HOST, "--log-level", self.log_level]
         for key, value in self.configs.items():  # "{port}" in a value: this broker's port (per-broker listeners)
             command += ["--config", f"{key}={value.replace('{port}', str(node.port))}"]
+        rack = self.rack_of(node.broker_id)
+        if rack is not None:
+            command += ["--config", f"broker.rack={rack}"]
         if node.registry_port is not None:
             command += ["--schema-registry-port", str(node.registry_port)]
+        if node.metrics_port is not None:
+            command += ["--metrics-port", str(node.metrics_port)]
         return command + list(self.broker_args)
+
+    def rack_of(self, broker_id: int) -> str | None:
+        """Broker *broker_id*'s ``broker.rack`` (``racks[id % len(racks)]``), None without racks."""
+        return self.racks[broker_id % len(self.racks)] if self.racks else None
 
     def registered_brokers(self) -> list[int]:
         """Broker ids registered in ZooKeeper right now (``/brokers/ids`` children)."""
@@ -680,6 +709,14 @@ class LocalCluster:
 
 # --------------------------------------------------------------------------- the foreground command
 
+def rack_list(text: str) -> list[str]:
+    """``--racks a,b,c``: non-empty rack names."""
+    racks = [part.strip() for part in text.split(",")]
+    if not all(racks):
+        raise argparse.ArgumentTypeError(f"expected RACK[,RACK...] with non-empty names, got {text!r}")
+    return racks
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``pylog-broker cluster`` and ``pylog cluster up``."""
     parser.add_argument("--brokers", type=positive_int, default=3, help="number of brokers (default: 3)")
@@ -697,6 +734,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "secured cluster's inter-broker login and its admin")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="the brokers' log level (default: INFO)")
+    parser.add_argument("--racks", type=rack_list, default=None, metavar="RACK[,RACK...]",
+                        help="broker.rack of the brokers, broker i in the (i mod count)-th rack, e.g. a,b,c "
+                             "(default: no racks)")
     parser.add_argument("--start-timeout-s", type=positive_int, default=int(START_TIMEOUT_S),
                         help=f"how long to wait for the cluster to come up (default: {START_TIMEOUT_S:g})")
 
@@ -727,7 +767,8 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None, err: T
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, configs=dict(args.config),
                            base_port=args.base_port, zookeeper_port=args.zookeeper_port,
                            log_level=args.log_level, start_timeout_s=args.start_timeout_s,
-                           broker_args=[arg for text in args.add_scram for arg in ("--add-scram", text)])
+                           broker_args=[arg for text in args.add_scram for arg in ("--add-scram", text)],
+                           racks=getattr(args, "racks", None))
     try:
         print(f"pylog cluster: starting ZooKeeper and {args.brokers} broker(s) in {cluster.data_dir}",
               file=err, flush=True)

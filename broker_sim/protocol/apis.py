@@ -22,7 +22,7 @@ from kafka.protocol.admin import (
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse, AlterClientQuotasRequest,
     AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse, AlterConfigsRequest,
-    AlterConfigsResponse,
+    AlterConfigsResponse, ElectLeadersRequest, ElectLeadersResponse,
 )
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ListPartitionReassignmentsRequest,
@@ -126,6 +126,8 @@ APIS: dict[int, ApiSpec] = _table(
             AlterPartitionReassignmentsResponse, 0, 1),
     ApiSpec(ApiKey.ListPartitionReassignments, ListPartitionReassignmentsRequest,
             ListPartitionReassignmentsResponse, 0, 0),
+    # leader election (KIP-460: v1+ election type, PREFERRED or UNCLEAN)
+    ApiSpec(ApiKey.ElectLeaders, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
 )
 
 

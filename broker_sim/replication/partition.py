@@ -50,6 +50,11 @@ is the leader of a one-replica ISR, so a single node behaves as before.
   ZooKeeper-era order).  ``None`` means refused: the state moved on and the
   controller's next decision will arrive through ``make_leader`` or
   ``make_follower``.  One write is in flight at a time.
+* The leader remembers the high watermark its last answer to each follower
+  carried: ``follower_needs_high_watermark`` makes the fetch handler answer a
+  follower at once when it moved since (followers serve consumers up to the
+  high watermark they know, KIP-392); ``in_sync_followers`` lists the
+  read-replica candidates for ``replication/replica_selector.py``.
 * ``wait_for_high_watermark`` is the acks=all purgatory: futures completed
   when the high watermark moves, the ISR changes or leadership is lost.
   Fetch long polls wait on ``wait_for_append`` futures, completed on appends
@@ -105,6 +110,7 @@ class ReplicaState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET  # our log end offset at its previous fetch
+    last_sent_high_watermark: int = UNKNOWN_OFFSET  # the high watermark our last answer to it carried
 
 
 class Partition:
@@ -289,6 +295,25 @@ class Partition:
         if (replica_id not in self.isr and self._pending_isr is None
                 and fetch_offset >= self.high_watermark and fetch_offset >= self.leader_epoch_start_offset):
             self._request_isr(tuple(sorted(set(self.isr) | {replica_id})))
+
+    def follower_needs_high_watermark(self, replica_id: int) -> bool:
+        """The high watermark moved past what we last told follower ``replica_id``: answer its fetch now (a
+        follower serves consumers up to the high watermark it knows, KIP-392)."""
+        state = self._remote.get(replica_id)
+        return self.is_leader and state is not None and self.high_watermark > state.last_sent_high_watermark
+
+    def high_watermark_sent(self, replica_id: int) -> None:
+        """Our answer to follower ``replica_id``'s fetch carries the current high watermark."""
+        state = self._remote.get(replica_id)
+        if state is not None:
+            state.last_sent_high_watermark = self.high_watermark
+
+    def in_sync_followers(self, now_ms: int) -> list[tuple[int, int, int]]:
+        """(broker, log end offset, ms since last caught up) of the ISR followers that fetched since the
+        election (the read-replica candidates of KIP-392)."""
+        return [(replica, state.log_end_offset, max(0, now_ms - state.last_caught_up_ms))
+                for replica, state in sorted(self._remote.items())
+                if replica in self.isr and state.log_end_offset >= 0]
 
     def follower_log_end_offset(self, replica_id: int) -> int:
         """What the leader knows of a follower's log end offset (-1: not fetched since the election)."""

@@ -29,6 +29,8 @@ writes go through the injected ``isr_writer`` (a ZooKeeper conditional
 write).  ``get`` answers NOT_LEADER_OR_FOLLOWER rather than
 UNKNOWN_TOPIC_OR_PARTITION for a topic that exists (``topic_exists``) but has
 no replica here; ``get_leader`` also refuses a follower replica.
+``preferred_read_replica`` is the leader's KIP-392 choice of the replica a
+consumer in a rack should read from (``replica_selector``).
 
 Produce (Kafka's ``ReplicaManager.appendRecords``): ``append_records`` is the
 one owner of a Produce request's partitions once they are authorized.  Per
@@ -82,13 +84,15 @@ from typing import (
 
 import kafka.errors as Errors
 
-from broker_sim.config import RECORD_CHECK_CONFIGS, BrokerConfig, checks_records, readable_stored_topic_configs
+from broker_sim.config import (
+    RACK_AWARE_REPLICA_SELECTOR, RECORD_CHECK_CONFIGS, BrokerConfig, checks_records, readable_stored_topic_configs)
 from broker_sim.controller.cluster_state import NO_LEADER, BrokerEndpoint, PartitionState
 from broker_sim.controller.metadata import TopicInfo
 from broker_sim.errors import error_of
 from broker_sim.replication.fetcher import ReplicaFetcherManager
 from broker_sim.replication.partition import Partition
 from broker_sim.replication.throttle import ReplicationThrottles
+from broker_sim.replication.replica_selector import ReplicaView, select_rack_aware
 from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
 from broker_sim.storage.log import LogConfig
@@ -330,6 +334,23 @@ class ReplicaManager:
         partition = self.get(topic, index)
         partition._check_leader()
         return partition
+
+    # -- consumers reading from followers (KIP-392) ---------------------------------------
+
+    def preferred_read_replica(self, partition: Partition, client_rack: str, fetch_offset: int) -> int:
+        """The replica a consumer in ``client_rack`` fetching ``fetch_offset`` should read from, -1 for this
+        leader (or no replica.selector.class); see ``replica_selector``."""
+        if (not client_rack or not partition.is_leader
+                or self.config.get("replica.selector.class") != RACK_AWARE_REPLICA_SELECTOR):
+            return -1
+        leader = ReplicaView(self.broker_id, self.config.get("broker.rack") or None, partition.log_end_offset, 0)
+        followers = []
+        for broker, log_end_offset, since_ms in partition.in_sync_followers(self.now_ms()):
+            endpoint = self.resolve_broker(broker) if self.resolve_broker is not None else None
+            if endpoint is not None and log_end_offset >= fetch_offset:
+                followers.append(ReplicaView(broker, endpoint.rack, log_end_offset, since_ms))
+        chosen = select_rack_aware(client_rack, leader, followers)
+        return -1 if chosen == self.broker_id else chosen
 
     # -- produce (the one owner of a Produce request's appends) ------------------------
 

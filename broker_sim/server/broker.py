@@ -270,7 +270,8 @@ class Broker:
         first = self.listeners[0]
         inter = next((entry for entry in advertised if entry[0] == self.inter_broker_listener),
                      advertised[0] if advertised else (first.name, first.protocol, self.host, self.port))
-        return BrokerEndpoint(self.broker_id, inter[2], inter[3], None, tuple(advertised), self.schema_registry_url)
+        return BrokerEndpoint(self.broker_id, inter[2], inter[3], self.config.get("broker.rack") or None,
+                              tuple(advertised), self.schema_registry_url)
 
     def start(self, timeout: float = 30.0) -> "Broker":
         """Run the broker on a background thread; return once it accepts connections."""

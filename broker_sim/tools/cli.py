@@ -40,10 +40,12 @@ Usage::
                 [--skip-kafka-python] [--output FILE] [--progress]
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
     pylog bench --workload cluster [--cluster-records N] [--rounds R] [--failover-rounds F] ...
-    pylog cluster up --brokers N --data-dir DIR [--base-port P] [--config k=v ...]
+    pylog cluster up --brokers N --data-dir DIR [--base-port P] [--config k=v ...] [--racks a,b,c]
     pylog reassign --generate --topics-to-move-json-file FILE --broker-list 0,1,2
     pylog reassign (--execute [--throttle B/S] | --verify | --cancel) --reassignment-json-file FILE
     pylog cluster decommission --broker N [--throttle B/S] [--timeout-s S]
+    pylog leader-election --election-type PREFERRED|UNCLEAN
+                        (--topic T --partition P | --all-topic-partitions | --path-to-json-file FILE)
 
 ``--bootstrap-server`` may be given before or after the command; its default is
 ``$PYLOG_BOOTSTRAP_SERVERS``, else ``127.0.0.1:9092``.
@@ -76,7 +78,7 @@ from broker_sim.bench import security as bench_security
 from broker_sim.bench import start as bench_start
 from broker_sim.local import cluster as local_cluster
 from broker_sim.progress import Progress, progress_wanted
-from broker_sim.tools import console, groups, reassign, schemas, security, top, topics, transactions
+from broker_sim.tools import console, election, groups, reassign, schemas, security, top, topics, transactions
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.arguments import key_value, non_negative_int, positive_float, positive_int
 from broker_sim.protocol.client import principal_for
@@ -326,6 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="replication throttle, bytes/s, while the reassignment runs (--execute)")
     reassign_parser.add_argument("--preserve-throttles", action="store_true",
                                  help="--verify / --cancel leave the throttles in place")
+
+    election_parser = commands.add_parser("leader-election", parents=[common],
+                                          help="preferred or unclean leader elections (kafka-leader-election.sh)")
+    election.add_arguments(election_parser)
     return parser
 
 
@@ -355,6 +361,9 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
             return 0 if reassign.verify(conn, args.reassignment_json_file, args.preserve_throttles, out) else 3
         else:
             reassign.cancel(conn, args.reassignment_json_file, args.preserve_throttles, out)
+        return 0
+    if args.command == "leader-election":
+        election.elect_leaders(conn, args, out)
         return 0
     if args.command == "acls":
         {"add": security.add_acls, "list": security.list_acls, "remove": security.remove_acls}[

@@ -22,15 +22,17 @@ def zookeeper_missing() -> str | None:
     return zookeeper_available()
 
 
-def start_cluster(directory, brokers: int = 3, configs: dict | None = None):
-    """A started LocalCluster with the fast-failover settings; skips the test without ZooKeeper."""
+def start_cluster(directory, brokers: int = 3, configs: dict | None = None, **options):
+    """A started LocalCluster with the fast-failover settings (``options``: more LocalCluster arguments, e.g.
+    ``racks``); skips the test without ZooKeeper."""
     from broker_sim.local.cluster import LocalCluster
 
     reason = zookeeper_missing()
     if reason:
         pytest.skip(f"no ZooKeeper for cluster tests: {reason}")
     return LocalCluster(directory, brokers=brokers, configs={**CLUSTER_CONFIGS, **(configs or {})},
-                        start_timeout_s=float(os.environ.get("PYLOG_CLUSTER_START_TIMEOUT_S", "60"))).start()
+                        start_timeout_s=float(os.environ.get("PYLOG_CLUSTER_START_TIMEOUT_S", "60")),
+                        **options).start()
 
 
 def create_topic(bootstrap: str, topic: str, *, partitions: int = 1, replication_factor: int = 3,

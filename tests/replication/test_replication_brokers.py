@@ -190,8 +190,8 @@ def produce_error(response) -> tuple[int, int]:
     return answer.error_code, answer.base_offset
 
 
-def fetch_request(offset: int, *, max_wait_ms: int = 0):
-    return FetchRequest[12](
+def fetch_request(offset: int, *, max_wait_ms: int = 0, version: int = 12):
+    return FetchRequest[version](
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
         session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[
             FetchRequest.FetchTopic.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20,
@@ -377,15 +377,19 @@ def test_consumers_never_see_offsets_above_the_high_watermark(cluster):
 
 
 def test_followers_refuse_client_requests_and_replica_fetches(cluster):
+    """A follower refuses produce, ListOffsets, replica fetches and consumer fetches before v11; a v11+
+    consumer fetch it serves (KIP-392: any replica may serve it, up to its high watermark)."""
     c = cluster(2)
     c.create_topic()
     c.elect(leader=0, epoch=1, isr=[0, 1])
     replica_fetch = fetch_request(0)
     replica_fetch.replica_id = 0
-    produced, fetched, latest, from_replica = wire(
-        c.bootstrap(1), produce_request([b"x"], acks=1), fetch_request(0), list_latest_request(), replica_fetch)
+    produced, fetched, latest, from_replica, fetched_v12 = wire(
+        c.bootstrap(1), produce_request([b"x"], acks=1), fetch_request(0, version=10), list_latest_request(),
+        replica_fetch, fetch_request(0))
     assert produce_error(produced)[0] == NOT_LEADER_OR_FOLLOWER
     assert fetched.responses[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
+    assert fetched_v12.responses[0].partitions[0].error_code == 0
     assert latest.topics[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
     assert from_replica.responses[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
 

@@ -12,6 +12,7 @@ from kafka.protocol.api_key import ApiKey
 from broker_sim.coordinator.txn import markers as txn_markers
 from broker_sim.server.handlers.access import Access
 from broker_sim.server.handlers.cluster import ClusterApis
+from broker_sim.server.handlers.election import ElectionApis
 from broker_sim.server.handlers.fetch import FetchApis
 from broker_sim.server.handlers.groups import GroupApis
 from broker_sim.server.handlers.offsets import OffsetApis
@@ -45,6 +46,8 @@ def build_handlers(broker) -> dict:
                        clustered=clustered, endpoint_on=broker.endpoint_on)
     security = SecurityApis(access, broker.acls, broker.entity_configs, broker.metrics)
     reassignments = ReassignmentApis(access, broker.metadata, broker.broker_id, broker.cluster)
+    election = ElectionApis(access, broker.metadata, broker.broker_id,
+                            controller=lambda: broker.cluster.controller if broker.cluster is not None else None)
     table = {
         ApiKey.ApiVersions: cluster.api_versions,
         ApiKey.Metadata: cluster.metadata,
@@ -90,5 +93,6 @@ def build_handlers(broker) -> dict:
         ApiKey.AlterClientQuotas: security.alter_client_quotas,
         ApiKey.AlterPartitionReassignments: reassignments.alter_partition_reassignments,
         ApiKey.ListPartitionReassignments: reassignments.list_partition_reassignments,
+        ApiKey.ElectLeaders: election.elect_leaders,
     }
     return {int(key): handler for key, handler in table.items()}

@@ -78,7 +78,7 @@ class ClusterApis:
         listener = getattr(ctx.connection, "listener", None)
         if not self._clustered:
             endpoint = self._endpoint_on(listener)
-            return [(self._broker_id, endpoint.host, endpoint.port, None)], self._broker_id
+            return [(self._broker_id, endpoint.host, endpoint.port, endpoint.rack)], self._broker_id
         store = self._metadata
         found = [b.on(listener) if listener else b for b in sorted(store.brokers.values(), key=lambda b: b.broker_id)]
         return [(b.broker_id, b.host, b.port, b.rack) for b in found if b is not None], store.controller_id

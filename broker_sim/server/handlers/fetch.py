@@ -22,7 +22,15 @@ follower's fetch reads up to the log end offset (not the high watermark), and it
 the follower's log end offset, reported to the partition
 (``update_follower_fetch``), which may move the high watermark and the ISR.
 Long polls wake on appends and on high watermark moves, so a consumer waiting
-at the high watermark answers as soon as followers commit new records.
+at the high watermark answers as soon as followers commit new records; a
+follower's long poll is answered as soon as the high watermark moved past the
+one it was last sent, so followers know it promptly.
+
+Follower fetching (KIP-392): a consumer's Fetch v11+ may be served by any
+replica, a follower reading up to its own high watermark (older versions:
+the leader only).  The leader may answer a consumer that names its rack
+(``rack_id``) with ``preferred_read_replica`` and no records, at once
+(``ReplicaManager.preferred_read_replica``, with ``replica.selector.class``).
 """
 from __future__ import annotations
 
@@ -46,12 +54,13 @@ READ_COMMITTED = 1
 
 
 class _Read:
-    __slots__ = ("index", "error", "message", "partition", "regions", "size", "diverging", "aborted")
+    __slots__ = ("index", "error", "message", "partition", "regions", "size", "diverging", "aborted", "preferred")
 
     def __init__(self, index, error=0, message=None, partition=None, regions=(), size=0, diverging=None,
-                 aborted=()):
+                 aborted=(), preferred=-1):
         self.index, self.error, self.message, self.partition = index, error, message, partition
         self.regions, self.size, self.diverging, self.aborted = regions, size, diverging, aborted
+        self.preferred = preferred
 
 
 def fetch_data(request) -> list[tuple[str, list]]:
@@ -77,7 +86,13 @@ def _refused(partitions_by_topic, reason="a follower fetch (replica_id >= 0) nee
 
 
 def _has_error(topics) -> bool:
-    return any(read.error for _, reads in topics for read in reads)
+    """Answer now: an error, or a consumer sent to its preferred read replica."""
+    return any(read.error or read.preferred >= 0 for _, reads in topics for read in reads)
+
+
+def _follower_behind(topics, replica_id: int) -> bool:
+    return any(read.partition is not None and read.partition.follower_needs_high_watermark(replica_id)
+               for _, reads in topics for read in reads)
 
 
 class FetchApis:
@@ -111,6 +126,8 @@ class FetchApis:
             remaining = deadline - loop.time()
             if total >= request.min_bytes or remaining <= 0 or _has_error(topics) or denied:
                 break
+            if from_follower and _follower_behind(topics, request.replica_id):
+                break
             stopped = self._stop_future()
             if stopped.done():
                 break
@@ -130,6 +147,11 @@ class FetchApis:
             # consumer_byte_rate: the bytes this response carries (followers are not throttled)
             throttle = self._quotas.record(CONSUMER_BYTE_RATE, ctx.connection.principal, ctx.client_id, total)
             ctx.connection.throttle(throttle)
+        if from_follower:
+            for _, reads in topics:
+                for read in reads:
+                    if read.partition is not None:
+                        read.partition.high_watermark_sent(request.replica_id)
         return _encode(ctx, request, topics + denied, throttle)
 
     def _read_all(self, request, version, partitions_by_topic, from_follower):
@@ -139,14 +161,24 @@ class FetchApis:
         now_ms = self._now_ms() if from_follower else 0
         throttles = getattr(self._replicas, "throttles", None) if from_follower else None
         held_back = throttles is not None and throttles.leader.exceeded()  # KIP-73, replication/throttle.py
+        # Fetch v11+ carries the consumer's rack: it may read from a follower (KIP-392)
+        any_replica = not from_follower and version >= 11
+        client_rack = (request.rack_id or "") if any_replica else ""
         min_one = True
         topics, total = [], 0
         for name, partitions in partitions_by_topic:
             reads = []
             for data in partitions:
                 try:
-                    partition = self._replicas.get_leader(name, data.partition)
+                    if any_replica:
+                        partition = self._replicas.get(name, data.partition)
+                    else:
+                        partition = self._replicas.get_leader(name, data.partition)
                     partition.check_leader_epoch(data.current_leader_epoch)
+                    preferred = self._replicas.preferred_read_replica(partition, client_rack, data.fetch_offset)
+                    if preferred >= 0:
+                        reads.append(_Read(data.partition, partition=partition, preferred=preferred))
+                        continue
                     if version >= 12 and data.last_fetched_epoch >= 0:
                         epoch, end = partition.end_offset_for_epoch(data.last_fetched_epoch)
                         if epoch < data.last_fetched_epoch or end < data.fetch_offset:
@@ -206,7 +238,7 @@ def _encode(ctx, request, topics, throttle_ms: int = 0) -> list:
                 partition_index=read.index, error_code=read.error, high_watermark=hw,
                 last_stable_offset=partition.last_stable_offset if partition is not None else -1,
                 log_start_offset=partition.log_start_offset if partition else -1,
-                aborted_transactions=aborted, preferred_read_replica=-1, records=records)
+                aborted_transactions=aborted, preferred_read_replica=read.preferred, records=records)
             if read.diverging is not None:
                 fields["diverging_epoch"] = PartitionData.EpochEndOffset(epoch=read.diverging[0],
                                                                          end_offset=read.diverging[1])

@@ -1,0 +1,88 @@
+"""ElectLeaders (API 43): preferred and unclean leader elections an administrator asks for.
+
+Kafka's ``KafkaApis.handleElectLeaders``: ALTER on the cluster is required
+(else CLUSTER_AUTHORIZATION_FAILED for every named partition and at the top);
+the active controller decides (``Controller.elect_leaders``, rules in
+``controller/election.py``), another broker answers NOT_CONTROLLER per
+partition, and a decision not made within the request's ``timeout_ms`` is
+REQUEST_TIMED_OUT (the controller still makes it).  Asked for all partitions (``topic_partitions`` null), the
+answer leaves out those that needed no election.  A single node leads every
+partition it has, so each needs no election.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+import kafka.errors as Errors
+from kafka.protocol.admin import ElectLeadersResponse
+
+from broker_sim.controller.cluster_state import PartitionState
+from broker_sim.controller.election import ElectionType, Outcome, decide_election
+from broker_sim.errors import error_of
+from broker_sim.server.handlers.access import ALTER, Access
+
+Result = ElectLeadersResponse.ReplicaElectionResult
+PartitionResult = Result.PartitionResult
+
+
+class ElectionApis:
+    def __init__(self, access: Access, metadata, broker_id: int, *, controller: Callable[[], object | None]) -> None:
+        self._access = access
+        self._metadata = metadata
+        self._broker_id = broker_id
+        self._controller = controller  # the broker's Controller in a cluster, None on a single node
+
+    async def elect_leaders(self, ctx, request):
+        kind = ElectionType(request.election_type) if ctx.version >= 1 else ElectionType.PREFERRED
+        wanted = (None if request.topic_partitions is None else
+                  {(entry.topic, p) for entry in request.topic_partitions for p in entry.partitions})
+        if not self._access.allowed_cluster(ctx, ALTER):
+            refused = (Errors.ClusterAuthorizationFailedError, "ALTER on the cluster is required")
+            return _response(ctx, {key: refused for key in wanted or ()},
+                             Errors.ClusterAuthorizationFailedError.errno)
+        controller = self._controller()
+        if controller is None:
+            outcomes = self._single_node(kind, wanted)
+        else:
+            # not cancelled at the timeout: the controller still elects, as Kafka's does
+            waiting = asyncio.wrap_future(controller.elect_leaders(kind, wanted))
+            done, _ = await asyncio.wait({waiting}, timeout=max(request.timeout_ms, 0) / 1000)
+            try:
+                if not done:
+                    waiting.add_done_callback(lambda f: f.cancelled() or f.exception())
+                    raise asyncio.TimeoutError
+                outcomes = waiting.result()
+            except Errors.NotControllerError as exc:
+                outcomes = {key: (Errors.NotControllerError, str(exc)) for key in wanted or ()}
+            except asyncio.TimeoutError:
+                late = (Errors.RequestTimedOutError, f"the election did not finish within {request.timeout_ms} ms")
+                outcomes = {key: late for key in wanted or ()}
+            except Exception as exc:  # ZooKeeper unavailable...: every named partition carries the error
+                code, message = error_of(exc)
+                outcomes = {key: (Errors.for_code(code), message) for key in wanted or ()}
+        if wanted is None:
+            outcomes = {key: o for key, o in outcomes.items() if o[0] is not Errors.ElectionNotNeededError}
+        return _response(ctx, outcomes, 0)
+
+    def _single_node(self, kind: ElectionType, wanted) -> dict[tuple[str, int], Outcome]:
+        topics = self._metadata.topics
+        keys = wanted if wanted is not None else {(t, p) for t, info in topics.items() for p in range(info.partitions)}
+        me = self._broker_id
+        outcomes = {}
+        for topic, index in keys:
+            info = topics.get(topic)
+            replicas = [me] if info is not None and 0 <= index < info.partitions else []
+            _, outcomes[(topic, index)] = decide_election(kind, PartitionState(me, 0, (me,), 0), replicas, {me}, {me},
+                                                          0)
+        return outcomes
+
+
+def _response(ctx, outcomes: dict[tuple[str, int], Outcome], error_code: int) -> ElectLeadersResponse:
+    by_topic: dict[str, list] = {}
+    for (topic, index), (error, message) in sorted(outcomes.items()):
+        by_topic.setdefault(topic, []).append(PartitionResult(
+            partition_id=index, error_code=error.errno if error is not None else 0, error_message=message))
+    return ElectLeadersResponse(
+        version=ctx.version, throttle_time_ms=0, error_code=error_code,
+        replica_election_results=[Result(topic=topic, partition_result=results) for topic, results in by_topic.items()])
