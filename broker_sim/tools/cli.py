@@ -326,6 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}')
     reassign_parser.add_argument("--throttle", type=positive_int, metavar="B/S", default=None,
                                  help="replication throttle, bytes/s, while the reassignment runs (--execute)")
+    reassign_parser.add_argument("--disable-rack-aware", action="store_true",
+                                 help="--generate ignores the brokers' racks (broker.rack)")
     reassign_parser.add_argument("--preserve-throttles", action="store_true",
                                  help="--verify / --cancel leave the throttles in place")
 
@@ -354,7 +356,8 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
         return 0
     if args.command == "reassign":
         if args.generate:
-            reassign.generate(conn, args.topics_to_move_json_file, args.broker_list, out)
+            reassign.generate(conn, args.topics_to_move_json_file, args.broker_list, out,
+                              rack_aware=not args.disable_rack_aware)
         elif args.execute:
             reassign.execute(conn, args.reassignment_json_file, args.throttle, out)
         elif args.verify:

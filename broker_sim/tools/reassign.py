@@ -140,13 +140,20 @@ def _error_name(code: int) -> str:
     return for_code(code).__name__
 
 
+def _broker_racks(admin) -> dict[int, str | None]:
+    return {b["broker_id"]: b.get("rack") or None for b in admin.describe_cluster()["brokers"]}
+
+
 def _brokers(admin) -> list[int]:
-    return sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"])
+    return sorted(_broker_racks(admin))
 
 
 # --- --generate ---
 
-def generate(conn: Connection, topics_file: str, broker_list: str, out: TextIO) -> None:
+def generate(conn: Connection, topics_file: str, broker_list: str, out: TextIO, rack_aware: bool = True) -> None:
+    """Kafka's --generate: a fresh assignment over ``broker_list``, rack-aware (AdminUtils) when the brokers
+    have racks (``broker.rack``); as in Kafka, brokers with and without racks mixed are refused unless
+    ``rack_aware`` is off (--disable-rack-aware)."""
     topics = read_topics_to_move(topics_file)
     try:
         brokers = sorted({int(b) for b in broker_list.split(",") if b.strip()})
@@ -155,17 +162,19 @@ def generate(conn: Connection, topics_file: str, broker_list: str, out: TextIO) 
     if not brokers:
         raise ToolError("--broker-list names no broker")
     with closing(conn.admin()) as admin:
-        live = _brokers(admin)
-        unknown = [b for b in brokers if b not in live]
+        racks = _broker_racks(admin)
+        unknown = [b for b in brokers if b not in racks]
         if unknown:
-            raise ToolError(f"--broker-list names brokers {unknown} that are not in the cluster (live: {live})")
+            raise ToolError(f"--broker-list names brokers {unknown} that are not in the cluster "
+                            f"(live: {sorted(racks)})")
         current = current_assignment(admin, topics)
     proposed: Plan = {}
     for topic in topics:
         partitions = sorted(p for t, p in current if t == topic)
         replication_factor = len(current[(topic, 0)])
         try:
-            replicas = assign_replicas(brokers, len(partitions), replication_factor)
+            replicas = assign_replicas({b: racks[b] for b in brokers}, len(partitions), replication_factor,
+                                       rack_aware=rack_aware)
         except MetadataError as exc:
             raise ToolError(f"topic {topic!r}: {exc.message}") from None
         proposed.update({(topic, p): r for p, r in zip(partitions, replicas)})

@@ -21,13 +21,15 @@ from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProg
 from broker_sim.controller import zk_layout
 from broker_sim.tools import cli
 
+RACKS = ["a", "a", "b", "b"]  # broker i in RACKS[i]: brokers 0, 1 in rack a, 2, 3 (added) in rack b
 RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
 def cluster4(tmp_path_factory):
-    running = start_cluster(tmp_path_factory.mktemp("reassign"), configs={"replica.fetch.max.bytes": "131072"})
+    running = start_cluster(tmp_path_factory.mktemp("reassign"), configs={"replica.fetch.max.bytes": "131072"},
+                            racks=RACKS)
     try:
         added = running.add_broker()
         assert added == 3 and running.broker_ids == [0, 1, 2, 3]
@@ -293,9 +295,31 @@ def test_the_admin_reassign_partitions_znode_is_run_and_removed(cluster4, admin,
     cluster4._zk.create(zk_layout.REASSIGN_PARTITIONS, zk_layout.encode_reassign_partitions(targets))
     wait_until(lambda: cluster4._zk.exists(zk_layout.REASSIGN_PARTITIONS) is None, 30, "the znode removed")
     for (topic, partition), replicas in targets.items():
-        if topic == topic_name:
-            assert replicas_of(cluster4, topic, partition) == tuple(replicas)
+        if topic == topic_name:  # the brokers' metadata follows the controller's last write a moment later
+            wait_until(lambda: replicas_of(cluster4, topic, partition) == tuple(replicas), 30,
+                       f"partition {partition} on {replicas}")
     assert [v for _, v in read_partition(cluster4.bootstrap_servers, topic_name, 1, 2)] == [b"a", b"b"]
+
+
+def test_generate_spreads_each_partition_over_the_racks(cluster4, tmp_path):
+    """--generate places replicas rack-aware (Kafka's AdminUtils order) from the brokers' broker.rack; ids in
+    order would put 0 and 1 (both rack a) together for some partition whatever the shift."""
+    new_topic(cluster4, "gen-racks", 8, 2)
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "gen-racks"}]}))
+    out = io.StringIO()
+    assert cli.main(["--bootstrap-server", cluster4.bootstrap_servers, "reassign", "--generate",
+                     "--topics-to-move-json-file", str(topics), "--broker-list", "0,1,2,3"], stdout=out) == 0
+    proposed = json.loads(out.getvalue().split("Proposed partition reassignment configuration")[1])
+    racks = {p["partition"]: {RACKS[b] for b in p["replicas"]} for p in proposed["partitions"]}
+    assert sorted(racks) == list(range(8)) and all(r == {"a", "b"} for r in racks.values()), racks
+    out = io.StringIO()
+    assert cli.main(["--bootstrap-server", cluster4.bootstrap_servers, "reassign", "--generate",
+                     "--disable-rack-aware", "--topics-to-move-json-file", str(topics), "--broker-list", "0,1,2,3"],
+                    stdout=out) == 0
+    proposed = json.loads(out.getvalue().split("Proposed partition reassignment configuration")[1])
+    assert any({RACKS[b] for b in p["replicas"]} == {"a"} or {RACKS[b] for b in p["replicas"]} == {"b"}
+               for p in proposed["partitions"]), proposed
 
 
 def test_reassignment_json_and_tool_arguments_are_checked(tmp_path):
