@@ -43,7 +43,10 @@ fi
 # The compiled Avro decoder (connector/typed/_avro_arrow.c) is built in place by editable installs; rebuild it
 # when it is missing or older than its source, or the tests would check only the per-record fallback.
 built="$(ls connector/typed/_avro_arrow*.so 2>/dev/null | head -n 1 || true)"
-if [ -z "$built" ] || [ connector/typed/_avro_arrow.c -nt "$built" ]; then
+# and the compiled record-batch decoder of the source (connector/source/_records_arrow.c), the same way
+records_built="$(ls connector/source/_records_arrow*.so 2>/dev/null | head -n 1 || true)"
+if [ -z "$built" ] || [ connector/typed/_avro_arrow.c -nt "$built" ] || [ -z "$records_built" ] \
+   || [ connector/source/_records_arrow.c -nt "$records_built" ]; then
   echo "ci/setup.sh: building connector/typed/_avro_arrow (the compiled Avro decoder) in place" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .
 fi

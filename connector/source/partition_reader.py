@@ -113,7 +113,8 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
                 raise RuntimeError(f"Fetch of {where} at offset {position} failed: "
                                    f"{refused(code, options, r.topic)}")
             columns = decode(answer.records, position, r.until_offset, aborted_transactions=answer.aborted_transactions,
-                             read_committed=read_committed, include_headers=options.include_headers)
+                             read_committed=read_committed, include_headers=options.include_headers,
+                             compiled=typing is None)
             if len(columns):
                 yield to_record_batch(r.topic, r.partition, columns, arrow_schema, typing)
             if columns.next_offset > position:
