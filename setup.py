@@ -5,10 +5,14 @@ connector/typed/avro_arrow.py). It is optional: without a compiler the build ski
 uses the per-record fastavro decoder.
 
 ``connector.source._records_arrow`` decodes uncompressed Kafka record batches straight into the source's Arrow
-buffers (see connector/source/arrow_records.py); also optional: without it aiokafka's reader is used."""
+buffers (see connector/source/arrow_records.py), ``connector.sink._arrow_batches`` encodes the sink's Arrow
+columns into record batches (connector/sink/producer.py); both optional: without them aiokafka's reader and
+builder are used."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("connector.typed._avro_arrow", ["connector/typed/_avro_arrow.c"], optional=True,
                              extra_compile_args=["-O2"]),
                    Extension("connector.source._records_arrow", ["connector/source/_records_arrow.c"], optional=True,
+                             extra_compile_args=["-O2"]),
+                   Extension("connector.sink._arrow_batches", ["connector/sink/_arrow_batches.c"], optional=True,
                              extra_compile_args=["-O2"])])

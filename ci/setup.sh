@@ -43,10 +43,14 @@ fi
 # The compiled Avro decoder (connector/typed/_avro_arrow.c) is built in place by editable installs; rebuild it
 # when it is missing or older than its source, or the tests would check only the per-record fallback.
 built="$(ls connector/typed/_avro_arrow*.so 2>/dev/null | head -n 1 || true)"
-# and the compiled record-batch decoder of the source (connector/source/_records_arrow.c), the same way
-records_built="$(ls connector/source/_records_arrow*.so 2>/dev/null | head -n 1 || true)"
-if [ -z "$built" ] || [ connector/typed/_avro_arrow.c -nt "$built" ] || [ -z "$records_built" ] \
-   || [ connector/source/_records_arrow.c -nt "$records_built" ]; then
+# and the source's record-batch decoder and the sink's encoder (connector/source/_records_arrow.c,
+# connector/sink/_arrow_batches.c), the same way
+stale=""
+for c in connector/source/_records_arrow.c connector/sink/_arrow_batches.c; do
+  so="$(ls "${c%.c}"*.so 2>/dev/null | head -n 1 || true)"
+  if [ -z "$so" ] || [ "$c" -nt "$so" ]; then stale="$c"; fi
+done
+if [ -z "$built" ] || [ connector/typed/_avro_arrow.c -nt "$built" ] || [ -n "$stale" ]; then
   echo "ci/setup.sh: building connector/typed/_avro_arrow (the compiled Avro decoder) in place" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .
 fi
