@@ -11,6 +11,7 @@ Examples::
     $ pylog bench --workload cluster               # replication cost and failover time (bench.replication)
     $ pylog bench --workload schema-validation     # produce with broker-side schema validation vs without
     $ pylog bench --workload registry              # Schema Registry lookups by id, registrations per second
+    $ pylog bench --workload spark-latency         # produce -> Spark (pylog source, EOS sink) -> read_committed
 
 What one round does for one broker, on a fresh broker process:
 
@@ -82,7 +83,7 @@ NOTES = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`broker_sim.bench.groups`)."""
     parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security", "schema-validation",
-                                               "registry"], default="throughput",
+                                               "registry", "spark-latency"], default="throughput",
                         help="schema-validation: produce to a topic with confluent.value.schema.validation vs one "
                              "without, alternating rounds (bench.schema_validation); registry: Schema Registry "
                              "lookups by id and registrations per second (bench.registry); "
@@ -110,6 +111,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also run the broker of another pylog checkout (e.g. an older commit's worktree) "
                              "in every round, as 'baseline'; the report adds ratios_to_baseline")
     parser.add_argument("--output", metavar="FILE", help="also write the JSON document to FILE")
+    from broker_sim.bench import spark_latency  # spark-latency: end-to-end latency through Spark
+    spark_latency.add_arguments(parser)
 
 
 def _broker_list(text: str) -> list[str]:
