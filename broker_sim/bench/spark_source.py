@@ -222,11 +222,14 @@ def _stream_rates(spark, bootstrap: str, args) -> dict:
     retries = 0
     for round_number in range(args.rounds + 1):
         for name, load in readers.items():
-            try:
-                elapsed, progress = _available_now_into_noop(load(), name, args.records)
-            except WorkerStartTimeout:  # a loaded machine, not the source: run the round again, once
-                retries += 1
-                elapsed, progress = _available_now_into_noop(load(), name, args.records)
+            for attempt in range(_ATTEMPTS):
+                try:
+                    elapsed, progress = _available_now_into_noop(load(), name, args.records)
+                    break
+                except WorkerStartTimeout:  # a loaded machine, not the source: run the round again
+                    if attempt == _ATTEMPTS - 1:
+                        raise
+                    retries += 1
             if round_number:
                 seconds[name].append(elapsed)
                 batch_ms[name].append(_durations(progress))
@@ -257,13 +260,21 @@ def _available_now_into_noop(df, name: str, records: int) -> tuple[float, list]:
             pass
         elapsed = time.perf_counter() - started
     if query.exception() is not None:
-        if "Python worker failed to connect back" in str(query.exception()):
+        if _worker_start_timeout(query.exception()):
             raise WorkerStartTimeout(f"{name}: {query.exception()}")
         raise RuntimeError(f"{name} query failed: {query.exception()}")
     rows = sum(p["numInputRows"] for p in query.recentProgress)
     if rows != records:
         raise RuntimeError(f"{name} read {rows} rows, expected {records}")
     return elapsed, query.recentProgress
+
+
+def _worker_start_timeout(exc) -> bool:
+    """Spark's Python worker start timing out (10 s for it to connect back, its socket to the JVM)."""
+    return any(sign in str(exc) for sign in ("Python worker failed to connect back", "CANNOT_OPEN_SOCKET"))
+
+
+_ATTEMPTS = 4  # per round, when Spark's Python workers miss their start timeout
 
 
 class WorkerStartTimeout(RuntimeError):
