@@ -43,10 +43,15 @@ fi
 # The compiled Avro decoder (connector/typed/_avro_arrow.c) is built in place by editable installs; rebuild it
 # when it is missing or older than its source, or the tests would check only the per-record fallback.
 built="$(ls connector/typed/_avro_arrow*.so 2>/dev/null | head -n 1 || true)"
-records_built="$(ls broker_sim/storage/_records*.so 2>/dev/null | head -n 1 || true)"  # the validator's walk
-if [ -z "$built" ] || [ connector/typed/_avro_arrow.c -nt "$built" ] \
-   || [ -z "$records_built" ] || [ broker_sim/storage/_records.c -nt "$records_built" ]; then
-  echo "ci/setup.sh: building the C extensions (_avro_arrow, storage/_records) in place" >&2
+# and the validator's record walk (broker_sim/storage/_records.c), the source's record-batch decoder and the
+# sink's encoder (connector/source/_records_arrow.c, connector/sink/_arrow_batches.c), the same way
+stale=""
+for c in broker_sim/storage/_records.c connector/source/_records_arrow.c connector/sink/_arrow_batches.c; do
+  so="$(ls "${c%.c}"*.so 2>/dev/null | head -n 1 || true)"
+  if [ -z "$so" ] || [ "$c" -nt "$so" ]; then stale="$c"; fi
+done
+if [ -z "$built" ] || [ connector/typed/_avro_arrow.c -nt "$built" ] || [ -n "$stale" ]; then
+  echo "ci/setup.sh: building the C extensions in place" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .
 fi
 # Docker for the container tests (tests/containers, tests/spark/test_containers.py), when ci/test.sh asks:

@@ -130,6 +130,14 @@ class BrokerConnection:
     def close(self) -> None:
         self._wire.close()
 
+    def abort(self) -> None:
+        """Close from another thread: a request blocked in this connection fails at once (shutdown wakes it)."""
+        try:
+            self._wire.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._wire.close()
+
     def version(self, request_class) -> int:
         """The highest version both sides speak of ``request_class`` (raises when there is none)."""
         key = request_class.API_KEY

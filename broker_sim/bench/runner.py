@@ -13,6 +13,7 @@ Examples::
     $ pylog bench --workload registry              # Schema Registry lookups by id, registrations per second
     $ pylog bench --workload start --baseline /tmp/r1  # spawn to accepting TCP, alternating pairs (bench.start)
     $ pylog bench --rdkafka-performance .bench-tools/rdkafka_performance  # + librdkafka's C producer (acks 1, all)
+    $ pylog bench --workload spark-latency         # produce -> Spark (pylog source, EOS sink) -> read_committed
 
 What one round does for one broker, on a fresh broker process:
 
@@ -88,7 +89,7 @@ NOTES = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`broker_sim.bench.groups`)."""
     parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security", "schema-validation",
-                                               "registry", "start"], default="throughput",
+                                               "registry", "start", "spark-latency"], default="throughput",
                         help="schema-validation: produce to a topic with confluent.value.schema.validation vs one "
                              "without, alternating rounds (bench.schema_validation); registry: Schema Registry "
                              "lookups by id and registrations per second (bench.registry); "
@@ -123,6 +124,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rdkafka-performance", metavar="PATH", type=executable,
                         help="librdkafka's rdkafka_performance binary (ci/build_rdkafka_perf.sh): adds the "
                              "workloads rdkafka_produce_acks1 and rdkafka_produce_acksall (throughput workload)")
+    from broker_sim.bench import spark_latency  # spark-latency: end-to-end latency through Spark
+    spark_latency.add_arguments(parser)
 
 
 def _broker_list(text: str) -> list[str]:

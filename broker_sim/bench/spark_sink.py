@@ -8,7 +8,7 @@ query (pylog source, Trigger.AvailableNow, local[2]) three times into:
 a no-op Arrow stream writer that drops every batch (the cost of everything but
 the sink; run first and last, the faster counts), the pylog sink with
 ``exactly_once`` and with ``at_least_once``. Prints rows/s of each and the
-ratios to the no-op run (the target is exactly_once >= 0.5x).
+ratios to the no-op run (the target, issue 25: exactly_once >= 0.8x).
 """
 from __future__ import annotations
 
@@ -42,6 +42,11 @@ class NoopSink(DataSource):
 
     def streamWriter(self, schema, overwrite):
         return NoopWriter()
+
+
+def _worker_start_timeout(exc) -> bool:
+    """Spark's Python worker start timing out (10 s for it to connect back, its socket to the JVM)."""
+    return any(sign in str(exc) for sign in ("Python worker failed to connect back", "CANNOT_OPEN_SOCKET"))
 
 
 def main() -> int:
@@ -84,9 +89,18 @@ def main() -> int:
                       .option("checkpointLocation", tempfile.mkdtemp(prefix="pylog-bench-ckpt-")))
             for key, value in options.items():
                 writer = writer.option(key, value)
-            begin = time.perf_counter()
-            query = writer.start()
-            query.awaitTermination()
+            for attempt in range(4):
+                begin = time.perf_counter()
+                query = writer.start()
+                try:
+                    query.awaitTermination()
+                    break
+                except Exception as exc:  # noqa: BLE001 - Spark's hard-coded 10 s for a Python worker to start
+                    if not _worker_start_timeout(exc) or attempt == 3:
+                        raise
+                    results["rounds_rerun_after_a_python_worker_start_timeout"] = results.get(
+                        "rounds_rerun_after_a_python_worker_start_timeout", 0) + 1
+                    writer = writer.option("checkpointLocation", tempfile.mkdtemp(prefix="pylog-bench-ckpt-"))
             elapsed = time.perf_counter() - begin
             rows = sum(p["numInputRows"] for p in query.recentProgress)
             assert rows == args.rows, f"{name}: {rows} rows of {args.rows}"
@@ -102,6 +116,7 @@ def main() -> int:
         noop = max(first_noop, run("noop_last", "pylog_noop"))
         results["exactly_once_vs_noop"] = round(eos / noop, 3)
         results["at_least_once_vs_noop"] = round(alo / noop, 3)
+        results["target_exactly_once_vs_noop"] = 0.8
     spark.stop()
     print(json.dumps(results, indent=2))
     return 0

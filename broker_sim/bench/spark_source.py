@@ -13,7 +13,7 @@ records with confluent-kafka, then measure
   memory, so it is the ceiling of any Python streaming source on this
   machine. The two run alternately in the same Spark session, ``--rounds``
   times each after one unreported warm-up round; medians and their ratio are
-  reported (target: ratio >= 0.6);
+  reported (target, issue 25: ratio >= 0.9);
 * ``spark_batch_arrow``: rows/s of ``spark.read.format("pylog")`` written to
   the ``noop`` sink (the connector's real path: Arrow RecordBatches);
 * ``spark_batch_tuples``: the same read with ``read()`` yielding one tuple
@@ -219,9 +219,17 @@ def _stream_rates(spark, bootstrap: str, args) -> dict:
     seconds: dict[str, list[float]] = {name: [] for name in readers}
     batch_ms: dict[str, list[dict]] = {name: [] for name in readers}
     # Round 0 warms up the JVM, the Python workers and their imports; it is not reported.
+    retries = 0
     for round_number in range(args.rounds + 1):
         for name, load in readers.items():
-            elapsed, progress = _available_now_into_noop(load(), name, args.records)
+            for attempt in range(_ATTEMPTS):
+                try:
+                    elapsed, progress = _available_now_into_noop(load(), name, args.records)
+                    break
+                except WorkerStartTimeout:  # a loaded machine, not the source: run the round again
+                    if attempt == _ATTEMPTS - 1:
+                        raise
+                    retries += 1
             if round_number:
                 seconds[name].append(elapsed)
                 batch_ms[name].append(_durations(progress))
@@ -231,9 +239,10 @@ def _stream_rates(spark, bootstrap: str, args) -> dict:
         "pylog_rows_per_s": rates["pylog"],
         "synthetic_arrow_rows_per_s": rates["synthetic_arrow"],
         "ratio": round(rates["pylog"] / rates["synthetic_arrow"], 3),
-        "target_ratio": 0.6,
+        "target_ratio": 0.9,
         "rounds": args.rounds,
         "warmup_rounds": 1,
+        "rounds_rerun_after_a_python_worker_start_timeout": retries,
         "seconds": {name: [round(v, 2) for v in values] for name, values in seconds.items()},
         "query_durations_ms": batch_ms,
     }
@@ -245,14 +254,31 @@ def _available_now_into_noop(df, name: str, records: int) -> tuple[float, list]:
         started = time.perf_counter()
         query = (df.writeStream.format("noop").trigger(availableNow=True)
                  .option("checkpointLocation", checkpoint).start())
-        query.awaitTermination()
+        try:
+            query.awaitTermination()
+        except Exception:  # noqa: BLE001 - reported from query.exception() below
+            pass
         elapsed = time.perf_counter() - started
     if query.exception() is not None:
+        if _worker_start_timeout(query.exception()):
+            raise WorkerStartTimeout(f"{name}: {query.exception()}")
         raise RuntimeError(f"{name} query failed: {query.exception()}")
     rows = sum(p["numInputRows"] for p in query.recentProgress)
     if rows != records:
         raise RuntimeError(f"{name} read {rows} rows, expected {records}")
     return elapsed, query.recentProgress
+
+
+def _worker_start_timeout(exc) -> bool:
+    """Spark's Python worker start timing out (10 s for it to connect back, its socket to the JVM)."""
+    return any(sign in str(exc) for sign in ("Python worker failed to connect back", "CANNOT_OPEN_SOCKET"))
+
+
+_ATTEMPTS = 4  # per round, when Spark's Python workers miss their start timeout
+
+
+class WorkerStartTimeout(RuntimeError):
+    """Spark gave a Python worker 10 s (hard-coded) to start and connect back; a loaded machine can miss that."""
 
 
 def _durations(progress: list) -> dict:

@@ -40,6 +40,7 @@ Usage::
                 [--skip-kafka-python] [--output FILE] [--progress]
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
     pylog bench --workload cluster [--cluster-records N] [--rounds R] [--failover-rounds F] ...
+    pylog bench --workload spark-latency [--latency-records N] [--interval-ms MS]
     pylog cluster up --brokers N --data-dir DIR [--base-port P] [--config k=v ...] [--racks a,b,c]
     pylog reassign --generate --topics-to-move-json-file FILE --broker-list 0,1,2
     pylog reassign (--execute [--throttle B/S] | --verify | --cancel) --reassignment-json-file FILE
@@ -71,6 +72,7 @@ from kafka.errors import KafkaError
 
 from broker_sim.bench import groups as bench_groups
 from broker_sim.bench import registry as bench_registry
+from broker_sim.bench import spark_latency as bench_spark_latency
 from broker_sim.bench import replication as bench_replication
 from broker_sim.bench import runner as bench
 from broker_sim.bench import schema_validation as bench_schema_validation
@@ -347,7 +349,7 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     if args.command == "bench":
         runner = {"groups": bench_groups, "cluster": bench_replication, "security": bench_security,
                   "schema-validation": bench_schema_validation, "registry": bench_registry,
-                  "start": bench_start}.get(args.workload, bench)
+                  "start": bench_start, "spark-latency": bench_spark_latency}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
                       security=security.client_settings(args.command_config))

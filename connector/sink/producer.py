@@ -8,7 +8,9 @@ same id). ``write`` maps each Arrow batch's rows to (topic, partition) —
 explicit ``partition``, else ``connector.sink.partitioner`` — and appends them to
 one aiokafka compiled ``DefaultRecordBatchBuilder`` per partition (RecordBatch
 v2 with the producer id, epoch and the partition's next sequence number; CRC32C
-in C). Full batches wait in a per-leader queue; when the queued bytes reach
+in C). Without headers or compression, the C extension ``_arrow_batches``
+writes the same batches straight from the Arrow buffers, one call per
+partition (``_encode_rows``), with no Python object per row. Full batches wait in a per-leader queue; when the queued bytes reach
 ``kafka.max.request.size`` they go out as one Produce request (acks=all) per
 leader. In a transaction, partitions are added with AddPartitionsToTxn before
 their first batch is sent.
@@ -22,6 +24,7 @@ acknowledged.
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections import defaultdict
 
@@ -38,6 +41,13 @@ _FENCED = {47, 90}        # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
 
 
 INVALID_PRODUCER_ID_MAPPING = 49
+_CRC = struct.Struct(">I")
+
+try:
+    from connector.sink import _arrow_batches
+except ImportError:  # built without a compiler: aiokafka's builder, one record at a time
+    _arrow_batches = None
+
 
 class TaskProducer:
     """Writes one task's rows; ``counts`` holds records written per (topic, partition)."""
@@ -78,10 +88,17 @@ class TaskProducer:
         if n == 0:
             return 0
         names = batch.schema.names
-        values = _as_binary_list(batch.column(names.index("value")))
         keys_array = batch.column(names.index("key")) if "key" in names else None
-        keys = _as_binary_list(keys_array) if keys_array is not None else [None] * n
-        headers = _headers_list(batch.column(names.index("headers"))) if "headers" in names else None
+        compiled = None
+        if _arrow_batches is not None and "headers" not in names and not self.options.compression:
+            compiled = _column_buffers(keys_array), _column_buffers(batch.column(names.index("value")))
+            if compiled[1] is None or (keys_array is not None and compiled[0] is None):
+                compiled = None
+        keys = values = headers = None
+        if compiled is None:
+            values = _as_binary_list(batch.column(names.index("value")))
+            keys = _as_binary_list(keys_array) if keys_array is not None else [None] * n
+            headers = _headers_list(batch.column(names.index("headers"))) if "headers" in names else None
         explicit = batch.column(names.index("partition")) if "partition" in names else None
         if topic_option is not None:
             groups = {topic_option: None}
@@ -108,9 +125,37 @@ class TaskProducer:
                 if bad.any():
                     raise SinkError(f"Invalid partition {int(partitions[bad][0])} for topic {topic}: it has "
                                     f"{count} partitions (0 to {count - 1})")
+            if compiled is not None:
+                self._encode_rows(topic, partitions, rows, compiled, timestamp)
+                continue
             indices = range(n) if rows is None else rows.tolist()
             self._append_rows(topic, partitions.tolist(), indices, keys, values, headers, timestamp)
         return n
+
+    def _encode_rows(self, topic, partitions, rows, columns, timestamp) -> None:
+        """The compiled path: each partition's rows (in order) become record batches in one C call."""
+        import numpy as np
+        from crc32c import crc32c
+
+        indices = np.arange(len(partitions), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        order = np.argsort(partitions, kind="stable")
+        ordered = partitions[order]
+        bounds = np.flatnonzero(np.diff(ordered)) + 1
+        transactional = self.transactional_id is not None
+        for run in np.split(order, bounds):
+            tp = (topic, int(partitions[run[0]]))
+            if tp in self._builders:  # rows appended by the per-record path go first
+                self._close_builder(tp)
+            chunks = _arrow_batches.encode(columns[0], columns[1], indices[run], timestamp, self.producer_id,
+                                           self.epoch, self._sequences[tp], transactional, self.options.batch_bytes)
+            for data, count in chunks:
+                _CRC.pack_into(data, 17, crc32c(memoryview(data)[21:]))
+                self._sequences[tp] = (self._sequences[tp] + count) & 0x7FFFFFFF
+                self.counts[tp] += count
+                self._ready.append((tp, bytes(data)))
+                self._ready_bytes += len(data)
+                if self._ready_bytes >= self.options.request_bytes:
+                    self.flush_ready()
 
     def _append_rows(self, topic, partitions, indices, keys, values, headers, timestamp) -> None:
         builders = self._builders
@@ -274,6 +319,18 @@ def init_producer_id(cluster: SinkCluster, transactional_id: str | None, timeout
         if time.monotonic() > deadline:
             raise SinkError(f"InitProducerId(transactional id {transactional_id}) gave up: {why}")
         time.sleep(RETRY_BACKOFF_S)
+
+
+def _column_buffers(column):
+    """(validity or None, offsets, data, array offset, length) of a string/binary column for ``_arrow_batches``;
+    None for no column or one it cannot read (64-bit offsets)."""
+    import pyarrow as pa
+    if column is None or not (pa.types.is_string(column.type) or pa.types.is_binary(column.type)):
+        return None
+    validity, offsets, data = column.buffers()
+    if data is None:
+        data = pa.py_buffer(b"")
+    return (validity if column.null_count else None), offsets, data, column.offset, len(column)
 
 
 def _as_binary_list(column) -> list:

@@ -35,6 +35,16 @@ _MAGIC_AT = 16
 _RECORD_COUNT = struct.Struct(">i")
 _RECORD_COUNT_AT = 57
 _ABORT = 0
+# the v2 header fields a batch's rows need: base offset, attributes, base and max timestamp, record count
+_V2_HEADER = struct.Struct(">q13xh4xqq14xi")
+_V2_HEADER_SIZE = 61
+_COMPRESSION = 0x07
+_LOG_APPEND_TIME = 0x08
+
+try:
+    from connector.source import _records_arrow as _compiled
+except ImportError:  # built without a compiler: aiokafka's reader and the per-record path only
+    _compiled = None
 
 
 @dataclass
@@ -53,8 +63,11 @@ class Columns:
     next_offset: int = -1
     offset_runs: list = field(default_factory=list)  # ``range``\ s (gapless batches) and lists of offsets
     type_runs: list = field(default_factory=list)    # (timestamp type, number of records)
+    chunks: list | None = None  # ``decode(compiled=True)``: the rows, in order, as Columns and _CompiledRows
 
     def __len__(self) -> int:
+        if self.chunks is not None:
+            return sum(len(chunk) for chunk in self.chunks)
         return len(self.timestamps)
 
     @property
@@ -67,14 +80,20 @@ class Columns:
 
 
 def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=None, read_committed: bool = False,
-           include_headers: bool = False) -> Columns:
-    """Records with offsets in [low, high) from ``records``; ``next_offset`` is past the last batch seen (-1: none)."""
+           include_headers: bool = False, compiled: bool = False) -> Columns:
+    """Records with offsets in [low, high) from ``records``; ``next_offset`` is past the last batch seen (-1: none).
+
+    ``compiled``: decode uncompressed v2 batches with the C extension (when built, and without headers) into
+    ``Columns.chunks``, for ``to_record_batch`` only (the column lists stay empty)."""
     from aiokafka.record.memory_records import MemoryRecords
 
     columns = Columns(headers=[] if include_headers else None)
     if not records:
         return columns
-    timestamps, keys, values, headers = columns.timestamps, columns.keys, columns.values, columns.headers
+    spans = compiled and _compiled is not None and not include_headers
+    if spans:
+        columns.chunks = []
+    target = columns  # the Columns the per-record path appends to (compiled: the last chunk)
     aborted_queue = [(a.first_offset, a.producer_id) for a in aborted_transactions or ()] if read_committed else []
     heapq.heapify(aborted_queue)
     aborted_producers: set[int] = set()
@@ -105,32 +124,101 @@ def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=N
         elif batch.is_control_batch:
             next_offset = batch_next
             continue
-        before = len(timestamps)
-        whole = headers is None and low <= batch.base_offset and batch_next <= high
-        if whole and records[header_at + _MAGIC_AT] == 2:
-            count = _RECORD_COUNT.unpack_from(records, header_at + _RECORD_COUNT_AT)[0]
-            _append_whole_batch(batch, count == batch.last_offset_delta + 1, columns)
+        whole = columns.headers is None and low <= batch.base_offset and batch_next <= high
+        v2 = whole and records[header_at + _MAGIC_AT] == 2
+        if spans and v2 and not _V2_HEADER.unpack_from(records, header_at)[1] & _COMPRESSION:
+            if not columns.chunks or not isinstance(columns.chunks[-1], list):
+                columns.chunks.append([])
+            columns.chunks[-1].append(_span(records, header_at, batch_start, batch.timestamp_type))
         else:
-            offsets = []
-            for record in batch:
-                offset = record.offset
-                if offset < low:
-                    continue
-                if offset >= high:
-                    break
-                offsets.append(offset)
-                timestamps.append(record.timestamp)
-                keys.append(record.key)
-                values.append(record.value)
-                if headers is not None:
-                    headers.append(record.headers)
-            columns.offset_runs.append(offsets)
-        columns.type_runs.append((batch.timestamp_type, len(timestamps) - before))
+            if spans:
+                if not columns.chunks or isinstance(columns.chunks[-1], list):
+                    columns.chunks.append(Columns())
+                target = columns.chunks[-1]
+            _append_batch(batch, records, header_at, v2, low, high, target)
         next_offset = batch_next
         if batch_next >= high:
             break
     columns.next_offset = next_offset
+    if spans:
+        try:
+            columns.chunks = [_CompiledRows(records, chunk) if isinstance(chunk, list) else chunk
+                              for chunk in columns.chunks]
+        except ValueError:  # a malformed batch: aiokafka's reader gives the reference answer (or error)
+            return decode(records, low, high, aborted_transactions=aborted_transactions,
+                          read_committed=read_committed, include_headers=include_headers)
     return columns
+
+
+def _append_batch(batch, records: bytes, header_at: int, v2_whole: bool, low: int, high: int, columns: Columns):
+    """The per-record path: ``batch``'s records in [low, high) appended to ``columns``' lists."""
+    timestamps, keys, values, headers = columns.timestamps, columns.keys, columns.values, columns.headers
+    before = len(timestamps)
+    if v2_whole:
+        count = _RECORD_COUNT.unpack_from(records, header_at + _RECORD_COUNT_AT)[0]
+        _append_whole_batch(batch, count == batch.last_offset_delta + 1, columns)
+    else:
+        offsets = []
+        for record in batch:
+            offset = record.offset
+            if offset < low:
+                continue
+            if offset >= high:
+                break
+            offsets.append(offset)
+            timestamps.append(record.timestamp)
+            keys.append(record.key)
+            values.append(record.value)
+            if headers is not None:
+                headers.append(record.headers)
+        columns.offset_runs.append(offsets)
+    columns.type_runs.append((batch.timestamp_type, len(timestamps) - before))
+
+
+def _span(records: bytes, header_at: int, batch_end: int, timestamp_type: int) -> tuple:
+    """The C decoder's description of the uncompressed v2 batch at ``header_at`` (see _records_arrow.c)."""
+    (base_offset, attributes, base_timestamp, max_timestamp,
+     count) = _V2_HEADER.unpack_from(records, header_at)
+    return (header_at + _V2_HEADER_SIZE, batch_end, base_offset, base_timestamp, attributes & _LOG_APPEND_TIME,
+            max_timestamp, count, timestamp_type)
+
+
+class _CompiledRows:
+    """Rows of a run of uncompressed v2 batches, decoded by the C extension into Arrow arrays."""
+
+    def __init__(self, records: bytes, spans: list) -> None:
+        import pyarrow as pa
+
+        (n, key_offsets, key_data, key_valid, key_nulls, value_offsets, value_data, value_valid, value_nulls,
+         offsets, timestamps_us, types) = _compiled.decode_batches(records, spans)
+        self.rows = n
+        buffer = pa.py_buffer
+        self.key = pa.Array.from_buffers(pa.binary(), n, [key_valid and buffer(key_valid), buffer(key_offsets),
+                                                          buffer(key_data)], null_count=key_nulls)
+        self.value = pa.Array.from_buffers(pa.binary(), n, [value_valid and buffer(value_valid),
+                                                            buffer(value_offsets), buffer(value_data)],
+                                           null_count=value_nulls)
+        self.offset = pa.Array.from_buffers(pa.int64(), n, [None, buffer(offsets)], null_count=0)
+        self.timestamp_us = pa.Array.from_buffers(pa.int64(), n, [None, buffer(timestamps_us)], null_count=0)
+        self.timestamp_type = pa.Array.from_buffers(pa.int32(), n, [None, buffer(types)], null_count=0)
+
+    @classmethod
+    def from_columns(cls, columns: Columns, schema) -> "_CompiledRows":
+        """The same arrays from the per-record path's lists."""
+        import numpy as np
+        import pyarrow as pa
+
+        rows = cls.__new__(cls)
+        rows.rows = n = len(columns)
+        rows.key = pa.array(columns.keys, type=pa.binary())
+        rows.value = pa.array(columns.values, type=pa.binary())
+        rows.offset = pa.array(_offsets_array(columns.offset_runs), type=pa.int64())
+        rows.timestamp_us = pa.array(np.fromiter(columns.timestamps, dtype=np.int64, count=n) * 1000)
+        rows.timestamp_type = pa.array(_types_array(columns.type_runs), type=pa.int32())
+        return rows
+
+    def __len__(self) -> int:
+        return self.rows
 
 
 def _append_whole_batch(batch, gapless: bool, columns: Columns) -> None:
@@ -173,6 +261,8 @@ def to_record_batch(topic: str, partition: int, columns: Columns, schema, typing
     import numpy as np
     import pyarrow as pa
 
+    if columns.chunks is not None:
+        return _chunks_record_batch(topic, partition, columns, schema, typing)
     n = len(columns)
     timestamps_us = np.fromiter(columns.timestamps, dtype=np.int64, count=n) * 1000
     arrays = {}
@@ -197,6 +287,39 @@ def to_record_batch(topic: str, partition: int, columns: Columns, schema, typing
     })
     if columns.headers is not None:
         arrays["headers"] = _headers_array(columns.headers, schema.field("headers").type)
+    return pa.RecordBatch.from_arrays([arrays[name] for name in schema.names], schema=schema)
+
+
+def _chunks_record_batch(topic: str, partition: int, columns: Columns, schema, typing):
+    """``to_record_batch`` of ``decode(compiled=True)``'s Columns: each chunk's arrays, concatenated."""
+    import pyarrow as pa
+
+    parts = []
+    for chunk in columns.chunks:
+        if not isinstance(chunk, _CompiledRows):
+            chunk = _CompiledRows.from_columns(chunk, schema)
+        parts.append(chunk)
+    if len(parts) <= 1:
+        chunk = parts[0] if parts else _CompiledRows.from_columns(Columns(), schema)
+    else:
+        chunk = _CompiledRows.__new__(_CompiledRows)
+        chunk.rows = sum(part.rows for part in parts)
+        for name in ("key", "value", "offset", "timestamp_us", "timestamp_type"):
+            setattr(chunk, name, pa.concat_arrays([getattr(part, name) for part in parts]))
+    n = chunk.rows
+    arrays = {}
+    if typing is not None:
+        keys, values, offsets = chunk.key.to_pylist(), chunk.value.to_pylist(), chunk.offset.to_pylist()
+        arrays = typing.arrays(keys, values, lambda i: f"topic {topic} partition {partition} offset {offsets[i]}")
+    arrays.setdefault("key", chunk.key)
+    arrays.setdefault("value", chunk.value)
+    arrays.update({
+        "topic": pa.repeat(pa.scalar(topic, type=pa.string()), n),
+        "partition": pa.repeat(pa.scalar(partition, type=pa.int32()), n),
+        "offset": chunk.offset,
+        "timestamp": chunk.timestamp_us.view(schema.field("timestamp").type),
+        "timestampType": chunk.timestamp_type,
+    })
     return pa.RecordBatch.from_arrays([arrays[name] for name in schema.names], schema=schema)
 
 

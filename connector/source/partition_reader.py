@@ -86,10 +86,10 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
     fetcher = _LeaderConnection(options, r.topic, r.partition)
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
     position = r.from_offset
+    prefetch = _Prefetch(fetcher, isolation=isolation, max_bytes=max_bytes, partition_max_bytes=partition_max_bytes)
     try:
         while position < r.until_offset:
-            answer = fetcher.fetch(position, isolation=isolation, max_bytes=max_bytes,
-                                   partition_max_bytes=partition_max_bytes, deadline=deadline)
+            answer = prefetch.take(position, deadline)
             code = answer.error_code
             if code == _OFFSET_OUT_OF_RANGE:
                 earliest = fetcher.list_offset(-2, isolation, deadline)
@@ -113,11 +113,14 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
                 raise RuntimeError(f"Fetch of {where} at offset {position} failed: "
                                    f"{refused(code, options, r.topic)}")
             columns = decode(answer.records, position, r.until_offset, aborted_transactions=answer.aborted_transactions,
-                             read_committed=read_committed, include_headers=options.include_headers)
-            if len(columns):
-                yield to_record_batch(r.topic, r.partition, columns, arrow_schema, typing)
+                             read_committed=read_committed, include_headers=options.include_headers,
+                             compiled=typing is None)
             if columns.next_offset > position:
                 position = columns.next_offset
+                if position < r.until_offset:  # never a fetch past the range's end
+                    prefetch.start(position, deadline)
+                if len(columns):
+                    yield to_record_batch(r.topic, r.partition, columns, arrow_schema, typing)
                 continue
             end = answer.last_stable_offset if read_committed and answer.last_stable_offset >= 0 \
                 else answer.high_watermark
@@ -131,7 +134,59 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
                                    f"{end}")
             time.sleep(_BACKOFF_S)
     finally:
-        fetcher.close()
+        prefetch.close()
+
+
+class _Prefetch:
+    """The next Fetch of a range, sent by one helper thread while Spark consumes the current RecordBatch.
+
+    ``start(offset)`` sends the Fetch at ``offset`` in the thread; ``take(offset)`` returns its answer (or
+    raises its error), fetching at once when none was started there. One request at a time: the connection is
+    only used by the thread between ``start`` and ``take``. ``close`` aborts a request in flight (the
+    connection is shut down, so a blocked read fails at once), joins the thread and closes the connection:
+    a reader that ends, fails or is closed by Spark leaves no thread and no socket behind.
+    """
+
+    def __init__(self, fetcher: "_LeaderConnection", **fetch_args) -> None:
+        self._fetcher, self._fetch_args = fetcher, fetch_args
+        self._thread = None
+        self._offset = None
+        self._answer = self._error = None
+
+    def _run(self, offset: int, deadline: float) -> None:
+        try:
+            self._answer = self._fetcher.fetch(offset, deadline=deadline, **self._fetch_args)
+        except BaseException as exc:  # noqa: BLE001 - handed to ``take``
+            self._error = exc
+
+    def start(self, offset: int, deadline: float) -> None:
+        import threading
+        self._offset, self._answer, self._error = offset, None, None
+        self._thread = threading.Thread(target=self._run, args=(offset, deadline), daemon=True,
+                                        name=f"pylog-prefetch-{self._fetcher.where}")
+        self._thread.start()
+
+    def take(self, offset: int, deadline: float):
+        if self._thread is None or self._offset != offset:
+            self._join()
+            return self._fetcher.fetch(offset, deadline=deadline, **self._fetch_args)
+        self._join()
+        answer, error = self._answer, self._error
+        self._answer = self._error = None
+        if error is not None:
+            raise error
+        return answer
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._fetcher.abort()
+            self._join()
+        self._fetcher.close()
 
 
 class _LeaderConnection:
@@ -148,15 +203,26 @@ class _LeaderConnection:
         self._ssl = ssl_context_for(config)
         self._sasl = sasl_login_for(config)
         self._connection = None
+        self._aborted = False
+        self.where = f"{topic}-{partition}"
 
     def close(self) -> None:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
 
+    def abort(self) -> None:
+        """From another thread: fail the request in flight and refuse to reconnect (the reader is closing)."""
+        self._aborted = True
+        connection = self._connection
+        if connection is not None:
+            connection.abort()
+
     def reset(self, deadline: float, why: str) -> None:
         """Drop the connection after a retriable failure; raise when ``deadline`` has passed."""
         self.close()
+        if self._aborted:
+            raise BrokenPipeError(f"{why}; the reader of {self.where} is closing")
         if time.monotonic() > deadline:
             raise TimeoutError(f"{why}; gave up after kafkaConsumer.pollTimeoutMs={self._options.poll_timeout_ms}")
         log.info("%s; retrying", why)
@@ -190,6 +256,15 @@ class _LeaderConnection:
     def _leader(self, deadline: float):
         if self._connection is not None:
             return self._connection
+        if self._aborted:
+            raise BrokenPipeError(f"the reader of {self.where} is closing")
+        connection = self._connect()
+        if self._aborted:  # closed while this thread connected
+            self.close()
+            raise BrokenPipeError(f"the reader of {self.where} is closing")
+        return connection
+
+    def _connect(self):
         from connector.wire import BrokerConnection, BrokerUnavailable
         last_error = None
         for server in self._options.bootstrap_servers.split(","):

@@ -127,3 +127,106 @@ def test_an_empty_batch_gives_no_rows_but_moves_next_offset_past_it():
     schema = to_arrow_schema(source_schema(), timezone="UTC")
     batch = to_record_batch("t", 0, decode(data, 0, 100), schema)
     assert batch.column("offset").to_pylist() == [0, 1, 5]
+
+
+# -- the compiled decoder (connector/source/_records_arrow.c) -------------------------------------------------
+
+def _compiled_available() -> bool:
+    from connector.source import arrow_records
+    return arrow_records._compiled is not None
+
+
+_needs_compiled = __import__("pytest").mark.skipif(
+    not _compiled_available(), reason="the _records_arrow extension is not built (python3 setup.py build_ext --inplace)")
+
+
+def _log_append_time(batch: bytes, max_timestamp: int) -> bytes:
+    from kafka.record.util import calc_crc32c
+    data = bytearray(batch)
+    (attributes,) = struct.unpack_from(">h", data, _ATTRIBUTES_AT)
+    struct.pack_into(">h", data, _ATTRIBUTES_AT, attributes | 0x08)
+    struct.pack_into(">q", data, 35, max_timestamp)
+    struct.pack_into(">I", data, 17, calc_crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def _compressed(base: int, values) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=1, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=5000 + i, key=None, value=value, headers=[])
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, base)
+    return bytes(data)
+
+
+def _mixed_log() -> bytes:
+    """Every kind of batch the source meets: transactions, compaction, empty, nulls, headers (skipped), a
+    log-append-time batch, a compressed batch between uncompressed ones, a big value."""
+    return b"".join([
+        _transactions(),                                                            # offsets 0-6
+        _batch(7, [b"v7", None, b"", b"x" * 70_000], headers=[("h", b"1"), ("n", None)]),   # 7-10
+        _compacted(_batch(11, [b"a", b"b", b"c", b"d"]), [0, 3]),                 # 11, 14
+        _empty(15, 1),                                                              # 15-16
+        _log_append_time(_batch(17, [b"t17", b"t18"]), 99_000),                     # 17-18
+        _compressed(19, [b"z" * 300, None, b"y" * 300]),                            # 19-21
+        _batch(22, [b"after-22"]),                                                  # 22
+    ])
+
+
+@_needs_compiled
+def test_compiled_decoder_gives_the_per_record_paths_arrow_batch_for_every_window():
+    from connector.source.arrow_records import _CompiledRows
+    schema = to_arrow_schema(source_schema(), timezone="UTC")
+    data = _mixed_log()
+    aborted = [Aborted(7, 0)]
+    for read_committed in (False, True):
+        for low, high in [(0, 100), (0, 23), (1, 9), (8, 12), (12, 20), (15, 17), (18, 22), (19, 20), (23, 30)]:
+            reference = decode(data, low, high, aborted_transactions=aborted, read_committed=read_committed)
+            compiled = decode(data, low, high, aborted_transactions=aborted, read_committed=read_committed,
+                              compiled=True)
+            assert compiled.next_offset == reference.next_offset
+            assert len(compiled) == len(reference)
+            expected = to_record_batch("t", 3, reference, schema)
+            assert to_record_batch("t", 3, compiled, schema).equals(expected), (read_committed, low, high)
+    whole = decode(data, 0, 100, compiled=True)
+    kinds = [type(chunk).__name__ for chunk in whole.chunks]
+    assert kinds == ["_CompiledRows", "Columns", "_CompiledRows"]  # the compressed batch takes aiokafka's path
+    assert all(isinstance(c, _CompiledRows) for c in decode(_batch(0, [b"a", None]), 0, 9, compiled=True).chunks)
+    batch = to_record_batch("t", 3, whole, schema)
+    rows = {row["offset"]: row for row in batch.to_pylist()}
+    assert [rows[o]["value"] for o in (7, 8, 9, 10)] == [b"v7", None, b"", b"x" * 70_000]
+    assert rows[17]["timestamp"] == rows[18]["timestamp"] and rows[17]["timestamp"].timestamp() == 99  # log append
+    assert (rows[17]["timestampType"], rows[18]["timestampType"], rows[22]["timestampType"]) == (1, 1, 0)
+    assert rows[20]["key"] is None and rows[20]["value"] is None and rows[19]["value"] == b"z" * 300
+
+
+@_needs_compiled
+def test_compiled_decoder_refuses_malformed_batches_and_the_reference_reader_answers():
+    from connector.source import _records_arrow
+    from connector.source.arrow_records import _span
+
+    good = _batch(0, [b"abc", b"def"])
+    span = _span(good, 0, len(good), 0)
+    assert _records_arrow.decode_batches(good, [span])[0] == 2
+    for why, spans in [("record count", [span[:6] + (3,) + span[7:]]),
+                       ("leftover bytes", [span[:6] + (1,) + span[7:]]),
+                       ("past the buffer", [(span[0], len(good) + 5) + span[2:]]),
+                       ("count beyond any byte budget", [span[:6] + (1 << 40,) + span[7:]])]:
+        with __import__("pytest").raises(ValueError, match="record batch at offset 0"):
+            _records_arrow.decode_batches(good, spans)
+    # a record whose key length runs past its record: the C decoder refuses, aiokafka's reader is the reference
+    corrupt = bytearray(good)
+    corrupt[61 + 4] = 0x7e  # the first record's key length varint (zigzag 63) - beyond the record
+    reference_error = None
+    try:
+        reference = decode(bytes(corrupt), 0, 9)
+    except Exception as exc:  # noqa: BLE001 - whatever aiokafka raises is the answer
+        reference_error = type(exc)
+    if reference_error is None:
+        assert to_record_batch("t", 0, decode(bytes(corrupt), 0, 9, compiled=True), schema := to_arrow_schema(
+            source_schema(), timezone="UTC")).equals(to_record_batch("t", 0, reference, schema))
+    else:
+        with __import__("pytest").raises(reference_error):
+            decode(bytes(corrupt), 0, 9, compiled=True)
+

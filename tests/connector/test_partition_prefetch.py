@@ -1,0 +1,101 @@
+"""The executor's read of one offset range with the next Fetch prefetched (connector/source/partition_reader.py):
+it yields the range's records in order, never fetches past the range, and leaves no thread or socket behind
+when it ends or Spark closes it mid-range."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
+
+import connector.wire
+from connector.options import parse_source_options
+from connector.source import partition_reader
+from connector.source.offsets import OffsetRange
+from connector.source.partition_reader import RangeInputPartition, read_range
+from connector.source.readers import source_schema
+
+TOPIC = "prefetch"
+RECORDS = 3_000
+
+
+@pytest.fixture
+def loaded_broker(pylog_broker):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": pylog_broker.bootstrap_servers, "linger.ms": 5,
+                         "batch.size": 4096, "acks": 1})
+    for i in range(RECORDS):
+        producer.produce(TOPIC, key=b"%d" % i, value=b"v%05d" % i, partition=0)
+    assert producer.flush(60) == 0
+    return pylog_broker
+
+
+@pytest.fixture
+def spied(monkeypatch):
+    """Every BrokerConnection the reader opens and every Fetch offset it asks for (the real calls go through)."""
+    seen = {"connections": [], "fetches": []}
+    real_init, real_fetch = connector.wire.BrokerConnection.__init__, partition_reader._LeaderConnection.fetch
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        seen["connections"].append(self)
+
+    def fetch(self, offset, **kwargs):
+        seen["fetches"].append(offset)
+        return real_fetch(self, offset, **kwargs)
+
+    monkeypatch.setattr(connector.wire.BrokerConnection, "__init__", init)
+    monkeypatch.setattr(partition_reader._LeaderConnection, "fetch", fetch)
+    return seen
+
+
+def _reader(broker, start: int, until: int):
+    options = parse_source_options({"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": TOPIC,
+                                    "kafka.max.partition.fetch.bytes": "2048"}).for_batch()
+    partition = RangeInputPartition(OffsetRange(TOPIC, 0, start, until), options)
+    return read_range(partition, to_arrow_schema(source_schema(), timezone="UTC"))
+
+
+def _prefetch_threads() -> list:
+    return [t for t in threading.enumerate() if t.name.startswith("pylog-prefetch") and t.is_alive()]
+
+
+def _assert_nothing_left(seen) -> None:
+    assert _prefetch_threads() == []
+    assert seen["connections"], "the reader opened no connection"
+    assert [c.address for c in seen["connections"] if c._wire.sock.fileno() != -1] == []
+
+
+def test_a_range_is_read_whole_in_order_and_nothing_is_fetched_past_its_end(loaded_broker, spied):
+    rows = []
+    for batch in _reader(loaded_broker, 100, 2_500):
+        rows.extend(batch.column("offset").to_pylist())
+    assert rows == list(range(100, 2_500))
+    assert len(spied["fetches"]) > 10  # many fetches of 2 KiB: the prefetch path ran
+    assert max(spied["fetches"]) < 2_500 and spied["fetches"] == sorted(spied["fetches"])
+    _assert_nothing_left(spied)
+
+
+def test_closing_the_reader_mid_range_aborts_the_fetch_in_flight_and_closes_its_socket(loaded_broker, spied):
+    reader = _reader(loaded_broker, 0, RECORDS)
+    first = next(reader)
+    assert first.num_rows > 0
+    deadline = time.monotonic() + 10
+    while not _prefetch_threads() and len(spied["fetches"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(spied["fetches"]) == 2, "the next Fetch was not prefetched while the batch was consumed"
+    reader.close()
+    _assert_nothing_left(spied)
+
+
+def test_a_fetch_blocked_at_the_log_end_is_woken_by_close(loaded_broker, spied):
+    # the range reaches past the log's end: the prefetch at the end long-polls the broker (max wait 500 ms)
+    reader = _reader(loaded_broker, RECORDS - 10, RECORDS + 1_000)
+    assert next(reader).column("offset").to_pylist() == list(range(RECORDS - 10, RECORDS))
+    deadline = time.monotonic() + 10
+    while spied["fetches"][-1] != RECORDS and time.monotonic() < deadline:
+        time.sleep(0.01)
+    reader.close()
+    _assert_nothing_left(spied)

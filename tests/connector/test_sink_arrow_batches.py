@@ -1,0 +1,75 @@
+"""The sink's compiled record-batch encoder (connector/sink/_arrow_batches.c) writes, from the Arrow buffers,
+the very bytes aiokafka's builder writes one record at a time: same batches, boundaries, sequences, CRCs."""
+from __future__ import annotations
+
+import random
+import time
+import types
+
+import pyarrow as pa
+import pytest
+
+from connector.options import parse_sink_options
+from connector.sink import producer as producer_module
+from connector.sink.producer import TaskProducer
+
+pytestmark = pytest.mark.skipif(producer_module._arrow_batches is None,
+                                reason="the _arrow_batches extension is not built (python3 setup.py build_ext "
+                                       "--inplace)")
+
+
+def _batches():
+    keys = [None if i % 7 == 0 else f"key-{i}" for i in range(600)]
+    values = [None if i % 11 == 0 else (b"" if i % 13 == 0 else b"v" * (i % 300)) for i in range(600)]
+    values[5] = b"x" * 5_000  # bigger than a whole batch: a batch of its own
+    whole = pa.RecordBatch.from_arrays([pa.array(keys, pa.string()), pa.array(values, pa.binary())],
+                                       names=["key", "value"])
+    no_key = pa.RecordBatch.from_arrays([pa.array([b"a", None, b"c"] * 50, pa.binary())], names=["value"])
+    string_values = pa.RecordBatch.from_arrays([pa.array([f"s{i}" for i in range(100)], pa.string())],
+                                               names=["value"])
+    return [whole.slice(3, 500), whole.slice(0, 90), no_key, string_values]  # slices: non-zero array offsets
+
+
+def _ready(broker, batch, compiled: bool, monkeypatch, transactional: bool, batch_size: int = 2000):
+    options = parse_sink_options({"kafka.bootstrap.servers": broker.bootstrap_servers, "topic": "encoded",
+                                  "kafka.batch.size": str(batch_size)})
+    if not compiled:
+        monkeypatch.setattr(producer_module, "_arrow_batches", None)
+    # the same write time and the same sticky partition for null keys in both runs
+    monkeypatch.setattr(producer_module, "time", types.SimpleNamespace(time=lambda: 1_700_000_000.123,
+                                                                       monotonic=time.monotonic, sleep=time.sleep))
+    producer = TaskProducer(options, "txn-id" if transactional else None)
+    producer._partitioner._rng = random.Random(7)
+    producer.producer_id, producer.epoch = 4242, 3
+    producer._sequences[("encoded", 1)] = 0x7FFFFFFF - 5  # the sequence wraps inside the rows
+    try:
+        assert producer.write(batch, "encoded") == batch.num_rows
+        for tp in list(producer._builders):
+            producer._close_builder(tp)
+        by_partition = {}
+        for tp, data in producer._ready:  # the order across partitions is not the same, and need not be
+            by_partition.setdefault(tp, []).append(data)
+        return by_partition, dict(producer._sequences), dict(producer.counts)
+    finally:
+        monkeypatch.undo()
+        producer.close()
+
+
+def test_the_compiled_encoder_writes_aiokafkas_bytes(pylog_broker, monkeypatch):
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=pylog_broker.bootstrap_servers)
+    admin.create_topics([NewTopic("encoded", 3, 1)])
+    admin.close()
+    for transactional in (False, True):
+        for batch in _batches():
+            compiled = _ready(pylog_broker, batch, True, monkeypatch, transactional)
+            reference = _ready(pylog_broker, batch, False, monkeypatch, transactional)
+            assert compiled == reference
+            assert max(map(len, compiled[0].values())) > 3 or batch.num_rows < 200  # several batches: boundaries
+    # 100-byte values without a key take 109 bytes a record: a 10th record would end a batch exactly at 61 + 1090
+    same = pa.RecordBatch.from_arrays([pa.array([b"v" * 100] * 95, pa.binary())], names=["value"])
+    compiled = _ready(pylog_broker, same, True, monkeypatch, False, batch_size=61 + 10 * 109)
+    assert compiled == _ready(pylog_broker, same, False, monkeypatch, False, batch_size=61 + 10 * 109)
+    assert {len(b) for batches in compiled[0].values() for b in batches} == {61 + 9 * 109, 61 + 5 * 109}
