@@ -379,12 +379,7 @@ class Controller(ReassignmentSteps):
             refused = self._write_states(changes, states)
             outcomes.update({key: (None, None) for key in changes if key not in refused})
             pending = refused
-            for key in refused:
-                try:
-                    data, stat = self.zk.get(layout.partition_state_path(*key))
-                    states[key] = layout.decode_partition_state(data, stat.version)
-                except NoNodeError:
-                    states.pop(key, None)
+            self._reread_states(refused, states)
         for key in pending:
             outcomes[key] = (Errors.RequestTimedOutError, "the partition's state kept changing during the election")
         return outcomes
@@ -562,13 +557,17 @@ class Controller(ReassignmentSteps):
             if not refused:
                 return
             keys = refused
-            for key in refused:
-                try:
-                    data, stat = self.zk.get(layout.partition_state_path(*key))
-                    states[key] = layout.decode_partition_state(data, stat.version)
-                except NoNodeError:
-                    states.pop(key, None)
+            self._reread_states(refused, states)
         log.warning("controller %d: partitions %s kept changing under the controller", self.broker_id, keys)
+
+    def _reread_states(self, keys, states: dict) -> None:
+        """Refresh ``states`` for ``keys`` from ZooKeeper (a write refused by a concurrent change)."""
+        for key in keys:
+            try:
+                data, stat = self.zk.get(layout.partition_state_path(*key))
+                states[key] = layout.decode_partition_state(data, stat.version)
+            except NoNodeError:
+                states.pop(key, None)
 
     def _write_states(self, changes: dict, states: dict) -> list:
         """Write each new state in a transaction checking /controller_epoch; update ``states`` with the

@@ -245,6 +245,14 @@ def _submit(admin, targets: dict[tuple[str, int], list[int] | None]) -> dict:
     return {(tp.topic, tp.partition): error for tp, error in results.items() if error is not None}
 
 
+def _start(admin, plan: Plan) -> None:
+    """Submit ``plan``; a ToolError naming each partition the controller refused and why."""
+    failed = _submit(admin, plan)
+    if failed:
+        raise ToolError("reassignment refused for " + "; ".join(
+            f"{t}-{p}: {e.__name__}" for (t, p), e in sorted(failed.items())))
+
+
 def execute(conn: Connection, reassignment_file: str, throttle: int | None, out: TextIO) -> None:
     plan = read_reassignment(reassignment_file)
     with closing(conn.admin()) as admin:
@@ -257,10 +265,7 @@ def execute(conn: Connection, reassignment_file: str, throttle: int | None, out:
         print("\nSave this to use as the --reassignment-json-file option during rollback", file=out)
         if throttle is not None:
             set_throttles(admin, current, plan, throttle, out)
-        failed = _submit(admin, plan)
-    if failed:
-        raise ToolError("reassignment refused for " + "; ".join(
-            f"{t}-{p}: {e.__name__}" for (t, p), e in sorted(failed.items())))
+        _start(admin, plan)
     print("Successfully started partition reassignments for "
           + ",".join(f"{t}-{p}" for t, p in sorted(plan)), file=out)
 
@@ -341,10 +346,7 @@ def decommission(conn: Connection, broker: int, *, throttle: int | None, timeout
             print(f"Broker {broker} is not running: its replicas move from their other in-sync replicas.", file=out)
         if throttle is not None:
             set_throttles(admin, current, plan, throttle, out)
-        failed = _submit(admin, plan)
-        if failed:
-            raise ToolError("reassignment refused for " + "; ".join(
-                f"{t}-{p}: {e.__name__}" for (t, p), e in sorted(failed.items())))
+        _start(admin, plan)
         print(f"Moving {len(plan)} replicas off broker {broker}...", file=out, flush=True)
         deadline = started + timeout_s
         while True:
