@@ -343,7 +343,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # --- storage limits (what topics and segments may cost in files) ---
     ConfigDef("max.broker.partitions", "-1", _parse_int(-1),
               "Most partitions this broker hosts (KIP-578); -1: derived from the open-file limit "
-              "(half of RLIMIT_NOFILE at 5 descriptors per partition). Beyond it CreateTopics, "
+              "(half of RLIMIT_NOFILE at 1 descriptor per partition: their segments share an LRU of open files "
+              "within that half, so an idle partition holds none). Beyond it CreateTopics, "
               "CreatePartitions and auto-creation answer POLICY_VIOLATION."),
     ConfigDef("message.max.decompressed.bytes", "33554432", _parse_int(0),
               "pylog addition (Kafka has no such bound): most bytes a compressed batch's records may "

@@ -80,6 +80,7 @@ from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.cleaner import CleanResult, clean_log_async
 from broker_sim.storage.leader_epoch import LeaderEpochCache
 from broker_sim.storage.log import LogConfig, PartitionLog
+from broker_sim.storage.segment import OpenSegments
 from broker_sim.storage.producer_state import ProducerStateManager, in_sequence
 from broker_sim.storage.txn_index import COMMIT, CONTROL_VALUE, AbortedTxn, build_control_batch, control_type
 from broker_sim.storage.validator import check_batch_sizes
@@ -109,13 +110,14 @@ class ReplicaState:
 
 class Partition:
     def __init__(self, topic: str, index: int, directory: Path, config: LogConfig, *,
-                 broker_id: int, now_ms: Callable[[], int], isr_writer: IsrWriter | None = None) -> None:
+                 broker_id: int, now_ms: Callable[[], int], isr_writer: IsrWriter | None = None,
+                 open_segments: OpenSegments | None = None) -> None:
         self.topic = topic
         self.index = index
         self.broker_id = broker_id
         self._now_ms = now_ms
         self.isr_writer = isr_writer
-        self.log = PartitionLog(directory, config, now_ms=now_ms)
+        self.log = PartitionLog(directory, config, now_ms=now_ms, open_segments=open_segments)
         self.epochs = LeaderEpochCache(directory, rebuild_from=self.log)
         self.producers = ProducerStateManager(directory)
         self._load_producer_state()

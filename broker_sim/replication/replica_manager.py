@@ -90,7 +90,8 @@ from broker_sim.replication.fetcher import ReplicaFetcherManager
 from broker_sim.replication.partition import Partition
 from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
-from broker_sim.storage.log import LogConfig
+from broker_sim.storage.log import LogConfig, shared_open_segments, storage_descriptors
+from broker_sim.storage.segment import OpenSegments
 from broker_sim.storage.validator import (
     MoveToThread, RecordInspector, RecordRules, RecordValidationError, ValidRecords, costs_a_thread, rules_for,
     validate_records)
@@ -141,9 +142,13 @@ class ReplicaManager:
                  topic_exists: Callable[[str], bool] | None = None,
                  inter_broker_client_id: Callable[[str], str] = str,
                  internal_topics: Container[str] = (),
-                 verify_transaction: TransactionVerifier | None = None) -> None:
+                 verify_transaction: TransactionVerifier | None = None,
+                 open_segments: OpenSegments | None = None) -> None:
         self.data_dir = data_dir
         self.config = config
+        # one LRU of open segment files for every partition: storage's descriptors stay bounded however many
+        # partitions are hosted (by default half of the open-file limit, the other half being the connections')
+        self.open_segments = open_segments or shared_open_segments(storage_descriptors())
         # not a dynamic config, so read once rather than on every produce
         self.max_decompressed_bytes = config.get("message.max.decompressed.bytes")
         self.broker_id = broker_id
@@ -194,7 +199,7 @@ class ReplicaManager:
     def _construct(self, topic: TopicInfo, index: int, config) -> Partition:
         directory = self.data_dir / f"{topic.name}-{index}"
         partition = Partition(topic.name, index, directory, config, broker_id=self.broker_id,
-                              now_ms=self.now_ms, isr_writer=self._write_isr)
+                              now_ms=self.now_ms, isr_writer=self._write_isr, open_segments=self.open_segments)
         if partition.log.recovered_bytes_truncated:
             log.warning("%s: recovery truncated %d bytes of a torn or corrupt tail",
                         partition, partition.log.recovered_bytes_truncated)
