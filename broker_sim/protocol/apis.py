@@ -24,6 +24,9 @@ from kafka.protocol.admin import (
     AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse, AlterConfigsRequest,
     AlterConfigsResponse,
 )
+from kafka.protocol.admin import (
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 )
@@ -117,6 +120,9 @@ APIS: dict[int, ApiSpec] = _table(
     # client quotas (KIP-546)
     ApiSpec(ApiKey.DescribeClientQuotas, DescribeClientQuotasRequest, DescribeClientQuotasResponse, 0, 1),
     ApiSpec(ApiKey.AlterClientQuotas, AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1),
+    # log dirs (JBOD, KIP-113): Kafka 4 serves DescribeLogDirs v1-5 and AlterReplicaLogDirs v1-2
+    ApiSpec(ApiKey.DescribeLogDirs, DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5),
+    ApiSpec(ApiKey.AlterReplicaLogDirs, AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, 1, 2),
 )
 
 

@@ -117,6 +117,7 @@ class Partition:
         self.broker_id = broker_id
         self._now_ms = now_ms
         self.isr_writer = isr_writer
+        self._open_segments = open_segments
         self.log = PartitionLog(directory, config, now_ms=now_ms, open_segments=open_segments)
         self.epochs = LeaderEpochCache(directory, rebuild_from=self.log)
         self.producers = ProducerStateManager(directory)
@@ -675,6 +676,17 @@ class Partition:
             self.producers.truncate_head(self.log.log_start_offset)
         self.producers.remove_expired(self._now_ms(), producer_expiration_ms)
         return deleted
+
+    def relocate(self, directory: Path) -> None:
+        """Serve this replica from ``directory``, an exact copy of its current one (AlterReplicaLogDirs, on the
+        event loop): the log, epochs and producer state are reopened there, the replication state stays, and
+        the old log is closed (regions already handed out keep its files until sent)."""
+        old = self.log
+        self.log = PartitionLog(directory, old.config, now_ms=self._now_ms, open_segments=self._open_segments)
+        self.epochs = LeaderEpochCache(directory, rebuild_from=self.log)
+        self.producers = ProducerStateManager(directory)
+        self._load_producer_state()
+        old.close()
 
     def close(self) -> None:
         if self.isr_update_task is not None and not self.isr_update_task.done():

@@ -14,6 +14,7 @@ from broker_sim.server.handlers.access import Access
 from broker_sim.server.handlers.cluster import ClusterApis
 from broker_sim.server.handlers.fetch import FetchApis
 from broker_sim.server.handlers.groups import GroupApis
+from broker_sim.server.handlers.log_dirs import LogDirApis
 from broker_sim.server.handlers.offsets import OffsetApis
 from broker_sim.server.handlers.produce import ProduceApi
 from broker_sim.server.handlers.security import SecurityApis
@@ -43,6 +44,7 @@ def build_handlers(broker) -> dict:
     groups = GroupApis(access, broker.groups, broker.transactions, broker.metadata, broker.broker_id,
                        clustered=clustered, endpoint_on=broker.endpoint_on)
     security = SecurityApis(access, broker.acls, broker.entity_configs, broker.metrics)
+    log_dirs = LogDirApis(access, broker.replicas)
     table = {
         ApiKey.ApiVersions: cluster.api_versions,
         ApiKey.Metadata: cluster.metadata,
@@ -86,5 +88,7 @@ def build_handlers(broker) -> dict:
         ApiKey.DeleteAcls: security.delete_acls,
         ApiKey.DescribeClientQuotas: security.describe_client_quotas,
         ApiKey.AlterClientQuotas: security.alter_client_quotas,
+        ApiKey.DescribeLogDirs: log_dirs.describe_log_dirs,
+        ApiKey.AlterReplicaLogDirs: log_dirs.alter_replica_log_dirs,
     }
     return {int(key): handler for key, handler in table.items()}

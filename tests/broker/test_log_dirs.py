@@ -1,0 +1,92 @@
+"""log.dirs (JBOD): placement in the emptiest dir, DescribeLogDirs, AlterReplicaLogDirs, restart, via kafka-python."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import NoError
+
+from broker_sim.server.broker import Broker
+
+
+def wait_until(predicate, timeout: float, message: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+
+
+def partitions_in(directory: Path, topic: str) -> list[int]:
+    return sorted(int(p.name.rsplit("-", 1)[1]) for p in directory.iterdir()
+                  if p.is_dir() and p.name.rsplit("-", 1)[0] == topic)
+
+
+def log_dirs_of(admin: KafkaAdminClient, topic: str) -> dict[str, dict[int, tuple[int, int]]]:
+    """log dir -> {partition: (size, offset lag)} for ``topic``, from DescribeLogDirs."""
+    (answer,) = admin.describe_log_dirs()
+    found = {}
+    for result in answer["log_dirs"]:
+        assert result["error_code"] == 0
+        found[result["log_dir"]] = {p["partition_index"]: (p["partition_size"], p["offset_lag"])
+                                    for t in result["topics"] if t["name"] == topic for p in t["partitions"]}
+    return found
+
+
+def test_partitions_spread_over_log_dirs_move_between_them_and_are_found_after_a_restart(
+        pylog_broker_factory, tmp_path):
+    dirs = [tmp_path / "disk-a", tmp_path / "disk-b", tmp_path / "disk-c"]
+    config = {"log.dirs": ",".join(map(str, dirs))}
+    data_dir = tmp_path / "data"
+    broker = pylog_broker_factory(config=config, data_dir=data_dir)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all", linger_ms=0)
+    try:
+        admin.create_topics([NewTopic("jbod", 5, 1)])
+        admin.create_topics([NewTopic("more", 1, 1)])
+        # the emptiest dir, ties to the first listed: 0, 1, 2 in a, b, c, then 3, 4 in a, b, and "more" in c
+        assert [partitions_in(d, "jbod") for d in dirs] == [[0, 3], [1, 4], [2]]
+        assert [partitions_in(d, "more") for d in dirs] == [[], [], [0]]
+        assert not any(p.name.startswith(("jbod", "more")) for p in data_dir.iterdir())
+        for i in range(200):
+            producer.send("jbod", value=b"v%03d" % i, partition=0)
+        producer.flush()
+        described = log_dirs_of(admin, "jbod")
+        assert set(described) == {str(d) for d in dirs}
+        assert described[str(dirs[0])][0][0] == (dirs[0] / "jbod-0" / "00000000000000000000.log").stat().st_size > 0
+        assert described[str(dirs[0])][3] == (0, 0) and described[str(dirs[2])] == {2: (0, 0)}
+
+        # move partition 0 (with its records) from disk-a to disk-c while a producer keeps writing
+        result = admin.alter_replica_log_dirs({("jbod", 0, broker.broker_id): str(dirs[2])})
+        assert list(result.values()) == [NoError]
+        for i in range(200, 400):
+            producer.send("jbod", value=b"v%03d" % i, partition=0)
+        producer.flush()
+        wait_until(lambda: 0 in log_dirs_of(admin, "jbod")[str(dirs[2])], 20, "jbod-0 in disk-c")
+        assert partitions_in(dirs[0], "jbod") == [3] and partitions_in(dirs[2], "jbod") == [0, 2]
+        for i in range(400, 500):
+            producer.send("jbod", value=b"v%03d" % i, partition=0)
+        producer.flush()
+        bad = admin.alter_replica_log_dirs({("jbod", 1, broker.broker_id): str(tmp_path / "nowhere"),
+                                            ("absent", 0, broker.broker_id): str(dirs[0])})
+        assert {tpr.topic: error.__name__ for tpr, error in bad.items()} == {
+            "jbod": "LogDirNotFoundError", "absent": "ReplicaNotAvailableError"}
+    finally:
+        producer.close()
+        admin.close()
+        broker.stop()
+
+    restarted = pylog_broker_factory(config=config, data_dir=data_dir)
+    consumer = KafkaConsumer(bootstrap_servers=restarted.bootstrap_servers, auto_offset_reset="earliest",
+                             consumer_timeout_ms=10_000)
+    try:
+        consumer.assign([TopicPartition("jbod", 0)])
+        values = [record.value for _, record in zip(range(500), consumer)]
+        assert values == [b"v%03d" % i for i in range(500)]  # none lost, none twice, in order
+        assert [partitions_in(d, "jbod") for d in dirs] == [[3], [1, 4], [0, 2]]
+    finally:
+        consumer.close()
