@@ -90,3 +90,42 @@ def test_partitions_spread_over_log_dirs_move_between_them_and_are_found_after_a
         assert [partitions_in(d, "jbod") for d in dirs] == [[3], [1, 4], [0, 2]]
     finally:
         consumer.close()
+
+
+def test_pylog_log_dirs_describe_prints_kafka_log_dirs_json(pylog_broker_factory, tmp_path):
+    import io
+    import json
+
+    from broker_sim.tools.cli import main
+
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    broker = pylog_broker_factory(config={"log.dirs": ",".join(map(str, dirs))})
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic("shown", 2, 1), NewTopic("hidden", 1, 1)])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    producer.send("shown", b"x" * 100, partition=1).get(timeout=10)
+    producer.close()
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["log-dirs", "describe", "--bootstrap-server", broker.bootstrap_servers, "--topic-list", "shown",
+                   "--broker-list", str(broker.broker_id)], stdout=out, stderr=err)
+    assert status == 0, err.getvalue()
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == ["Querying brokers for log directories information",
+                         f"Received log directory information from brokers {broker.broker_id}"]
+    described = json.loads(lines[2])
+    assert described["version"] == 1 and [b["broker"] for b in described["brokers"]] == [broker.broker_id]
+    log_dirs = {d["logDir"]: d for d in described["brokers"][0]["logDirs"]}
+    assert set(log_dirs) == {str(d) for d in dirs}
+    assert [d["error"] for d in log_dirs.values()] == [None, None]
+    shown_0, = log_dirs[str(dirs[0])]["partitions"]  # hidden-0, in d1 too, is filtered out
+    shown_1, = log_dirs[str(dirs[1])]["partitions"]
+    assert shown_0 == {"partition": "shown-0", "size": 0, "offsetLag": 0, "isFuture": False}
+    assert shown_1["partition"] == "shown-1" and shown_1["size"] > 100
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["log-dirs", "describe", "--bootstrap-server", broker.bootstrap_servers, "--broker-list", "7"],
+                stdout=out, stderr=err) == 1
+    assert "The given brokers do not exist from --broker-list: 7" in err.getvalue()
