@@ -382,6 +382,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "Comma-separated log directories (JBOD) holding the partitions, each new one placed in the "
               "directory with the fewest partitions; unset: the data directory (--data-dir), which keeps the "
               "broker's own files either way."),
+    ConfigDef("max.incremental.fetch.session.cache.slots", "1000", _parse_int(0),
+              "Most incremental fetch sessions (KIP-227) the broker keeps at once; beyond, a new session takes "
+              "the slot of one idle for 2 minutes (a follower's: of any consumer's), else none is made and the "
+              "client goes on with full fetches."),
 
     ConfigDef("cluster.id", "", str, "Cluster id; generated and stored in meta.properties when empty."),
     ConfigDef("producer.id.expiration.ms", "86400000", _parse_int(1), "Idle time before producer state expires."),
