@@ -11,6 +11,7 @@ Examples::
     $ pylog bench --workload cluster               # replication cost and failover time (bench.replication)
     $ pylog bench --workload schema-validation     # produce with broker-side schema validation vs without
     $ pylog bench --workload registry              # Schema Registry lookups by id, registrations per second
+    $ pylog bench --workload partitions            # 1k vs 10k partitions: create, idle CPU, RSS, restart
 
 What one round does for one broker, on a fresh broker process:
 
@@ -82,7 +83,7 @@ NOTES = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`broker_sim.bench.groups`)."""
     parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security", "schema-validation",
-                                               "registry"], default="throughput",
+                                               "registry", "partitions"], default="throughput",
                         help="schema-validation: produce to a topic with confluent.value.schema.validation vs one "
                              "without, alternating rounds (bench.schema_validation); registry: Schema Registry "
                              "lookups by id and registrations per second (bench.registry); "

@@ -65,6 +65,7 @@ from typing import Sequence
 from kafka.errors import KafkaError
 
 from broker_sim.bench import groups as bench_groups
+from broker_sim.bench import partitions as bench_partitions
 from broker_sim.bench import registry as bench_registry
 from broker_sim.bench import replication as bench_replication
 from broker_sim.bench import runner as bench
@@ -297,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_arguments(bench_parser)
     bench_groups.add_arguments(bench_parser)
     bench_replication.add_arguments(bench_parser)
+    bench_partitions.add_arguments(bench_parser)
 
     schemas_parser = commands.add_parser("schemas", help="a Schema Registry's subjects, schemas, compatibility, "
                                                          "config and mode (REST API v1)")
@@ -317,7 +319,8 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
         return schemas.run_from_args(args, out=out, err=err)
     if args.command == "bench":
         runner = {"groups": bench_groups, "cluster": bench_replication, "security": bench_security,
-                  "schema-validation": bench_schema_validation, "registry": bench_registry}.get(args.workload, bench)
+                  "schema-validation": bench_schema_validation, "registry": bench_registry,
+                  "partitions": bench_partitions}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
                       security=security.client_settings(args.command_config))
