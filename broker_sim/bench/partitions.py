@@ -10,8 +10,9 @@ Theory of operation: for each count of ``--partition-counts`` a fresh broker pro
 its own data dir) gets that many partitions as topics of ``--partitions-per-topic`` (one CreateTopics request),
 then the report measures, on that broker: the creation time (the request's round trip); its idle CPU (user +
 system time from /proc over ``--idle-s`` seconds with no client, as a percentage of one core); its RSS; the time
-of an all-topics Metadata request (median of 3); and the restart time: SIGTERM, then a new process on the same
-data dir until an all-topics Metadata names every partition.  ``growth`` divides each figure at the largest
+of an all-topics Metadata request (median of 3); the clean stop time (SIGTERM to exit: every partition's
+active segment is sealed and fsynced); and the restart time: a new process on the same data dir until an
+all-topics Metadata names every partition.  ``growth`` divides each figure at the largest
 count by the figure at the smallest.
 
 ``--sessions-partitions N`` (0: skipped) adds a 2-broker :class:`~broker_sim.local.cluster.LocalCluster` run:
@@ -106,8 +107,10 @@ def measure_single(count: int, per_topic: int, idle_s: float, err: TextIO) -> di
             rss = rss_mb(pid)
             samples = [_metadata(connection) for _ in range(3)]
         named = samples[0][1]
+        stop_started = time.perf_counter()
         broker.process.send_signal(signal.SIGTERM)
-        broker.process.wait(120)
+        broker.process.wait(900)
+        stop_s = time.perf_counter() - stop_started
         restart_started = time.perf_counter()
         broker.start(timeout_s=600)
         with WireConnection.to(broker.bootstrap_servers, timeout_s=30) as connection:
@@ -117,7 +120,7 @@ def measure_single(count: int, per_topic: int, idle_s: float, err: TextIO) -> di
         return {"partitions": count, "named_by_metadata": named, "create_s": round(create_s, 3),
                 "idle_cpu_percent": idle, "rss_mb": round(rss, 1), "rss_empty_mb": round(rss_empty, 1),
                 "metadata_all_topics_s": round(statistics.median(s for s, _ in samples), 3),
-                "restart_s": round(restart_s, 3)}
+                "stop_s": round(stop_s, 3), "restart_s": round(restart_s, 3)}
     finally:
         broker.stop()
 
@@ -176,7 +179,7 @@ def run(counts: list[int], per_topic: int, idle_s: float, sessions_partitions: i
             results[str(count)] = {"error": f"{type(exc).__name__}: {exc}"}
     low, high = results.get(str(min(counts)), {}), results.get(str(max(counts)), {})
     growth = {key: round(high[key] / low[key], 2) for key in ("create_s", "idle_cpu_percent", "rss_mb",
-                                                              "metadata_all_topics_s", "restart_s")
+                                                              "metadata_all_topics_s", "stop_s", "restart_s")
               if isinstance(low.get(key), (int, float)) and isinstance(high.get(key), (int, float)) and low[key]}
     report = {"workload": {"partition_counts": counts, "partitions_per_topic": per_topic, "idle_s": idle_s,
                            "cpus": os.cpu_count(), "open_file_limit": _open_file_limit()},
