@@ -681,12 +681,17 @@ class Partition:
         """Serve this replica from ``directory``, an exact copy of its current one (AlterReplicaLogDirs, on the
         event loop): the log, epochs and producer state are reopened there, the replication state stays, and
         the old log is closed (regions already handed out keep its files until sent)."""
-        old = self.log
-        self.log = PartitionLog(directory, old.config, now_ms=self._now_ms, open_segments=self._open_segments)
-        self.epochs = LeaderEpochCache(directory, rebuild_from=self.log)
-        self.producers = ProducerStateManager(directory)
-        self._load_producer_state()
-        old.close()
+        old = (self.log, self.epochs, self.producers)
+        new_log = PartitionLog(directory, old[0].config, now_ms=self._now_ms, open_segments=self._open_segments)
+        try:
+            self.log, self.epochs, self.producers = (new_log, LeaderEpochCache(directory, rebuild_from=new_log),
+                                                     ProducerStateManager(directory))
+            self._load_producer_state()
+        except BaseException:  # still served from the old files
+            self.log, self.epochs, self.producers = old
+            new_log.close()
+            raise
+        old[0].close()
 
     def close(self) -> None:
         if self.isr_update_task is not None and not self.isr_update_task.done():

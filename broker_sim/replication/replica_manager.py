@@ -538,8 +538,12 @@ class ReplicaManager:
                         return
                     partition.producers.take_snapshot(partition.log_end_offset)
                     copied = finish_copy(source, future, target / source.name)
+                    try:
+                        partition.relocate(target / source.name)
+                    except BaseException:
+                        self._delete_directory(target / source.name)  # still served from the source
+                        raise
                     self.log_dirs.located[key] = target
-                    partition.relocate(target / source.name)
                     self._delete_directory(source)
                     log.info("moved %s from %s to %s (%d bytes copied on the event loop)",
                              partition, source.parent, target, copied)
