@@ -177,6 +177,7 @@ def run(counts: list[int], per_topic: int, idle_s: float, sessions_partitions: i
             results[str(count)] = measure_single(count, per_topic, idle_s, err)
         except Exception as exc:  # recorded, never fatal
             results[str(count)] = {"error": f"{type(exc).__name__}: {exc}"}
+        print(f"partitions bench: {json.dumps(results[str(count)])}", file=err)  # progress: a long run shows it
     low, high = results.get(str(min(counts)), {}), results.get(str(max(counts)), {})
     growth = {key: round(high[key] / low[key], 2) for key in ("create_s", "idle_cpu_percent", "rss_mb",
                                                               "metadata_all_topics_s", "stop_s", "restart_s")
