@@ -313,6 +313,16 @@ def parse_ip_overrides(value: str) -> dict[str, int]:
     return overrides
 
 
+def parse_log_dirs(value: str) -> str:
+    """``log.dirs``: comma-separated paths, none empty between commas, none twice (kept as the string)."""
+    items = [item.strip() for item in value.split(",")] if value.strip() else []
+    if any(not item for item in items):
+        raise ValueError(f"{value!r} has an empty directory between commas")
+    if len(set(items)) != len(items):
+        raise ValueError(f"{value!r} lists a directory twice")
+    return value
+
+
 # Kafka 4's dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs) that pylog has no use for: rows so that
 # AlterConfigs accepts them, stores them and DescribeConfigs shows them, as Kafka tooling expects.
 _KAFKA_DYNAMIC_ONLY = (
@@ -384,7 +394,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     # --- storage limits (what topics and segments may cost in files) ---
     ConfigDef("max.broker.partitions", "-1", _parse_int(-1),
               "Most partitions this broker hosts (KIP-578); -1: derived from the open-file limit "
-              "(half of RLIMIT_NOFILE at 5 descriptors per partition). Beyond it CreateTopics, "
+              "(half of RLIMIT_NOFILE at 1 descriptor per partition: their segments share an LRU of open files "
+              "within that half, so an idle partition holds none). Beyond it CreateTopics, "
               "CreatePartitions and auto-creation answer POLICY_VIOLATION."),
     ConfigDef("message.max.decompressed.bytes", "33554432", _parse_int(0),
               "pylog addition (Kafka has no such bound): most bytes a compressed batch's records may "
@@ -408,7 +419,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "Per-IP exceptions to max.connections.per.ip: 'host:count,host:count'."),
     ConfigDef("fetch.max.bytes", "57671680", _parse_int(1024),
               "Most record bytes in one Fetch response, whatever the client asks for."),
-    ConfigDef("log.dirs", "", str, "Data directory (set by --data-dir)."),
+    ConfigDef("log.dirs", "", parse_log_dirs,
+              "Comma-separated log directories (JBOD) holding the partitions, each new one placed in the "
+              "directory with the fewest partitions; unset: the data directory (--data-dir), which keeps the "
+              "broker's own files either way."),
+    ConfigDef("max.incremental.fetch.session.cache.slots", "1000", _parse_int(0),
+              "Most incremental fetch sessions (KIP-227) the broker keeps at once; beyond, a new session takes "
+              "the slot of one idle for 2 minutes (a follower's: of any consumer's), else none is made and the "
+              "client goes on with full fetches."),
+
     ConfigDef("cluster.id", "", str, "Cluster id; generated and stored in meta.properties when empty."),
     ConfigDef("producer.id.expiration.ms", "86400000", _parse_int(1), "Idle time before producer state expires."),
     ConfigDef("group.min.session.timeout.ms", "6000", _parse_int(0), "Smallest session timeout a member may ask for."),

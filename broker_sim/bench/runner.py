@@ -14,6 +14,7 @@ Examples::
     $ pylog bench --workload start --baseline /tmp/r1  # spawn to accepting TCP, alternating pairs (bench.start)
     $ pylog bench --rdkafka-performance .bench-tools/rdkafka_performance  # + librdkafka's C producer (acks 1, all)
     $ pylog bench --workload spark-latency         # produce -> Spark (pylog source, EOS sink) -> read_committed
+    $ pylog bench --workload partitions            # 1k vs 10k partitions: create, idle CPU, RSS, restart
 
 What one round does for one broker, on a fresh broker process:
 
@@ -89,7 +90,8 @@ NOTES = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`broker_sim.bench.groups`)."""
     parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security", "schema-validation",
-                                               "registry", "start", "spark-latency"], default="throughput",
+                                               "registry", "start", "spark-latency", "partitions"],
+                        default="throughput",
                         help="schema-validation: produce to a topic with confluent.value.schema.validation vs one "
                              "without, alternating rounds (bench.schema_validation); registry: Schema Registry "
                              "lookups by id and registrations per second (bench.registry); "

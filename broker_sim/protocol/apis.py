@@ -28,6 +28,9 @@ from kafka.protocol.admin import (
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from kafka.protocol.admin import (
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 )
@@ -128,6 +131,9 @@ APIS: dict[int, ApiSpec] = _table(
             ListPartitionReassignmentsResponse, 0, 0),
     # leader election (KIP-460: v1+ election type, PREFERRED or UNCLEAN)
     ApiSpec(ApiKey.ElectLeaders, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
+    # log dirs (JBOD, KIP-113): Kafka 4 serves DescribeLogDirs v1-5 and AlterReplicaLogDirs v1-2
+    ApiSpec(ApiKey.DescribeLogDirs, DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5),
+    ApiSpec(ApiKey.AlterReplicaLogDirs, AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, 1, 2),
 )
 
 

@@ -26,6 +26,15 @@ replica.fetch.backoff.ms and retry; the controller's next decision arrives as
 now, or no longer host it).  Each answer is applied only if the partition is
 still followed at the same leader epoch (state may change while a fetch is in
 flight).  Everything runs on the broker's event loop.
+
+Fetch sessions (KIP-227, Kafka's ``FetchSessionHandler``): each source keeps a ``FollowerSession``.  Its
+first fetch is full (every partition, epoch 0: the leader creates a session and answers its id); the next ones
+are incremental: only the partitions whose fetch parameters (fetch offset, epochs, log start, max bytes)
+changed since the last request, the ones no longer fetched in ``forgotten_topics_data``, and the leader
+answers only the partitions with news.  A session error (FETCH_SESSION_ID_NOT_FOUND,
+INVALID_FETCH_SESSION_EPOCH, the leader restarted or evicted it), a lost connection or an answer without a
+session id starts over with a full fetch, which closes the old session on the leader.  The leader's side is
+``server/fetch_sessions.py`` (``max.incremental.fetch.session.cache.slots=0`` there: every fetch is full).
 """
 from __future__ import annotations
 
@@ -60,6 +69,53 @@ class HostedReplicas(Protocol):
     inter_broker_sasl: Any  # SaslLogin or None
 
     def inter_broker_client_id(self, role: str) -> str: ...
+
+
+INITIAL_EPOCH = 0
+_SESSION_ERRORS = (Errors.FetchSessionIdNotFoundError.errno, Errors.InvalidFetchSessionEpochError.errno)
+
+
+class FollowerSession:
+    """The follower's side of one fetch session with a leader (Kafka's ``FetchSessionHandler``)."""
+
+    def __init__(self) -> None:
+        self.id = 0  # 0: none yet (the next fetch is full and asks for one)
+        self.epoch = INITIAL_EPOCH
+        self.full = True
+        self.sent: dict[Key, tuple] = {}  # what the leader's session holds: key -> fetch parameters
+        self._pending: dict[Key, tuple] = {}
+        self.incremental_fetches = 0
+
+    @staticmethod
+    def _params(entry) -> tuple:
+        return (entry.fetch_offset, entry.current_leader_epoch, entry.last_fetched_epoch, entry.log_start_offset,
+                entry.partition_max_bytes)
+
+    def build(self, entries: dict[Key, Any]) -> tuple[int, int, dict[Key, Any], list[Key]]:
+        """(session id, epoch, the entries to send, the keys to forget) for the next fetch of ``entries``."""
+        self._pending = {key: self._params(entry) for key, entry in entries.items()}
+        if self.full:
+            return self.id, INITIAL_EPOCH, entries, []
+        to_send = {key: entry for key, entry in entries.items() if self.sent.get(key) != self._pending[key]}
+        return self.id, self.epoch, to_send, [key for key in self.sent if key not in entries]
+
+    def handle(self, response) -> bool:
+        """Advance on the leader's answer; False when it refused the session (the next fetch is full)."""
+        if response.error_code in _SESSION_ERRORS:
+            self.reset()
+            return False
+        if response.session_id == 0:  # none made (no slot), or the leader closed ours
+            self.id, self.full, self.sent = 0, True, {}
+            return True
+        if not self.full:
+            self.incremental_fetches += 1
+        self.epoch = 1 if self.full or self.epoch >= 2**31 - 1 else self.epoch + 1
+        self.id, self.full, self.sent = response.session_id, False, self._pending
+        return True
+
+    def reset(self) -> None:
+        """Start over with a full fetch; it names the old id, so the leader closes that session."""
+        self.full, self.sent = True, {}
 
 
 @dataclass
@@ -122,6 +178,7 @@ class SourceFetcher:
         self._wakeup = asyncio.Event()
         self.fetches = 0
         self.closed = False
+        self.session = FollowerSession()
 
     def __repr__(self) -> str:
         return f"SourceFetcher(broker {self.manager.broker_id} <- broker {self.leader_id})"
@@ -206,6 +263,7 @@ class SourceFetcher:
         return self.client
 
     def _drop_client(self) -> None:
+        self.session.reset()
         if self.client is not None:
             self.client.close()
             self.client = None
@@ -260,7 +318,7 @@ class SourceFetcher:
         """One Fetch for every ready partition; False when none was ready."""
         config = self.manager.config
         wanted: dict[Key, tuple[int, int]] = {}  # key -> (leader epoch, fetch offset)
-        by_topic: dict[str, list] = {}
+        entries: dict[Key, Any] = {}
         throttles = getattr(self.manager.replicas, "throttles", None)  # KIP-73 (replication/throttle.py)
         held_back = throttles is not None and throttles.follower.exceeded()
         held = False
@@ -275,25 +333,41 @@ class SourceFetcher:
                     held = True  # out of sync and over follower.replication.throttled.rate: not this round
                     continue
             wanted[key] = (state.leader_epoch, partition.log_end_offset)
-            by_topic.setdefault(key[0], []).append(FetchRequest.FetchTopic.FetchPartition(
+            entries[key] = FetchRequest.FetchTopic.FetchPartition(
                 partition=key[1], current_leader_epoch=state.leader_epoch,
                 fetch_offset=partition.log_end_offset, last_fetched_epoch=partition.epochs.latest_epoch,
                 log_start_offset=partition.log_start_offset,
-                partition_max_bytes=config.get("replica.fetch.max.bytes")))
+                partition_max_bytes=config.get("replica.fetch.max.bytes"))
         if not wanted:
             if held:
                 await self._sleep(throttles.follower.wait_s())
                 return True
             return False
+        session_id, session_epoch, to_send, forgotten = self.session.build(entries)
+        by_topic: dict[str, list] = {}
+        for key, entry in to_send.items():
+            by_topic.setdefault(key[0], []).append(entry)
+        forgotten_by_topic: dict[str, list[int]] = {}
+        for topic, index in forgotten:
+            forgotten_by_topic.setdefault(topic, []).append(index)
         request = FetchRequest[12](
             replica_id=self.manager.broker_id, max_wait_ms=config.get("replica.fetch.wait.max.ms"),
             min_bytes=config.get("replica.fetch.min.bytes"),
-            max_bytes=config.get("replica.fetch.response.max.bytes"), isolation_level=0, session_id=0,
-            session_epoch=-1,
+            max_bytes=config.get("replica.fetch.response.max.bytes"), isolation_level=0, session_id=session_id,
+            session_epoch=session_epoch,
             topics=[FetchRequest.FetchTopic(topic=topic, partitions=parts) for topic, parts in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
-        response = await client.request(request)
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=topic, partitions=indexes)
+                                   for topic, indexes in forgotten_by_topic.items()], rack_id="")
+        try:
+            response = await client.request(request)
+        except BaseException:
+            self.session.reset()  # the leader may have advanced the session: start over
+            raise
         self.fetches += 1
+        if not self.session.handle(response):
+            log.info("%r: fetch session %d refused (%s); the next fetch is full", self, session_id,
+                     Errors.for_code(response.error_code).__name__)
+            return True
         if response.error_code:
             log.info("%r: Fetch failed: %s", self, Errors.for_code(response.error_code).__name__)
             for key in wanted:

@@ -85,6 +85,7 @@ from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.cleaner import CleanResult, clean_log_async
 from broker_sim.storage.leader_epoch import LeaderEpochCache
 from broker_sim.storage.log import LogConfig, PartitionLog
+from broker_sim.storage.segment import OpenSegments
 from broker_sim.storage.producer_state import ProducerStateManager, in_sequence
 from broker_sim.storage.txn_index import COMMIT, CONTROL_VALUE, AbortedTxn, build_control_batch, control_type
 from broker_sim.storage.validator import check_batch_sizes
@@ -115,13 +116,15 @@ class ReplicaState:
 
 class Partition:
     def __init__(self, topic: str, index: int, directory: Path, config: LogConfig, *,
-                 broker_id: int, now_ms: Callable[[], int], isr_writer: IsrWriter | None = None) -> None:
+                 broker_id: int, now_ms: Callable[[], int], isr_writer: IsrWriter | None = None,
+                 open_segments: OpenSegments | None = None) -> None:
         self.topic = topic
         self.index = index
         self.broker_id = broker_id
         self._now_ms = now_ms
         self.isr_writer = isr_writer
-        self.log = PartitionLog(directory, config, now_ms=now_ms)
+        self._open_segments = open_segments
+        self.log = PartitionLog(directory, config, now_ms=now_ms, open_segments=open_segments)
         self.epochs = LeaderEpochCache(directory, rebuild_from=self.log)
         self.producers = ProducerStateManager(directory)
         self._load_producer_state()
@@ -698,6 +701,22 @@ class Partition:
             self.producers.truncate_head(self.log.log_start_offset)
         self.producers.remove_expired(self._now_ms(), producer_expiration_ms)
         return deleted
+
+    def relocate(self, directory: Path) -> None:
+        """Serve this replica from ``directory``, an exact copy of its current one (AlterReplicaLogDirs, on the
+        event loop): the log, epochs and producer state are reopened there, the replication state stays, and
+        the old log is closed (regions already handed out keep its files until sent)."""
+        old = (self.log, self.epochs, self.producers)
+        new_log = PartitionLog(directory, old[0].config, now_ms=self._now_ms, open_segments=self._open_segments)
+        try:
+            self.log, self.epochs, self.producers = (new_log, LeaderEpochCache(directory, rebuild_from=new_log),
+                                                     ProducerStateManager(directory))
+            self._load_producer_state()
+        except BaseException:  # still served from the old files
+            self.log, self.epochs, self.producers = old
+            new_log.close()
+            raise
+        old[0].close()
 
     def close(self) -> None:
         if self.isr_update_task is not None and not self.isr_update_task.done():

@@ -95,7 +95,9 @@ from broker_sim.replication.throttle import ReplicationThrottles
 from broker_sim.replication.replica_selector import ReplicaView, select_rack_aware
 from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
-from broker_sim.storage.log import LogConfig
+from broker_sim.storage.log_dirs import LogDirs, copy_pass, finish_copy, future_path, parse_log_dirs
+from broker_sim.storage.log import LogConfig, shared_open_segments, storage_descriptors
+from broker_sim.storage.segment import OpenSegments
 from broker_sim.storage.validator import (
     MoveToThread, RecordInspector, RecordRules, RecordValidationError, ValidRecords, costs_a_thread, rules_for,
     validate_records)
@@ -146,9 +148,13 @@ class ReplicaManager:
                  topic_exists: Callable[[str], bool] | None = None,
                  inter_broker_client_id: Callable[[str], str] = str,
                  internal_topics: Container[str] = (),
-                 verify_transaction: TransactionVerifier | None = None) -> None:
+                 verify_transaction: TransactionVerifier | None = None,
+                 open_segments: OpenSegments | None = None) -> None:
         self.data_dir = data_dir
         self.config = config
+        # one LRU of open segment files for every partition: storage's descriptors stay bounded however many
+        # partitions are hosted (by default half of the open-file limit, the other half being the connections')
+        self.open_segments = open_segments or shared_open_segments(storage_descriptors())
         # not a dynamic config, so read once rather than on every produce
         self.max_decompressed_bytes = config.get("message.max.decompressed.bytes")
         self.broker_id = broker_id
@@ -169,7 +175,11 @@ class ReplicaManager:
                                              resolve_broker=resolve_broker)
         self._checkpointed_hw = self._read_high_watermarks()
         self._replicated = False  # set by ensure_partition: cluster mode, where high watermarks are checkpointed
-        for stale in data_dir.glob("*" + DELETE_SUFFIX):
+        # log.dirs (JBOD): where each partition directory is, where a new one goes (storage/log_dirs.py)
+        self.log_dirs = LogDirs(parse_log_dirs(config.raw("log.dirs"), data_dir))
+        self.moving: dict[tuple[str, int], Path] = {}  # replicas being moved (AlterReplicaLogDirs) -> target dir
+        self._move_tasks: set[asyncio.Task] = set()
+        for stale in self.log_dirs.stale_deletions():
             log.info("removing %s left by an interrupted topic deletion", stale.name)
             shutil.rmtree(stale, ignore_errors=True)
 
@@ -199,9 +209,9 @@ class ReplicaManager:
         return await self.isr_writer(partition, tuple(new_isr))
 
     def _construct(self, topic: TopicInfo, index: int, config) -> Partition:
-        directory = self.data_dir / f"{topic.name}-{index}"
+        directory = self.log_dirs.path(topic.name, index)
         partition = Partition(topic.name, index, directory, config, broker_id=self.broker_id,
-                              now_ms=self.now_ms, isr_writer=self._write_isr)
+                              now_ms=self.now_ms, isr_writer=self._write_isr, open_segments=self.open_segments)
         if partition.log.recovered_bytes_truncated:
             log.warning("%s: recovery truncated %d bytes of a torn or corrupt tail",
                         partition, partition.log.recovered_bytes_truncated)
@@ -223,7 +233,7 @@ class ReplicaManager:
             try:
                 self._open(topic, index, config)
             except Exception as exc:  # a corrupt or unreadable directory must not keep the others offline
-                log.error("cannot open %s: %s; serving the other partitions", self.data_dir / f"{topic.name}-{index}",
+                log.error("cannot open %s: %s; serving the other partitions", self.log_dirs.path(topic.name, index),
                           exc, exc_info=not isinstance(exc, (OSError, Errors.KafkaError)))
                 self.offline[(topic.name, index)] = str(exc)
 
@@ -239,7 +249,7 @@ class ReplicaManager:
         sliced = time.monotonic()
         try:
             for index in range(first, count):
-                stale = self.data_dir / f"{topic.name}-{index}"
+                stale = self.log_dirs.path(topic.name, index)
                 if stale.exists():  # no known partition: left by a deletion or creation cut short by a crash
                     log.warning("removing %s, left by an earlier topic of that name", stale)
                     self._delete_directory(stale)
@@ -265,10 +275,10 @@ class ReplicaManager:
                 log.exception("closing %s failed", partition)
         for index in range(first, count):
             try:
-                self._delete_directory(self.data_dir / f"{topic}-{index}")
+                self._delete_partition_directory(topic, index)
             except OSError as exc:
                 log.error("cannot remove %s of a topic whose creation failed: %s",
-                          self.data_dir / f"{topic}-{index}", exc)
+                          self.log_dirs.path(topic, index), exc)
 
     def ensure_partition(self, topic: TopicInfo, index: int) -> Partition:
         """The replica of ``topic-index`` here, opened (directory created, log recovered) if it is not yet.
@@ -485,7 +495,7 @@ class ReplicaManager:
         if partition is not None:
             partition.close()
         if delete:
-            self._delete_directory(self.data_dir / f"{topic}-{index}")
+            self._delete_partition_directory(topic, index)
 
     def check_isr(self, now_ms: int | None = None) -> int:
         """Shrink the ISR of led partitions whose followers lag (replica.lag.time.max.ms); returns requests made.
@@ -507,10 +517,85 @@ class ReplicaManager:
             if partition is not None:
                 partition.close()
             self.fetcher.remove_partitions([(topic.name, index)])
-            self._delete_directory(self.data_dir / f"{topic.name}-{index}")
+            self._delete_partition_directory(topic.name, index)
             if time.monotonic() - sliced > CREATE_SLICE_S:
                 yield
                 sliced = time.monotonic()
+
+    # -- log dirs (JBOD): AlterReplicaLogDirs ---------------------------------------------------------------
+
+    def alter_log_dir(self, topic: str, index: int, target: Path) -> None:
+        """Move the replica of ``topic-index`` into log dir ``target`` (one of ``log_dirs.dirs``), in the background.
+
+        Raises ReplicaNotAvailableError when it is not hosted here, KafkaStorageError when it is offline.  A
+        replica already moving goes to the latest target asked for."""
+        key = (topic, index)
+        if key in self.offline:
+            raise Errors.KafkaStorageError(f"{topic}-{index} is offline: {self.offline[key]}")
+        if key not in self.partitions:
+            raise Errors.ReplicaNotAvailableError(f"{topic}-{index} has no replica on broker {self.broker_id}")
+        if key not in self.moving and self.log_dirs.located.get(key) == target:
+            return
+        already = key in self.moving
+        self.moving[key] = target
+        if not already:
+            task = asyncio.get_running_loop().create_task(self._move(key))
+            self._move_tasks.add(task)
+            task.add_done_callback(self._move_tasks.discard)
+
+    async def _move(self, key: tuple[str, int]) -> None:
+        """Kafka's future-log move (see ``storage/log_dirs.py``): copy off the loop while the replica serves,
+        then, on the loop, bring the copy up to date, rename it, reopen the replica there, remove the old one."""
+        try:
+            while (target := self.moving.get(key)) is not None and self.log_dirs.located.get(key) != target:
+                partition = self.partitions.get(key)
+                if partition is None:
+                    return
+                source = partition.log.directory
+                future = future_path(target, source.name)
+                try:
+                    for _ in range(2):  # the second pass copies only what changed during the first
+                        await asyncio.to_thread(copy_pass, source, future)
+                    partition = self.partitions.get(key)
+                    if partition is None or partition.log.closed or partition.log.directory != source:
+                        shutil.rmtree(future, ignore_errors=True)
+                        return
+                    partition.producers.take_snapshot(partition.log_end_offset)
+                    copied = finish_copy(source, future, target / source.name)
+                    try:
+                        partition.relocate(target / source.name)
+                    except BaseException:
+                        self._delete_directory(target / source.name)  # still served from the source
+                        raise
+                    self.log_dirs.located[key] = target
+                    self._delete_directory(source)
+                    log.info("moved %s from %s to %s (%d bytes copied on the event loop)",
+                             partition, source.parent, target, copied)
+                except Exception:
+                    log.exception("moving %s-%d to %s failed; it stays in %s", *key, target, source.parent)
+                    shutil.rmtree(future, ignore_errors=True)
+                    return
+        finally:
+            self.moving.pop(key, None)
+
+    def describe_log_dirs(self, wanted: set[tuple[str, int]] | None) -> dict[Path, list[tuple[str, int, int, int]]]:
+        """Per log dir, (topic, index, size in bytes, offset lag) of its partitions (``wanted`` ones, or all):
+        Kafka's lag of the current log, max(high watermark - log end offset, 0)."""
+        found: dict[Path, list[tuple[str, int, int, int]]] = {directory: [] for directory in self.log_dirs.dirs}
+        for key, partition in sorted(self.partitions.items()):
+            if wanted is not None and key not in wanted:
+                continue
+            directory = self.log_dirs.located.get(key)
+            if directory is None or partition.log.closed:
+                continue
+            lag = max(partition.high_watermark - partition.log_end_offset, 0)
+            found.setdefault(directory, []).append((*key, partition.log.size_in_bytes, lag))
+        return found
+
+    def _delete_partition_directory(self, topic: str, index: int) -> None:
+        if (topic, index) in self.log_dirs.located:
+            self._delete_directory(self.log_dirs.path(topic, index))
+            self.log_dirs.forget(topic, index)
 
     @staticmethod
     def _delete_directory(directory: Path) -> None:

@@ -37,7 +37,8 @@ registration so that other brokers forward writes to the leader of
 
 Files: at start the soft RLIMIT_NOFILE is raised to the hard limit and the
 partition budget derived from it (``max.broker.partitions``, KIP-578's name:
-half the descriptors at ``FDS_PER_PARTITION`` each, unless set).  Topic changes
+half the descriptors at ``DESCRIPTORS_PER_PARTITION`` each, unless set; the
+partitions' segments share one LRU of open files within that half).  Topic changes
 go through one path per kind (``_create_topic``, ``_add_partitions``): validate
 (name, count, budget), create the partition directories in slices that yield
 to the event loop, persist the metadata file, and only then publish the topic;
@@ -87,7 +88,7 @@ from broker_sim.server.listeners import configure as listeners_from_config
 from broker_sim.server.loop_monitor import LoopMonitor
 from broker_sim.server.metrics import BrokerMetrics, serve_metrics
 from broker_sim.server.network import Connections, KafkaConnection, TlsAcceptor
-from broker_sim.storage.log import FDS_PER_PARTITION
+from broker_sim.storage.log import DESCRIPTORS_PER_PARTITION, partition_limit
 
 if TYPE_CHECKING:
     from broker_sim.server.schema_registry import SchemaRegistry
@@ -142,12 +143,13 @@ async def _run_async(steps):
 def raise_open_file_limit() -> int:
     """Raise the soft RLIMIT_NOFILE to the hard limit (Kafka's docs ask for a high ulimit); returns the soft limit.
 
-    Every partition holds up to ``FDS_PER_PARTITION`` descriptors, every connection one.
+    Storage holds at most half of them (one LRU of open segments shared by every partition), connections the rest.
     """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != hard and hard != resource.RLIM_INFINITY:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            log.info("raised the open-file limit (RLIMIT_NOFILE) from %d to its hard limit %d", soft, hard)
             soft = hard
         except (ValueError, OSError) as exc:
             log.warning("cannot raise the open-file limit from %d to %d: %s", soft, hard, exc)
@@ -596,10 +598,10 @@ class Broker:
         elif open_files == resource.RLIM_INFINITY:
             self.max_broker_partitions, self._partition_limit_source = 2**31 - 1, " unset, no open-file limit"
         else:
-            # half the descriptors for partitions, the other half for connections and everything else
-            self.max_broker_partitions = max(1, open_files // 2 // FDS_PER_PARTITION)
+            # half the descriptors for storage (one shared LRU of open segments), the other half for connections
+            self.max_broker_partitions = partition_limit(open_files)
             self._partition_limit_source = (f" unset: half of the open-file limit {open_files} at "
-                                            f"{FDS_PER_PARTITION} descriptors per partition")
+                                            f"{DESCRIPTORS_PER_PARTITION} descriptor per partition")
 
     async def _join_cluster(self) -> None:
         """Cluster mode: connect to ZooKeeper; replicas and coordinators follow the partition states from there."""

@@ -1,4 +1,5 @@
-"""Partition logs on disk: segments, indexes, checkpoints, recovery, record validation, retention, compaction.
+"""Partition logs on disk: segments, indexes, checkpoints, recovery, record validation, retention, compaction,
+the broker-wide LRU of open segment files, and log directories (JBOD: placement, moves).
 
 Imports broker_sim.config and nothing else of the broker: never replication/, coordinator/, controller/, server/.
 """

@@ -31,11 +31,16 @@ the original, and the next clean removes them.
 Retention by time and size applies when `cleanup_policy` contains `delete`,
 as in Kafka; a `compact`-only log only loses segments below its start offset.
 
-Descriptors: the active segment holds its `.log`, `.index` and `.timeindex`
-open; sealed segments hold nothing but the few most recently read
+Descriptors: on its own, a log's active segment holds its `.log`, `.index` and
+`.timeindex` open; sealed segments hold nothing but the few most recently read
 (`OPEN_INACTIVE_SEGMENTS` of them, an LRU) — so a partition costs at most
-`FDS_PER_PARTITION` descriptors however many segments it has. Loading opens
-segments one at a time for the same reason.
+`FDS_PER_PARTITION` descriptors however many segments it has. A broker also
+passes every log one shared `OpenSegments` (`open_segments=`): then all
+segments, active ones included, hold files only while among the broker's most
+recently used too, so its storage descriptors stay under that LRU's capacity
+times `FILES_PER_SEGMENT` whatever the partition count (an idle partition
+holds none; an append or read reopens what was let go). Loading opens segments one
+at a time for the same reason.
 
 Deleted segments (retention, DeleteRecords, truncation) are unlinked at once,
 but the log keeps their `.log` file for `file_delete_delay_ms`; a `FileRegion`
@@ -53,6 +58,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import resource
 import shutil
 import time
 from bisect import bisect_right
@@ -66,10 +72,10 @@ from broker_sim.config import TOPIC_CONFIGS, parse_topic_config
 from broker_sim.config import topic_config_default as _default
 from broker_sim.storage.batch import INT32_MAX, TIMESTAMP_TYPE_MASK, BatchHeader, stamp_batches
 from broker_sim.storage.checkpoint import fsync_directory, read_checkpoint, write_checkpoint
-from broker_sim.storage.segment import FileRegion, LogSegment, OpenSegments
+from broker_sim.storage.segment import FILES_PER_SEGMENT, FileRegion, LogSegment, OpenSegments
 from broker_sim.storage.txn_index import AbortedTxn
 
-__all__ = ["AppendInfo", "FileRegion", "LogConfig", "PartitionLog"]
+__all__ = ["AppendInfo", "FileRegion", "LogConfig", "PartitionLog", "shared_open_segments"]
 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset"
 _CHECKPOINT_VERSION = 0
@@ -83,8 +89,33 @@ _LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, ".deleted", ".tmp")
 # Sealed segments kept open after a read: a consumer reading a lagging partition moves through
 # one segment at a time, so two cover it and its neighbour.
 OPEN_INACTIVE_SEGMENTS = 2
-# Worst case per partition: the active segment's three files plus the open inactive `.log`s.
-FDS_PER_PARTITION = 3 + OPEN_INACTIVE_SEGMENTS
+# Worst case per partition with its own LRU: the active segment's three files plus the open inactive `.log`s.
+FDS_PER_PARTITION = FILES_PER_SEGMENT + OPEN_INACTIVE_SEGMENTS
+
+
+# The derived partition limit (max.broker.partitions=-1) budgets one descriptor of storage's half of the
+# open-file limit per partition: with the shared LRU an idle partition holds none, and the LRU (that same half,
+# FILES_PER_SEGMENT descriptors per segment) keeps a third of the partitions' active segments open at most.
+DESCRIPTORS_PER_PARTITION = 1
+
+
+def storage_descriptors(open_files: int | None = None) -> int:
+    """Storage's share of the (soft) open-file limit: half; the other half is the connections' (max.connections)."""
+    if open_files is None:
+        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if open_files == resource.RLIM_INFINITY or open_files >= 2**32:
+        return 2**31 - 1
+    return open_files // 2
+
+
+def partition_limit(open_files: int) -> int:
+    """max.broker.partitions when set to -1 (KIP-578's config): what `storage_descriptors` allows."""
+    return max(1, storage_descriptors(open_files) // DESCRIPTORS_PER_PARTITION)
+
+
+def shared_open_segments(storage_descriptors: int) -> OpenSegments:
+    """A broker-wide LRU of open segments holding at most `storage_descriptors` descriptors (at least 8 segments)."""
+    return OpenSegments(max(8, min(storage_descriptors, 2**20) // FILES_PER_SEGMENT))
 
 log = logging.getLogger(__name__)
 # Kafka 4's test-only topic config: a segment size below segment.bytes' minimum (which it overrides).
@@ -158,14 +189,18 @@ class PartitionLog:
     """The segments of one partition directory; see the module docstring."""
 
     def __init__(
-        self, directory: str | os.PathLike, config: LogConfig, *, now_ms: Callable[[], int] = wall_clock_ms
+        self, directory: str | os.PathLike, config: LogConfig, *, now_ms: Callable[[], int] = wall_clock_ms,
+        open_segments: OpenSegments | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.config = config
         self._now_ms = now_ms
         self._segments: list[LogSegment] = []
-        self._open_segments = OpenSegments(OPEN_INACTIVE_SEGMENTS)
+        # this log's own LRU holds its inactive segments' files; a broker-wide one, when given, every segment's,
+        # the active one's too (without it the active segment keeps its files)
+        self._shared_lru = open_segments
+        self._open_segments = OpenSegments(OPEN_INACTIVE_SEGMENTS, shared=open_segments)
         self._base_offsets: list[int] = []
         self._closing: list[tuple[int, LogSegment]] = []
         self._log_start_offset = 0
@@ -249,9 +284,12 @@ class PartitionLog:
         write_checkpoint(self.directory / LOG_START_OFFSET_CHECKPOINT, _CHECKPOINT_VERSION, [str(self._log_start_offset)])
 
     def _new_segment(self, base_offset: int, now: int) -> LogSegment:
-        return LogSegment(
+        segment = LogSegment(
             self.directory, base_offset, index_interval_bytes=self.config.index_interval_bytes, now_ms=now
         )
+        if self._shared_lru is not None:
+            segment.make_active(self._shared_lru)
+        return segment
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         self._segments = segments
@@ -719,7 +757,7 @@ class PartitionLog:
         doomed = self._segments[keep:]
         self._set_segments(self._segments[:keep])
         self._dispose(doomed)
-        self.active_segment.make_active()
+        self.active_segment.make_active(self._shared_lru)
         self.active_segment.truncate_to(offset)
         if offset < self._log_start_offset:
             self._log_start_offset = offset

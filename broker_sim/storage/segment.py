@@ -76,6 +76,10 @@ _HEADER_SCAN_CHUNK = 64 * 1024
 # Recovery reads whole batches to check their CRC; big reads keep the syscall count low.
 _RECOVERY_SCAN_CHUNK = 4 * 1024 * 1024
 
+# Descriptors an open segment may hold: its `.log`, and its `.index` and `.timeindex` while appended to
+# (the `.txnindex` is opened per write).
+FILES_PER_SEGMENT = 3
+
 _BAD_BATCH = (CorruptRecordError, InvalidRecordError, UnsupportedForMessageFormatError)
 
 
@@ -106,20 +110,27 @@ def _open_existing(path: str, flags: int) -> int:
 
 
 class OpenSegments:
-    """The inactive segments of one log whose files are open: at most `capacity`, the most recently read.
+    """The segments whose files are open: at most `capacity`, the most recently used.
 
-    `used` is called on every access to an inactive segment's file; going over
-    the capacity releases the least recently used one. Single-threaded, like the log.
+    Either one log's own LRU of its inactive segments, or one LRU `shared` by every log of a broker, active
+    segments included (`PartitionLog(open_segments=...)`), so that the broker's storage descriptors are
+    bounded by `capacity * FILES_PER_SEGMENT` however many partitions it hosts. A log's own LRU given a
+    `shared` one passes every use and forget on to it: a segment is released by whichever evicts it first.
+    `used` is called on every access to a managed segment's file; going over the capacity releases the least
+    recently used one (releasing twice is harmless). Single-threaded, like the log.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, shared: OpenSegments | None = None) -> None:
         self.capacity = capacity
+        self.shared = shared
         self._lru: OrderedDict[int, LogSegment] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._lru)
 
     def used(self, segment: LogSegment) -> None:
+        if self.shared is not None:
+            self.shared.used(segment)
         key = id(segment)
         if key in self._lru:
             self._lru.move_to_end(key)
@@ -131,6 +142,8 @@ class OpenSegments:
 
     def forget(self, segment: LogSegment) -> None:
         self._lru.pop(id(segment), None)
+        if self.shared is not None:
+            self.shared.forget(segment)
 
 
 class FileRegion(NamedTuple):
@@ -204,11 +217,12 @@ class LogSegment:
         if self._file is not None:
             open_segments.used(self)
 
-    def make_active(self) -> None:
-        """The segment takes appends again (truncation made it the last one): hold its files."""
+    def make_active(self, shared: OpenSegments | None = None) -> None:
+        """The segment takes appends (it is new, or truncation made it the last one): hold its files, or, with a
+        broker-wide `shared` LRU, keep them only while there like every other segment's (appends reopen them)."""
         if self.open_segments is not None:
             self.open_segments.forget(self)
-            self.open_segments = None
+        self.open_segments = shared
         self.file  # noqa: B018 - reopened now, so appends never find it released
 
     def release_files(self) -> None:

@@ -24,6 +24,7 @@ Usage::
     pylog top [--interval S] [--iterations N] [--group G ...] [--format text|json]
     pylog transactions list [--state STATE ...] [--format text|json]
     pylog transactions describe TRANSACTIONAL-ID ... [--format text|json]
+    pylog log-dirs describe [--topic-list T1,T2] [--broker-list 0,1]
     pylog acls add|remove (--allow-principal|--deny-principal) User:NAME --operation OP ...
                         (--topic T | --group G | --transactional-id ID | --cluster | --subject S | --registry)
                         [--resource-pattern-type prefixed]
@@ -71,6 +72,7 @@ from typing import Sequence
 from kafka.errors import KafkaError
 
 from broker_sim.bench import groups as bench_groups
+from broker_sim.bench import partitions as bench_partitions
 from broker_sim.bench import registry as bench_registry
 from broker_sim.bench import spark_latency as bench_spark_latency
 from broker_sim.bench import replication as bench_replication
@@ -81,6 +83,7 @@ from broker_sim.bench import start as bench_start
 from broker_sim.local import cluster as local_cluster
 from broker_sim.progress import Progress, progress_wanted
 from broker_sim.tools import console, election, groups, reassign, schemas, security, top, topics, transactions
+from broker_sim.tools import log_dirs
 from broker_sim.tools.clients import Connection, default_bootstrap_servers
 from broker_sim.arguments import key_value, non_negative_int, positive_float, positive_int
 from broker_sim.protocol.client import principal_for
@@ -232,6 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     txn_describe.add_argument("transactional_ids", nargs="+", metavar="TRANSACTIONAL-ID")
     txn_describe.add_argument("--format", choices=["text", "json"], default="text")
 
+    log_dirs_parser = commands.add_parser("log-dirs", help="brokers' log directories (kafka-log-dirs.sh)")
+    log_dirs_commands = log_dirs_parser.add_subparsers(dest="log_dirs_command", required=True, metavar="ACTION")
+    log_dirs_describe = log_dirs_commands.add_parser("describe", parents=[common],
+                                                     help="each log dir's partitions, sizes and offset lags (JSON)")
+    log_dirs_describe.add_argument("--topic-list", default="", metavar="T1,T2",
+                                   help="only these topics' partitions (default: all)")
+    log_dirs_describe.add_argument("--broker-list", default="", metavar="0,1",
+                                   help="only these brokers (default: every broker of the cluster)")
+
     acls_parser = commands.add_parser("acls", help="add, list and remove ACLs (kafka-acls.sh)")
     acl_commands = acls_parser.add_subparsers(dest="acls_command", required=True, metavar="ACTION")
     for action, text in (("add", "create ACL bindings"), ("list", "list ACL bindings"),
@@ -295,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_arguments(bench_parser)
     bench_groups.add_arguments(bench_parser)
     bench_replication.add_arguments(bench_parser)
+    bench_partitions.add_arguments(bench_parser)
 
     schemas_parser = commands.add_parser("schemas", help="a Schema Registry's subjects, schemas, compatibility, "
                                                          "config and mode (REST API v1)")
@@ -349,7 +362,8 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     if args.command == "bench":
         runner = {"groups": bench_groups, "cluster": bench_replication, "security": bench_security,
                   "schema-validation": bench_schema_validation, "registry": bench_registry,
-                  "start": bench_start, "spark-latency": bench_spark_latency}.get(args.workload, bench)
+                  "start": bench_start, "spark-latency": bench_spark_latency,
+                  "partitions": bench_partitions}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
                       security=security.client_settings(args.command_config))
@@ -393,6 +407,10 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
     if args.command == "top":
         top.run(conn, interval_s=args.interval, iterations=args.iterations, groups=args.group,
                 output_format=args.format, out=out)
+        return 0
+    if args.command == "log-dirs":
+        log_dirs.describe(conn, topics=log_dirs.parse_list(args.topic_list, "--topic-list"),
+                          brokers=log_dirs.parse_list(args.broker_list, "--broker-list", int), out=out)
         return 0
     if args.command == "transactions":
         if args.transactions_command == "list":

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import pytest
+from kafka.protocol.admin import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
 from kafka.protocol.admin import (
     AlterClientQuotasRequest, AlterConfigsRequest, AlterPartitionReassignmentsRequest,
     AlterUserScramCredentialsRequest, CreateAclsRequest,
@@ -49,6 +50,7 @@ TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
 RT = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP, "txn": ResourceType.TRANSACTIONAL_ID,
       "cluster": ResourceType.CLUSTER}
 OP = Operation
+_LogDir = AlterReplicaLogDirsRequest.AlterReplicaLogDir
 
 
 @dataclass
@@ -574,6 +576,12 @@ CASES = [
          told=lambda r: [p.partition_index for t in r.responses for p in t.partitions if p.error_code == 0]),
     Case("list-partition-reassignments", lambda e: ListPartitionReassignmentsRequest[0](timeout_ms=5000, topics=None),
          lambda r: r.error_code, ("cluster", OP.DESCRIBE), CLUSTER_DENIED),
+    # log dirs (JBOD): DESCRIBE / ALTER on the cluster
+    Case("describe-log-dirs", lambda e: DescribeLogDirsRequest[4](topics=None), lambda r: r.error_code,
+         ("cluster", OP.DESCRIBE), CLUSTER_DENIED, told=lambda r: [d.log_dir for d in r.results]),
+    Case("alter-replica-log-dirs", lambda e: AlterReplicaLogDirsRequest[2](dirs=[_LogDir(
+        path=str(e.broker.data_dir), topics=[_LogDir.AlterReplicaLogDirTopic(name=e.topic, partitions=[0])])]),
+         lambda r: r.results[0].partitions[0].error_code, ("cluster", OP.ALTER), CLUSTER_DENIED),
 ]
 
 

@@ -50,7 +50,7 @@ def partition_count(broker) -> int:
 class LimitedBrokerProcess(BrokerProcess):
     """A broker process started with a hard RLIMIT_NOFILE, so the partition budget it derives is known."""
 
-    nofile = 16384
+    nofile = 4096
 
     def start(self, timeout: float = 20) -> "LimitedBrokerProcess":
         args = [sys.executable, "-m", "broker_sim", "--data-dir", str(self.data_dir), "--port", str(self.port),
@@ -73,7 +73,7 @@ def test_partition_flood_is_refused_whole_and_big_topics_do_not_block_the_loop(h
     try:
         broker.start()
         pid = broker.process.pid
-        budget = 16384 // 2 // 5  # half the raised limit, 5 descriptors per partition (see log.FDS_PER_PARTITION)
+        budget = 4096 // 2  # half the raised limit, 1 descriptor per partition (see log.DESCRIPTORS_PER_PARTITION)
         rss_before, fds_before = rss_bytes(pid), open_fds(pid)
         with WireClient(broker.bootstrap_servers, timeout=60) as client:
             code, message = create_topics(client, {"flood": 10_000})["flood"]

@@ -15,6 +15,7 @@ from broker_sim.server.handlers.cluster import ClusterApis
 from broker_sim.server.handlers.election import ElectionApis
 from broker_sim.server.handlers.fetch import FetchApis
 from broker_sim.server.handlers.groups import GroupApis
+from broker_sim.server.handlers.log_dirs import LogDirApis
 from broker_sim.server.handlers.offsets import OffsetApis
 from broker_sim.server.handlers.produce import ProduceApi
 from broker_sim.server.handlers.reassignments import ReassignmentApis
@@ -48,6 +49,7 @@ def build_handlers(broker) -> dict:
     reassignments = ReassignmentApis(access, broker.metadata, broker.broker_id, broker.cluster)
     election = ElectionApis(access, broker.metadata, broker.broker_id,
                             controller=lambda: broker.cluster.controller if broker.cluster is not None else None)
+    log_dirs = LogDirApis(access, broker.replicas)
     table = {
         ApiKey.ApiVersions: cluster.api_versions,
         ApiKey.Metadata: cluster.metadata,
@@ -94,5 +96,7 @@ def build_handlers(broker) -> dict:
         ApiKey.AlterPartitionReassignments: reassignments.alter_partition_reassignments,
         ApiKey.ListPartitionReassignments: reassignments.list_partition_reassignments,
         ApiKey.ElectLeaders: election.elect_leaders,
+        ApiKey.DescribeLogDirs: log_dirs.describe_log_dirs,
+        ApiKey.AlterReplicaLogDirs: log_dirs.alter_replica_log_dirs,
     }
     return {int(key): handler for key, handler in table.items()}

@@ -31,6 +31,11 @@ replica, a follower reading up to its own high watermark (older versions:
 the leader only).  The leader may answer a consumer that names its rack
 (``rack_id``) with ``preferred_read_replica`` and no records, at once
 (``ReplicaManager.preferred_read_replica``, with ``replica.selector.class``).
+
+Fetch sessions (KIP-227, v7+): ``server/fetch_sessions.py`` decides what a request's session id and epoch
+mean; an incremental fetch reads every partition of its session (the request names only what changed) and
+its answer names only the partitions with something to say.  A session error (FETCH_SESSION_ID_NOT_FOUND,
+INVALID_FETCH_SESSION_EPOCH) is the answer's top-level error code, with no partitions.
 """
 from __future__ import annotations
 
@@ -44,6 +49,8 @@ from kafka.protocol.consumer import FetchResponse
 from broker_sim.protocol.splice import new_placeholder, splice
 from broker_sim.security.quotas import FETCH as CONSUMER_BYTE_RATE
 from broker_sim.security.quotas import QuotaManager
+from broker_sim.server.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, MAX_SESSION_PARTITIONS, FetchSessionCache
+from broker_sim.server.fetch_sessions import next_epoch
 from broker_sim.server.handlers.access import READ, TOPIC, Access
 from broker_sim.errors import error_of
 from broker_sim.server.network import SENDFILE_MIN_BYTES
@@ -104,6 +111,7 @@ class FetchApis:
         self._now_ms = now_ms
         self._quotas = quotas
         self._stop_future = stop_future  # done once the broker stops: a long poll ends then
+        self.sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"), now_ms=now_ms)
 
     async def fetch(self, ctx, request):
         access = self._access
@@ -111,6 +119,13 @@ class FetchApis:
         from_follower = request.replica_id is not None and request.replica_id >= 0
         if from_follower and not access.cluster_action(ctx):
             return _encode(ctx, request, _refused(partitions_by_topic))
+        session, incremental = None, False
+        if ctx.version >= 7:
+            try:
+                session, incremental, partitions_by_topic = self._session_for(ctx, request, from_follower,
+                                                                              partitions_by_topic)
+            except (Errors.FetchSessionIdNotFoundError, Errors.InvalidFetchSessionEpochError) as exc:
+                return _encode(ctx, request, [], error_code=exc.errno)
         denied = []
         if not from_follower and access.enabled:  # a consumer needs READ on each topic
             permitted = []
@@ -152,7 +167,46 @@ class FetchApis:
                 for read in reads:
                     if read.partition is not None:
                         read.partition.high_watermark_sent(request.replica_id)
-        return _encode(ctx, request, topics + denied, throttle)
+        topics = topics + denied
+        if session is not None:
+            topics = _session_answer(session, topics, incremental)
+        return _encode(ctx, request, topics, throttle, session_id=session.id if session is not None else 0)
+
+    def _session_for(self, ctx, request, from_follower: bool, partitions_by_topic):
+        """(session or None, incremental?, the partitions to read) for a v7+ request (see fetch_sessions.py)."""
+        session_id, epoch = request.session_id, request.session_epoch
+        owner = (request.replica_id, str(getattr(ctx.connection, "principal", "")))
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full fetch: closes the session it names
+            if session_id:
+                self.sessions.remove(session_id)
+            count = sum(len(partitions) for _, partitions in partitions_by_topic)
+            if epoch == FINAL_EPOCH or count > MAX_SESSION_PARTITIONS:
+                return None, False, partitions_by_topic
+            session = self.sessions.create(owner, privileged=from_follower)
+            if session is not None:
+                session.partitions = {(name, data.partition): data for name, partitions in partitions_by_topic
+                                      for data in partitions}
+            return session, False, partitions_by_topic
+        session = self.sessions.get(session_id, epoch, owner)
+        for name, partitions in partitions_by_topic:
+            for data in partitions:
+                session.partitions[(name, data.partition)] = data
+        for forgotten in request.forgotten_topics_data or ():
+            for index in forgotten.partitions:
+                session.partitions.pop((forgotten.topic, index), None)
+                session.told.pop((forgotten.topic, index), None)
+        if len(session.partitions) > MAX_SESSION_PARTITIONS:
+            self.sessions.remove(session_id)
+            raise Errors.FetchSessionIdNotFoundError(
+                f"fetch session {session_id} closed: over {MAX_SESSION_PARTITIONS} partitions")
+        session.epoch = next_epoch(session.epoch)
+        grouped: list[tuple[str, list]] = []
+        for (name, _), data in session.partitions.items():
+            if grouped and grouped[-1][0] == name:
+                grouped[-1][1].append(data)
+            else:
+                grouped.append((name, [data]))
+        return session, True, grouped
 
     def _read_all(self, request, version, partitions_by_topic, from_follower):
         budget = min(request.max_bytes if request.max_bytes > 0 else 2**31 - 1, self._config.get("fetch.max.bytes"))
@@ -214,7 +268,26 @@ class FetchApis:
         return topics, total
 
 
-def _encode(ctx, request, topics, throttle_ms: int = 0) -> list:
+def _offsets(partition) -> tuple[int, int, int]:
+    """(high watermark, last stable offset, log start offset) as an answer reports them."""
+    if partition is None:
+        return -1, -1, -1
+    return partition.high_watermark, partition.last_stable_offset, partition.log_start_offset
+
+
+def _session_answer(session, topics, incremental: bool):
+    """A session's answer: every partition of a full fetch, only those with news in an incremental one."""
+    answered = []
+    for name, reads in topics:
+        kept = [read for read in reads
+                if session.must_answer((name, read.index), read.error, read.size, read.diverging,
+                                       *_offsets(read.partition)) or not incremental]
+        if kept:
+            answered.append((name, kept))
+    return answered
+
+
+def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int = 0, session_id: int = 0) -> list:
     committed = request.isolation_level == READ_COMMITTED
     zero_copy = ctx.connection.sendfile_ok
     spliced = []
@@ -244,8 +317,8 @@ def _encode(ctx, request, topics, throttle_ms: int = 0) -> list:
                                                                          end_offset=read.diverging[1])
             partitions.append(PartitionData(**fields))
         responses.append(TopicResponse(topic=name, partitions=partitions))
-    response = FetchResponse(version=ctx.version, throttle_time_ms=throttle_ms, error_code=0, session_id=0,
-                             responses=responses)
+    response = FetchResponse(version=ctx.version, throttle_time_ms=throttle_ms, error_code=error_code,
+                             session_id=session_id, responses=responses)
     response.with_header(correlation_id=ctx.correlation_id)
     encoded = response.encode(header=True, framed=True)
     if not spliced:

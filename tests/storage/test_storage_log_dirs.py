@@ -1,0 +1,55 @@
+"""storage/log_dirs.py: log.dirs parsing, placement in the emptiest dir, restart scan, the future-copy move."""
+from __future__ import annotations
+
+import pytest
+
+from broker_sim.storage.batch import parse_batches
+from broker_sim.storage.log import LogConfig, PartitionLog
+from broker_sim.storage.log_dirs import LogDirs, copy_pass, finish_copy, future_path, parse_log_dirs
+
+
+def test_log_dirs_are_parsed_placed_in_the_emptiest_and_found_again(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert parse_log_dirs("", tmp_path) == [tmp_path]
+    assert parse_log_dirs(f" {a} ,{b}", tmp_path) == [a, b]
+    with pytest.raises(ValueError, match="twice"):
+        parse_log_dirs(f"{a},{a}", tmp_path)
+    dirs = LogDirs([a, b])
+    paths = [dirs.path("t", i) for i in range(3)]
+    assert paths == [a / "t-0", b / "t-1", a / "t-2"]
+    for path in paths:
+        path.mkdir()
+    (b / "t-2").mkdir()  # a move cut short after its rename: the copy in the first listed dir wins
+    (b / "t-3.0123-future").mkdir()  # a move interrupted before its rename: removed
+    again = LogDirs([a, b])
+    assert again.located == {("t", 0): a, ("t", 1): b, ("t", 2): a}
+    assert sorted(p.name for p in b.iterdir() if not p.name.endswith("-delete")) == ["t-1"]
+    assert again.path("u", 0) == b / "u-0"  # b has fewer partitions now
+
+
+def test_a_future_copy_brought_up_to_date_on_the_loop_holds_every_record(tmp_path, batches, clock):
+    source = PartitionLog(tmp_path / "a" / "t-0", LogConfig(segment_bytes=4096), now_ms=clock)
+    def produce(count, start):
+        for i in range(start, start + count):
+            records = batches.build([b"r%04d" % i])
+            source.append(records, parse_batches(records), leader_epoch=0)
+    produce(100, 0)  # several segments
+    future = future_path(tmp_path / "b", "t-0")
+    copy_pass(source.directory, future)
+    produce(30, 100)  # appended to the active segment after the copy, and maybe a roll
+    finish_copy(source.directory, future, tmp_path / "b" / "t-0")
+    source.close()
+    moved = PartitionLog(tmp_path / "b" / "t-0", LogConfig(segment_bytes=4096), now_ms=clock)
+    try:
+        assert moved.log_end_offset == 130
+        assert [h.base_offset for h in parse_batches(moved.read_bytes(0, 1 << 20))][:5] == [0, 1, 2, 3, 4]
+        offsets = []
+        position = 0
+        while position < 130:
+            headers = parse_batches(moved.read_bytes(position, 1 << 20))
+            offsets += [h.base_offset for h in headers]
+            position = headers[-1].base_offset + 1
+        assert offsets == list(range(130))
+        assert moved.recovered_bytes_truncated == 0
+    finally:
+        moved.close()
