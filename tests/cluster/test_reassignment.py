@@ -388,6 +388,10 @@ def test_the_foreground_cluster_adds_a_broker_on_sigusr1(tmp_path):
         err = process.stderr.read()
         assert "added broker 1" in err and "broker 1: status 0" in err, err
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
+        if process.poll() is None:  # SIGTERM first: the foreground cluster stops its ZooKeeper and brokers
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
