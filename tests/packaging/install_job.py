@@ -38,6 +38,7 @@ def main() -> None:
                           if p.name.endswith(".json")),
         "top_level_schemas": importlib.util.find_spec("schemas") is not None,
         "avro_arrow": _avro_arrow(),
+        "compiled": _compiled(),
     }
     report["registered"] = _register_each_schema_type()
     with Broker(port=0, config={"schema.registry.listeners": "http://127.0.0.1:0"}) as broker:
@@ -85,6 +86,15 @@ def _avro_arrow():
     program = _avro_arrow.compile([(2, 8, ())], (3, 0, 2, 1, 0, (), None))
     (length, nulls, _, _, data), = _avro_arrow.decode(program, [b"\x54"], 0)
     return {"file": _avro_arrow.__file__, "decoded": [length, nulls, int.from_bytes(data, "little")]}
+
+
+def _compiled() -> dict:
+    """Where the other C extensions were imported from (the validator's record walk, the source's Arrow
+    decoder, the sink's batch encoder): each is optional in setup.py, so a packaging slip would only show as
+    the slow fallback."""
+    import importlib
+    return {name: importlib.import_module(name).__file__ for name in (
+        "broker_sim.storage._records", "connector.source._records_arrow", "connector.sink._arrow_batches")}
 
 
 SCHEMAS = {

@@ -88,3 +88,7 @@ def test_format_pylog_works_after_each_kind_of_install_from_outside_the_checkout
     # the C extension (optional in setup.py, but this machine has a compiler) is built by each kind of install
     assert Path(report["avro_arrow"]["file"]).resolve().is_relative_to(home.resolve()), report["avro_arrow"]
     assert report["avro_arrow"]["decoded"] == [1, 0, 42]
+    assert sorted(report["compiled"]) == ["broker_sim.storage._records", "connector.sink._arrow_batches",
+                                          "connector.source._records_arrow"], report["compiled"]
+    for name, file in report["compiled"].items():
+        assert Path(file).resolve().is_relative_to(home.resolve()) and file.endswith(".so"), (name, file)
