@@ -6,6 +6,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaAdminClient
+from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import NewTopic
 
 pytestmark = pytest.mark.containers
@@ -102,3 +103,60 @@ def test_a_thin_link_slows_what_a_broker_sends_until_heal(pylog_cluster_containe
     healed = read_all()
     assert thin >= 192 * 1024 * 8 / 512_000 * 0.9, f"192 KB through a 512 kbit link in {thin:.2f} s"
     assert healed < thin / 3, f"after heal {healed:.2f} s, thin {thin:.2f} s"
+
+
+def test_a_reassignment_whose_target_is_isolated_waits_and_completes_after_heal_without_loss(
+        pylog_cluster_containers):
+    """KIP-455 through the container cluster: the target replica is cut off (iptables) as the reassignment
+    starts, so it cannot catch up; the reassignment stays in progress while acks=all writes go on to the old
+    replicas and after the controller saw the target's ZooKeeper session expire, and completes once the network
+    heals: the new replica set serves every acknowledged record, in
+    order, once."""
+    cluster = pylog_cluster_containers
+    controller = cluster.controller_id()
+    target = next(b for b in range(cluster.size) if b != controller)
+    leaving = next(b for b in range(cluster.size) if b not in (controller, target))
+    others = ",".join(cluster.brokers[b].get_bootstrap_server() for b in (controller, leaving))
+    admin = KafkaAdminClient(bootstrap_servers=others, request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("moving", num_partitions=-1, replication_factor=-1,
+                                      replica_assignments={0: [leaving, controller]},
+                                      topic_configs={"min.insync.replicas": "2"})])
+        cluster.wait_for_full_isr("moving", 1, timeout_s=60)
+        producer = Producer({"bootstrap.servers": others, "acks": "all", "enable.idempotence": True})
+        for i in range(200):
+            producer.produce("moving", f"before-{i}".encode(), partition=0)
+        assert producer.flush(60) == 0
+        cluster.isolate(target)
+        try:
+            admin.alter_partition_reassignments({KafkaTopicPartition("moving", 0): [controller, target]})
+            for i in range(200):
+                producer.produce("moving", f"during-{i}".encode(), partition=0)
+            assert producer.flush(60) == 0, "acks=all writes stalled while the target replica was cut off"
+            # the target's ZooKeeper session expires: the controller reconsiders the reassignment, and must wait
+            cluster.wait_for(lambda: target not in {b["broker_id"] for b in cluster.describe([controller])["brokers"]},
+                             timeout_s=60, what=f"broker {target} unregistered while cut off")
+            cluster.wait_for(lambda: target not in cluster.partition_state("moving", 0, via=[controller])["isr"],
+                             timeout_s=10, what="the partition's state re-read")
+            ongoing = admin.list_partition_reassignments()
+            assert KafkaTopicPartition("moving", 0) in ongoing, ongoing  # the target is not in the ISR
+            state = cluster.partition_state("moving", 0, via=[controller])
+            assert target not in state["isr"] and set(state["replicas"]) == {controller, target, leaving}, state
+        finally:
+            cluster.heal(wait=True)
+        cluster.wait_for(lambda: not admin.list_partition_reassignments()
+                         and set(cluster.partition_state("moving", 0, via=[controller])["replicas"])
+                         == {controller, target}, timeout_s=120, what="the reassignment completed after heal")
+    finally:
+        admin.close()
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "moving-reader",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition("moving", 0, 0)])
+    values, deadline = [], time.monotonic() + 60
+    while len(values) < 400:
+        assert time.monotonic() < deadline, f"read {len(values)} of 400 records"
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append(message.value().decode())
+    consumer.close()
+    assert values == [f"before-{i}" for i in range(200)] + [f"during-{i}" for i in range(200)]
