@@ -5,6 +5,7 @@ import asyncio
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
+from broker_sim.config import BrokerConfig
 from broker_sim.server.dispatch import Dispatcher
 from broker_sim.server.handlers import build_handlers
 from broker_sim.server.inter_broker import InterBrokerIdentity
@@ -21,7 +22,10 @@ class _Connection:
 
 
 class _Broker:
-    """Enough of a Broker for build_handlers; ApiVersions touches none of it."""
+    """Enough of a Broker for build_handlers (handlers size their caches from the config at construction);
+    ApiVersions touches none of the rest."""
+
+    config = BrokerConfig({})
 
     def __getattr__(self, name):
         return None
