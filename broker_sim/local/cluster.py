@@ -548,15 +548,15 @@ class LocalCluster:
     def restart(self, broker_id: int, *, wait: bool = True, timeout_s: float | None = None) -> None:
         """Start broker *broker_id* again (same id, port, data dir); stop it first if it runs.
 
-        With *wait*, return once it answers Metadata listing every available broker
-        (so it has registered in ZooKeeper).
+        With *wait*, return once every available broker, this one included, answers Metadata listing every
+        available broker (so it has registered in ZooKeeper and the others' metadata caches know it).
         """
         node = self._node(broker_id)
         if node.running:
             self.stop(broker_id)
         self._spawn(node)
         if wait:
-            self.wait_until_ready([broker_id], timeout_s=timeout_s or self.start_timeout_s)
+            self.wait_until_ready(timeout_s=timeout_s or self.start_timeout_s)
 
     def heal(self, *, wait: bool = True, timeout_s: float | None = None) -> None:
         """Resume every paused broker and restart every dead one; with *wait*, until all are ready."""
