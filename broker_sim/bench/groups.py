@@ -148,7 +148,7 @@ def _run_round(kind: BrokerKind, round_number: int, args, err: TextIO) -> dict:
         print(f"bench groups: {exc}", file=err)
         return run
     try:
-        run.update(_rebalance(broker.bootstrap_servers, f"r{round_number}", args, err))
+        run.update(_rebalance_rerun_once(broker.bootstrap_servers, f"r{round_number}", args, err))
         run["commits"] = _commits(broker.bootstrap_servers, f"r{round_number}", args, err)
     finally:
         status = broker.stop()
@@ -262,6 +262,21 @@ class GroupHarness:
             except subprocess.TimeoutExpired:
                 member.process.kill()
                 member.process.wait()
+
+
+def _rebalance_rerun_once(bootstrap: str, label: str, args, err: TextIO) -> dict:
+    """``_rebalance``, once more on a fresh topic and group when a wait timed out (a kafka-python member seen
+    holding no partition although the coordinator assigned it some, a rare anomaly not yet explained); the
+    JSON counts it (``reruns_after_a_member_timeout``) and keeps the first attempt's error."""
+    result = _rebalance(bootstrap, label, args, err)
+    if not any("timed out waiting" in e for e in result.get("errors", ())):
+        return result
+    print(f"bench groups:   {label}: rerunning once on a fresh group after {result['errors'][0][:200]}",
+          file=err, flush=True)
+    rerun = _rebalance(bootstrap, f"{label}-rerun", args, err)
+    rerun["reruns_after_a_member_timeout"] = 1
+    rerun["first_attempt_error"] = result["errors"][0]
+    return rerun
 
 
 def _rebalance(bootstrap: str, label: str, args, err: TextIO) -> dict:
