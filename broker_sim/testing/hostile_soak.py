@@ -80,6 +80,7 @@ class SoakOptions:
     start_timeout_s: float = 30.0
     work_dir: str | None = None
     broker_configs: dict = field(default_factory=dict)
+    passes: int = 0   # > 0: the attack phase also ends after this many full passes through ATTACKS
 
 
 # --- wire helpers ------------------------------------------------------------------------------
@@ -93,20 +94,28 @@ def _connect(port: int, timeout: float = 5.0) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=timeout)
 
 
-def _send_and_drain(port: int, frames: list[bytes], *, read_s: float = 3.0) -> int:
-    """Send ``frames`` on a new connection, read whatever comes back for up to ``read_s``; requests sent."""
+def _send_and_drain(port: int, frames: list[bytes], *, read_s: float = 3.0, expect: int | None = None) -> int:
+    """Send ``frames`` on a new connection and read what comes back until ``expect`` responses (default: one per
+    frame) have arrived, the broker closes the connection, or ``read_s`` passes; returns the requests sent."""
+    expect = len(frames) if expect is None else expect
     with _connect(port) as sock:
         try:
             for data in frames:
                 sock.sendall(data)
             deadline = time.monotonic() + read_s
             sock.settimeout(0.5)
-            while time.monotonic() < deadline:
+            pending, answered = b"", 0
+            while time.monotonic() < deadline and answered < expect:
                 try:
-                    if not sock.recv(1 << 20):
-                        break
+                    chunk = sock.recv(1 << 20)
                 except socket.timeout:
                     continue
+                if not chunk:
+                    break
+                pending += chunk
+                while len(pending) >= 4 and len(pending) >= 4 + struct.unpack_from(">i", pending)[0]:
+                    pending = pending[4 + struct.unpack_from(">i", pending)[0]:]
+                    answered += 1
         except OSError:  # the broker closed the connection: an expected answer to many attacks
             pass
     return len(frames)
@@ -770,7 +779,8 @@ def run_soak(options: SoakOptions) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     broker = SoakBroker(work, dict(options.broker_configs), options.start_timeout_s)
     rng = random.Random(options.seed)
-    report = {"seed": options.seed, "minutes": options.minutes, "hostile_requests_sent": 0, "attacks": {},
+    report = {"seed": options.seed, "minutes": options.minutes, "passes": options.passes,
+              "hostile_requests_sent": 0, "attacks": {},
               "crashes": 0, "crash_logs": [], "restarts": 0, "failed_restarts": 0}
     if not broker.start():
         raise RuntimeError(f"broker did not start: {broker.log_tail()}")
@@ -782,10 +792,14 @@ def run_soak(options: SoakOptions) -> dict:
         traffic.phase = "during"
         cache: dict = {"surfaces": broker.surfaces}
         order: list = []
+        passes = 0
         end = time.monotonic() + options.minutes * 60
         next_restart = time.monotonic() + options.restart_every_s
         while time.monotonic() < end:
             if not order:
+                if options.passes and passes == options.passes:
+                    break
+                passes += 1
                 order = rng.sample(ATTACKS, len(ATTACKS))
             attack = order.pop()
             try:
@@ -852,13 +866,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-s", type=float, default=20.0, help="normal traffic alone first (default 20)")
     parser.add_argument("--restart-every-s", type=float, default=60.0, help="SIGTERM + restart period (default 60)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--passes", type=int, default=0,
+                        help="also end the attack phase after N full passes through the catalogue (default: none)")
     parser.add_argument("--work-dir", help="data dir and broker log (default: a new temp dir, kept)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="broker config")
     args = parser.parse_args(argv)
     configs = dict(item.split("=", 1) for item in args.config)
     report = run_soak(SoakOptions(minutes=args.minutes, baseline_s=args.baseline_s,
                                   restart_every_s=args.restart_every_s, seed=args.seed, work_dir=args.work_dir,
-                                  broker_configs=configs))
+                                  broker_configs=configs, passes=args.passes))
     print(json.dumps(report, indent=2))
     return 0 if report["valid"] else 1
 
