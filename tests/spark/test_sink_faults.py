@@ -1,19 +1,19 @@
 """Exactly-once under driver crashes and task failures: SIGKILLed drivers restart from their checkpoint.
 
 Each round runs ``faults/sink_job.py`` (pylog topic -> pylog topic, its own SparkSession and driver process)
-four times on one checkpoint:
+seven times on one checkpoint:
 
 1. SIGKILL by pid while tasks write (the output has open transactions: its last stable offset is behind its
    high watermark);
 2. killed between the tasks' pre-commit and the driver's commit (PYLOG_SINK_CRASH_AT=before_intent);
-3. killed twice in the middle of the driver's commit (after INTENT, after the first EndTxn, before or after
-   COMPLETED — two points per round, rotating, so the default two rounds cover all four);
+3. killed at each of the four points of the driver's commit in turn (after INTENT, after the first EndTxn,
+   before and after COMPLETED): a restart rolls the batch with an INTENT forward and crashes in the next one;
 4. to the end on local[2,4] with attempt 0 of Spark partition 1 failing after writing, in every batch.
 
 Then the read_committed output must equal the transform of the input exactly — no loss, no duplicates — and
-no transaction may be left open. ``PYLOG_SINK_FAULT_ROUNDS`` (default 2: every commit point once) sets the
-rounds; ci/stress_sink.sh runs more.  A round pairs the points so that at most one of them (after_completed)
-finishes a batch: the last run always has a batch left in which to fail its task.
+no transaction may be left open. ``PYLOG_SINK_FAULT_ROUNDS`` (default 1: every commit point once) sets the
+rounds; ci/stress_sink.sh runs more.  The input is five batches, so the last run always has a batch left in
+which to fail its task, even when the first kill comes in the second batch.
 
 Every injected fault must be seen to fire: the hooks (``connector.sink.commit.mark_fault``) leave a marker file
 in PYLOG_FAULT_MARKERS before they kill or fail, a crash run must end by SIGKILL *and* leave its point's marker,
@@ -42,20 +42,23 @@ from spark_helpers import create_topic, produce
 pytestmark = pytest.mark.spark
 
 JOB = Path(__file__).parent / "faults" / "sink_job.py"
-ROUNDS = int(os.environ.get("PYLOG_SINK_FAULT_ROUNDS", "2"))  # two commit points per round
-COMMIT_POINTS = ("after_intent", "mid_commit", "before_completed", "after_completed")
-POINTS_PER_ROUND = 2
+ROUNDS = int(os.environ.get("PYLOG_SINK_FAULT_ROUNDS", "1"))
+COMMIT_POINTS = ("after_intent", "mid_commit", "before_completed", "after_completed")  # after_completed last
 RECORDS = 600
+# five batches: a crash after INTENT is rolled forward by the next run, which then crashes in the next batch, so
+# the four commit points in turn need three batches after the first crash's, plus one for the failing task
+BATCH = RECORDS // 5
 
 
-# one Spark job's deadline; a round runs five, so the test's own timeout is above 5 x JOB_DEADLINE_S
+# one Spark job's deadline; a round runs seven, so the test's own timeout is above 7 x JOB_DEADLINE_S
 JOB_DEADLINE_S = 120
-ROUND_TIMEOUT_S = 5 * JOB_DEADLINE_S + 60
+ROUND_TIMEOUT_S = 7 * JOB_DEADLINE_S + 60
 
 
-def start_job(bootstrap, checkpoint, *, env=None, master="local[2]", topics=("in", "out")):
+def start_job(bootstrap, checkpoint, *, env=None, master="local[2]", topics=("in", "out"), max_offsets=BATCH):
     return subprocess.Popen(
-        [sys.executable, str(JOB), bootstrap, *topics, checkpoint, "--master", master, "--max-offsets", "300"],
+        [sys.executable, str(JOB), bootstrap, *topics, checkpoint, "--master", master, "--max-offsets",
+         str(max_offsets)],
         env={**os.environ, **(env or {})}, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
 
@@ -142,9 +145,7 @@ def test_driver_crashes_and_task_failures_write_exactly_once(pylog_broker, round
     markers.mkdir()
 
     killed_while_writing = kill_while_tasks_write(bootstrap, checkpoint, topics)
-    first = round_ * POINTS_PER_ROUND
-    points = [COMMIT_POINTS[(first + i) % len(COMMIT_POINTS)] for i in range(POINTS_PER_ROUND)]
-    for point in ("before_intent", *points):
+    for point in ("before_intent", *COMMIT_POINTS):
         run_crashing(bootstrap, checkpoint, topics, markers, point)
     code, err = finish(start_job(bootstrap, checkpoint, master="local[2,4]", topics=topics,
                                  env={"PYLOG_SINK_FAIL_TASK": "1", "PYLOG_FAULT_MARKERS": str(markers)}))
