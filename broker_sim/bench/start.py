@@ -18,6 +18,13 @@ Two modes, because where Python finds its bytecode decides most of a start:
 * ``cached``: bytecode kept under a temporary ``PYTHONPYCACHEPREFIX``, warmed by one start of each kind first,
   as for an installed package.
 
+Which mode a deployment gets: ``pip install`` (non-editable: the image's ``pip install /src`` or its wheelhouse)
+compiles every module at install, ``PYTHONDONTWRITEBYTECODE`` or not (that variable only stops writing at run
+time, never reading), so the image's broker starts as in ``cached``. An editable install (``ci/setup.sh``: ``pip
+install -e``) under ``PYTHONDONTWRITEBYTECODE=1`` has no bytecode and recompiles every ``broker_sim`` module it
+imports at each process start, as in ``source``, unless ``python -m compileall`` ran over the checkout (a
+``.pyc`` whose source changed since is ignored, so stale bytecode is never run).
+
 The report (JSON on stdout): ``{"workload": ..., "results": {mode: {kind: {"start_ms": median, "samples":
 [...]}, "ratio_to_baseline": pylog / baseline, "ratio_to_floor": ...}}}``; ``start_ms`` above 1 in a ratio
 means pylog starts slower. The benchmark never fails a build.
