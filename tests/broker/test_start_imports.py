@@ -2,8 +2,9 @@
 
 ``python -X importtime -m broker_sim`` lists every module the process imports on stderr; the broker is stopped
 once it accepts a TCP connection, so the list is what a start costs. Clients (kafka-python's and aiokafka's
-admin client, consumer, producer, network), Prometheus, ZooKeeper, the Schema Registry and TLS load only when
-asked for (``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``).
+admin client, consumer, producer, network), crc32c's ``__init__`` (it reads its version from the installed
+metadata), Prometheus, ZooKeeper, the cluster member, the Schema Registry and TLS load only when asked for
+(``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ NOT_AT_START = {
     "kazoo": "ZooKeeper: cluster mode only",
     "broker_sim.controller.zk_store": "cluster mode only",
     "broker_sim.controller.zk_controller": "cluster mode only",
+    "broker_sim.server.cluster_member": "cluster mode only (a replica's leader/follower changes)",
     "broker_sim.server.schema_registry": "only with schema.registry.listeners",
     "broker_sim.registry": "the Schema Registry's modules",
     "broker_sim.security.tls": "only with SSL / SASL_SSL listeners",
