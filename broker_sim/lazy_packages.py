@@ -1,4 +1,4 @@
-"""Run the ``__init__`` of kafka-python and aiokafka only when something asks for what it defines.
+"""Run the ``__init__`` of kafka-python, aiokafka and crc32c only when something asks for what it defines.
 
 Why: importing any submodule (``kafka.errors``, ``kafka.protocol.produce``, ``aiokafka.record``) first runs the
 package's ``__init__``, and both pull in their whole client (admin client, consumer, producer, network stack):
@@ -11,14 +11,23 @@ once, in that same module object, and answers from it; after that the module is 
 A package already imported, or not installed, is left alone. kafka-python's ``__init__`` also gives the ``kafka``
 logger a NullHandler; that is done at once here, so its loggers behave the same before and after.
 
+A package may also have leaves bound at once: ``crc32c``'s ``__init__`` re-exports the ``crc32c`` function of its
+compiled ``crc32c._crc32c`` and then reads its own ``__version__`` from the installed distribution's metadata
+(``importlib.metadata`` and the ``email`` parser: ~10-15 ms of a start, for a version string nobody reads). The
+deferred ``crc32c`` module gets that function bound from the compiled module itself, the very object the
+``__init__`` would bind, so ``from crc32c import crc32c`` (the storage's and kafka-python's only use) runs no
+``__init__``; any other name (``__version__``, ``CRC32CHash``) runs it as above. An older crc32c that is one
+compiled module, not a package, is left alone.
+
 Only for a process whose code imports nothing of these packages but leaf modules (errors, protocol messages,
-record batches): the broker program (``broker_sim/cli.py``). A client module imported directly first (say
-``aiokafka.client``, which imports ``__version__`` from its package) would run the ``__init__`` while it is
-itself half-imported, and the ``__init__`` imports it back: a circular ImportError. So tests, tools and the
+record batches, the CRC function): the broker program (``broker_sim/cli.py``). A client module imported directly
+first (say ``aiokafka.client``, which imports ``__version__`` from its package) would run the ``__init__`` while
+it is itself half-imported, and the ``__init__`` imports it back: a circular ImportError. So tests, tools and the
 connector, which use the clients, never defer.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
 import sys
@@ -26,10 +35,17 @@ import threading
 
 # the client libraries whose __init__ imports their whole client; the broker uses only submodules of them
 DEFERRED = ("kafka", "aiokafka")
+# package -> (its compiled submodule, the names its __init__ re-exports from that submodule unchanged): bound at
+# once, the rest of the __init__ deferred (see the module docstring)
+DEFERRED_WITH_LEAVES = {"crc32c": ("crc32c._crc32c", ("crc32c",))}
 
 
-def defer_package_init(name: str) -> bool:
-    """Register *name* with its ``__init__`` deferred; False if it is already imported or not installed."""
+def defer_package_init(name: str, leaves: tuple[str, tuple[str, ...]] | None = None) -> bool:
+    """Register *name* with its ``__init__`` deferred; False if it is already imported or not installed.
+
+    *leaves* = (submodule, names): those names of that submodule are bound in the package at once; when the
+    submodule or a name is missing (another version of the package) nothing is deferred and False returned.
+    """
     if name in sys.modules:
         return False
     spec = importlib.util.find_spec(name)
@@ -57,10 +73,23 @@ def defer_package_init(name: str) -> bool:
     if name == "kafka":
         logging.getLogger("kafka").addHandler(logging.NullHandler())
     sys.modules[name] = module
+    if leaves is not None:
+        submodule, names = leaves
+        try:
+            found = importlib.import_module(submodule)
+            bound = {attribute: getattr(found, attribute) for attribute in names}
+        except (ImportError, AttributeError):
+            for registered in (submodule, name):
+                sys.modules.pop(registered, None)
+            return False
+        vars(module).update(bound)
     return True
 
 
 def defer_client_packages() -> None:
-    """Defer the ``__init__`` of every package in ``DEFERRED`` (the broker program calls it first thing)."""
+    """Defer the ``__init__`` of every package in ``DEFERRED`` and ``DEFERRED_WITH_LEAVES`` (the broker program
+    calls it first thing)."""
     for name in DEFERRED:
         defer_package_init(name)
+    for name, leaves in DEFERRED_WITH_LEAVES.items():
+        defer_package_init(name, leaves)

@@ -2,8 +2,9 @@
 
 ``python -X importtime -m broker_sim`` lists every module the process imports on stderr; the broker is stopped
 once it accepts a TCP connection, so the list is what a start costs. Clients (kafka-python's and aiokafka's
-admin client, consumer, producer, network), Prometheus, ZooKeeper, the Schema Registry and TLS load only when
-asked for (``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``).
+admin client, consumer, producer, network), crc32c's ``__init__`` (it reads its version from the installed
+metadata), Prometheus, ZooKeeper, the cluster member, the Schema Registry and TLS load only when asked for
+(``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``).
 """
 from __future__ import annotations
 
@@ -32,12 +33,15 @@ NOT_AT_START = {
     "kazoo": "ZooKeeper: cluster mode only",
     "broker_sim.controller.zk_store": "cluster mode only",
     "broker_sim.controller.zk_controller": "cluster mode only",
+    "broker_sim.server.cluster_member": "cluster mode only (a replica's leader/follower changes)",
     "broker_sim.server.schema_registry": "only with schema.registry.listeners",
     "broker_sim.registry": "the Schema Registry's modules",
     "broker_sim.security.tls": "only with SSL / SASL_SSL listeners",
     "broker_sim.local": "the local cluster launcher",
     "broker_sim.testing": "the test harness",
     "broker_sim.bench": "the benchmarks",
+    "importlib.metadata": "crc32c's __init__ reads its __version__ from the installed metadata (lazy_packages.py)",
+    "crc32c._cli": "crc32c's command line, imported by its __init__",
 }
 
 
@@ -109,6 +113,36 @@ def _python(code: str) -> subprocess.CompletedProcess:
 
 def test_the_deferred_packages_are_whole_once_something_asks_for_what_their_init_defines():
     done = _python(DEFERRED_THEN_USED)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-2000:]
+
+
+DEFERRED_CRC32C = """
+import sys
+from broker_sim.lazy_packages import defer_client_packages
+defer_client_packages()
+import crc32c._crc32c as compiled
+from crc32c import crc32c
+assert crc32c is compiled.crc32c and crc32c(b"123456789") == 0xE3069283, crc32c
+import kafka.record.util  # kafka-python's record CRC takes the compiled function too
+assert kafka.record.util.crc32c_c is compiled.crc32c
+assert "importlib.metadata" not in sys.modules and "crc32c._cli" not in sys.modules, "crc32c's __init__ ran"
+import crc32c as package
+import importlib.metadata
+assert package.__version__ == importlib.metadata.version("crc32c"), package.__version__
+assert package.crc32c is compiled.crc32c and "__getattr__" not in vars(package)
+assert package.CRC32CHash(b"123456789").checksum == 0xE3069283
+from broker_sim.lazy_packages import defer_package_init
+assert "xml" not in sys.modules
+assert defer_package_init("xml", ("xml.no_such_leaf", ("x",))) is False  # another version: not deferred at all
+assert "xml" not in sys.modules
+import xml.dom.minidom
+assert xml.dom.minidom.parseString("<a/>").documentElement.tagName == "a"
+print("ok")
+"""
+
+
+def test_crc32c_serves_its_compiled_function_without_its_init_which_reads_the_installed_metadata():
+    done = _python(DEFERRED_CRC32C)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-2000:]
 
 

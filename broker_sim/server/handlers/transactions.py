@@ -25,8 +25,8 @@ from kafka.protocol.producer import (
 )
 
 from broker_sim.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset
+from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
 from broker_sim.coordinator.txn.state import parse_state
-from broker_sim.server.cluster_member import INTERNAL_TOPICS
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.access import Access
 
@@ -119,7 +119,8 @@ class TransactionApis:
         if not self._txn_allowed(ctx, transactional_id):
             return dict.fromkeys(partitions, TXN_AUTHORIZATION_FAILED)
         denied = {t for t, _ in partitions
-                  if t in INTERNAL_TOPICS or not self._access.allowed(ctx, access.WRITE, access.TOPIC, t)}
+                  if t in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+                  or not self._access.allowed(ctx, access.WRITE, access.TOPIC, t)}
         if denied:
             return {(t, p): TOPIC_AUTHORIZATION_FAILED if t in denied else OPERATION_NOT_ATTEMPTED
                     for t, p in partitions}
