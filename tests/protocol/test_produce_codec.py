@@ -59,7 +59,7 @@ requests = st.tuples(
     TEXT, INT32)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(requests)
 def test_every_version_decodes_as_kafka_python_decodes(request):
     version, transactional_id, acks, timeout_ms, topics, client_id, correlation_id = request
@@ -70,7 +70,7 @@ def test_every_version_decodes_as_kafka_python_decodes(request):
     assert isinstance(fast.topic_data[0].partition_data[0].records, memoryview) if topics and topics[0][1] else True
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requests, st.data())
 def test_a_damaged_frame_is_decoded_as_kafka_python_decodes_it_or_left_to_it(request, data):
     """Cut, extended or with bytes overwritten: whenever the fast decode answers, kafka-python decodes the same
@@ -154,7 +154,7 @@ def _answers(draw_topics, version):
     return ours, theirs
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(VERSIONS, INT32, INT32, st.lists(st.tuples(TEXT, st.lists(st.tuples(
     INT32, INT16, INT64, INT64, INT64, st.none() | TEXT, st.lists(st.tuples(INT32, st.none() | TEXT), max_size=3)),
     max_size=3)), max_size=3))
