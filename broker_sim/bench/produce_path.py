@@ -7,6 +7,8 @@ of ``--warmup`` requests is not counted; then the best of ``--chunks`` chunks of
 ``time.process_time`` (the least disturbed chunk: this machine is shared).  It isolates the broker's own work
 from the network and the client, which vary far more than it does: run it from two checkouts in turn to compare
 them (``PYTHONPATH=<checkout> python -m broker_sim.bench.produce_path``); it measures the code it is run from.
+``--wire``: the requests are pre-encoded frames (ProduceRequest v9, as librdkafka and confluent-kafka send) handed
+to the broker's ``Dispatcher`` instead, so the figure adds the request's decode and the response's encode.
 
 Prints one JSON document: ``{"workload": {...}, "us_per_request": ..., "requests_per_s": ...,
 "records_per_s": ..., "chunks_us_per_request": [...]}``.  Never fails a build (exit 2 only for bad options).
@@ -33,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=positive_int, default=500, help="requests before timing (default 500)")
     parser.add_argument("--records-per-batch", type=positive_int, default=10, help="records per request (default 10)")
     parser.add_argument("--value-bytes", type=positive_int, default=100, help="bytes per record value (default 100)")
+    parser.add_argument("--wire", action="store_true",
+                        help="frames through the dispatcher (decode, handler, encode) instead of request objects")
     return parser
 
 
@@ -47,7 +51,7 @@ def _batch(records: int, value_bytes: int) -> bytes:
 
 
 async def _measure(data_dir: Path, args) -> list[float]:
-    from kafka.protocol.producer import ProduceRequest
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
     from broker_sim.config import BrokerConfig
     from broker_sim.controller.metadata import TopicInfo
@@ -68,16 +72,38 @@ async def _measure(data_dir: Path, args) -> list[float]:
         return ProduceRequest[9](transactional_id=None, acks=acks, timeout_ms=30_000, topic_data=[
             ProduceRequest.TopicProduceData(name="bench", partition_data=[partition_data(index=0, records=records)])])
 
+    handle = api.produce
+    if args.wire:  # the same requests as frames, through the dispatcher (every other API's handler is unused)
+        from broker_sim.protocol.apis import APIS
+        from broker_sim.server.dispatch import Dispatcher
+
+        dispatcher = Dispatcher({key: api.produce for key in APIS})
+        connection = SimpleNamespace(inter_broker=False, principal="User:ANONYMOUS", authenticator=None,
+                                     listener="PLAINTEXT", peer="bench")
+        frames = {}
+        for acks in (1, -1):
+            built = request(acks)
+            built.with_header(correlation_id=1, client_id="bench-produce-path")
+            frames[acks] = bytes(built.encode(header=True, framed=False))
+
+        def request(acks: int):  # noqa: F811 - the frame of the same request
+            return frames[acks]
+
+        async def handle(_ctx, frame):  # noqa: F811
+            return await dispatcher.handle(connection, frame)
+
     try:
         for i in range(args.warmup):
-            await api.produce(ctx, request(1 if i % 2 else -1))
+            await handle(ctx, request(1 if i % 2 else -1))
         chunks = []
         for _ in range(args.chunks):
             requests = [request(1 if i % 2 else -1) for i in range(args.chunk)]
             start = time.process_time()
             for r in requests:
-                response = await api.produce(ctx, r)
+                response = await handle(ctx, r)
             chunks.append((time.process_time() - start) / args.chunk)
+            if args.wire:
+                response = ProduceResponse.decode(response[0][4:], version=9, header=True)
             code = response.responses[0].partition_responses[0].error_code
             if code:
                 raise RuntimeError(f"produce answered error code {code}")
@@ -92,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         chunks = asyncio.run(_measure(Path(data_dir), args))
     best = min(chunks)
     print(json.dumps({
-        "workload": {"chunk": args.chunk, "chunks": args.chunks, "warmup": args.warmup,
+        "workload": {"wire": args.wire, "chunk": args.chunk, "chunks": args.chunks, "warmup": args.warmup,
                      "records_per_batch": args.records_per_batch, "value_bytes": args.value_bytes,
                      "acks": "alternating 1 and -1", "clock": "process_time, best chunk",
                      "python": sys.version.split()[0]},

@@ -4,6 +4,9 @@ Theory of operation: ``Dispatcher.handle`` peeks the fixed start of the
 request header, finds the API's row in ``broker_sim.protocol.apis.APIS``,
 decodes the request with kafka-python's schema class, awaits the bound
 handler and encodes its answer on the request's version and correlation id.
+Produce, the hot path, is read and answered by ``protocol.produce_codec``
+without kafka-python's objects when the request is the plain case (anything
+irregular falls back to kafka-python's decoder, so it is refused as before).
 
 Kafka's rules for requests it cannot serve, which clients depend on:
 * ApiVersions of a version the broker does not know is answered in the v0
@@ -32,6 +35,7 @@ from kafka.protocol.api_key import ApiKey
 
 from broker_sim.protocol.apis import APIS, api_versions_response
 from broker_sim.protocol.framing import FrameError, peek_header
+from broker_sim.protocol.produce_codec import ProduceAnswer, decode_request as decode_produce
 from broker_sim.protocol.validation import check_not_null
 from broker_sim.security.quotas import REQUEST as REQUEST_PERCENTAGE
 from broker_sim.security.sasl import AuthenticationFailed, IllegalSaslState
@@ -44,6 +48,7 @@ UNSUPPORTED_VERSION = 35
 _SIZE = struct.Struct(">i")
 # what a SASL listener serves before authentication completes (Kafka's SaslServerAuthenticator)
 SASL_EXCHANGE = frozenset((int(ApiKey.ApiVersions), int(ApiKey.SaslHandshake), int(ApiKey.SaslAuthenticate)))
+PRODUCE = int(ApiKey.Produce)
 
 
 async def _timed(coroutine):
@@ -123,11 +128,15 @@ class Dispatcher:
                 return [self._encode(api_versions_response(0, UNSUPPORTED_VERSION), 0, correlation_id)]
             raise CloseConnection(f"unsupported version {version} of {spec.key.name} "
                                   f"(supported {spec.min_version}-{spec.max_version})")
-        try:
-            request = spec.request.decode(frame, version=version, header=True)
-            check_not_null(request, version)
-        except Exception as exc:  # any decode failure means a malformed body
-            raise CloseConnection(f"malformed {spec.key.name} v{version} request: {exc!r}") from None
+        # a plain produce request is read without kafka-python's schema objects; anything else (and any
+        # irregular produce request) is decoded by kafka-python, as before
+        request = decode_produce(frame, version) if api_key == PRODUCE else None
+        if request is None:
+            try:
+                request = spec.request.decode(frame, version=version, header=True)
+                check_not_null(request, version)
+            except Exception as exc:  # any decode failure means a malformed body
+                raise CloseConnection(f"malformed {spec.key.name} v{version} request: {exc!r}") from None
         client_id = request.header.client_id
         if (self.inter_broker is not None and not connection.inter_broker
                 and self.inter_broker_listener in (None, connection.listener)
@@ -175,6 +184,8 @@ class Dispatcher:
 
     @staticmethod
     def _encode(response, version: int, correlation_id: int) -> bytes:
+        if type(response) is ProduceAnswer:  # written directly (produce_codec)
+            return response.encode(version, correlation_id)
         response.API_VERSION = version  # before with_header: kafka-python's setter touches the header
         response.with_header(correlation_id=correlation_id)
         return bytes(response.encode(header=True, framed=True))

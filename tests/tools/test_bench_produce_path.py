@@ -20,3 +20,10 @@ def test_bad_options_exit_2_naming_the_option(capsys):
         produce_path.main(["--chunks", "0"])
     assert exit_info.value.code == 2
     assert "--chunks" in capsys.readouterr().err
+
+
+def test_the_wire_variant_sends_frames_through_the_dispatcher_and_checks_each_answer(capsys):
+    assert produce_path.main(["--wire", "--chunks", "2", "--chunk", "50", "--warmup", "10"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["workload"]["wire"] is True
+    assert report["us_per_request"] == min(report["chunks_us_per_request"]) > 0

@@ -10,21 +10,21 @@ validation, the acks=-1 wait) and answers each partition with a value.  The
 request's record bytes count against the client's producer_byte_rate quota.
 acks=0 has no response to carry an error: a failed partition closes the
 connection instead, so the client notices (as Kafka).
+The answer is a ``protocol.produce_codec.ProduceAnswer``, which the dispatcher encodes without kafka-python's
+schema objects; the request is whatever the dispatcher decoded (``produce_codec.ProduceRequest`` for the plain
+case, kafka-python's ProduceRequest otherwise): both have the attributes read here.
 """
 from __future__ import annotations
 
 import kafka.errors as Errors
-from kafka.protocol.producer import ProduceResponse
 
+from broker_sim.protocol.produce_codec import PartitionAnswer, ProduceAnswer, RecordErrorAnswer, TopicAnswer
 from broker_sim.replication.replica_manager import ProduceResult
 from broker_sim.security.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from broker_sim.server.handlers.access import TOPIC, TXN, WRITE, Access
 from broker_sim.server.network import CloseConnection
 from broker_sim.storage.batch import decode_header
 
-TopicResponse = ProduceResponse.TopicProduceResponse
-PartitionResponse = TopicResponse.PartitionProduceResponse
-RecordError = PartitionResponse.BatchIndexAndErrorMessage
 
 
 class ProduceApi:
@@ -68,18 +68,16 @@ class ProduceApi:
                 code, message, base_offset, log_append_time, log_start_offset, record_errors = denied or next(results)
                 if code:
                     failed = failed or f"{topic.name}-{data.index}: {message}"
-                partitions.append(PartitionResponse(
-                    index=data.index, error_code=code, base_offset=base_offset, log_append_time_ms=log_append_time,
-                    log_start_offset=log_start_offset, error_message=message,
-                    record_errors=[RecordError(batch_index=i, batch_index_error_message=m) for i, m in record_errors]
-                    if record_errors else []))
-            responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
+                partitions.append(PartitionAnswer(
+                    data.index, code, base_offset, log_append_time, log_start_offset, message,
+                    [RecordErrorAnswer(i, m) for i, m in record_errors] if record_errors else []))
+            responses.append(TopicAnswer(topic.name, partitions))
         throttle = _throttle(self._quotas, ctx, request)
         if request.acks == 0:
             if failed:
                 raise CloseConnection(f"acks=0 produce failed: {failed}")
             return None
-        return ProduceResponse(responses=responses, throttle_time_ms=throttle)
+        return ProduceAnswer(responses, throttle)
 
 
 def _has_transactional_batches(request) -> bool:
