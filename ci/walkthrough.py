@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -140,11 +141,18 @@ def read_output(bootstrap: str, isolation: str) -> Counter:
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
-                             group_id=None, consumer_timeout_ms=3000)
+                             group_id=None)
     partitions = [TopicPartition(OUTPUT, p) for p in sorted(consumer.partitions_for_topic(OUTPUT) or ())]
     consumer.assign(partitions)
     consumer.seek_to_beginning(*partitions)
-    found = Counter((r.key.decode(), int(r.value)) for r in consumer)
+    ends = consumer.end_offsets(partitions)   # read_committed: the last stable offsets
+    found: Counter = Counter()
+    deadline = time.monotonic() + 60
+    while any(consumer.position(tp) < ends[tp] for tp in partitions):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"read {[consumer.position(tp) for tp in partitions]} of {ends} in 60 s")
+        for records in consumer.poll(timeout_ms=500).values():
+            found.update((r.key.decode(), int(r.value)) for r in records)
     consumer.close()
     return found
 

@@ -84,10 +84,11 @@ def test_typed_avro_pipeline_survives_driver_crashes_with_exact_output(pylog_bro
     markers = tmp_path / "markers"
     markers.mkdir()
 
-    # after batch 2's transactions are committed and its sink log entry COMPLETED, before Spark's own commit
-    # log has it: the restart re-runs batch 2, whose output must not appear twice (the INTENT-roll-forward and
-    # task-crash points are tests/spark/test_sink_faults.py's)
-    _crash(bootstrap, registry_url, checkpoint, markers, "after_completed:2")
+    # after batch 1's transactions are committed and its sink log entry COMPLETED, before Spark's own commit
+    # log has it: the restart re-runs batch 1, which emits the windows batch 0's 20 s of readings closed, and
+    # that output must not appear twice (the INTENT-roll-forward and task-crash points are
+    # tests/spark/test_sink_faults.py's)
+    _crash(bootstrap, registry_url, checkpoint, markers, "after_completed:1")
     code, err = finish(_start(bootstrap, registry_url, checkpoint))
     assert code == 0, err[-3000:]
 

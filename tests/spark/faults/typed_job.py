@@ -27,7 +27,7 @@ def main() -> int:
     spark.sparkContext.setLogLevel("ERROR")
     readings = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", source_topic).option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", "20").option("valueFormat", "avro")
+                .option("maxOffsetsPerTrigger", "40").option("valueFormat", "avro")
                 .option("schema.registry.url", registry).load()
                 .select("value.*"))
     from pyspark.sql import functions as F
