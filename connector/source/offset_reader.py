@@ -11,11 +11,9 @@ dicts. Every call is retried ``fetchOffset.numRetries`` times with fresh
 connections, as Spark does.
 
 The driver's Python worker thus loads only kafka-python's protocol messages
-and error codes, never its admin client, consumer or network stack: kafka's
-``__init__`` (which imports them all, ~0.2 s of every query's first offset
-lookup) is deferred (``broker_sim.lazy_packages``) before the first import
-of anything of ``kafka``, and runs only if something of the process asks
-for a client.
+and error codes, never its admin client, consumer or network stack (~0.2 s
+of every query's first offset lookup): ``connector.source`` defers kafka's
+``__init__``, which imports them all.
 
 Before its first connection, the reader spends at most ``bootstrapTimeoutMs``
 on a plain TCP connect to ``kafka.bootstrap.servers``
@@ -35,20 +33,16 @@ import logging
 import time
 from typing import Callable, Iterable, Mapping, TypeVar
 
-from broker_sim.lazy_packages import defer_package_init
-
-defer_package_init("kafka")  # before anything imports kafka.*: its __init__ would load the clients (see above)
-
-from broker_sim.protocol.client import split_address  # noqa: E402 - after the deferral
-from connector.error_codes import (  # noqa: E402
+from broker_sim.protocol.client import split_address
+from connector.error_codes import (
     AUTHORIZATION_FAILURES,
     GROUP_AUTHORIZATION_FAILED,
     error_name,
     refused,
     retriable,
 )
-from connector.errors import PylogAuthorizationError  # noqa: E402
-from connector.options import (  # noqa: E402
+from connector.errors import PylogAuthorizationError
+from connector.options import (
     BOUND_EARLIEST,
     BOUND_GROUP,
     BOUND_LATEST,
@@ -58,14 +52,14 @@ from connector.options import (  # noqa: E402
     OffsetBound,
     SourceOptions,
 )
-from connector.source.offsets import (  # noqa: E402
+from connector.source.offsets import (
     PartitionOffsets,
     TopicPartition,
     describe,
     parse_group_metadata,
     unconfirmed_ranges,
 )
-from connector.wire import (  # noqa: E402
+from connector.wire import (
     COORDINATOR_GROUP,
     BootstrapUnreachable,
     BrokerConnection,
