@@ -301,7 +301,8 @@ class OffsetReader:
                                 "default.api.timeout.ms")
             else:
                 reached = check_bootstrap(self.options.bootstrap_servers, self.options.bootstrap_timeout_ms)
-                check_login(reached, self.options.client_kwargs)
+                check_login(reached, self.options.client_kwargs,
+                            int(self.options.client_kwargs.get("request_timeout_ms", 30_000)) / 1000)
                 self._reached = True
             self._cluster = _Cluster(self.options)
         return self._cluster
@@ -336,9 +337,15 @@ class OffsetReader:
             except Exception as exc:  # any client failure: retry with fresh connections, as Spark does
                 if attempt == attempts:
                     unreachable = self._unreachable(exc)
-                    if unreachable is None:
-                        raise
-                    raise unreachable from exc
+                    if unreachable is not None:
+                        raise unreachable from exc
+                    if isinstance(exc, BrokerUnavailable) and isinstance(exc.__cause__, TimeoutError):
+                        raise TimeoutError(
+                            f"Kafka offsets lookup failed after fetchOffset.numRetries={attempts} attempts: {exc} "
+                            f"(each request waits kafka.request.timeout.ms="
+                            f"{self.options.client_kwargs.get('request_timeout_ms', 30_000)}, each attempt "
+                            f"retries for default.api.timeout.ms={int(DEFAULT_API_TIMEOUT_S * 1000)})") from exc
+                    raise
                 log.warning("Error in attempt %d getting Kafka offsets: %r", attempt, exc)
                 self.close()
                 time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
