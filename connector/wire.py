@@ -8,6 +8,11 @@ when configured and negotiates versions once with ApiVersions. Fetch responses
 keep their ``records`` field as bytes, which the caller hands straight to aiokafka's compiled record-batch reader: no
 consumer, no per-record Python objects in between, no background threads.
 
+The source's driver (``connector.source.offset_reader``) uses it for its
+offset lookups and group commits: Metadata of several topics or all of them,
+ListOffsets of many partitions, FindCoordinator, OffsetFetch and OffsetCommit
+(as a client outside the group: generation -1, no member id).
+
 The sink's tasks and driver use the same connection for Produce (record
 batches built elsewhere, sent as bytes), InitProducerId, FindCoordinator and the
 transaction APIs AddPartitionsToTxn and EndTxn; the request helpers return
