@@ -8,6 +8,11 @@ when configured and negotiates versions once with ApiVersions. Fetch responses
 keep their ``records`` field as bytes, which the caller hands straight to aiokafka's compiled record-batch reader: no
 consumer, no per-record Python objects in between, no background threads.
 
+The source's driver (``connector.source.offset_reader``) uses it for its
+offset lookups and group commits: Metadata of several topics or all of them,
+ListOffsets of many partitions, FindCoordinator, OffsetFetch and OffsetCommit
+(as a client outside the group: generation -1, no member id).
+
 The sink's tasks and driver use the same connection for Produce (record
 batches built elsewhere, sent as bytes), InitProducerId, FindCoordinator and the
 transaction APIs AddPartitionsToTxn and EndTxn; the request helpers return
@@ -40,7 +45,7 @@ import socket
 import ssl
 import time
 
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest
@@ -59,6 +64,9 @@ _HIGHEST = {FetchRequest.API_KEY: 12, ListOffsetsRequest.API_KEY: 7, MetadataReq
 _LOWEST = {FetchRequest.API_KEY: 4, ListOffsetsRequest.API_KEY: 1, MetadataRequest.API_KEY: 1,
            ProduceRequest.API_KEY: 3, InitProducerIdRequest.API_KEY: 0, FindCoordinatorRequest.API_KEY: 1,
            AddPartitionsToTxnRequest.API_KEY: 0, EndTxnRequest.API_KEY: 0}
+# The source driver's group requests (OffsetFetch v8+ batches groups, OffsetCommit v2 is the oldest Kafka 4 takes).
+_HIGHEST.update({OffsetFetchRequest.API_KEY: 7, OffsetCommitRequest.API_KEY: 8})
+_LOWEST.update({OffsetFetchRequest.API_KEY: 1, OffsetCommitRequest.API_KEY: 2})
 COORDINATOR_GROUP, COORDINATOR_TRANSACTION = 0, 1
 
 
@@ -179,6 +187,78 @@ class BrokerConnection:
                     partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])]))
         answer = response.topics[0].partitions[0]
         return answer.error_code, answer.offset
+
+    def cluster_metadata(self, topics: list[str] | None):
+        """(brokers {node id: (host, port)}, the response's topic entries) for ``topics``, or every topic the
+        broker lets the client describe when None; never creates a topic."""
+        version = self.version(MetadataRequest)
+        names = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+        fields = dict(topics=names)
+        if version >= 4:
+            fields["allow_auto_topic_creation"] = False
+        if version >= 8:
+            fields["include_topic_authorized_operations"] = False
+        response = self.call(MetadataRequest[version](**fields))
+        return {b.node_id: (b.host, b.port) for b in response.brokers}, list(response.topics)
+
+    def list_offsets(self, timestamps: dict[tuple[str, int], int],
+                     isolation_level: int) -> dict[tuple[str, int], tuple[int, int]]:
+        """``{(topic, partition): (error code, offset)}`` of one ListOffsets for ``{(topic, partition): timestamp}``
+        (-2 earliest, -1 latest, else the first offset at or after the timestamp; -1 when there is none)."""
+        version = self.version(ListOffsetsRequest)
+        by_topic: dict[str, list] = {}
+        for (topic, partition), timestamp in timestamps.items():
+            by_topic.setdefault(topic, []).append(ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=partition, current_leader_epoch=-1, timestamp=timestamp))
+        response = self.call(ListOffsetsRequest[version](
+            replica_id=-1, isolation_level=isolation_level,
+            topics=[ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=p) for t, p in by_topic.items()]))
+        answers = {(topic.name, answer.partition_index): (answer.error_code, answer.offset)
+                   for topic in response.topics for answer in topic.partitions}
+        for key in timestamps:
+            answers.setdefault(key, (3, -1))  # UNKNOWN_TOPIC_OR_PARTITION: the broker left the partition out
+        return answers
+
+    def offset_fetch(self, group_id: str, partitions: list[tuple[str, int]]):
+        """(top-level error code, ``{(topic, partition): (error code, offset, metadata)}``) of the group's
+        committed offsets (offset -1: none)."""
+        version = self.version(OffsetFetchRequest)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        fields = dict(group_id=group_id, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+            name=t, partition_indexes=p) for t, p in by_topic.items()])
+        if version >= 7:
+            fields["require_stable"] = False
+        response = self.call(OffsetFetchRequest[version](**fields))
+        answers = {(topic.name, answer.partition_index): (answer.error_code, answer.committed_offset,
+                                                          answer.metadata or "")
+                   for topic in response.topics for answer in topic.partitions}
+        return (response.error_code if version >= 2 else 0), answers
+
+    def offset_commit(self, group_id: str,
+                      offsets: dict[tuple[str, int], tuple[int, str]]) -> dict[tuple[str, int], int]:
+        """``{(topic, partition): error code}`` of committing ``{(topic, partition): (offset, metadata)}`` to
+        ``group_id`` as a client outside the group (generation -1, no member id), as admin clients do."""
+        version = self.version(OffsetCommitRequest)
+        by_topic: dict[str, list] = {}
+        for (topic, partition), (offset, metadata) in offsets.items():
+            entry = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+            by_topic.setdefault(topic, []).append(entry(partition_index=partition, committed_offset=offset,
+                                                        committed_leader_epoch=-1, committed_metadata=metadata))
+        fields = dict(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                      topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=p)
+                              for t, p in by_topic.items()])
+        if version <= 4:
+            fields["retention_time_ms"] = -1
+        if version >= 7:
+            fields["group_instance_id"] = None
+        response = self.call(OffsetCommitRequest[version](**fields))
+        answers = {(topic.name, answer.partition_index): answer.error_code
+                   for topic in response.topics for answer in topic.partitions}
+        for key in offsets:
+            answers.setdefault(key, 3)
+        return answers
 
     def fetch(self, topic: str, partition: int, offset: int, *, isolation_level: int, max_wait_ms: int,
               max_bytes: int, partition_max_bytes: int):

@@ -22,6 +22,15 @@ records with confluent-kafka, then measure
   decoder into Arrow versus kafka-python's ``KafkaConsumer`` (assign + seek);
 * ``decode``: records/s decoding the same record-batch bytes with aiokafka's
   compiled reader versus kafka-python's pure-Python reader.
+
+Before/after in one run (``--pairs N --baseline-pythonpath DIR``): one broker
+and one produce, then ``N`` pairs of child processes, each a fresh Spark
+session measuring the headline (``--bootstrap``, ``--headline-only``): the
+child of a pair runs this file with ``PYTHONPATH`` set to ``DIR`` (say a clone
+of main) and then to ``--candidate-pythonpath`` (default: this checkout), so
+Spark's Python workers import that tree's connector. Each child's ratio is
+against the synthetic source measured in the same child; the JSON has every
+child's figures and the medians over the pairs.
 """
 from __future__ import annotations
 
@@ -50,30 +59,92 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3,
                         help="timed Spark reads per path (headline: median; batch figures: best)")
     parser.add_argument("--headline-only", action="store_true", help="measure only the streaming headline")
+    parser.add_argument("--bootstrap", help="a running broker whose topic 'bench' already holds --records records "
+                                            "(no broker is started, nothing is produced)")
+    parser.add_argument("--pairs", type=int, default=0,
+                        help="before/after: this many pairs of child runs, baseline then candidate (see above)")
+    parser.add_argument("--baseline-pythonpath", help="with --pairs: the tree the baseline children import")
+    parser.add_argument("--candidate-pythonpath", default=str(_ROOT),
+                        help="with --pairs: the tree the candidate children import (default: this checkout)")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.pairs and not args.baseline_pythonpath:
+        parser.error("--pairs needs --baseline-pythonpath")
 
     from broker_sim.server.broker import Broker
 
     result = {"records": args.records, "value_bytes": args.value_bytes, "partitions": args.partitions,
               "python": platform.python_version()}
+    if args.bootstrap:
+        result.update(_measure(args.bootstrap, args))
+        print(json.dumps(result, indent=2))
+        return 0
     with tempfile.TemporaryDirectory(prefix="pylog-bench-") as data_dir:
         with Broker(data_dir, host="127.0.0.1", port=0, config={"num.partitions": args.partitions}) as broker:
             bootstrap = broker.bootstrap_servers
             started = time.perf_counter()
             _produce(bootstrap, args.records, args.value_bytes, args.partitions)
             result["produce_seconds"] = round(time.perf_counter() - started, 2)
-            spark = _spark_session()
-            try:
-                result["headline"] = _stream_rates(spark, bootstrap, args)
-                if not args.headline_only:
-                    result["decode"] = _decode_rates(bootstrap)
-                    result["executor_fetch"] = _fetch_rates(bootstrap)
-                    result.update(_spark_rates(spark, bootstrap, args.records, args.rounds))
-            finally:
-                spark.stop()
+            if args.pairs:
+                result["pairs"] = _pairs(bootstrap, args)
+            else:
+                result.update(_measure(bootstrap, args))
     print(json.dumps(result, indent=2))
     return 0
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _measure(bootstrap: str, args) -> dict:
+    result = {}
+    spark = _spark_session()
+    try:
+        result["headline"] = _stream_rates(spark, bootstrap, args)
+        if not args.headline_only:
+            result["decode"] = _decode_rates(bootstrap)
+            result["executor_fetch"] = _fetch_rates(bootstrap)
+            result.update(_spark_rates(spark, bootstrap, args.records, args.rounds))
+    finally:
+        spark.stop()
+    return result
+
+
+def _pairs(bootstrap: str, args) -> dict:
+    """``args.pairs`` pairs of child runs (baseline tree, then candidate tree), each a fresh Spark session."""
+    import statistics
+    import subprocess
+
+    trees = {"baseline": os.path.abspath(args.baseline_pythonpath),
+             "candidate": os.path.abspath(args.candidate_pythonpath)}
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    child = [sys.executable, "-c", "import runpy, sys; sys.argv[0] = sys.argv[1]; del sys.argv[1]; "
+             "runpy.run_path(sys.argv[0], run_name='__main__')", os.path.abspath(__file__),
+             "--bootstrap", bootstrap, "--headline-only", "--rounds", str(args.rounds), "--records", str(args.records),
+             "--value-bytes", str(args.value_bytes), "--partitions", str(args.partitions)]
+    for _ in range(args.pairs):
+        for name, tree in trees.items():
+            env = {**os.environ, "PYTHONPATH": tree, "PYSPARK_PYTHON": sys.executable}
+            with tempfile.TemporaryDirectory(prefix="pylog-bench-child-") as cwd:
+                done = subprocess.run(child, env=env, cwd=cwd, capture_output=True, text=True, timeout=3600)
+            if done.returncode != 0:
+                raise RuntimeError(f"the {name} child failed ({done.returncode}): {done.stderr[-3000:]}")
+            headline = json.loads(done.stdout[done.stdout.index("{"):])["headline"]
+            runs[name].append({key: headline[key] for key in ("pylog_rows_per_s", "synthetic_arrow_rows_per_s",
+                                                              "ratio", "seconds", "query_durations_ms")})
+    summary = {}
+    for name, entries in runs.items():
+        summary[name] = {
+            "pythonpath": trees[name],
+            "median_ratio": round(statistics.median(e["ratio"] for e in entries), 3),
+            "median_pylog_rows_per_s": round(statistics.median(e["pylog_rows_per_s"] for e in entries)),
+            "median_synthetic_arrow_rows_per_s": round(statistics.median(e["synthetic_arrow_rows_per_s"]
+                                                                         for e in entries)),
+            "ratios": [e["ratio"] for e in entries],
+            "runs": entries,
+        }
+    return {"what": "pairs of child runs (baseline, candidate), each a fresh Spark session: the headline's ratio "
+                    "against the synthetic source of the same child", "pairs": args.pairs, **summary}
 
 
 def _produce(bootstrap: str, records: int, value_bytes: int, partitions: int) -> None:

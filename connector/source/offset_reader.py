@@ -1,21 +1,31 @@
 """The source driver's offset reader: partitions of the subscription, their offsets, and group offsets.
 
 Theory of operation: ``OffsetReader`` plays the part of Spark's
-``KafkaOffsetReaderAdmin``. It owns one kafka-python ``KafkaAdminClient``,
-created on first use (readers are pickled, clients are not), and answers in
-plain values: sorted ``(topic, partition)`` lists and ``{(topic, partition):
-offset}`` dicts. Every call is retried ``fetchOffset.numRetries`` times with
-a fresh client, as Spark does. It speaks only the Kafka protocol.
+``KafkaOffsetReaderAdmin`` with the connector's own framed client
+(``connector.wire.BrokerConnection``): Metadata through a bootstrap server,
+ListOffsets to each partition's leader, OffsetFetch and OffsetCommit to the
+group's coordinator (FindCoordinator). Its connections are opened on first
+use (readers are pickled, sockets are not) and it answers in plain values:
+sorted ``(topic, partition)`` lists and ``{(topic, partition): offset}``
+dicts. Every call is retried ``fetchOffset.numRetries`` times with fresh
+connections, as Spark does.
 
-Before its first client, the reader spends at most ``bootstrapTimeoutMs``
+The driver's Python worker thus loads only kafka-python's protocol messages
+and error codes, never its admin client, consumer or network stack (~0.2 s
+of every query's first offset lookup): ``connector.source`` defers kafka's
+``__init__``, which imports them all.
+
+Before its first connection, the reader spends at most ``bootstrapTimeoutMs``
 on a plain TCP connect to ``kafka.bootstrap.servers``
 (``connector.wire.check_bootstrap``): an address that refuses connections
 fails the query at once with the address and the reason, instead of after
 ``fetchOffset.numRetries`` rounds of the clients' own minute-long patience.
-Once a broker answered, brokers that go away get the Java clients' patience
-(default.api.timeout.ms, 60 s, ``connector.admin``) to accept connections
-again before each new client, and then fail the query with the same kind of
-message.
+Within an attempt, retriable failures (a broker gone, a leader or a
+coordinator moving: NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR, ...) are
+retried on fresh metadata and connections for the Java clients' patience,
+default.api.timeout.ms (60 s); brokers that went away get that long to
+accept connections again before each new connection, and then fail the
+query with the same kind of message as a wrong bootstrap address.
 """
 from __future__ import annotations
 
@@ -23,7 +33,15 @@ import logging
 import time
 from typing import Callable, Iterable, Mapping, TypeVar
 
-import connector.admin as admin
+from broker_sim.protocol.client import split_address
+from connector.error_codes import (
+    AUTHORIZATION_FAILURES,
+    GROUP_AUTHORIZATION_FAILED,
+    error_name,
+    refused,
+    retriable,
+)
+from connector.errors import PylogAuthorizationError
 from connector.options import (
     BOUND_EARLIEST,
     BOUND_GROUP,
@@ -41,11 +59,28 @@ from connector.source.offsets import (
     parse_group_metadata,
     unconfirmed_ranges,
 )
-from connector.errors import PylogAuthorizationError
-from connector.wire import BootstrapUnreachable, SecurityMisconfigured, check_bootstrap, check_login
+from connector.wire import (
+    COORDINATOR_GROUP,
+    BootstrapUnreachable,
+    BrokerConnection,
+    BrokerUnavailable,
+    SecurityMisconfigured,
+    check_bootstrap,
+    check_login,
+    sasl_login_for,
+    ssl_context_for,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+DEFAULT_API_TIMEOUT_S = 60.0  # the Java clients' default.api.timeout.ms: how long retriable errors are retried
+RETRIABLE_BACKOFF_S = 0.25
+EARLIEST, LATEST = -2, -1     # ListOffsets timestamps
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+class RetriableLookupError(Exception):
+    """A Kafka error code a retry on fresh metadata or a fresh coordinator can clear (``error_codes.retriable``)."""
 
 
 class NoMatchingOffsetError(ValueError):
@@ -53,19 +88,19 @@ class NoMatchingOffsetError(ValueError):
 
 
 class OffsetReader:
-    """Metadata, ListOffsets, OffsetFetch and OffsetCommit for one source, through KafkaAdminClient."""
+    """Metadata, ListOffsets, OffsetFetch and OffsetCommit for one source, through ``connector.wire``."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._admin = None
+        self._cluster = None
         self._reached = False   # a bootstrap server accepted a connection (check_bootstrap passed)
 
     def close(self) -> None:
-        if self._admin is not None:
+        if self._cluster is not None:
             try:
-                self._admin.close()
+                self._cluster.close()
             finally:
-                self._admin = None
+                self._cluster = None
 
     # -- partitions ---------------------------------------------------------
 
@@ -73,20 +108,20 @@ class OffsetReader:
         """The partitions the subscription covers now (new topics of a pattern, new partitions included)."""
         options = self.options
 
-        def lookup(admin):
-            if options.strategy == "subscribe":
-                described = admin.describe_topics(list(options.topics))
-            else:
-                described = admin.describe_topics(None)
+        def lookup(cluster: "_Cluster"):
+            named = list(options.topics) if options.strategy == "subscribe" else None
+            _, described = cluster.metadata(named)
             found = set()
             for topic in described:
-                if topic.get("error_code", 0) != 0 or topic.get("is_internal"):
+                if named is not None and topic.error_code in AUTHORIZATION_FAILURES:
+                    raise PylogAuthorizationError(f"Metadata for topic {topic.name} failed: "
+                                                  f"{refused(topic.error_code, options, topic.name)}")
+                if topic.error_code != 0 or getattr(topic, "is_internal", False):
+                    continue   # not there (yet): Spark's reader sees no partitions of it either
+                if not options.matches(topic.name):
                     continue
-                name = topic["name"]
-                if not options.matches(name):
-                    continue
-                for partition in topic.get("partitions", ()):
-                    found.add((name, int(partition["partition_index"])))
+                for partition in topic.partitions:
+                    found.add((topic.name, int(partition.partition_index)))
             if options.strategy == "assign":
                 found &= set(options.assigned)
             return sorted(found)
@@ -96,13 +131,11 @@ class OffsetReader:
     # -- offsets --------------------------------------------------------------
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
-        from kafka.protocol.consumer.offsets import OffsetSpec
-        return self._list_offsets({tp: OffsetSpec.EARLIEST for tp in partitions})
+        return self._list_offsets({tp: EARLIEST for tp in partitions})
 
     def latest(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
         """Latest offsets; under read_committed the last stable offset, so open transactions are not read."""
-        from kafka.protocol.consumer.offsets import OffsetSpec
-        return self._list_offsets({tp: OffsetSpec.LATEST for tp in partitions})
+        return self._list_offsets({tp: LATEST for tp in partitions})
 
     def by_timestamp(self, timestamps: dict[TopicPartition, int], *, starting: bool) -> PartitionOffsets:
         """First offset whose timestamp is >= the given one.
@@ -179,15 +212,22 @@ class OffsetReader:
         return result
 
     def _list_offsets(self, specs: dict) -> PartitionOffsets:
+        """ListOffsets of ``{(topic, partition): timestamp}``, one request per leader."""
         if not specs:
             return {}
-        from kafka.structs import TopicPartition as KafkaTopicPartition
-        isolation = self.options.isolation_level.upper()
+        isolation = 1 if self.options.isolation_level == "read_committed" else 0   # 1: the last stable offset
 
-        def lookup(admin):
-            answer = admin.list_partition_offsets(
-                {KafkaTopicPartition(t, p): spec for (t, p), spec in specs.items()}, isolation_level=isolation)
-            return {(tp.topic, tp.partition): int(result.offset) for tp, result in answer.items()}
+        def lookup(cluster: "_Cluster"):
+            found = {}
+            for connection, timestamps in cluster.by_leader(sorted(specs), specs).items():
+                for tp, (code, offset) in connection.list_offsets(timestamps, isolation).items():
+                    if code in AUTHORIZATION_FAILURES:
+                        raise PylogAuthorizationError(f"ListOffsets of {tp[0]} failed: "
+                                                      f"{refused(code, self.options, tp[0])}")
+                    if code != 0:
+                        raise _failed(code, f"ListOffsets of {describe(tp)}")
+                    found[tp] = int(offset)
+            return found
 
         return self._with_retries(lookup)
 
@@ -200,14 +240,26 @@ class OffsetReader:
     def group_commits(self, partitions: Iterable[TopicPartition],
                       group_id: str | None = None) -> dict[TopicPartition, tuple[int, str]]:
         """(offset, metadata) the group (default: the options' group) committed for each of ``partitions``."""
-        from kafka.structs import TopicPartition as KafkaTopicPartition
-        wanted = [KafkaTopicPartition(t, p) for t, p in partitions]
+        wanted = sorted(partitions)
         group = group_id or self.options.group_id
 
-        def lookup(admin):
-            answer = admin.list_group_offsets({group: wanted}).get(group, {})
-            return {(tp.topic, tp.partition): (int(meta.offset), meta.metadata or "") for tp, meta in answer.items()
-                    if meta is not None and meta.offset is not None and meta.offset >= 0}
+        def lookup(cluster: "_Cluster"):
+            code, answers = cluster.coordinator(group).offset_fetch(group, wanted)
+            codes = [code] + [answer[0] for answer in answers.values()]
+            refusal = next((c for c in codes if c in AUTHORIZATION_FAILURES), None)
+            if refusal is not None:
+                topics = sorted({t for (t, _), answer in answers.items() if answer[0] == refusal})
+                raise PylogAuthorizationError(
+                    f"OffsetFetch failed: {refused(refusal, self.options, topics[0] if len(topics) == 1 else None)}")
+            if code != 0:   # the group's coordinator moved, is loading, ...: find it again
+                cluster.forget_coordinator(group)
+                raise _failed(code, f"OffsetFetch of group '{group}'")
+            for tp, (failure, _, _) in sorted(answers.items()):
+                if failure not in (0, _UNKNOWN_TOPIC_OR_PARTITION) and retriable(failure):
+                    raise _failed(failure, f"OffsetFetch of {describe(tp)} in group '{group}'")
+            # any other error of a partition (its topic gone, ...): the group has no usable commit for it
+            return {tp: (int(offset), metadata) for tp, (failure, offset, metadata) in answers.items()
+                    if failure == 0 and offset >= 0}
 
         return self._with_retries(lookup)
 
@@ -215,64 +267,93 @@ class OffsetReader:
                              metadata: Mapping[TopicPartition, str] | None = None) -> None:
         """Commit ``offsets`` (with each partition's ``metadata`` string) to ``group_id`` as a non-member
         (generation -1, no member id); raises on failure."""
-        from kafka.structs import OffsetAndMetadata
-        from kafka.structs import TopicPartition as KafkaTopicPartition
         metadata = metadata or {}
-        payload = {KafkaTopicPartition(t, p): OffsetAndMetadata(o, metadata.get((t, p), ""), None)
-                   for (t, p), o in offsets.items()}
+        payload = {tp: (offset, metadata.get(tp, "")) for tp, offset in offsets.items()}
         if not payload:
             return
-        answer = self._admin_client().alter_group_offsets(group_id, payload)
-        failed = {f"{tp.topic}-{tp.partition}": error.__name__ for tp, error in answer.items()
-                  if getattr(error, "errno", 0) != 0}
-        if failed:
-            raise RuntimeError(f"OffsetCommit to group '{group_id}' failed: {failed}")
+
+        def commit(cluster: "_Cluster"):
+            answers = cluster.coordinator(group_id).offset_commit(group_id, payload)
+            codes = {code for code in answers.values() if code != 0}
+            refusals = codes & set(AUTHORIZATION_FAILURES)
+            if refusals:
+                code = GROUP_AUTHORIZATION_FAILED if GROUP_AUTHORIZATION_FAILED in refusals else min(refusals)
+                topics = sorted({t for t, _ in payload})
+                raise PylogAuthorizationError(f"OffsetCommit to group {group_id} failed: "
+                                              f"{refused(code, self.options, topics[0] if len(topics) == 1 else None)}")
+            if any(retriable(code) for code in codes):
+                cluster.forget_coordinator(group_id)
+                raise _failed(min(c for c in codes if retriable(c)), f"OffsetCommit to group '{group_id}'")
+            if codes:
+                failed = {describe(tp): error_name(code) for tp, code in sorted(answers.items()) if code != 0}
+                raise RuntimeError(f"OffsetCommit to group '{group_id}' failed: {failed}")
+
+        # one attempt's patience, no fetchOffset retries: the stream reader logs a failed commit and goes on
+        self._patiently(commit, f"an OffsetCommit to group '{group_id}'")
 
     # -- plumbing -----------------------------------------------------------------
 
-    def _admin_client(self):
-        if self._admin is None:
+    def _connected(self) -> "_Cluster":
+        if self._cluster is None:
             if self._reached:
-                # A new client after a failure: kafka-python would hang ~30 s per attempt on brokers that refuse
-                # connections and then say only "Unable to bootstrap"; give them the Java clients' patience.
-                check_bootstrap(self.options.bootstrap_servers, int(admin.DEFAULT_API_TIMEOUT_S * 1000),
+                # New connections after a failure: brokers that refuse them get the Java clients' patience.
+                check_bootstrap(self.options.bootstrap_servers, int(DEFAULT_API_TIMEOUT_S * 1000),
                                 "default.api.timeout.ms")
             else:
                 reached = check_bootstrap(self.options.bootstrap_servers, self.options.bootstrap_timeout_ms)
-                check_login(reached, self.options.client_kwargs)
+                check_login(reached, self.options.client_kwargs,
+                            int(self.options.client_kwargs.get("request_timeout_ms", 30_000)) / 1000)
                 self._reached = True
-            self._admin = admin.client(self.options, "pylog-source-driver")
-        return self._admin
+            self._cluster = _Cluster(self.options)
+        return self._cluster
 
-    def _with_retries(self, body: Callable[[object], T]) -> T:
-        """``body(admin)`` with Spark's fetchOffset retries around the Java consumer's own patience.
+    def _patiently(self, body: Callable[["_Cluster"], T], what: str) -> T:
+        """``body(cluster)``, retried on retriable failures with fresh connections for default.api.timeout.ms."""
+        deadline = time.monotonic() + DEFAULT_API_TIMEOUT_S
+        while True:
+            try:
+                return body(self._connected())
+            except (RetriableLookupError, BrokerUnavailable) as exc:
+                if isinstance(exc, BootstrapUnreachable) or time.monotonic() >= deadline:
+                    raise
+                log.info("retrying %s after a retriable error: %r", what, exc)
+                self.close()
+                time.sleep(RETRIABLE_BACKOFF_S)
+
+    def _with_retries(self, body: Callable[["_Cluster"], T]) -> T:
+        """``body(cluster)`` with Spark's fetchOffset retries around the Java consumer's own patience.
 
         Spark's attempts each call a Java consumer that itself retries retriable
-        errors (a leader moving, a broker down) for default.api.timeout.ms; the
-        kafka-python admin client fails at once, so each attempt here retries
-        those errors with a fresh client (fresh metadata) for that long.
+        errors (a leader moving, a broker down) for default.api.timeout.ms; so does
+        each attempt here (``_patiently``), and a failed attempt is retried with
+        fresh connections after fetchOffset.retryIntervalMs.
         """
         attempts = self.options.fetch_offset_num_retries
         for attempt in range(1, attempts + 1):
             try:
-                return admin.with_patience(lambda: body(self._admin_client()), "a Kafka offsets lookup",
-                                           on_retry=self.close)
+                return self._patiently(body, "a Kafka offsets lookup")
             except (NoMatchingOffsetError, BootstrapUnreachable, SecurityMisconfigured, PylogAuthorizationError):
                 raise   # retrying cannot help: the settings or the ACLs must change
-            except Exception as exc:  # any client failure: retry with a fresh client, as Spark does
+            except Exception as exc:  # any client failure: retry with fresh connections, as Spark does
                 if attempt == attempts:
                     unreachable = self._unreachable(exc)
-                    if unreachable is None:
-                        raise
-                    raise unreachable from exc
+                    if unreachable is not None:
+                        raise unreachable from exc
+                    if isinstance(exc, BrokerUnavailable) and isinstance(exc.__cause__, TimeoutError):
+                        raise TimeoutError(
+                            f"Kafka offsets lookup failed after fetchOffset.numRetries={attempts} attempts: {exc} "
+                            f"(each request waits kafka.request.timeout.ms="
+                            f"{self.options.client_kwargs.get('request_timeout_ms', 30_000)}, each attempt "
+                            f"retries for default.api.timeout.ms={int(DEFAULT_API_TIMEOUT_S * 1000)})") from exc
+                    raise
                 log.warning("Error in attempt %d getting Kafka offsets: %r", attempt, exc)
                 self.close()
                 time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
         raise AssertionError("unreachable")
 
     def _unreachable(self, exc: Exception) -> BootstrapUnreachable | None:
-        """After the last attempt: kafka-python says only "Unable to bootstrap" when the brokers are gone, so ask
-        the operating system why (``check_bootstrap``, no waiting); None when a bootstrap server answers."""
+        """After the last attempt: when the brokers are gone, ask the operating system why (``check_bootstrap``,
+        no waiting); None when a bootstrap server answers."""
         try:
             check_bootstrap(self.options.bootstrap_servers, 0)
         except BootstrapUnreachable as unreachable:
@@ -296,3 +377,114 @@ def _report_unconfirmed(group: str, committed: PartitionOffsets, metadata: dict)
         "starts at the group's committed offsets and reads them again. For an exact handoff stop queries with "
         "connector.stop_query(query, options).",
         group, run.get("run"), run.get("host"), run.get("pid"), listed, sum(r.size for r in ranges))
+
+
+def _failed(code: int, what: str) -> Exception:
+    """The error for Kafka error ``code`` of a request: ``RetriableLookupError`` when a retry can clear it."""
+    message = f"{what} failed: {error_name(code)}"
+    return RetriableLookupError(message) if retriable(code) else RuntimeError(message)
+
+
+class _Cluster:
+    """The driver's connections: one to a bootstrap server (Metadata), one per leader and coordinator.
+
+    Connections are made on first use and kept until ``close``; any failure makes the caller close them all
+    (``OffsetReader._patiently``), so a retry starts from fresh metadata, as Kafka's clients do.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        config = options.client_kwargs
+        self._options = options
+        self._timeout_s = int(config.get("request_timeout_ms", 30_000)) / 1000
+        self._client_id = str(config.get("client_id", "pylog-source-driver"))
+        self._ssl = ssl_context_for(config)
+        self._sasl = sasl_login_for(config)
+        self._bootstrap: BrokerConnection | None = None
+        self._nodes: dict[tuple[str, int], BrokerConnection] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._leaders: dict[TopicPartition, int] = {}
+        self._coordinators: dict[str, tuple[str, int]] = {}
+
+    def close(self) -> None:
+        connections = {id(c): c for c in [self._bootstrap, *self._nodes.values()] if c is not None}
+        self._bootstrap, self._nodes = None, {}
+        for connection in connections.values():
+            connection.close()
+
+    def _connect(self, host: str, port: int) -> BrokerConnection:
+        return BrokerConnection(host, port, timeout_s=self._timeout_s, client_id=self._client_id,
+                                ssl_context=self._ssl, sasl=self._sasl)
+
+    def _any(self) -> BrokerConnection:
+        """A connection to the first bootstrap server that takes one (in the order of kafka.bootstrap.servers)."""
+        if self._bootstrap is None:
+            last_error = None
+            for server in self._options.bootstrap_servers.split(","):
+                if not server.strip():
+                    continue
+                try:
+                    self._bootstrap = self._connect(*split_address(server))
+                    break
+                except BrokerUnavailable as exc:
+                    last_error = exc
+            else:
+                raise last_error or BrokerUnavailable("no bootstrap server configured")
+        return self._bootstrap
+
+    def node(self, host: str, port: int) -> BrokerConnection:
+        connection = self._nodes.get((host, port))
+        if connection is None:
+            bootstrap = self._bootstrap
+            if bootstrap is not None and bootstrap.address == f"{host}:{port}":
+                connection = bootstrap
+            else:
+                connection = self._connect(host, port)
+            self._nodes[(host, port)] = connection
+        return connection
+
+    def metadata(self, topics: list[str] | None):
+        """(brokers, topic entries) of a Metadata request; the partitions' leaders are kept for ``by_leader``."""
+        brokers, described = self._any().cluster_metadata(topics)
+        self._brokers = brokers
+        self._leaders.update({(topic.name, p.partition_index): p.leader_id for topic in described
+                              if topic.error_code == 0 for p in topic.partitions})
+        return brokers, described
+
+    def by_leader(self, partitions: list[TopicPartition], values: dict) -> dict[BrokerConnection, dict]:
+        """``values`` split by the connection to each partition's leader.
+
+        The leaders are those of this connection set's last Metadata (``partitions()`` just asked for them), or
+        of a new Metadata when one is unknown; a leader that moved answers NOT_LEADER_OR_FOLLOWER, and the retry
+        starts from fresh connections and metadata."""
+        codes: dict[str, int] = {}
+        if any(self._leaders.get(tp, -1) < 0 or self._leaders[tp] not in self._brokers for tp in partitions):
+            _, described = self.metadata(sorted({t for t, _ in partitions}))
+            codes = {topic.name: topic.error_code for topic in described}
+        brokers, leaders = self._brokers, self._leaders
+        grouped: dict[BrokerConnection, dict] = {}
+        for tp in partitions:
+            code = codes.get(tp[0], 0 if tp in leaders else _UNKNOWN_TOPIC_OR_PARTITION)
+            if code in AUTHORIZATION_FAILURES:
+                raise PylogAuthorizationError(f"Metadata for topic {tp[0]} failed: "
+                                              f"{refused(code, self._options, tp[0])}")
+            leader = leaders.get(tp, -1)
+            if leader < 0 or leader not in brokers:   # unknown partition or no leader yet: wait, as Kafka does
+                raise RetriableLookupError(f"{describe(tp)} has no leader ({error_name(code) if code else 'none'})")
+            grouped.setdefault(self.node(*brokers[leader]), {})[tp] = values[tp]
+        return grouped
+
+    def coordinator(self, group: str) -> BrokerConnection:
+        """The connection to ``group``'s coordinator (FindCoordinator through a bootstrap server)."""
+        address = self._coordinators.get(group)
+        if address is None:
+            code, _, host, port = self._any().find_coordinator(group, COORDINATOR_GROUP)
+            if code in AUTHORIZATION_FAILURES:
+                raise PylogAuthorizationError(f"FindCoordinator of group {group} failed: "
+                                              f"{refused(code, self._options)}")
+            if code != 0:
+                raise _failed(code, f"FindCoordinator of group '{group}'")
+            address = self._coordinators[group] = (host, port)
+        return self.node(*address)
+
+    def forget_coordinator(self, group: str) -> None:
+        self._coordinators.pop(group, None)

@@ -94,7 +94,7 @@ def test_the_stream_reader_carries_its_group_in_its_offsets_and_logs_offsets_beh
 
 def test_a_broker_gone_mid_stream_fails_the_driver_naming_the_address_and_the_refusal(pylog_broker_factory,
                                                                                       monkeypatch):
-    monkeypatch.setattr("connector.admin.DEFAULT_API_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("connector.source.offset_reader.DEFAULT_API_TIMEOUT_S", 1.0)
     broker = pylog_broker_factory()
     bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, "gone", partitions=1)
