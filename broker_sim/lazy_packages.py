@@ -20,10 +20,12 @@ deferred ``crc32c`` module gets that function bound from the compiled module its
 compiled module, not a package, is left alone.
 
 Only for a process whose code imports nothing of these packages but leaf modules (errors, protocol messages,
-record batches, the CRC function): the broker program (``broker_sim/cli.py``). A client module imported directly
-first (say ``aiokafka.client``, which imports ``__version__`` from its package) would run the ``__init__`` while
-it is itself half-imported, and the ``__init__`` imports it back: a circular ImportError. So tests, tools and the
-connector, which use the clients, never defer.
+record batches, the CRC function): the broker program (``broker_sim/cli.py``) defers all of them. A client module
+imported directly first (say ``aiokafka.client``, which imports ``__version__`` from its package) would run the
+``__init__`` while it is itself half-imported, and the ``__init__`` imports it back: a circular ImportError. The
+connector's source package defers ``kafka`` alone (its readers use protocol messages and record batches; a client,
+``from kafka import KafkaAdminClient``, still runs the ``__init__`` first): for kafka-python only ``kafka.cluster``
+imported first in such a process fails that way. Tests and tools, which use the clients, never defer.
 """
 from __future__ import annotations
 
