@@ -25,7 +25,7 @@ imported directly first (say ``aiokafka.client``, which imports ``__version__`` 
 ``__init__`` while it is itself half-imported, and the ``__init__`` imports it back: a circular ImportError. The
 connector's source package defers ``kafka`` alone (its readers use protocol messages and record batches; a client,
 ``from kafka import KafkaAdminClient``, still runs the ``__init__`` first): for kafka-python only ``kafka.cluster``
-imported first in such a process fails that way. Tests and tools, which use the clients, never defer.
+imported first in such a process fails that way. Tests and tools never call it themselves.
 """
 from __future__ import annotations
 
