@@ -220,6 +220,42 @@ class BrokerConnection:
             answers.setdefault(key, (3, -1, "the broker left the partition out of its Produce response"))
         return answers
 
+    def send_produce(self, records: dict[tuple[str, int], bytes], *, acks: int, timeout_ms: int,
+                     transactional_id: str | None = None):
+        """Send a Produce request of record batches ``{(topic, partition): bytes}`` without waiting for its answer
+        (pipelining: the broker answers a connection's requests in the order they were sent); hand the returned
+        handle to ``read_produce``, in the order the requests were sent. ``acks`` must not be 0."""
+        version = self.version(ProduceRequest)
+        by_topic: dict[str, list] = {}
+        for (topic, partition), data in records.items():
+            by_topic.setdefault(topic, []).append(
+                ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=data))
+        request = ProduceRequest[version](
+            transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
+            topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p) for t, p in by_topic.items()])
+        try:
+            correlation_id, data = self._wire.encode(request)
+            self._wire.send_bytes(data)
+        except OSError as exc:
+            raise BrokerUnavailable(f"request to {self.address} failed: {exc}") from exc
+        return request, correlation_id, tuple(records)
+
+    def read_produce(self, handle) -> dict[tuple[str, int], tuple[int, int, str | None]]:
+        """The answer to a ``send_produce``: ``{(topic, partition): (error code, base offset, error message)}``."""
+        request, correlation_id, keys = handle
+        try:
+            response = self._wire.read_response(request, correlation_id)
+        except OSError as exc:  # WireError (closed, too large, out of order), timeouts, resets
+            raise BrokerUnavailable(f"request to {self.address} failed: {exc}") from exc
+        answers = {}
+        for topic in response.responses:
+            for answer in topic.partition_responses:
+                answers[(topic.name, answer.index)] = (answer.error_code, answer.base_offset,
+                                                       getattr(answer, "error_message", None))
+        for key in keys:
+            answers.setdefault(key, (3, -1, "the broker left the partition out of its Produce response"))
+        return answers
+
     def find_coordinator(self, key: str, key_type: int) -> tuple[int, int, str, int]:
         """(error code, node id, host, port) of the coordinator of a group (0) or transactional id (1)."""
         version = self.version(FindCoordinatorRequest)
