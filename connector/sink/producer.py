@@ -244,12 +244,11 @@ class TaskProducer:
             _, leaders = self.cluster.topic(tp[0], deadline)
             by_leader[leaders[tp[1]]][tp] = data
         for node_id, records in by_leader.items():
-            queue = self._in_flight.setdefault(node_id, deque())
-            while len(queue) >= MAX_IN_FLIGHT:
-                self._await_oldest(node_id)
+            while len(self._in_flight.get(node_id, ())) >= MAX_IN_FLIGHT:
+                self._await_oldest(node_id)   # a lost connection empties the node's queue
             if self._retry:
                 self._recover()
-                queue = self._in_flight.setdefault(node_id, deque())
+            queue = self._in_flight.setdefault(node_id, deque())
             numbered = {}
             for tp, data in records.items():
                 self._sent += 1
