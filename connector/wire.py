@@ -11,7 +11,9 @@ consumer, no per-record Python objects in between, no background threads.
 The sink's tasks and driver use the same connection for Produce (record
 batches built elsewhere, sent as bytes), InitProducerId, FindCoordinator and the
 transaction APIs AddPartitionsToTxn and EndTxn; the request helpers return
-error codes as values and leave retrying to the caller.
+error codes as values and leave retrying to the caller. ``send_produce`` /
+``read_produce`` split a Produce into its send and its answer, so a task keeps
+several requests in flight on one connection (answered in order).
 
 ``BrokerConnection.call`` returns the decoded response or raises
 ``BrokerUnavailable`` naming the broker's address (connect/IO failure, closed
