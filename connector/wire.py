@@ -16,7 +16,9 @@ ListOffsets of many partitions, FindCoordinator, OffsetFetch and OffsetCommit
 The sink's tasks and driver use the same connection for Produce (record
 batches built elsewhere, sent as bytes), InitProducerId, FindCoordinator and the
 transaction APIs AddPartitionsToTxn and EndTxn; the request helpers return
-error codes as values and leave retrying to the caller.
+error codes as values and leave retrying to the caller. ``send_produce`` /
+``read_produce`` split a Produce into its send and its answer, so a task keeps
+several requests in flight on one connection (answered in order).
 
 ``BrokerConnection.call`` returns the decoded response or raises
 ``BrokerUnavailable`` naming the broker's address (connect/IO failure, closed
@@ -297,6 +299,42 @@ class BrokerConnection:
                 answers[(topic.name, answer.index)] = (answer.error_code, answer.base_offset,
                                                        getattr(answer, "error_message", None))
         for key in records:
+            answers.setdefault(key, (3, -1, "the broker left the partition out of its Produce response"))
+        return answers
+
+    def send_produce(self, records: dict[tuple[str, int], bytes], *, acks: int, timeout_ms: int,
+                     transactional_id: str | None = None):
+        """Send a Produce request of record batches ``{(topic, partition): bytes}`` without waiting for its answer
+        (pipelining: the broker answers a connection's requests in the order they were sent); hand the returned
+        handle to ``read_produce``, in the order the requests were sent. ``acks`` must not be 0."""
+        version = self.version(ProduceRequest)
+        by_topic: dict[str, list] = {}
+        for (topic, partition), data in records.items():
+            by_topic.setdefault(topic, []).append(
+                ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=data))
+        request = ProduceRequest[version](
+            transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
+            topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p) for t, p in by_topic.items()])
+        try:
+            correlation_id, data = self._wire.encode(request)
+            self._wire.send_bytes(data)
+        except OSError as exc:
+            raise BrokerUnavailable(f"request to {self.address} failed: {exc}") from exc
+        return request, correlation_id, tuple(records)
+
+    def read_produce(self, handle) -> dict[tuple[str, int], tuple[int, int, str | None]]:
+        """The answer to a ``send_produce``: ``{(topic, partition): (error code, base offset, error message)}``."""
+        request, correlation_id, keys = handle
+        try:
+            response = self._wire.read_response(request, correlation_id)
+        except OSError as exc:  # WireError (closed, too large, out of order), timeouts, resets
+            raise BrokerUnavailable(f"request to {self.address} failed: {exc}") from exc
+        answers = {}
+        for topic in response.responses:
+            for answer in topic.partition_responses:
+                answers[(topic.name, answer.index)] = (answer.error_code, answer.base_offset,
+                                                       getattr(answer, "error_message", None))
+        for key in keys:
             answers.setdefault(key, (3, -1, "the broker left the partition out of its Produce response"))
         return answers
 

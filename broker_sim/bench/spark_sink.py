@@ -4,11 +4,17 @@
 
 Starts an embedded broker, loads ``--rows`` records (key ``k<i>``, a 100-byte
 value) into an input topic with a batch write, then runs the same streaming
-query (pylog source, Trigger.AvailableNow, local[2]) three times into:
-a no-op Arrow stream writer that drops every batch (the cost of everything but
-the sink; run first and last, the faster counts), the pylog sink with
-``exactly_once`` and with ``at_least_once``. Prints rows/s of each and the
-ratios to the no-op run (the target, issue 25: exactly_once >= 0.8x).
+query (pylog source, Trigger.AvailableNow, local[2]) into: a no-op Arrow
+stream writer that drops every batch (the cost of everything but the sink),
+the pylog sink with ``exactly_once`` and with ``at_least_once``; each twice,
+in the order noop, eos, alo, eos, alo, noop, and the faster run of each counts
+(a first run pays for Python workers and, for the first transaction on the
+broker, ``__transaction_state``). Prints rows/s of every run, the best of
+each, and the ratios to the no-op writer (the target, issue 25:
+exactly_once >= 0.8x); ``exactly_once_first_vs_noop`` and
+``at_least_once_first_vs_noop`` are the first runs' ratios, ``*_steady_vs_noop``
+the ratios of the micro-batches after each query's first (``*_batch_ms``:
+each batch's triggerExecution and addBatch ms).
 """
 from __future__ import annotations
 
@@ -81,6 +87,8 @@ def main() -> int:
          .option("topic", "input").option("deliveryGuarantee", "at_least_once").save())
         results["load_rows_per_s"] = round(args.rows / (time.perf_counter() - started))
 
+        steady: dict[str, float] = {}
+
         def run(name: str, fmt: str, **options) -> float:
             source = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
                       .option("subscribe", "input").option("startingOffsets", "earliest")
@@ -106,16 +114,39 @@ def main() -> int:
             assert rows == args.rows, f"{name}: {rows} rows of {args.rows}"
             results[f"{name}_rows_per_s"] = round(rows / elapsed)
             results[f"{name}_seconds"] = round(elapsed, 2)
+            # per micro-batch: (triggerExecution, addBatch) ms; the first batch of a query pays for worker start
+            results[f"{name}_batch_ms"] = [(p["durationMs"].get("triggerExecution"), p["durationMs"].get("addBatch"))
+                                           for p in query.recentProgress]
+            later = query.recentProgress[1:]   # steady state: the batches after the first
+            later_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in later)
+            writer_name = name.rsplit("_", 1)[0]   # exactly_once_first -> exactly_once
+            if later_ms:
+                rate = sum(p["numInputRows"] for p in later) * 1000 / later_ms
+                steady[writer_name] = max(steady.get(writer_name, 0.0), rate)
             return rows / elapsed
 
-        # The no-op runs first and last (the first pays for JVM warm-up and Python worker start); the best counts.
-        first_noop = run("noop_first", "pylog_noop")
+        # Each writer runs twice and the faster run counts: a writer's first run pays for what the next runs find
+        # done (Python workers started for a new query shape, the broker's first transaction creating
+        # __transaction_state, the sink log topic created), and the order is noop, eos, alo, eos, alo, noop so
+        # that no writer gets only first runs. The first runs' figures are reported too (*_first_*).
         sink = {"kafka.bootstrap.servers": bootstrap}
-        eos = run("exactly_once", "pylog", topic="out_eos", **sink)
-        alo = run("at_least_once", "pylog", topic="out_alo", deliveryGuarantee="at_least_once", **sink)
-        noop = max(first_noop, run("noop_last", "pylog_noop"))
-        results["exactly_once_vs_noop"] = round(eos / noop, 3)
-        results["at_least_once_vs_noop"] = round(alo / noop, 3)
+        writers = {"noop": ("pylog_noop", {}),
+                   "exactly_once": ("pylog", {"topic": "out_eos", **sink}),
+                   "at_least_once": ("pylog", {"topic": "out_alo", "deliveryGuarantee": "at_least_once", **sink})}
+        best: dict[str, float] = {}
+        for name in ("noop", "exactly_once", "at_least_once", "exactly_once", "at_least_once", "noop"):
+            fmt, options = writers[name]
+            label = f"{name}_first" if name not in best else f"{name}_again"
+            best[name] = max(best.get(name, 0.0), run(label, fmt, **options))
+        for name in ("noop", "exactly_once", "at_least_once"):
+            results[f"{name}_rows_per_s"] = round(best[name])
+        results["exactly_once_vs_noop"] = round(best["exactly_once"] / best["noop"], 3)
+        results["at_least_once_vs_noop"] = round(best["at_least_once"] / best["noop"], 3)
+        results["exactly_once_first_vs_noop"] = round(results["exactly_once_first_rows_per_s"] / best["noop"], 3)
+        results["at_least_once_first_vs_noop"] = round(results["at_least_once_first_rows_per_s"] / best["noop"], 3)
+        if all(name in steady for name in writers):   # rows/s of the batches after each query's first
+            results["exactly_once_steady_vs_noop"] = round(steady["exactly_once"] / steady["noop"], 3)
+            results["at_least_once_steady_vs_noop"] = round(steady["at_least_once"] / steady["noop"], 3)
         results["target_exactly_once_vs_noop"] = 0.8
     spark.stop()
     print(json.dumps(results, indent=2))

@@ -5,7 +5,9 @@ commit) owns blocking ``BrokerConnection``\\ s keyed by node id, opened on first
 use. ``topic`` answers a topic's partition leaders from a Metadata request
 (allowing auto-creation, as Kafka's producer does), cached until ``forget``
 drops it after a retriable error. ``coordinator`` finds the transaction
-coordinator of a transactional id with FindCoordinator (key type 1).
+coordinator of a transactional id with FindCoordinator (key type 1), and
+remembers it until ``drop`` (a task asks it for InitProducerId and again for
+AddPartitionsToTxn).
 Errors come back as exceptions only for what no retry can fix; the retry
 loops live with the callers, which know their deadlines.
 """
@@ -46,12 +48,14 @@ class SinkCluster:
         self._bootstrap: BrokerConnection | None = None
         self._brokers: dict[int, tuple[str, int]] = {}
         self._topics: dict[str, tuple[int, dict[int, int]]] = {}
+        self._coordinators: dict[str, int] = {}   # transactional id -> coordinator node id, until a drop()
 
     def close(self) -> None:
         for connection in {id(c): c for c in [*self._connections.values(), self._bootstrap] if c}.values():
             connection.close()
         self._connections.clear()
         self._bootstrap = None
+        self._coordinators.clear()
 
     def any_connection(self) -> BrokerConnection:
         """A connection to some broker (the bootstrap one)."""
@@ -85,6 +89,7 @@ class SinkCluster:
             self.close()
             return
         connection = self._connections.pop(node_id, None)
+        self._coordinators = {k: v for k, v in self._coordinators.items() if v != node_id}
         if connection is not None:
             if connection is self._bootstrap:
                 self._bootstrap = None
@@ -117,12 +122,19 @@ class SinkCluster:
                                 "create the topic or enable auto.create.topics.enable on the brokers")
             time.sleep(RETRY_BACKOFF_S)
 
+    def knows(self, topic: str) -> bool:
+        """True when ``topic`` answers from the cache, without a Metadata request."""
+        return topic in self._topics
+
     def forget(self, topic: str) -> None:
         self._topics.pop(topic, None)
 
     def coordinator(self, transactional_id: str, deadline: float) -> BrokerConnection:
         """The transaction coordinator of ``transactional_id`` (FindCoordinator key type 1), retried until
-        ``deadline``."""
+        ``deadline``; remembered until a ``drop`` (callers drop after NOT_COORDINATOR or an I/O failure)."""
+        known = self._coordinators.get(transactional_id)
+        if known is not None and known in self._brokers:
+            return self.node(known)
         while True:
             try:
                 code, node_id, host, port = self.any_connection().find_coordinator(
@@ -135,6 +147,7 @@ class SinkCluster:
                        if code else "")
             if code == 0:
                 self._brokers[node_id] = (host, port)
+                self._coordinators[transactional_id] = node_id
                 return self.node(node_id)
             if code != -1 and not retriable(code):
                 raise SinkError(why)

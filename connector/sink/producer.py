@@ -10,13 +10,21 @@ one aiokafka compiled ``DefaultRecordBatchBuilder`` per partition (RecordBatch
 v2 with the producer id, epoch and the partition's next sequence number; CRC32C
 in C). Without headers or compression, the C extension ``_arrow_batches``
 writes the same batches straight from the Arrow buffers, one call per
-partition (``_encode_rows``), with no Python object per row. Full batches wait in a per-leader queue; when the queued bytes reach
-``kafka.max.request.size`` they go out as one Produce request (acks=all) per
-leader. In a transaction, partitions are added with AddPartitionsToTxn before
-their first batch is sent.
+partition (``_encode_rows``), with no Python object per row. Full batches wait in a queue; when the queued bytes reach
+``kafka.max.request.size`` they go out as Produce requests (acks=all) of at
+most one batch per partition, to each partition's leader, without waiting for
+the answers: up to ``MAX_IN_FLIGHT`` (5, Kafka's ceiling for idempotence)
+requests per broker are in flight while the task encodes its next rows, and
+the broker answers a connection's requests in order, so a partition's batches
+land in sequence order. ``flush`` waits for every answer. In a transaction,
+partitions are added with AddPartitionsToTxn before their first batch is sent.
 
 A failed send is retried with the same bytes (same sequence numbers, so the
-broker's idempotence drops a duplicate) until ``kafka.delivery.timeout.ms``;
+broker's idempotence drops a duplicate) until ``kafka.delivery.timeout.ms``:
+the requests still in flight are drained first, and every batch not
+acknowledged (the failed ones, and their partitions' later batches, which the
+broker refused as OUT_OF_ORDER_SEQUENCE_NUMBER) is sent again in its order, one
+request at a time;
 the producer never commits: ``exactly_once`` leaves its transaction open for
 the driver (``connector.sink.commit``), ``at_least_once`` data is visible once
 acknowledged.
@@ -26,7 +34,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 
 from connector.error_codes import error_name, refused, retriable
 from connector.options import SinkOptions
@@ -38,6 +46,10 @@ log = logging.getLogger(__name__)
 
 _DUPLICATE_SEQUENCE = 46  # the broker already has this batch: an earlier send succeeded after all
 _FENCED = {47, 90}        # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
+_OUT_OF_ORDER_SEQUENCE = 45
+# Produce requests awaiting their answer, per broker: Kafka's ceiling for an idempotent producer
+# (max.in.flight.requests.per.connection <= 5), within which the broker's duplicate check covers a resend.
+MAX_IN_FLIGHT = 5
 
 
 INVALID_PRODUCER_ID_MAPPING = 49
@@ -67,6 +79,10 @@ class TaskProducer:
         self._ready: list[tuple[tuple[str, int], bytes]] = []
         self._ready_bytes = 0
         self._in_txn: set[tuple[str, int]] = set()
+        self._in_flight: dict[int, deque] = {}   # node id -> (handle, {tp: (send index, bytes)}), oldest first
+        self._retry: list[tuple[int, tuple[str, int], bytes]] = []   # (send index, tp, bytes) to send again
+        self._sent = 0
+        self._why = ""
 
     def deadline(self) -> float:
         return time.monotonic() + self.options.delivery_timeout_ms / 1000
@@ -202,8 +218,10 @@ class TaskProducer:
         for tp in list(self._builders):
             self._close_builder(tp)
         self.flush_ready()
+        self._await_all()
 
     def flush_ready(self) -> None:
+        """Send the full batches; their answers are awaited later (up to ``MAX_IN_FLIGHT`` requests per broker)."""
         ready, self._ready, self._ready_bytes = self._ready, [], 0
         if not ready:
             return
@@ -211,20 +229,96 @@ class TaskProducer:
         if self.transactional_id is not None:
             new = sorted({tp for tp, _ in ready} - self._in_txn)
             if new:
+                self._await_all()   # the coordinator may share a connection with requests in flight
                 self._add_partitions(new, deadline)
-        # One partition's batches stay in order: each request carries at most one batch per partition.
-        while ready:
-            request, rest, size = {}, [], 0
-            for tp, data in ready:
-                if tp in request or (request and size + len(data) > self.options.request_bytes):
-                    rest.append((tp, data))
-                else:
-                    request[tp] = data
-                    size += len(data)
+        # One partition's batches stay in order: each request carries at most one batch per partition, and the
+        # requests to one broker go out, and are answered, in order on its one connection.
+        for request in _requests(ready, self.options.request_bytes):
+            self._dispatch(request, deadline)
+
+    def _dispatch(self, batches: dict[tuple[str, int], bytes], deadline: float) -> None:
+        by_leader: dict[int, dict] = defaultdict(dict)
+        for tp, data in batches.items():
+            if not self.cluster.knows(tp[0]):
+                self._await_all()   # a Metadata request on a connection with requests in flight would interleave
+            _, leaders = self.cluster.topic(tp[0], deadline)
+            by_leader[leaders[tp[1]]][tp] = data
+        for node_id, records in by_leader.items():
+            while len(self._in_flight.get(node_id, ())) >= MAX_IN_FLIGHT:
+                self._await_oldest(node_id)   # a lost connection empties the node's queue
+            if self._retry:
+                self._recover()
+            queue = self._in_flight.setdefault(node_id, deque())
+            numbered = {}
+            for tp, data in records.items():
+                self._sent += 1
+                numbered[tp] = (self._sent, data)
+            try:
+                handle = self.cluster.node(node_id).send_produce(
+                    records, acks=-1, timeout_ms=self.options.request_timeout_ms,
+                    transactional_id=self.transactional_id)
+            except BrokerUnavailable as exc:
+                queue.append((None, numbered))
+                self._connection_lost(node_id, str(exc))
+                self._recover()
+                continue
+            queue.append((handle, numbered))
+
+    def _await_oldest(self, node_id: int) -> None:
+        """Read the answer to the oldest request in flight to ``node_id``; batches to send again go to ``_retry``."""
+        handle, numbered = self._in_flight[node_id][0]
+        try:
+            answers = self.cluster.node(node_id).read_produce(handle)
+        except BrokerUnavailable as exc:
+            self._connection_lost(node_id, str(exc))
+            return
+        self._in_flight[node_id].popleft()
+        for tp, (code, _, message) in answers.items():
+            if code in (0, _DUPLICATE_SEQUENCE):
+                continue
+            index, data = numbered[tp]
+            # a batch after one that failed, in a request sent before the failure was known, is out of sequence:
+            # it goes again after the failed one
+            if retriable(code) or (code == _OUT_OF_ORDER_SEQUENCE and any(t == tp for _, t, _ in self._retry)):
+                self.cluster.forget(tp[0])
+                self._retry.append((index, tp, data))
+                self._why = f"{tp[0]}-{tp[1]}: {error_name(code)}"
+                continue
+            hint = " (fenced: a newer attempt took over this transactional id)" if code in _FENCED else ""
+            raise SinkError(f"Produce to {tp[0]}-{tp[1]} failed: {refused(code, self.options, tp[0])}{hint}"
+                            f"{': ' + message if message else ''}")
+
+    def _connection_lost(self, node_id: int, why: str) -> None:
+        """Every request in flight to ``node_id`` is unanswered: its batches are sent again."""
+        self.cluster.drop(node_id)
+        for _, numbered in self._in_flight.pop(node_id, ()):
+            for tp, (index, data) in numbered.items():
+                self.cluster.forget(tp[0])
+                self._retry.append((index, tp, data))
+        self._why = why
+
+    def _await_all(self) -> None:
+        """Wait for every request in flight, sending failed batches again until acknowledged."""
+        for node_id in list(self._in_flight):
+            while self._in_flight.get(node_id):
+                self._await_oldest(node_id)
+        if self._retry:
+            self._recover()
+
+    def _recover(self) -> None:
+        """Drain what is in flight, then send the failed batches again in their order, one request at a time
+        (retried as ``_send`` does until kafka.delivery.timeout.ms)."""
+        for node_id in list(self._in_flight):
+            while self._in_flight.get(node_id):
+                self._await_oldest(node_id)
+        retry, self._retry = sorted(self._retry, key=lambda entry: entry[0]), []
+        log.info("pylog sink: sending %d record batches again (%s)", len(retry), self._why)
+        deadline = self.deadline()
+        for request in _requests([(tp, data) for _, tp, data in retry], self.options.request_bytes):
             self._send(request, deadline)
-            ready = rest
 
     def _send(self, batches: dict[tuple[str, int], bytes], deadline: float) -> None:
+        """Send ``batches`` and wait for the answer, retried until ``deadline`` (nothing else in flight)."""
         pending = dict(batches)
         while pending:
             by_leader: dict[int, dict] = defaultdict(dict)
@@ -294,6 +388,20 @@ class TaskProducer:
 
     def close(self) -> None:
         self.cluster.close()
+
+
+def _requests(ready: list[tuple[tuple[str, int], bytes]], request_bytes: int):
+    """``ready`` batches, in order, as Produce requests of at most one batch per partition and ``request_bytes``."""
+    while ready:
+        request, rest, size = {}, [], 0
+        for tp, data in ready:
+            if tp in request or (request and size + len(data) > request_bytes):
+                rest.append((tp, data))
+            else:
+                request[tp] = data
+                size += len(data)
+        yield request
+        ready = rest
 
 
 def init_producer_id(cluster: SinkCluster, transactional_id: str | None, timeout_ms: int,
