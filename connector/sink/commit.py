@@ -235,3 +235,6 @@ def crash_point(point: str, batch_id: int) -> None:
         log.error("PYLOG_SINK_CRASH_AT=%s: killing the driver at batch %d", spec, batch_id)
         mark_fault(f"crash-{point}-batch{batch_id}")
         os.killpg(int(os.environ.get("PYLOG_SINK_DRIVER_PGID", os.getpgid(0))), signal.SIGKILL)
+        # this process (a Python worker in a process group of its own) must not go on past the point either: it
+        # would finish the commit after the driver's death and the restart would find the batch completed
+        os.kill(os.getpid(), signal.SIGKILL)
