@@ -14,7 +14,7 @@ and listens at once (no broker_sim): no Python broker starts faster than that on
 Two modes, because where Python finds its bytecode decides most of a start:
 
 * ``source``: the environment as it is, with ``PYTHONDONTWRITEBYTECODE=1``: broker_sim compiles from source on
-  every start (CI and test runs that never write ``__pycache__``), so the cost grows with the code imported;
+  every start (a checkout that never wrote ``__pycache__``), so the cost grows with the code imported;
 * ``cached``: bytecode kept under a temporary ``PYTHONPYCACHEPREFIX``, warmed by one start of each kind first,
   as for an installed package.
 
@@ -23,7 +23,7 @@ compiles every module at install, ``PYTHONDONTWRITEBYTECODE`` or not (that varia
 time, never reading), so the image's broker starts as in ``cached``. An editable install (``ci/setup.sh``: ``pip
 install -e``) under ``PYTHONDONTWRITEBYTECODE=1`` has no bytecode and recompiles every ``broker_sim`` module it
 imports at each process start, as in ``source``, unless ``python -m compileall`` ran over the checkout (a
-``.pyc`` whose source changed since is ignored, so stale bytecode is never run).
+``.pyc`` whose source changed since is ignored, so stale bytecode is never run); ``ci/setup.sh`` runs it.
 
 The report (JSON on stdout): ``{"workload": ..., "results": {mode: {kind: {"start_ms": median, "samples":
 [...], "cpu_ms": median, "cpu_samples": [...]}, "ratio_to_baseline": pylog / baseline, "ratio_to_floor": ...,
