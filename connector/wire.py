@@ -53,7 +53,7 @@ from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, In
 from kafka.protocol.sasl import SaslAuthenticateRequest
 
 from broker_sim.protocol.client import (
-    SaslRefused, SecurityMismatch, WireConnection, client_ssl_context, probe_security,
+    SaslRefused, SecurityMismatch, WireConnection, client_ssl_context, probe_security, split_address,
 )
 
 # Fetch responses go straight into Arrow: a bigger kernel buffer keeps the broker streaming while Python decodes.
@@ -78,6 +78,20 @@ class BrokerUnavailable(ConnectionError):
 
 class BootstrapUnreachable(BrokerUnavailable):
     """No address of ``kafka.bootstrap.servers`` accepted a TCP connection within ``bootstrapTimeoutMs``."""
+
+
+def first_reachable(servers: str, connect) -> "BrokerConnection":
+    """``connect(host, port)`` to the first of the comma-separated ``servers`` that takes a connection, in order;
+    the last refusal (BrokerUnavailable) when none does."""
+    last_error = None
+    for server in servers.split(","):
+        if not server.strip():
+            continue
+        try:
+            return connect(*split_address(server))
+        except BrokerUnavailable as exc:
+            last_error = exc
+    raise last_error or BrokerUnavailable("no bootstrap server configured")
 
 
 def check_bootstrap(servers: str, timeout_ms: int, budget: str = "bootstrapTimeoutMs") -> str:
@@ -285,22 +299,8 @@ class BrokerConnection:
                 transactional_id: str | None = None) -> dict[tuple[str, int], tuple[int, int, str | None]]:
         """Send record batches ``{(topic, partition): bytes}``; ``{(topic, partition): (error code, base offset,
         error message)}``."""
-        version = self.version(ProduceRequest)
-        by_topic: dict[str, list] = {}
-        for (topic, partition), data in records.items():
-            by_topic.setdefault(topic, []).append(
-                ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=data))
-        response = self.call(ProduceRequest[version](
-            transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
-            topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=p) for t, p in by_topic.items()]))
-        answers = {}
-        for topic in response.responses:
-            for answer in topic.partition_responses:
-                answers[(topic.name, answer.index)] = (answer.error_code, answer.base_offset,
-                                                       getattr(answer, "error_message", None))
-        for key in records:
-            answers.setdefault(key, (3, -1, "the broker left the partition out of its Produce response"))
-        return answers
+        return self.read_produce(self.send_produce(records, acks=acks, timeout_ms=timeout_ms,
+                                                   transactional_id=transactional_id))
 
     def send_produce(self, records: dict[tuple[str, int], bytes], *, acks: int, timeout_ms: int,
                      transactional_id: str | None = None):

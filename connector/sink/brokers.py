@@ -16,11 +16,10 @@ from __future__ import annotations
 import logging
 import time
 
-from broker_sim.protocol.client import split_address
 from connector.error_codes import refused, retriable
 from connector.options import SinkOptions
 from connector.wire import (
-    COORDINATOR_TRANSACTION, BrokerConnection, BrokerUnavailable, sasl_login_for, ssl_context_for,
+    COORDINATOR_TRANSACTION, BrokerConnection, BrokerUnavailable, first_reachable, sasl_login_for, ssl_context_for,
 )
 
 log = logging.getLogger(__name__)
@@ -60,15 +59,7 @@ class SinkCluster:
     def any_connection(self) -> BrokerConnection:
         """A connection to some broker (the bootstrap one)."""
         if self._bootstrap is None:
-            last_error = None
-            for server in self.options.bootstrap_servers.split(","):
-                try:
-                    self._bootstrap = self._connect(*split_address(server))
-                    break
-                except BrokerUnavailable as exc:
-                    last_error = exc
-            else:
-                raise last_error or BrokerUnavailable("no bootstrap server configured")
+            self._bootstrap = first_reachable(self.options.bootstrap_servers, self._connect)
         return self._bootstrap
 
     def node(self, node_id: int) -> BrokerConnection:

@@ -33,7 +33,6 @@ import logging
 import time
 from typing import Callable, Iterable, Mapping, TypeVar
 
-from broker_sim.protocol.client import split_address
 from connector.error_codes import (
     AUTHORIZATION_FAILURES,
     GROUP_AUTHORIZATION_FAILED,
@@ -67,6 +66,7 @@ from connector.wire import (
     SecurityMisconfigured,
     check_bootstrap,
     check_login,
+    first_reachable,
     sasl_login_for,
     ssl_context_for,
 )
@@ -418,17 +418,7 @@ class _Cluster:
     def _any(self) -> BrokerConnection:
         """A connection to the first bootstrap server that takes one (in the order of kafka.bootstrap.servers)."""
         if self._bootstrap is None:
-            last_error = None
-            for server in self._options.bootstrap_servers.split(","):
-                if not server.strip():
-                    continue
-                try:
-                    self._bootstrap = self._connect(*split_address(server))
-                    break
-                except BrokerUnavailable as exc:
-                    last_error = exc
-            else:
-                raise last_error or BrokerUnavailable("no bootstrap server configured")
+            self._bootstrap = first_reachable(self._options.bootstrap_servers, self._connect)
         return self._bootstrap
 
     def node(self, host: str, port: int) -> BrokerConnection:
