@@ -57,7 +57,8 @@ fi
 # Bytecode for the checkout's packages: with PYTHONDONTWRITEBYTECODE set (as on CI machines and in the image) every
 # broker process, CLI call and Spark Python worker would otherwise compile them again (~0.2 s of CPU each start).
 # A .pyc whose source changed since is ignored by Python, so this is only ever a cache.
-"$PYTHON" -m compileall -q -j 0 broker_sim connector >/dev/null || echo "ci/setup.sh: compileall failed (slower starts only)" >&2
+"$PYTHON" -m compileall -q -j 0 broker_sim connector >/dev/null \
+  || echo "ci/setup.sh: compileall failed (slower starts only)" >&2
 # Docker for the container tests (tests/containers, tests/spark/test_containers.py), when ci/test.sh asks:
 # install Debian's docker.io (and debootstrap, for the local base image) if no engine answers, start dockerd
 # if none runs (a running one is left alone), then build the images (ci/build_image.sh; cached after once).

@@ -63,7 +63,7 @@ def _install(mode: str, python: Path, source: Path, outside: Path, env) -> None:
         _run(pip + [f"{next(wheels.glob('pylog-*.whl'))}[spark]"], outside, env, PIP_TIMEOUT_S)
     elif mode == "editable":
         _run(pip + ["-e", f"{source}[spark]"], outside, env, PIP_TIMEOUT_S)
-    elif mode == "install":  # the Spark connector is the `spark` extra: `pip install pylog` alone is the broker and tools
+    elif mode == "install":  # the Spark connector is the `spark` extra: `pip install pylog` is the broker and tools
         _run(pip + [f"{source}[spark]"], outside, env, PIP_TIMEOUT_S)
     else:
         raise ValueError(f"PYLOG_INSTALL_MODES: unknown mode {mode!r} (install, editable, wheel)")
