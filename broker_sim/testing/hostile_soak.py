@@ -104,7 +104,7 @@ def _send_and_drain(port: int, frames: list[bytes], *, read_s: float = 3.0, expe
                 sock.sendall(data)
             deadline = time.monotonic() + read_s
             sock.settimeout(0.5)
-            pending, answered = b"", 0
+            received, start, answered = bytearray(), 0, 0   # start: where the next response frame begins
             while time.monotonic() < deadline and answered < expect:
                 try:
                     chunk = sock.recv(1 << 20)
@@ -112,10 +112,12 @@ def _send_and_drain(port: int, frames: list[bytes], *, read_s: float = 3.0, expe
                     continue
                 if not chunk:
                     break
-                pending += chunk
-                while len(pending) >= 4 and len(pending) >= 4 + struct.unpack_from(">i", pending)[0]:
-                    pending = pending[4 + struct.unpack_from(">i", pending)[0]:]
-                    answered += 1
+                received += chunk
+                while len(received) - start >= 4:
+                    end = start + 4 + max(struct.unpack_from(">i", received, start)[0], 0)
+                    if end > len(received):
+                        break
+                    start, answered = end, answered + 1
         except OSError:  # the broker closed the connection: an expected answer to many attacks
             pass
     return len(frames)
