@@ -297,20 +297,22 @@ class TaskProducer:
                 self._retry.append((index, tp, data))
         self._why = why
 
-    def _await_all(self) -> None:
-        """Wait for every request in flight, sending failed batches again until acknowledged."""
+    def _drain(self) -> None:
+        """Read the answer to every request in flight (failed batches go to ``_retry``)."""
         for node_id in list(self._in_flight):
             while self._in_flight.get(node_id):
                 self._await_oldest(node_id)
+
+    def _await_all(self) -> None:
+        """Wait for every request in flight, sending failed batches again until acknowledged."""
+        self._drain()
         if self._retry:
             self._recover()
 
     def _recover(self) -> None:
         """Drain what is in flight, then send the failed batches again in their order, one request at a time
         (retried as ``_send`` does until kafka.delivery.timeout.ms)."""
-        for node_id in list(self._in_flight):
-            while self._in_flight.get(node_id):
-                self._await_oldest(node_id)
+        self._drain()
         retry, self._retry = sorted(self._retry, key=lambda entry: entry[0]), []
         log.info("pylog sink: sending %d record batches again (%s)", len(retry), self._why)
         deadline = self.deadline()
