@@ -55,10 +55,9 @@ JOB_DEADLINE_S = 120
 ROUND_TIMEOUT_S = 7 * JOB_DEADLINE_S + 60
 
 
-def start_job(bootstrap, checkpoint, *, env=None, master="local[2]", topics=("in", "out"), max_offsets=BATCH):
+def start_job(bootstrap, checkpoint, *, env=None, master="local[2]", topics=("in", "out")):
     return subprocess.Popen(
-        [sys.executable, str(JOB), bootstrap, *topics, checkpoint, "--master", master, "--max-offsets",
-         str(max_offsets)],
+        [sys.executable, str(JOB), bootstrap, *topics, checkpoint, "--master", master, "--max-offsets", str(BATCH)],
         env={**os.environ, **(env or {})}, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
 
