@@ -4,6 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # the container tests need Docker and the images: setup installs/starts dockerd and builds them
 export PYLOG_SETUP_DOCKER=1
+# and the Spark drivers' class archive (tests/spark_cds.py)
+export PYLOG_SETUP_SPARK_CDS=1
 [ "${CI:-}" = true ] && export PYLOG_REQUIRE_DOCKER=1 PYLOG_REQUIRE_ZOOKEEPER=1
 PYTHON="$(bash ci/setup.sh | tail -n 1)"
 export PYSPARK_PYTHON="$PYTHON"

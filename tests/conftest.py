@@ -2,6 +2,7 @@ import os
 import sys
 
 import pytest
+from spark_cds import java_options
 
 # Spark workers and subprocess-based tests run the interpreter that runs the tests.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -9,7 +10,10 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # Spark's driver JVMs (the shared session and every driver a test starts) compile with C1 only: test queries are
 # short, and on two cores the C2 compiler's threads cost more CPU than their code wins back (test_source_stream.py
 # and test_sink.py: 178 s against 305 s, paired runs). Semantics are the JVM's either way.
-os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
+# They also map the classes a driver loads from a class-data-sharing archive when ci/setup.sh wrote one for this JVM
+# and Spark (tests/spark_cds.py): a driver's start and first job take about half the time.
+_driver_options = f"-XX:TieredStopAtLevel=1 {java_options()}".strip()
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{_driver_options}" pyspark-shell')
 
 try:  # the plugin registers itself through its entry point once pylog is installed
     import importlib.metadata as _md
