@@ -4,7 +4,8 @@
 once it accepts a TCP connection, so the list is what a start costs. Clients (kafka-python's and aiokafka's
 admin client, consumer, producer, network), crc32c's ``__init__`` (it reads its version from the installed
 metadata), Prometheus, ZooKeeper, the cluster member, the Schema Registry and TLS load only when asked for
-(``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``).
+(``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``), and kafka-python's message
+classes of an API when its first request arrives (``protocol/apis.py``).
 """
 from __future__ import annotations
 
@@ -42,6 +43,11 @@ NOT_AT_START = {
     "broker_sim.bench": "the benchmarks",
     "importlib.metadata": "crc32c's __init__ reads its __version__ from the installed metadata (lazy_packages.py)",
     "crc32c._cli": "crc32c's command line, imported by its __init__",
+    # kafka-python message classes of APIs no request has asked for yet (protocol/apis.py loads them on first use)
+    "kafka.protocol.admin": "the admin APIs' message classes (~25 ms of CPU to build from their JSON schemas)",
+    "kafka.protocol.metadata": "Metadata, ApiVersions and FindCoordinator message classes",
+    "kafka.protocol.sasl": "the SASL message classes",
+    "kafka.protocol.producer": "Produce and transaction message classes (plain produce requests need none)",
 }
 
 
@@ -171,3 +177,52 @@ def test_the_scram_mock_secret_is_written_at_start_only_where_scram_logins_can_h
     with Broker(tmp_path / "scram", config=scram) as again:
         assert again.entity_configs.mock_secret == written == FileEntityConfigs(tmp_path / "scram").mock_secret
     assert len(written) == 32
+
+
+FIRST_USE = """
+import socket, struct, sys, tempfile
+from broker_sim.lazy_packages import defer_client_packages
+defer_client_packages()  # what the broker program does first
+from broker_sim.protocol.apis import APIS, messages
+from broker_sim.server.broker import Broker
+
+def loaded():
+    return {m for m in ("kafka.protocol.admin", "kafka.protocol.metadata", "kafka.protocol.sasl",
+                        "kafka.protocol.producer") if m in sys.modules}
+
+def resolved():
+    return sorted(vars(messages)), sorted(k for k, spec in APIS.items() if {"request", "response"} & set(vars(spec)))
+
+def call(sock, api_key, version, correlation_id, body=b"", flexible=False):
+    # a request header v1 (v2 when flexible: an empty tag buffer) with a null client id, written by hand so that
+    # this process's client side loads no kafka-python message class itself
+    header = struct.pack(">hhih", api_key, version, correlation_id, -1) + (b"\\x00" if flexible else b"")
+    frame = header + body
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    answer = sock.recv(size, socket.MSG_WAITALL)
+    assert struct.unpack(">i", answer[:4])[0] == correlation_id and len(answer) == size, answer
+    return answer
+
+with Broker(tempfile.mkdtemp(), port=0) as broker:
+    assert loaded() == set() and resolved() == ([], []), ("at start", loaded(), resolved())
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        call(sock, 18, 0, 1)  # ApiVersions v0
+        assert loaded() == {"kafka.protocol.metadata"}, ("after ApiVersions", loaded())
+        assert resolved() == (["ApiVersionsResponse"], [18]), resolved()
+        cached = APIS[18].request
+        call(sock, 18, 0, 2)
+        assert APIS[18].request is cached and vars(APIS[18])["request"] is cached  # kept: an attribute now
+        call(sock, 60, 0, 3, b"\\x00\\x00", flexible=True)  # DescribeCluster v0: no authorized operations
+        assert "kafka.protocol.admin" in loaded(), ("after DescribeCluster", loaded())
+        assert "DescribeClusterResponse" in vars(messages), resolved()
+print("ok")
+"""
+
+
+def test_a_started_broker_loads_an_apis_message_classes_only_when_its_first_request_arrives():
+    """Nothing resolved while the broker has answered nothing; ApiVersions loads kafka.protocol.metadata (and
+    resolves its row once: the next request reads the kept class); an admin API loads kafka.protocol.admin."""
+    done = _python(FIRST_USE)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-3000:]
