@@ -48,6 +48,7 @@ NOT_AT_START = {
     "kafka.protocol.metadata": "Metadata, ApiVersions and FindCoordinator message classes",
     "kafka.protocol.sasl": "the SASL message classes",
     "kafka.protocol.producer": "Produce and transaction message classes (plain produce requests need none)",
+    "kafka.protocol.consumer.group": "the group APIs' message classes (lazy_packages.py defers their package)",
 }
 
 
@@ -94,6 +95,14 @@ defer_client_packages()  # what the broker program does first
 import kafka.errors
 import aiokafka.record.default_records
 assert "kafka.admin" not in sys.modules and "aiokafka.client" not in sys.modules, "an __init__ ran at import"
+import kafka.protocol.consumer as consumer
+from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.consumer.fetch import FetchRequest as leaf
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+assert FetchRequest is leaf and "kafka.protocol.consumer.group" not in sys.modules, "the group classes loaded"
+from kafka.protocol.consumer import JoinGroupRequest  # not a leaf: the package's __init__ runs now
+assert JoinGroupRequest.__module__ == "kafka.protocol.consumer.group" and consumer.FetchRequest is leaf
+assert "JoinGroupRequest" in consumer.__all__ and "__getattr__" not in vars(consumer)
 assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("kafka").handlers), "no NullHandler"
 import kafka
 assert kafka.__version__ == importlib.metadata.version("kafka-python"), kafka.__version__
@@ -139,8 +148,9 @@ assert package.crc32c is compiled.crc32c and "__getattr__" not in vars(package)
 assert package.CRC32CHash(b"123456789").checksum == 0xE3069283
 from broker_sim.lazy_packages import defer_package_init
 assert "xml" not in sys.modules
-assert defer_package_init("xml", ("xml.no_such_leaf", ("x",))) is False  # another version: not deferred at all
-assert "xml" not in sys.modules
+# another version of a package (a leaf missing): not deferred at all
+assert defer_package_init("xml", (("xml.dom.minidom", ("parseString",)), ("xml.no_such_leaf", ("x",)))) is False
+assert not [m for m in sys.modules if m == "xml" or m.startswith("xml.")], "a refused deferral left modules"
 import xml.dom.minidom
 assert xml.dom.minidom.parseString("<a/>").documentElement.tagName == "a"
 print("ok")
