@@ -14,8 +14,8 @@ class from its JSON schema when its module is imported, ~25 ms of CPU for
 A row names its package (``kafka.protocol.<package>``) and its classes are
 ``<ApiKey name>Request`` and ``<ApiKey name>Response``; ``ApiSpec.request`` and
 ``.response`` import the package the first time they are read and keep the
-class, so later requests read a plain attribute.  Handlers (and the broker's
-own requests to other brokers) reach message classes the same way, by name,
+class, so later requests read a plain attribute.  Handlers (and the
+transaction marker writer) reach message classes the same way, by name,
 through ``messages``: ``messages.MetadataResponse(...)``, resolved through the
 table once and then an attribute of that object.
 """
