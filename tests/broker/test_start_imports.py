@@ -198,7 +198,7 @@ from broker_sim.server.broker import Broker
 
 def loaded():
     return {m for m in ("kafka.protocol.admin", "kafka.protocol.metadata", "kafka.protocol.sasl",
-                        "kafka.protocol.producer") if m in sys.modules}
+                        "kafka.protocol.producer", "kafka.protocol.consumer.group") if m in sys.modules}
 
 def resolved():
     return sorted(vars(messages)), sorted(k for k, spec in APIS.items() if {"request", "response"} & set(vars(spec)))
@@ -214,7 +214,10 @@ def call(sock, api_key, version, correlation_id, body=b"", flexible=False):
     assert struct.unpack(">i", answer[:4])[0] == correlation_id and len(answer) == size, answer
     return answer
 
-with Broker(tempfile.mkdtemp(), port=0) as broker:
+def text(value):
+    return struct.pack(">h", len(value)) + value
+
+with Broker(tempfile.mkdtemp(), port=0, config={"group.initial.rebalance.delay.ms": "0"}) as broker:
     assert loaded() == set() and resolved() == ([], []), ("at start", loaded(), resolved())
     host, port = broker.bootstrap_servers.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
@@ -227,12 +230,19 @@ with Broker(tempfile.mkdtemp(), port=0) as broker:
         call(sock, 60, 0, 3, b"\\x00\\x00", flexible=True)  # DescribeCluster v0: no authorized operations
         assert "kafka.protocol.admin" in loaded(), ("after DescribeCluster", loaded())
         assert "DescribeClusterResponse" in vars(messages), resolved()
+        assert "kafka.protocol.consumer.group" not in loaded()
+        # JoinGroup v0: group, session timeout, no member id, protocol type, one protocol with empty metadata
+        join = text(b"g") + struct.pack(">i", 10000) + text(b"") + text(b"consumer") + struct.pack(">i", 1)
+        answer = call(sock, 11, 0, 4, join + text(b"range") + struct.pack(">i", 0))
+        assert struct.unpack(">h", answer[4:6])[0] == 0, answer  # joined: the group APIs' classes serve it
+        assert "kafka.protocol.consumer.group" in loaded(), ("after JoinGroup", loaded())
 print("ok")
 """
 
 
 def test_a_started_broker_loads_an_apis_message_classes_only_when_its_first_request_arrives():
     """Nothing resolved while the broker has answered nothing; ApiVersions loads kafka.protocol.metadata (and
-    resolves its row once: the next request reads the kept class); an admin API loads kafka.protocol.admin."""
+    resolves its row once: the next request reads the kept class); an admin API loads kafka.protocol.admin; a
+    group API, in a process that deferred kafka.protocol.consumer as the broker program does, its classes."""
     done = _python(FIRST_USE)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-3000:]
