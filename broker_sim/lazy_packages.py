@@ -17,7 +17,11 @@ compiled ``crc32c._crc32c`` and then reads its own ``__version__`` from the inst
 deferred ``crc32c`` module gets that function bound from the compiled module itself, the very object the
 ``__init__`` would bind, so ``from crc32c import crc32c`` (the storage's and kafka-python's only use) runs no
 ``__init__``; any other name (``__version__``, ``CRC32CHash``) runs it as above. An older crc32c that is one
-compiled module, not a package, is left alone.
+compiled module, not a package, is left alone. ``kafka.protocol.consumer`` is the same case: its ``__init__``
+star-imports four submodules whose message classes kafka-python builds from JSON at import; the broker needs
+three at start (Fetch, ListOffsets and OffsetForLeaderEpoch for its followers, the consumer protocol's
+subscription for its groups), so their ``__all__`` is bound at once and the group APIs' classes (JoinGroup to
+OffsetDelete, ~10 ms of CPU) load with the ``__init__`` when the first group request asks for one.
 
 Only for a process whose code imports nothing of these packages but leaf modules (errors, protocol messages,
 record batches, the CRC function): the broker program (``broker_sim/cli.py``) defers all of them. A client module
@@ -37,20 +41,29 @@ import threading
 
 # the client libraries whose __init__ imports their whole client; the broker uses only submodules of them
 DEFERRED = ("kafka", "aiokafka")
-# package -> (its compiled submodule, the names its __init__ re-exports from that submodule unchanged): bound at
-# once, the rest of the __init__ deferred (see the module docstring)
-DEFERRED_WITH_LEAVES = {"crc32c": ("crc32c._crc32c", ("crc32c",))}
+# package -> ((a submodule, the names its __init__ re-exports from it unchanged; None: the submodule's __all__,
+# as a star import binds), ...): bound at once, the rest of the __init__ deferred (see the module docstring)
+DEFERRED_WITH_LEAVES = {
+    "crc32c": (("crc32c._crc32c", ("crc32c",)),),
+    "kafka.protocol.consumer": (("kafka.protocol.consumer.fetch", None), ("kafka.protocol.consumer.metadata", None),
+                                ("kafka.protocol.consumer.offsets", None)),
+}
+Leaves = tuple[tuple[str, tuple[str, ...] | None], ...]
 
 
-def defer_package_init(name: str, leaves: tuple[str, tuple[str, ...]] | None = None) -> bool:
+def defer_package_init(name: str, leaves: Leaves = ()) -> bool:
     """Register *name* with its ``__init__`` deferred; False if it is already imported or not installed.
 
-    *leaves* = (submodule, names): those names of that submodule are bound in the package at once; when the
-    submodule or a name is missing (another version of the package) nothing is deferred and False returned.
+    *leaves* = ((submodule, names), ...): those names of each submodule (None: its ``__all__``) are bound in the
+    package at once; when a submodule or a name is missing (another version of the package) nothing is deferred
+    and False returned.
     """
     if name in sys.modules:
         return False
-    spec = importlib.util.find_spec(name)
+    try:
+        spec = importlib.util.find_spec(name)
+    except ImportError:  # its parent package is not installed
+        return False
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
         return False
     module = importlib.util.module_from_spec(spec)
@@ -74,17 +87,21 @@ def defer_package_init(name: str, leaves: tuple[str, tuple[str, ...]] | None = N
     module.__getattr__ = __getattr__
     if name == "kafka":
         logging.getLogger("kafka").addHandler(logging.NullHandler())
+    before = set(sys.modules)
     sys.modules[name] = module
-    if leaves is not None:
-        submodule, names = leaves
+    bound = {}
+    for submodule, names in leaves:
         try:
             found = importlib.import_module(submodule)
-            bound = {attribute: getattr(found, attribute) for attribute in names}
+            bound.update({attribute: getattr(found, attribute)
+                          for attribute in (found.__all__ if names is None else names)})
         except (ImportError, AttributeError):
-            for registered in (submodule, name):
-                sys.modules.pop(registered, None)
+            # forget the package and every submodule imported under it here: a later import starts afresh
+            for registered in set(sys.modules) - before:
+                if registered == name or registered.startswith(name + "."):
+                    del sys.modules[registered]
             return False
-        vars(module).update(bound)
+    vars(module).update(bound)
     return True
 
 

@@ -1,62 +1,40 @@
 """The request dispatch table: which APIs and versions this broker implements.
 
-Theory of operation: one row per API key gives the kafka-python
-schema-generated request and response classes and the version range the
-broker implements.  ``ApiVersions`` advertises exactly these ranges (clients
-pick the highest version both sides know), and the dispatcher refuses anything
-outside them, so the table is the single statement of what the broker speaks.
-Handlers are bound to rows by the server (``broker_sim.server.handlers``).
+Theory of operation: one row per API key gives the kafka-python package that
+defines the API's schema-generated request and response classes and the
+version range the broker implements.  ``ApiVersions`` advertises exactly these
+ranges (clients pick the highest version both sides know), and the dispatcher
+refuses anything outside them, so the table is the single statement of what
+the broker speaks.  Handlers are bound to rows by the server
+(``broker_sim.server.handlers``).
+
+The classes load on first use (issue 25): kafka-python 3 builds each message
+class from its JSON schema when its module is imported, ~25 ms of CPU for
+``kafka.protocol.admin`` alone, for APIs a plain broker may never be asked.
+A row names its package (``kafka.protocol.<package>``) and its classes are
+``<ApiKey name>Request`` and ``<ApiKey name>Response``; ``ApiSpec.request`` and
+``.response`` import the package the first time they are read and keep the
+class, so later requests read a plain attribute.  Handlers (and the
+transaction marker writer) reach message classes the same way, by name,
+through ``messages``: ``messages.MetadataResponse(...)``, resolved through the
+table once and then an attribute of that object.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from functools import cached_property
 
-from kafka.protocol.admin import (
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    DescribeTransactionsRequest, DescribeTransactionsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, ListGroupsRequest, ListGroupsResponse, ListTransactionsRequest,
-    ListTransactionsResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
-    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
-    DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse, AlterClientQuotasRequest,
-    AlterClientQuotasResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse, AlterConfigsRequest,
-    AlterConfigsResponse, ElectLeadersRequest, ElectLeadersResponse,
-)
-from kafka.protocol.admin import (
-    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ListPartitionReassignmentsRequest,
-    ListPartitionReassignmentsResponse,
-)
-from kafka.protocol.admin import (
-    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse,
-)
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
-)
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer import (
-    FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, SyncGroupRequest, SyncGroupResponse,
-)
-from kafka.protocol.metadata import (
-    ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer import (
-    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
-    EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
-    TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
-)
+
+# the kafka-python packages of the rows (kafka.protocol.<name>)
+ADMIN, CONSUMER, METADATA, PRODUCER, SASL = "admin", "consumer", "metadata", "producer", "sasl"
 
 
 @dataclass(frozen=True)
 class ApiSpec:
     key: ApiKey
-    request: type
-    response: type
+    package: str  # kafka.protocol.<package> defines <key name>Request and <key name>Response
     min_version: int
     max_version: int
     # Lowest version advertised, when below min_version.  Kafka 4 advertises Produce from v0
@@ -70,75 +48,104 @@ class ApiSpec:
     def advertised_min(self) -> int:
         return self.min_version if self.advertised_min_version is None else self.advertised_min_version
 
+    @cached_property
+    def request(self) -> type:
+        """kafka-python's request class of this API (its package imported on the first read)."""
+        return self._message_class("Request")
+
+    @cached_property
+    def response(self) -> type:
+        """kafka-python's response class of this API (its package imported on the first read)."""
+        return self._message_class("Response")
+
+    def _message_class(self, kind: str) -> type:
+        return getattr(importlib.import_module(f"kafka.protocol.{self.package}"), self.key.name + kind)
+
 
 def _table(*specs: ApiSpec) -> dict[int, ApiSpec]:
     return {int(spec.key): spec for spec in specs}
 
 
 APIS: dict[int, ApiSpec] = _table(
-    ApiSpec(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 9, advertised_min_version=0),
-    ApiSpec(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 12),
-    ApiSpec(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
-    ApiSpec(ApiKey.Metadata, MetadataRequest, MetadataResponse, 0, 12),
-    ApiSpec(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
-    ApiSpec(ApiKey.CreateTopics, CreateTopicsRequest, CreateTopicsResponse, 0, 7),
-    ApiSpec(ApiKey.DeleteTopics, DeleteTopicsRequest, DeleteTopicsResponse, 0, 6),
-    ApiSpec(ApiKey.DeleteRecords, DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
-    ApiSpec(ApiKey.InitProducerId, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
-    ApiSpec(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4),
-    ApiSpec(ApiKey.DescribeConfigs, DescribeConfigsRequest, DescribeConfigsResponse, 0, 4),
-    ApiSpec(ApiKey.CreatePartitions, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
-    ApiSpec(ApiKey.AlterConfigs, AlterConfigsRequest, AlterConfigsResponse, 0, 2),
-    ApiSpec(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
-    ApiSpec(ApiKey.DescribeCluster, DescribeClusterRequest, DescribeClusterResponse, 0, 1),
-    ApiSpec(ApiKey.FindCoordinator, FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
-    ApiSpec(ApiKey.JoinGroup, JoinGroupRequest, JoinGroupResponse, 0, 7),
-    ApiSpec(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 5),
-    ApiSpec(ApiKey.Heartbeat, HeartbeatRequest, HeartbeatResponse, 0, 4),
-    ApiSpec(ApiKey.LeaveGroup, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
-    ApiSpec(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 0, 8),
-    ApiSpec(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 0, 8),
-    ApiSpec(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
-    ApiSpec(ApiKey.ListGroups, ListGroupsRequest, ListGroupsResponse, 0, 4),
-    ApiSpec(ApiKey.DeleteGroups, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
-    ApiSpec(ApiKey.OffsetDelete, OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    ApiSpec(ApiKey.Produce, PRODUCER, 3, 9, advertised_min_version=0),
+    ApiSpec(ApiKey.Fetch, CONSUMER, 4, 12),
+    ApiSpec(ApiKey.ListOffsets, CONSUMER, 1, 7),
+    ApiSpec(ApiKey.Metadata, METADATA, 0, 12),
+    ApiSpec(ApiKey.ApiVersions, METADATA, 0, 3),
+    ApiSpec(ApiKey.CreateTopics, ADMIN, 0, 7),
+    ApiSpec(ApiKey.DeleteTopics, ADMIN, 0, 6),
+    ApiSpec(ApiKey.DeleteRecords, ADMIN, 0, 2),
+    ApiSpec(ApiKey.InitProducerId, PRODUCER, 0, 4),
+    ApiSpec(ApiKey.OffsetForLeaderEpoch, CONSUMER, 0, 4),
+    ApiSpec(ApiKey.DescribeConfigs, ADMIN, 0, 4),
+    ApiSpec(ApiKey.CreatePartitions, ADMIN, 0, 3),
+    ApiSpec(ApiKey.AlterConfigs, ADMIN, 0, 2),
+    ApiSpec(ApiKey.IncrementalAlterConfigs, ADMIN, 0, 1),
+    ApiSpec(ApiKey.DescribeCluster, ADMIN, 0, 1),
+    ApiSpec(ApiKey.FindCoordinator, METADATA, 0, 4),
+    ApiSpec(ApiKey.JoinGroup, CONSUMER, 0, 7),
+    ApiSpec(ApiKey.SyncGroup, CONSUMER, 0, 5),
+    ApiSpec(ApiKey.Heartbeat, CONSUMER, 0, 4),
+    ApiSpec(ApiKey.LeaveGroup, CONSUMER, 0, 5),
+    ApiSpec(ApiKey.OffsetCommit, CONSUMER, 0, 8),
+    ApiSpec(ApiKey.OffsetFetch, CONSUMER, 0, 8),
+    ApiSpec(ApiKey.DescribeGroups, ADMIN, 0, 5),
+    ApiSpec(ApiKey.ListGroups, ADMIN, 0, 4),
+    ApiSpec(ApiKey.DeleteGroups, ADMIN, 0, 2),
+    ApiSpec(ApiKey.OffsetDelete, CONSUMER, 0, 0),
     # transactions at Kafka 3.x's level (transaction version 1: no KIP-890 part 2 epoch bump per transaction)
-    ApiSpec(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 4),
-    ApiSpec(ApiKey.AddOffsetsToTxn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
-    ApiSpec(ApiKey.EndTxn, EndTxnRequest, EndTxnResponse, 0, 3),
-    ApiSpec(ApiKey.TxnOffsetCommit, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
-    ApiSpec(ApiKey.WriteTxnMarkers, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
-    ApiSpec(ApiKey.DescribeTransactions, DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
-    ApiSpec(ApiKey.ListTransactions, ListTransactionsRequest, ListTransactionsResponse, 0, 2),
+    ApiSpec(ApiKey.AddPartitionsToTxn, PRODUCER, 0, 4),
+    ApiSpec(ApiKey.AddOffsetsToTxn, PRODUCER, 0, 3),
+    ApiSpec(ApiKey.EndTxn, PRODUCER, 0, 3),
+    ApiSpec(ApiKey.TxnOffsetCommit, PRODUCER, 0, 3),
+    ApiSpec(ApiKey.WriteTxnMarkers, PRODUCER, 1, 1),
+    ApiSpec(ApiKey.DescribeTransactions, ADMIN, 0, 0),
+    ApiSpec(ApiKey.ListTransactions, ADMIN, 0, 2),
     # security: SASL (KIP-43, KIP-152, KIP-368) and SCRAM users (KIP-554)
-    ApiSpec(ApiKey.SaslHandshake, SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
-    ApiSpec(ApiKey.SaslAuthenticate, SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
-    ApiSpec(ApiKey.DescribeUserScramCredentials, DescribeUserScramCredentialsRequest,
-            DescribeUserScramCredentialsResponse, 0, 0),
-    ApiSpec(ApiKey.AlterUserScramCredentials, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
-            0, 0),
+    ApiSpec(ApiKey.SaslHandshake, SASL, 0, 1),
+    ApiSpec(ApiKey.SaslAuthenticate, SASL, 0, 2),
+    ApiSpec(ApiKey.DescribeUserScramCredentials, ADMIN, 0, 0),
+    ApiSpec(ApiKey.AlterUserScramCredentials, ADMIN, 0, 0),
     # ACLs (KIP-140; v1+: pattern types, KIP-290)
-    ApiSpec(ApiKey.DescribeAcls, DescribeAclsRequest, DescribeAclsResponse, 1, 3),
-    ApiSpec(ApiKey.CreateAcls, CreateAclsRequest, CreateAclsResponse, 1, 3),
-    ApiSpec(ApiKey.DeleteAcls, DeleteAclsRequest, DeleteAclsResponse, 1, 3),
+    ApiSpec(ApiKey.DescribeAcls, ADMIN, 1, 3),
+    ApiSpec(ApiKey.CreateAcls, ADMIN, 1, 3),
+    ApiSpec(ApiKey.DeleteAcls, ADMIN, 1, 3),
     # client quotas (KIP-546)
-    ApiSpec(ApiKey.DescribeClientQuotas, DescribeClientQuotasRequest, DescribeClientQuotasResponse, 0, 1),
-    ApiSpec(ApiKey.AlterClientQuotas, AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1),
+    ApiSpec(ApiKey.DescribeClientQuotas, ADMIN, 0, 1),
+    ApiSpec(ApiKey.AlterClientQuotas, ADMIN, 0, 1),
     # partition reassignment (KIP-455), answered by the active controller
-    ApiSpec(ApiKey.AlterPartitionReassignments, AlterPartitionReassignmentsRequest,
-            AlterPartitionReassignmentsResponse, 0, 1),
-    ApiSpec(ApiKey.ListPartitionReassignments, ListPartitionReassignmentsRequest,
-            ListPartitionReassignmentsResponse, 0, 0),
+    ApiSpec(ApiKey.AlterPartitionReassignments, ADMIN, 0, 1),
+    ApiSpec(ApiKey.ListPartitionReassignments, ADMIN, 0, 0),
     # leader election (KIP-460: v1+ election type, PREFERRED or UNCLEAN)
-    ApiSpec(ApiKey.ElectLeaders, ElectLeadersRequest, ElectLeadersResponse, 0, 2),
+    ApiSpec(ApiKey.ElectLeaders, ADMIN, 0, 2),
     # log dirs (JBOD, KIP-113): Kafka 4 serves DescribeLogDirs v1-5 and AlterReplicaLogDirs v1-2
-    ApiSpec(ApiKey.DescribeLogDirs, DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5),
-    ApiSpec(ApiKey.AlterReplicaLogDirs, AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, 1, 2),
+    ApiSpec(ApiKey.DescribeLogDirs, ADMIN, 1, 5),
+    ApiSpec(ApiKey.AlterReplicaLogDirs, ADMIN, 1, 2),
 )
+
+
+class Messages:
+    """kafka-python's message classes of the rows of ``APIS`` by name: ``messages.FetchResponse`` is
+    ``APIS[ApiKey.Fetch].response``.  The first read of a name resolves it through its row (importing the row's
+    package then); the class is kept as an attribute of this object, so later reads are plain lookups."""
+
+    def __getattr__(self, name: str) -> type:  # only reached for a name not resolved yet
+        for kind in ("Request", "Response"):
+            stem = name[:-len(kind)]
+            if name.endswith(kind) and stem in ApiKey.__members__ and int(ApiKey[stem]) in APIS:
+                spec = APIS[int(ApiKey[stem])]
+                found = spec.request if kind == "Request" else spec.response
+                setattr(self, name, found)
+                return found
+        raise AttributeError(f"{name!r} is not the Request or Response class of an API in APIS")
+
+
+messages = Messages()
 
 
 def api_versions_response(version: int, error_code: int = 0):
     """The ApiVersions answer: every row of ``APIS``; v0 layout when reporting an unsupported version."""
-    keys = [ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.advertised_min, max_version=s.max_version)
+    response = messages.ApiVersionsResponse
+    keys = [response.ApiVersion(api_key=s.key, min_version=s.advertised_min, max_version=s.max_version)
             for s in APIS.values()]
-    return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)
+    return response(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)

@@ -4,7 +4,8 @@
 once it accepts a TCP connection, so the list is what a start costs. Clients (kafka-python's and aiokafka's
 admin client, consumer, producer, network), crc32c's ``__init__`` (it reads its version from the installed
 metadata), Prometheus, ZooKeeper, the cluster member, the Schema Registry and TLS load only when asked for
-(``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``).
+(``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``), and kafka-python's message
+classes of an API when its first request arrives (``protocol/apis.py``).
 """
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ NOT_AT_START = {
     "broker_sim.bench": "the benchmarks",
     "importlib.metadata": "crc32c's __init__ reads its __version__ from the installed metadata (lazy_packages.py)",
     "crc32c._cli": "crc32c's command line, imported by its __init__",
+    # kafka-python message classes of APIs no request has asked for yet (protocol/apis.py loads them on first use)
+    "kafka.protocol.admin": "the admin APIs' message classes (~25 ms of CPU to build from their JSON schemas)",
+    "kafka.protocol.metadata": "Metadata, ApiVersions and FindCoordinator message classes",
+    "kafka.protocol.sasl": "the SASL message classes",
+    "kafka.protocol.producer": "Produce and transaction message classes (plain produce requests need none)",
+    "kafka.protocol.consumer.group": "the group APIs' message classes (lazy_packages.py defers their package)",
 }
 
 
@@ -88,6 +95,14 @@ defer_client_packages()  # what the broker program does first
 import kafka.errors
 import aiokafka.record.default_records
 assert "kafka.admin" not in sys.modules and "aiokafka.client" not in sys.modules, "an __init__ ran at import"
+import kafka.protocol.consumer as consumer
+from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.consumer.fetch import FetchRequest as leaf
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+assert FetchRequest is leaf and "kafka.protocol.consumer.group" not in sys.modules, "the group classes loaded"
+from kafka.protocol.consumer import JoinGroupRequest  # not a leaf: the package's __init__ runs now
+assert JoinGroupRequest.__module__ == "kafka.protocol.consumer.group" and consumer.FetchRequest is leaf
+assert "JoinGroupRequest" in consumer.__all__ and "__getattr__" not in vars(consumer)
 assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("kafka").handlers), "no NullHandler"
 import kafka
 assert kafka.__version__ == importlib.metadata.version("kafka-python"), kafka.__version__
@@ -133,8 +148,9 @@ assert package.crc32c is compiled.crc32c and "__getattr__" not in vars(package)
 assert package.CRC32CHash(b"123456789").checksum == 0xE3069283
 from broker_sim.lazy_packages import defer_package_init
 assert "xml" not in sys.modules
-assert defer_package_init("xml", ("xml.no_such_leaf", ("x",))) is False  # another version: not deferred at all
-assert "xml" not in sys.modules
+# another version of a package (a leaf missing): not deferred at all
+assert defer_package_init("xml", (("xml.dom.minidom", ("parseString",)), ("xml.no_such_leaf", ("x",)))) is False
+assert not [m for m in sys.modules if m == "xml" or m.startswith("xml.")], "a refused deferral left modules"
 import xml.dom.minidom
 assert xml.dom.minidom.parseString("<a/>").documentElement.tagName == "a"
 print("ok")
@@ -171,3 +187,62 @@ def test_the_scram_mock_secret_is_written_at_start_only_where_scram_logins_can_h
     with Broker(tmp_path / "scram", config=scram) as again:
         assert again.entity_configs.mock_secret == written == FileEntityConfigs(tmp_path / "scram").mock_secret
     assert len(written) == 32
+
+
+FIRST_USE = """
+import socket, struct, sys, tempfile
+from broker_sim.lazy_packages import defer_client_packages
+defer_client_packages()  # what the broker program does first
+from broker_sim.protocol.apis import APIS, messages
+from broker_sim.server.broker import Broker
+
+def loaded():
+    return {m for m in ("kafka.protocol.admin", "kafka.protocol.metadata", "kafka.protocol.sasl",
+                        "kafka.protocol.producer", "kafka.protocol.consumer.group") if m in sys.modules}
+
+def resolved():
+    return sorted(vars(messages)), sorted(k for k, spec in APIS.items() if {"request", "response"} & set(vars(spec)))
+
+def call(sock, api_key, version, correlation_id, body=b"", flexible=False):
+    # a request header v1 (v2 when flexible: an empty tag buffer) with a null client id, written by hand so that
+    # this process's client side loads no kafka-python message class itself
+    header = struct.pack(">hhih", api_key, version, correlation_id, -1) + (b"\\x00" if flexible else b"")
+    frame = header + body
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    answer = sock.recv(size, socket.MSG_WAITALL)
+    assert struct.unpack(">i", answer[:4])[0] == correlation_id and len(answer) == size, answer
+    return answer
+
+def text(value):
+    return struct.pack(">h", len(value)) + value
+
+with Broker(tempfile.mkdtemp(), port=0, config={"group.initial.rebalance.delay.ms": "0"}) as broker:
+    assert loaded() == set() and resolved() == ([], []), ("at start", loaded(), resolved())
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        call(sock, 18, 0, 1)  # ApiVersions v0
+        assert loaded() == {"kafka.protocol.metadata"}, ("after ApiVersions", loaded())
+        assert resolved() == (["ApiVersionsResponse"], [18]), resolved()
+        cached = APIS[18].request
+        call(sock, 18, 0, 2)
+        assert APIS[18].request is cached and vars(APIS[18])["request"] is cached  # kept: an attribute now
+        call(sock, 60, 0, 3, b"\\x00\\x00", flexible=True)  # DescribeCluster v0: no authorized operations
+        assert "kafka.protocol.admin" in loaded(), ("after DescribeCluster", loaded())
+        assert "DescribeClusterResponse" in vars(messages), resolved()
+        assert "kafka.protocol.consumer.group" not in loaded()
+        # JoinGroup v0: group, session timeout, no member id, protocol type, one protocol with empty metadata
+        join = text(b"g") + struct.pack(">i", 10000) + text(b"") + text(b"consumer") + struct.pack(">i", 1)
+        answer = call(sock, 11, 0, 4, join + text(b"range") + struct.pack(">i", 0))
+        assert struct.unpack(">h", answer[4:6])[0] == 0, answer  # joined: the group APIs' classes serve it
+        assert "kafka.protocol.consumer.group" in loaded(), ("after JoinGroup", loaded())
+print("ok")
+"""
+
+
+def test_a_started_broker_loads_an_apis_message_classes_only_when_its_first_request_arrives():
+    """Nothing resolved while the broker has answered nothing; ApiVersions loads kafka.protocol.metadata (and
+    resolves its row once: the next request reads the kept class); an admin API loads kafka.protocol.admin; a
+    group API, in a process that deferred kafka.protocol.consumer as the broker program does, its classes."""
+    done = _python(FIRST_USE)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-3000:]

@@ -25,11 +25,11 @@ import logging
 from typing import Iterable
 
 import kafka.errors as Errors
-from kafka.protocol.producer import WriteTxnMarkersRequest
 
 from broker_sim.coordinator.broker_topic import partition_in_metadata
 from broker_sim.coordinator.group.records import OFFSETS_TOPIC
 from broker_sim.coordinator.isr_wait import high_watermarks_reached
+from broker_sim.protocol.apis import messages
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +172,7 @@ class ClusterMarkerWriter:
         client = self._client(leader)
         if client is None:
             return {}
+        WriteTxnMarkersRequest = messages.WriteTxnMarkersRequest  # kafka-python's class, loaded on first use
         Marker = WriteTxnMarkersRequest.WritableTxnMarker
         topics: dict[str, list[int]] = {}
         for topic, index in tps:

@@ -9,18 +9,13 @@ from __future__ import annotations
 from typing import Callable
 
 import kafka.errors as Errors
-from kafka.protocol.admin import DescribeClusterResponse
-from kafka.protocol.metadata import MetadataResponse
 
 from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.controller.metadata import MetadataError, TopicInfo
-from broker_sim.protocol.apis import api_versions_response
+from broker_sim.protocol.apis import api_versions_response, messages
 from broker_sim.server.handlers.access import CREATE, DESCRIBE, TOPIC, Access
 
 NOT_REQUESTED = None  # authorized_operations when the client did not ask (INT32_MIN on the wire)
-
-Topic = MetadataResponse.MetadataResponseTopic
-PartitionMeta = Topic.MetadataResponsePartition
 
 
 class ClusterApis:
@@ -39,7 +34,9 @@ class ClusterApis:
     async def api_versions(self, ctx, request):
         return api_versions_response(ctx.version)
 
-    def _topic_metadata(self, info) -> Topic:
+    def _topic_metadata(self, info):
+        Topic = messages.MetadataResponse.MetadataResponseTopic
+        PartitionMeta = Topic.MetadataResponsePartition
         if self._clustered:
             return self._cluster_topic_metadata(info)
         me = self._broker_id
@@ -51,9 +48,11 @@ class ClusterApis:
         return Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
                      partitions=partitions)
 
-    def _cluster_topic_metadata(self, info) -> Topic:
+    def _cluster_topic_metadata(self, info):
         """A topic as the cluster state says: leader, epoch, ISR from ZooKeeper; LEADER_NOT_AVAILABLE while
         leaderless."""
+        Topic = messages.MetadataResponse.MetadataResponseTopic
+        PartitionMeta = Topic.MetadataResponsePartition
         states, live = self._metadata.partition_states, self._metadata.brokers
         partitions = []
         for index in range(info.partitions):
@@ -90,6 +89,7 @@ class ClusterApis:
         """Kafka's ACL rules: a request for all topics lists those the principal may DESCRIBE; a named topic it may
         not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED (whether it exists or not), and auto-creation needs
         CREATE on the cluster or the topic."""
+        MetadataResponse = messages.MetadataResponse
         access, store = self._access, self._metadata
         if request.topics is None or (ctx.version == 0 and not request.topics):
             topics = [self._topic_metadata(info) for info in list(store.topics.values())
@@ -143,6 +143,7 @@ class ClusterApis:
                                     for node, host, port, rack in brokers])
 
     async def describe_cluster(self, ctx, request):
+        DescribeClusterResponse = messages.DescribeClusterResponse
         cluster_id = self._metadata.cluster_id
         if ctx.version >= 1 and request.endpoint_type != 1:
             return DescribeClusterResponse(
@@ -159,5 +160,6 @@ class ClusterApis:
                      for node, host, port, rack in brokers])
 
 
-def _error_topic(error, name=None, topic_id=None) -> Topic:
+def _error_topic(error, name=None, topic_id=None):
+    Topic = messages.MetadataResponse.MetadataResponseTopic
     return Topic(error_code=error.errno, name=name, topic_id=topic_id, is_internal=False, partitions=[])

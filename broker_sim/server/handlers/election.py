@@ -15,15 +15,12 @@ import asyncio
 from typing import Callable
 
 import kafka.errors as Errors
-from kafka.protocol.admin import ElectLeadersResponse
 
 from broker_sim.controller.cluster_state import PartitionState
 from broker_sim.controller.election import ElectionType, Outcome, decide_election
 from broker_sim.errors import error_of
+from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import ALTER, Access
-
-Result = ElectLeadersResponse.ReplicaElectionResult
-PartitionResult = Result.PartitionResult
 
 
 class ElectionApis:
@@ -78,7 +75,10 @@ class ElectionApis:
         return outcomes
 
 
-def _response(ctx, outcomes: dict[tuple[str, int], Outcome], error_code: int) -> ElectLeadersResponse:
+def _response(ctx, outcomes: dict[tuple[str, int], Outcome], error_code: int):
+    ElectLeadersResponse = messages.ElectLeadersResponse
+    Result = ElectLeadersResponse.ReplicaElectionResult
+    PartitionResult = Result.PartitionResult
     by_topic: dict[str, list] = {}
     for (topic, index), (error, message) in sorted(outcomes.items()):
         by_topic.setdefault(topic, []).append(PartitionResult(

@@ -44,8 +44,8 @@ import os
 from typing import Callable
 
 import kafka.errors as Errors
-from kafka.protocol.consumer import FetchResponse
 
+from broker_sim.protocol.apis import messages
 from broker_sim.protocol.splice import new_placeholder, splice
 from broker_sim.security.quotas import FETCH as CONSUMER_BYTE_RATE
 from broker_sim.security.quotas import QuotaManager
@@ -55,8 +55,6 @@ from broker_sim.server.handlers.access import READ, TOPIC, Access
 from broker_sim.errors import error_of
 from broker_sim.server.network import SENDFILE_MIN_BYTES
 
-TopicResponse = FetchResponse.FetchableTopicResponse
-PartitionData = TopicResponse.PartitionData
 READ_COMMITTED = 1
 
 
@@ -288,6 +286,9 @@ def _session_answer(session, topics, incremental: bool):
 
 
 def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int = 0, session_id: int = 0) -> list:
+    FetchResponse = messages.FetchResponse
+    TopicResponse = FetchResponse.FetchableTopicResponse
+    PartitionData = TopicResponse.PartitionData
     committed = request.isolation_level == READ_COMMITTED
     zero_copy = ctx.connection.sendfile_ok
     spliced = []

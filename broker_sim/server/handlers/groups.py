@@ -11,17 +11,12 @@ import logging
 from typing import Callable
 
 import kafka.errors as Errors
-from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
-from kafka.protocol.consumer import (
-    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse, OffsetDeleteResponse,
-    OffsetFetchResponse, SyncGroupResponse,
-)
-from kafka.protocol.metadata import FindCoordinatorResponse
 
 from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.coordinator.group.metadata import JoinRequest
 from broker_sim.coordinator.group.records import CommittedOffset
 from broker_sim.coordinator.group.state import parse_state
+from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import DELETE, DESCRIBE, GROUP, READ, TOPIC, TXN, Access
 
 GROUP_AUTHORIZATION_FAILED = Errors.GroupAuthorizationFailedError.errno
@@ -39,30 +34,12 @@ def _client_host(ctx) -> str:
     return "/" + peer.rsplit(":", 1)[0].strip("[]")
 
 
-CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
-CommitPartition = CommitTopic.OffsetCommitResponsePartition
-
-
-FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
-FetchPartition = FetchTopic.OffsetFetchResponsePartition
-FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
-FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
-FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
-
-
 def _fetched(cls, partition: int, value: CommittedOffset | None, error: int):
     if value is None:
         return cls(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="",
                    error_code=error)
     return cls(partition_index=partition, committed_offset=value.offset, committed_leader_epoch=value.leader_epoch,
                metadata=value.metadata, error_code=error)
-
-
-DeleteTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
-DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
-
-Described = DescribeGroupsResponse.DescribedGroup
-DescribedMember = Described.DescribedGroupMember
 
 
 class GroupApis:
@@ -79,6 +56,7 @@ class GroupApis:
     # --- FindCoordinator ----------------------------------------------------------------
 
     async def find_coordinator(self, ctx, request):
+        FindCoordinatorResponse = messages.FindCoordinatorResponse
         key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
         keys = request.coordinator_keys if ctx.version >= 4 else [request.key]
         listener = getattr(ctx.connection, "listener", None)
@@ -141,6 +119,7 @@ class GroupApis:
     # --- membership -------------------------------------------------------------------------
 
     async def join_group(self, ctx, request):
+        JoinGroupResponse = messages.JoinGroupResponse
         version = ctx.version
         if not self._access.allowed(ctx, READ, GROUP, request.group_id):
             return JoinGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, generation_id=-1,
@@ -169,6 +148,7 @@ class GroupApis:
                                  members=members)
 
     async def sync_group(self, ctx, request):
+        SyncGroupResponse = messages.SyncGroupResponse
         version = ctx.version
         if not self._access.allowed(ctx, READ, GROUP, request.group_id):
             return SyncGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, protocol_type=None,
@@ -182,6 +162,7 @@ class GroupApis:
                                  protocol_name=result.protocol_name, assignment=result.assignment)
 
     async def heartbeat(self, ctx, request):
+        HeartbeatResponse = messages.HeartbeatResponse
         if not self._access.allowed(ctx, READ, GROUP, request.group_id):
             return HeartbeatResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED)
         error = self._groups.heartbeat(request.group_id, request.member_id,
@@ -189,6 +170,7 @@ class GroupApis:
         return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
     async def leave_group(self, ctx, request):
+        LeaveGroupResponse = messages.LeaveGroupResponse
         if not self._access.allowed(ctx, READ, GROUP, request.group_id):
             return LeaveGroupResponse(throttle_time_ms=0, error_code=GROUP_AUTHORIZATION_FAILED, members=[])
         if ctx.version >= 3:
@@ -206,6 +188,9 @@ class GroupApis:
     # --- offsets -----------------------------------------------------------------------------
 
     async def offset_commit(self, ctx, request):
+        OffsetCommitResponse = messages.OffsetCommitResponse
+        CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+        CommitPartition = CommitTopic.OffsetCommitResponsePartition
         version = ctx.version
         if not self._access.allowed(ctx, READ, GROUP, request.group_id):
             return OffsetCommitResponse(throttle_time_ms=0, topics=[
@@ -265,6 +250,12 @@ class GroupApis:
         return error, found
 
     async def offset_fetch(self, ctx, request):
+        OffsetFetchResponse = messages.OffsetFetchResponse
+        FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+        FetchPartition = FetchTopic.OffsetFetchResponsePartition
+        FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
+        FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
+        FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
         version = ctx.version
         if version >= 8:
             groups = []
@@ -279,6 +270,9 @@ class GroupApis:
             FetchTopic(name=name, partitions=[_fetched(FetchPartition, *p) for p in parts]) for name, parts in topics])
 
     async def offset_delete(self, ctx, request):
+        OffsetDeleteResponse = messages.OffsetDeleteResponse
+        DeleteTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+        DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
         if not self._access.allowed(ctx, DELETE, GROUP, request.group_id):
             return OffsetDeleteResponse(error_code=GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
         denied = {t.name for t in request.topics if not self._access.allowed(ctx, READ, TOPIC, t.name)}
@@ -296,6 +290,9 @@ class GroupApis:
     # --- admin -------------------------------------------------------------------------------
 
     async def describe_groups(self, ctx, request):
+        DescribeGroupsResponse = messages.DescribeGroupsResponse
+        Described = DescribeGroupsResponse.DescribedGroup
+        DescribedMember = Described.DescribedGroupMember
         groups = []
         for group_id in request.groups:
             if not self._access.allowed(ctx, DESCRIBE, GROUP, group_id):
@@ -316,6 +313,7 @@ class GroupApis:
         return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
     async def list_groups(self, ctx, request):
+        ListGroupsResponse = messages.ListGroupsResponse
         names = request.states_filter if ctx.version >= 4 else []
         states = [parse_state(name) for name in names or []]
         if states and all(state is None for state in states):
@@ -331,6 +329,7 @@ class GroupApis:
         return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
     async def delete_groups(self, ctx, request):
+        DeleteGroupsResponse = messages.DeleteGroupsResponse
         permitted = [g for g in request.groups_names if self._access.allowed(ctx, DELETE, GROUP, g)]
         results = dict.fromkeys(request.groups_names, GROUP_AUTHORIZATION_FAILED)
         results.update(await self._groups.delete_groups(permitted))

@@ -13,15 +13,9 @@ from __future__ import annotations
 import os
 
 import kafka.errors as Errors
-from kafka.protocol.admin import AlterReplicaLogDirsResponse, DescribeLogDirsResponse
 
+from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import ALTER, DESCRIBE, Access
-
-_Result = DescribeLogDirsResponse.DescribeLogDirsResult
-_Topic = _Result.DescribeLogDirsTopic
-_Partition = _Topic.DescribeLogDirsPartition
-_AlterTopic = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
-_AlterPartition = _AlterTopic.AlterReplicaLogDirPartitionResult
 
 
 def _volume(directory) -> tuple[int, int]:
@@ -38,6 +32,10 @@ class LogDirApis:
         self._replicas = replicas
 
     async def describe_log_dirs(self, ctx, request):
+        DescribeLogDirsResponse = messages.DescribeLogDirsResponse
+        _Result = DescribeLogDirsResponse.DescribeLogDirsResult
+        _Topic = _Result.DescribeLogDirsTopic
+        _Partition = _Topic.DescribeLogDirsPartition
         if not self._access.allowed_cluster(ctx, DESCRIBE):
             return DescribeLogDirsResponse(throttle_time_ms=0, error_code=Errors.ClusterAuthorizationFailedError.errno,
                                            results=[])
@@ -57,6 +55,9 @@ class LogDirApis:
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=results)
 
     async def alter_replica_log_dirs(self, ctx, request):
+        AlterReplicaLogDirsResponse = messages.AlterReplicaLogDirsResponse
+        _AlterTopic = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
+        _AlterPartition = _AlterTopic.AlterReplicaLogDirPartitionResult
         allowed = self._access.allowed_cluster(ctx, ALTER)
         answers: dict[str, list] = {}
         for wanted in request.dirs:

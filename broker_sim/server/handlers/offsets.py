@@ -10,20 +10,13 @@ from __future__ import annotations
 from typing import Callable
 
 import kafka.errors as Errors
-from kafka.protocol.admin import DeleteRecordsResponse
-from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 
+from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import DELETE, DESCRIBE, TOPIC, Access
 from broker_sim.errors import error_of
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 READ_COMMITTED = 1
-ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
-ListPartition = ListTopic.ListOffsetsPartitionResponse
-EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
-EpochEnd = EpochTopic.EpochEndOffset
-DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
-DeletePartition = DeleteTopic.DeleteRecordsPartitionResult
 
 
 def _lookup(partition, timestamp: int, version: int, read_committed: bool) -> tuple[int, int]:
@@ -64,6 +57,9 @@ class OffsetApis:
         self._replicas = replicas
 
     async def list_offsets(self, ctx, request):
+        ListOffsetsResponse = messages.ListOffsetsResponse
+        ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+        ListPartition = ListTopic.ListOffsetsPartitionResponse
         read_committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
 
         def answer(name, data):
@@ -83,6 +79,9 @@ class OffsetApis:
             for topic in request.topics])
 
     async def offset_for_leader_epoch(self, ctx, request):
+        OffsetForLeaderEpochResponse = messages.OffsetForLeaderEpochResponse
+        EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+        EpochEnd = EpochTopic.EpochEndOffset
         # a follower's (replica_id >= 0, v3+) needs CLUSTER_ACTION; a client's DESCRIBE on each topic
         follower = ctx.version >= 3 and request.replica_id is not None and request.replica_id >= 0
 
@@ -105,6 +104,10 @@ class OffsetApis:
             for topic in request.topics])
 
     async def delete_records(self, ctx, request):
+        DeleteRecordsResponse = messages.DeleteRecordsResponse
+        DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
+        DeletePartition = DeleteTopic.DeleteRecordsPartitionResult
+
         def answer(name, data):
             low = self._replicas.get_leader(name, data.partition_index).delete_records_before(data.offset)
             return DeletePartition(partition_index=data.partition_index, low_watermark=low, error_code=0)

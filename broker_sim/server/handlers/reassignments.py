@@ -17,15 +17,11 @@ import asyncio
 import logging
 
 import kafka.errors as Errors
-from kafka.protocol.admin import AlterPartitionReassignmentsResponse, ListPartitionReassignmentsResponse
 
+from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import ALTER, DESCRIBE, Access
 
 log = logging.getLogger(__name__)
-_AltTopic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
-_AltPartition = _AltTopic.ReassignablePartitionResponse
-_ListTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
-_ListPartition = _ListTopic.OngoingPartitionReassignment
 
 
 class ReassignmentApis:
@@ -36,6 +32,9 @@ class ReassignmentApis:
         self._cluster = cluster  # ClusterMember, None on a single node
 
     def _alter_response(self, code: int, message: str | None, results: dict):
+        AlterPartitionReassignmentsResponse = messages.AlterPartitionReassignmentsResponse
+        _AltTopic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
+        _AltPartition = _AltTopic.ReassignablePartitionResponse
         by_topic: dict[str, list] = {}
         for (topic, index), (part_code, part_message) in results.items():
             by_topic.setdefault(topic, []).append(_AltPartition(partition_index=index, error_code=part_code,
@@ -92,6 +91,9 @@ class ReassignmentApis:
         return 0, None
 
     async def list_partition_reassignments(self, ctx, request):
+        ListPartitionReassignmentsResponse = messages.ListPartitionReassignmentsResponse
+        _ListTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
+        _ListPartition = _ListTopic.OngoingPartitionReassignment
         if not self._access.allowed_cluster(ctx, DESCRIBE):
             return ListPartitionReassignmentsResponse(
                 throttle_time_ms=0, error_code=Errors.ClusterAuthorizationFailedError.errno,

@@ -12,14 +12,9 @@ import math
 from urllib.parse import unquote
 
 import kafka.errors as Errors
-from kafka.protocol.admin import (
-    AlterClientQuotasResponse, AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse,
-    DescribeAclsResponse, DescribeClientQuotasResponse,
-    DescribeUserScramCredentialsResponse,
-)
-from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from broker_sim.config import LONG_MAX
+from broker_sim.protocol.apis import messages
 from broker_sim.security import acl, scram
 from broker_sim.security import quotas
 from broker_sim.security.quotas import sanitize
@@ -82,6 +77,7 @@ def _filter(request_filter, version: int) -> acl.AclFilter:
 
 
 def _described(bindings) -> list:
+    DescribeAclsResponse = messages.DescribeAclsResponse
     Resource = DescribeAclsResponse.DescribeAclsResource
     by_resource: dict = {}
     for b in bindings:
@@ -119,6 +115,7 @@ class SecurityApis:
         self._metrics = metrics  # counts SASL successes and failures
 
     async def sasl_handshake(self, ctx, request):
+        SaslHandshakeResponse = messages.SaslHandshakeResponse
         authenticator = ctx.connection.authenticator
         if authenticator is None:  # a PLAINTEXT or SSL listener: Kafka's KafkaApis answers this
             return SaslHandshakeResponse(error_code=ILLEGAL_SASL_STATE, mechanisms=[])
@@ -133,6 +130,7 @@ class SecurityApis:
         return SaslHandshakeResponse(error_code=0, mechanisms=mechanisms)
 
     async def sasl_authenticate(self, ctx, request):
+        SaslAuthenticateResponse = messages.SaslAuthenticateResponse
         connection = ctx.connection
         authenticator = connection.authenticator
         if authenticator is None or authenticator.complete:
@@ -160,6 +158,7 @@ class SecurityApis:
     # --- KIP-554 -------------------------------------------------------------------------------------
 
     async def describe_user_scram_credentials(self, ctx, request):
+        DescribeUserScramCredentialsResponse = messages.DescribeUserScramCredentialsResponse
         Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
         Info = Result.CredentialInfo
         if not self._access.allowed_cluster(ctx, DESCRIBE):
@@ -203,6 +202,7 @@ class SecurityApis:
                                                     results=results)
 
     async def alter_user_scram_credentials(self, ctx, request):
+        AlterUserScramCredentialsResponse = messages.AlterUserScramCredentialsResponse
         Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
         changes: dict[str, list] = {}
         for deletion in request.deletions:
@@ -243,6 +243,7 @@ class SecurityApis:
     # --- ACLs: CreateAcls, DescribeAcls, DeleteAcls ---------------------------------------------------
 
     async def create_acls(self, ctx, request):
+        CreateAclsResponse = messages.CreateAclsResponse
         Result = CreateAclsResponse.AclCreationResult
         if not self._access.enabled:
             return CreateAclsResponse(throttle_time_ms=0, results=[
@@ -276,6 +277,7 @@ class SecurityApis:
         return CreateAclsResponse(throttle_time_ms=0, results=results)
 
     async def describe_acls(self, ctx, request):
+        DescribeAclsResponse = messages.DescribeAclsResponse
         if not self._access.enabled:
             return DescribeAclsResponse(throttle_time_ms=0, error_code=SECURITY_DISABLED, error_message=_NO_AUTHORIZER,
                                         resources=[])
@@ -287,6 +289,7 @@ class SecurityApis:
                                     resources=_described(b for b in self._acls.bindings() if found.matches(b)))
 
     async def delete_acls(self, ctx, request):
+        DeleteAclsResponse = messages.DeleteAclsResponse
         FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
         Matching = FilterResult.DeleteAclsMatchingAcl
         if not self._access.enabled or not self._access.allowed_cluster(ctx, ALTER):
@@ -340,7 +343,7 @@ class SecurityApis:
         return found
 
     async def describe_client_quotas(self, ctx, request):
-        Response = DescribeClientQuotasResponse
+        Response = messages.DescribeClientQuotasResponse
         Entry = Response.EntryData
         if not self._access.allowed_cluster(ctx, DESCRIBE_CONFIGS):
             return Response(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
@@ -374,7 +377,7 @@ class SecurityApis:
         return Response(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
 
     async def alter_client_quotas(self, ctx, request):
-        Response = AlterClientQuotasResponse
+        Response = messages.AlterClientQuotasResponse
         Entry = Response.EntryData
 
         def answer(entry, code, message):

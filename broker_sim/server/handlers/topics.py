@@ -17,16 +17,13 @@ import logging
 from typing import Awaitable, Callable, Mapping
 
 import kafka.errors as Errors
-from kafka.protocol.admin import (
-    AlterConfigsResponse, CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse, DescribeConfigsResponse,
-    IncrementalAlterConfigsResponse,
-)
 
 from broker_sim.config import (
     BROKER_CONFIGS, BrokerConfig, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, NotDynamicError,
     dynamic_listener_config, sensitive_config, shown_configs, validate_dynamic_broker_configs,
 )
 from broker_sim.controller.metadata import MetadataError, TopicInfo
+from broker_sim.protocol.apis import messages
 from broker_sim.security.entity_configs import EntityConfigs
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.access import Access
@@ -49,9 +46,6 @@ _SOURCES = {"dynamic": DYNAMIC_BROKER_CONFIG, "dynamic-default": DYNAMIC_DEFAULT
 BOOLEAN, STRING, LONG, DOUBLE, LIST = 1, 2, 5, 6, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = {"cleanup.policy", "log.cleanup.policy"}
-
-CreatedTopic = CreateTopicsResponse.CreatableTopicResult
-DeletedTopic = DeleteTopicsResponse.DeletableTopicResult
 
 
 class _Entry:
@@ -81,10 +75,6 @@ def _config_type(name: str, default: str) -> int:
 def _internal(name: str) -> bool:
     """Kafka's internal configs (``internal.*``, for tests) are accepted but never described."""
     return name.startswith("internal.")
-
-
-Described = DescribeConfigsResponse.DescribeConfigsResult
-DescribedConfig = Described.DescribeConfigsResourceResult
 
 
 def _altered(current: dict[str, str], changes) -> dict[str, str]:
@@ -163,6 +153,8 @@ class TopicApis:
                                     f"like the first partition's")
 
     async def create_topics(self, ctx, request):
+        CreateTopicsResponse = messages.CreateTopicsResponse
+        CreatedTopic = CreateTopicsResponse.CreatableTopicResult
         results = []
         seen = {}
         for topic in request.topics:
@@ -235,6 +227,8 @@ class TopicApis:
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
     async def delete_topics(self, ctx, request):
+        DeleteTopicsResponse = messages.DeleteTopicsResponse
+        DeletedTopic = DeleteTopicsResponse.DeletableTopicResult
         if ctx.version >= 6:
             wanted = [(t.name, t.topic_id) for t in request.topics]
         else:
@@ -265,6 +259,7 @@ class TopicApis:
     async def create_partitions(self, ctx, request):
         from broker_sim.registry.schema_log import SCHEMAS_TOPIC  # here: the registry's modules load only if used
 
+        CreatePartitionsResponse = messages.CreatePartitionsResponse
         results = []
         for topic in request.topics:
             try:
@@ -338,6 +333,9 @@ class TopicApis:
         return entries
 
     async def describe_configs(self, ctx, request):
+        DescribeConfigsResponse = messages.DescribeConfigsResponse
+        Described = DescribeConfigsResponse.DescribeConfigsResult
+        DescribedConfig = Described.DescribeConfigsResourceResult
         results = []
         for resource in request.resources:
             keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
@@ -426,7 +424,7 @@ class TopicApis:
         return await self._alter_each(
             ctx, request,
             lambda entity, resource: _altered(self._entity_configs.get("brokers", entity), resource.configs),
-            lambda info, resource: _altered(info.configs, resource.configs), IncrementalAlterConfigsResponse)
+            lambda info, resource: _altered(info.configs, resource.configs), messages.IncrementalAlterConfigsResponse)
 
     def _check_topic_configs(self, configs: dict[str, str]) -> None:
         """INVALID_CONFIG for a value that does not parse, or one this broker cannot honour (schema validation
@@ -445,4 +443,4 @@ class TopicApis:
         """AlterConfigs (API 33), Kafka's legacy form: the given configs *replace* the resource's overrides."""
         def given(_, resource):
             return {c.name: c.value for c in resource.configs}
-        return await self._alter_each(ctx, request, given, given, AlterConfigsResponse)
+        return await self._alter_each(ctx, request, given, given, messages.AlterConfigsResponse)

@@ -18,15 +18,11 @@ from __future__ import annotations
 from typing import Awaitable, Callable
 
 import kafka.errors as Errors
-from kafka.protocol.admin import DescribeTransactionsResponse, ListTransactionsResponse
-from kafka.protocol.producer import (
-    AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, EndTxnResponse, InitProducerIdResponse,
-    TxnOffsetCommitResponse, WriteTxnMarkersResponse,
-)
 
 from broker_sim.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset
 from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
 from broker_sim.coordinator.txn.state import parse_state
+from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.access import Access
 
@@ -44,11 +40,6 @@ def _fenced_as(error: int, version: int, first_version: int) -> int:
     return INVALID_PRODUCER_EPOCH if error == PRODUCER_FENCED and version < first_version else error
 
 
-TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
-PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
-TxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
-
-
 def _topic_results(cls, results: dict[tuple[str, int], int], version: int) -> list:
     by_topic: dict[str, list] = {}
     for (topic, index), error in results.items():
@@ -56,18 +47,6 @@ def _topic_results(cls, results: dict[tuple[str, int], int], version: int) -> li
             cls.AddPartitionsToTxnPartitionResult(partition_index=index,
                                                   partition_error_code=_fenced_as(error, version, 2)))
     return [cls(name=topic, results_by_partition=partitions) for topic, partitions in by_topic.items()]
-
-
-CommitTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-CommitPartition = CommitTopic.TxnOffsetCommitResponsePartition
-
-
-MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
-MarkerTopic = MarkerResult.WritableTxnMarkerTopicResult
-MarkerPartition = MarkerTopic.WritableTxnMarkerPartitionResult
-
-
-Described = DescribeTransactionsResponse.TransactionState
 
 
 class TransactionApis:
@@ -89,6 +68,7 @@ class TransactionApis:
     # --- InitProducerId ---------------------------------------------------------------------------
 
     async def init_producer_id(self, ctx, request):
+        InitProducerIdResponse = messages.InitProducerIdResponse
         version = ctx.version
         expected_id = request.producer_id if version >= 3 else -1
         expected_epoch = request.producer_epoch if version >= 3 else -1
@@ -127,6 +107,9 @@ class TransactionApis:
         return None
 
     async def add_partitions_to_txn(self, ctx, request):
+        AddPartitionsToTxnResponse = messages.AddPartitionsToTxnResponse
+        TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+        TxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
         version = ctx.version
         if version <= 3:
             partitions = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
@@ -152,6 +135,7 @@ class TransactionApis:
         return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=answers)
 
     async def add_offsets_to_txn(self, ctx, request):
+        AddOffsetsToTxnResponse = messages.AddOffsetsToTxnResponse
         if not self._txn_allowed(ctx, request.transactional_id):
             return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED)
         if not self._access.allowed(ctx, access.READ, access.GROUP, request.group_id):
@@ -165,6 +149,7 @@ class TransactionApis:
     # --- EndTxn -----------------------------------------------------------------------------------
 
     async def end_txn(self, ctx, request):
+        EndTxnResponse = messages.EndTxnResponse
         if not self._txn_allowed(ctx, request.transactional_id):
             return EndTxnResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED)
         error = await self._transactions.end_transaction(
@@ -174,6 +159,9 @@ class TransactionApis:
     # --- TxnOffsetCommit --------------------------------------------------------------------------
 
     async def txn_offset_commit(self, ctx, request):
+        TxnOffsetCommitResponse = messages.TxnOffsetCommitResponse
+        CommitTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+        CommitPartition = CommitTopic.TxnOffsetCommitResponsePartition
         version = ctx.version
         commits = [(topic.name, p.partition_index, CommittedOffset(
                        offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
@@ -215,6 +203,10 @@ class TransactionApis:
     # --- WriteTxnMarkers --------------------------------------------------------------------------
 
     async def write_txn_markers(self, ctx, request):
+        WriteTxnMarkersResponse = messages.WriteTxnMarkersResponse
+        MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
+        MarkerTopic = MarkerResult.WritableTxnMarkerTopicResult
+        MarkerPartition = MarkerTopic.WritableTxnMarkerPartitionResult
         answers = []
         for marker in request.markers:
             partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
@@ -237,6 +229,7 @@ class TransactionApis:
     # --- admin ------------------------------------------------------------------------------------
 
     async def list_transactions(self, ctx, request):
+        ListTransactionsResponse = messages.ListTransactionsResponse
         version = ctx.version
         states = [parse_state(name) for name in request.state_filters or []]
         unknown = [name for name, state in zip(request.state_filters or [], states) if state is None]
@@ -255,6 +248,8 @@ class TransactionApis:
                                 for txn_id, pid, state in listed])
 
     async def describe_transactions(self, ctx, request):
+        DescribeTransactionsResponse = messages.DescribeTransactionsResponse
+        Described = DescribeTransactionsResponse.TransactionState
         described = []
         for txn_id in request.transactional_ids:
             if not self._access.allowed(ctx, access.DESCRIBE, access.TXN, txn_id):
