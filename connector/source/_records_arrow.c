@@ -10,6 +10,10 @@
  *  value_validity or None, value_nulls, offsets, timestamps_us, timestamp_types),
  * which Python wraps with pyarrow.Array.from_buffers (no per-record Python object).
  *
+ * Every buffer is reserved before the parse (the rows are the spans' record counts; a column's bytes fit in the
+ * spans' bytes), so the parse allocates nothing and touches no Python object: it runs without the GIL, and the
+ * reader's prefetch thread receives the next Fetch meanwhile.
+ *
  * Every read is bounds-checked against its span, varints are at most 10 bytes, a batch must hold exactly
  * its record count and each record exactly its length; anything else raises ValueError, and the caller
  * then decodes the batches with aiokafka's reader, whose error (or answer) is the reference.
@@ -80,8 +84,10 @@ static int read_bytes_field(const uint8_t **at, const uint8_t *end, BinCol *col,
         col->nulls++;
         col->valid.p[row >> 3] &= (char)~(1 << (row & 7));
     } else if (length > 0) {
-        if (buf_reserve(&col->data, (Py_ssize_t)length) < 0)
-            return -2;
+        if (length > col->data.cap - col->data.len) { /* cannot happen: reserved for all the spans' bytes */
+            *why = "field bytes beyond the batches' bytes";
+            return -1;
+        }
         memcpy(col->data.p + col->data.len, *at, (size_t)length);
         col->data.len += (Py_ssize_t)length;
         *at += length;
@@ -91,6 +97,75 @@ static int read_bytes_field(const uint8_t **at, const uint8_t *end, BinCol *col,
         return -1;
     }
     ((int32_t *)col->offs.p)[row + 1] = (int32_t)col->data.len;
+    return 0;
+}
+
+typedef struct {
+    long long start, end, base_offset, base_ts, log_append, max_ts, count, kind;
+} Span;
+
+typedef struct {
+    BinCol keys, values;
+    Buf offsets, stamps, types;
+    Py_ssize_t rows;
+    const char *why;      /* a malformed batch: what is wrong, */
+    long long bad_batch;  /* and its base offset */
+} Columns;
+
+/* every record of the spans into ``c``'s reserved buffers; -1 (``why``, ``bad_batch``) for a malformed batch.
+ * Called without the GIL: it allocates nothing and touches no Python object. */
+static int parse_spans(const uint8_t *records, const Span *spans, Py_ssize_t nspans, Columns *c) {
+    Py_ssize_t row = 0;
+    for (Py_ssize_t i = 0; i < nspans; i++) {
+        const Span *s = &spans[i];
+        const uint8_t *p = records + s->start, *batch_end = records + s->end;
+        c->bad_batch = s->base_offset;
+        for (long long r = 0; r < s->count; r++) {
+            int64_t length, ts_delta, offset_delta, header_count, skip;
+            if (read_varlong(&p, batch_end, &length) < 0 || length < 6 || length > batch_end - p) {
+                c->why = "bad record length";
+                return -1;
+            }
+            const uint8_t *record_end = p + length;
+            p++; /* attributes */
+            if (read_varlong(&p, record_end, &ts_delta) < 0 || read_varlong(&p, record_end, &offset_delta) < 0) {
+                c->why = "bad timestamp or offset delta";
+                return -1;
+            }
+            if (read_bytes_field(&p, record_end, &c->keys, row, &c->why) < 0 ||
+                read_bytes_field(&p, record_end, &c->values, row, &c->why) < 0)
+                return -1;
+            if (read_varlong(&p, record_end, &header_count) < 0 || header_count < 0 ||
+                header_count > record_end - p) {
+                c->why = "bad header count";
+                return -1;
+            }
+            for (int64_t h = 0; h < header_count; h++) {
+                for (int part = 0; part < 2; part++) {
+                    if (read_varlong(&p, record_end, &skip) < 0 || skip < -part || skip > record_end - p) {
+                        c->why = "bad header";
+                        return -1;
+                    }
+                    if (skip > 0)
+                        p += skip;
+                }
+            }
+            if (p != record_end) {
+                c->why = "bytes left over after a record";
+                return -1;
+            }
+            uint64_t ts_ms = s->log_append ? (uint64_t)s->max_ts : (uint64_t)s->base_ts + (uint64_t)ts_delta;
+            ((int64_t *)c->offsets.p)[row] = (int64_t)((uint64_t)s->base_offset + (uint64_t)offset_delta);
+            ((int64_t *)c->stamps.p)[row] = (int64_t)(ts_ms * 1000u);
+            ((int32_t *)c->types.p)[row] = (int32_t)s->kind;
+            row++;
+        }
+        if (p != batch_end) {
+            c->why = "bytes left over after the batch's records";
+            return -1;
+        }
+    }
+    c->rows = row;
     return 0;
 }
 
@@ -106,117 +181,75 @@ static PyObject *validity(BinCol *col) {
 
 static PyObject *py_decode_batches(PyObject *self, PyObject *args) {
     Py_buffer view;
-    PyObject *spans;
-    if (!PyArg_ParseTuple(args, "y*O!", &view, &PyList_Type, &spans))
+    PyObject *list;
+    if (!PyArg_ParseTuple(args, "y*O!", &view, &PyList_Type, &list))
         return NULL;
-    const uint8_t *records = view.buf;
-    Py_ssize_t nspans = PyList_GET_SIZE(spans);
-    BinCol keys = {0}, values = {0};
-    Buf offsets = {0}, stamps = {0}, types = {0};
+    Py_ssize_t nspans = PyList_GET_SIZE(list);
+    Columns c = {0};
     PyObject *result = NULL;
-    const char *why = NULL;
-    long long bad_batch = -1;
-    Py_ssize_t capacity = 0;
+    Py_ssize_t capacity = 0, span_bytes = 0;
+    int failed = 0;
+    Span *spans = PyMem_Calloc(nspans ? (size_t)nspans : 1, sizeof(Span));
+    if (spans == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
 
     /* rows are bounded by the record counts, which are bounded by the bytes (a record takes >= 7 bytes) */
     for (Py_ssize_t i = 0; i < nspans; i++) {
-        long long start, end, base_offset, base_ts, log_append, max_ts, count, kind;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(spans, i), "LLLLLLLL", &start, &end, &base_offset, &base_ts,
-                              &log_append, &max_ts, &count, &kind))
+        Span *s = &spans[i];
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(list, i), "LLLLLLLL", &s->start, &s->end, &s->base_offset,
+                              &s->base_ts, &s->log_append, &s->max_ts, &s->count, &s->kind))
             goto done;
-        if (start < 0 || end < start || end > view.len || count < 0 || count > (end - start) / 7 + 1) {
-            why = "batch bounds or record count out of range";
-            bad_batch = base_offset;
+        if (s->start < 0 || s->end < s->start || s->end > view.len || s->count < 0 ||
+            s->count > (s->end - s->start) / 7 + 1) {
+            c.why = "batch bounds or record count out of range";
+            c.bad_batch = s->base_offset;
             goto bad;
         }
-        capacity += (Py_ssize_t)count;
+        capacity += (Py_ssize_t)s->count;
+        span_bytes += (Py_ssize_t)(s->end - s->start);
     }
-    if (buf_reserve(&keys.offs, (capacity + 1) * 4) < 0 || buf_reserve(&values.offs, (capacity + 1) * 4) < 0 ||
-        buf_reserve(&keys.valid, capacity / 8 + 1) < 0 || buf_reserve(&values.valid, capacity / 8 + 1) < 0 ||
-        buf_reserve(&offsets, capacity * 8 + 8) < 0 || buf_reserve(&stamps, capacity * 8 + 8) < 0 ||
-        buf_reserve(&types, capacity * 4 + 4) < 0)
+    if (buf_reserve(&c.keys.offs, (capacity + 1) * 4) < 0 || buf_reserve(&c.values.offs, (capacity + 1) * 4) < 0 ||
+        buf_reserve(&c.keys.valid, capacity / 8 + 1) < 0 || buf_reserve(&c.values.valid, capacity / 8 + 1) < 0 ||
+        buf_reserve(&c.offsets, capacity * 8 + 8) < 0 || buf_reserve(&c.stamps, capacity * 8 + 8) < 0 ||
+        buf_reserve(&c.types, capacity * 4 + 4) < 0 || buf_reserve(&c.keys.data, span_bytes + 1) < 0 ||
+        buf_reserve(&c.values.data, span_bytes + 1) < 0)
         goto done;
-    memset(keys.valid.p, 0xff, (size_t)(capacity / 8 + 1));
-    memset(values.valid.p, 0xff, (size_t)(capacity / 8 + 1));
-    ((int32_t *)keys.offs.p)[0] = 0;
-    ((int32_t *)values.offs.p)[0] = 0;
-    Py_ssize_t row = 0;
-    for (Py_ssize_t i = 0; i < nspans; i++) {
-        long long start, end, base_offset, base_ts, log_append, max_ts, count, kind;
-        PyArg_ParseTuple(PyList_GET_ITEM(spans, i), "LLLLLLLL", &start, &end, &base_offset, &base_ts,
-                         &log_append, &max_ts, &count, &kind);
-        const uint8_t *p = records + start, *batch_end = records + end;
-        bad_batch = base_offset;
-        for (long long r = 0; r < count; r++) {
-            int64_t length, ts_delta, offset_delta, header_count, skip;
-            if (read_varlong(&p, batch_end, &length) < 0 || length < 6 || length > batch_end - p) {
-                why = "bad record length";
-                goto bad;
-            }
-            const uint8_t *record_end = p + length;
-            p++; /* attributes */
-            if (read_varlong(&p, record_end, &ts_delta) < 0 || read_varlong(&p, record_end, &offset_delta) < 0) {
-                why = "bad timestamp or offset delta";
-                goto bad;
-            }
-            int rc;
-            if ((rc = read_bytes_field(&p, record_end, &keys, row, &why)) < 0 ||
-                (rc = read_bytes_field(&p, record_end, &values, row, &why)) < 0) {
-                if (rc == -2)
-                    goto done;
-                goto bad;
-            }
-            if (read_varlong(&p, record_end, &header_count) < 0 || header_count < 0 ||
-                header_count > record_end - p) {
-                why = "bad header count";
-                goto bad;
-            }
-            for (int64_t h = 0; h < header_count; h++) {
-                for (int part = 0; part < 2; part++) {
-                    if (read_varlong(&p, record_end, &skip) < 0 || skip < -part || skip > record_end - p) {
-                        why = "bad header";
-                        goto bad;
-                    }
-                    if (skip > 0)
-                        p += skip;
-                }
-            }
-            if (p != record_end) {
-                why = "bytes left over after a record";
-                goto bad;
-            }
-            uint64_t ts_ms = log_append ? (uint64_t)max_ts : (uint64_t)base_ts + (uint64_t)ts_delta;
-            ((int64_t *)offsets.p)[row] = (int64_t)((uint64_t)base_offset + (uint64_t)offset_delta);
-            ((int64_t *)stamps.p)[row] = (int64_t)(ts_ms * 1000u);
-            ((int32_t *)types.p)[row] = (int32_t)kind;
-            row++;
-        }
-        if (p != batch_end) {
-            why = "bytes left over after the batch's records";
-            goto bad;
-        }
-    }
-    keys.offs.len = values.offs.len = (row + 1) * 4;
-    keys.valid.len = values.valid.len = (row + 7) / 8;
-    offsets.len = stamps.len = row * 8;
-    types.len = row * 4;
-    result = Py_BuildValue("(nNNNnNNNnNNN)", row, to_bytes(&keys.offs), to_bytes(&keys.data), validity(&keys),
-                           keys.nulls, to_bytes(&values.offs), to_bytes(&values.data), validity(&values),
-                           values.nulls, to_bytes(&offsets), to_bytes(&stamps), to_bytes(&types));
+    memset(c.keys.valid.p, 0xff, (size_t)(capacity / 8 + 1));
+    memset(c.values.valid.p, 0xff, (size_t)(capacity / 8 + 1));
+    ((int32_t *)c.keys.offs.p)[0] = 0;
+    ((int32_t *)c.values.offs.p)[0] = 0;
+    /* ``view`` keeps the records' buffer alive and unchanged; every other buffer is this call's own */
+    Py_BEGIN_ALLOW_THREADS
+    failed = parse_spans(view.buf, spans, nspans, &c);
+    Py_END_ALLOW_THREADS
+    if (failed)
+        goto bad;
+    Py_ssize_t row = c.rows;
+    c.keys.offs.len = c.values.offs.len = (row + 1) * 4;
+    c.keys.valid.len = c.values.valid.len = (row + 7) / 8;
+    c.offsets.len = c.stamps.len = row * 8;
+    c.types.len = row * 4;
+    result = Py_BuildValue("(nNNNnNNNnNNN)", row, to_bytes(&c.keys.offs), to_bytes(&c.keys.data),
+                           validity(&c.keys), c.keys.nulls, to_bytes(&c.values.offs), to_bytes(&c.values.data),
+                           validity(&c.values), c.values.nulls, to_bytes(&c.offsets), to_bytes(&c.stamps),
+                           to_bytes(&c.types));
     goto done;
 bad:
-    PyErr_Format(PyExc_ValueError, "record batch at offset %lld: %s", bad_batch, why);
+    PyErr_Format(PyExc_ValueError, "record batch at offset %lld: %s", c.bad_batch, c.why);
 done:
     PyBuffer_Release(&view);
-    PyMem_Free(keys.offs.p);
-    PyMem_Free(keys.data.p);
-    PyMem_Free(keys.valid.p);
-    PyMem_Free(values.offs.p);
-    PyMem_Free(values.data.p);
-    PyMem_Free(values.valid.p);
-    PyMem_Free(offsets.p);
-    PyMem_Free(stamps.p);
-    PyMem_Free(types.p);
+    PyMem_Free(spans);
+    PyMem_Free(c.keys.offs.p);
+    PyMem_Free(c.keys.data.p);
+    PyMem_Free(c.keys.valid.p);
+    PyMem_Free(c.values.offs.p);
+    PyMem_Free(c.values.data.p);
+    PyMem_Free(c.values.valid.p);
+    PyMem_Free(c.offsets.p);
+    PyMem_Free(c.stamps.p);
+    PyMem_Free(c.types.p);
     return result;
 }
 

@@ -230,3 +230,43 @@ def test_compiled_decoder_refuses_malformed_batches_and_the_reference_reader_ans
         with __import__("pytest").raises(reference_error):
             decode(bytes(corrupt), 0, 9, compiled=True)
 
+
+
+@_needs_compiled
+def test_compiled_decoder_lets_other_threads_run_while_it_parses():
+    """The reader's prefetch thread receives the next Fetch while a batch is decoded: the parse runs without
+    the GIL. A thread stamping the time in a loop must run in the middle of one long decode (with the GIL held
+    it cannot run at all then; a thread switch at either end of the call stays within the margins)."""
+    import threading
+    import time
+
+    from connector.source import _records_arrow
+
+    count, margin = 1_000_000, 0.015
+    for _ in range(6):
+        # minimal records: length 6, attributes, timestamp and offset deltas 0, null key and value, no headers
+        records = b"\x0c\x00\x00\x00\x01\x01\x00" * count
+        span = (0, len(records), 0, 0, 0, 0, count, 0)
+        stamps, done = [], threading.Event()
+
+        def stamp():
+            while not done.is_set():
+                stamps.append(time.perf_counter())
+
+        thread = threading.Thread(target=stamp)
+        thread.start()
+        while not stamps:
+            time.sleep(0.001)
+        started = time.perf_counter()
+        rows = _records_arrow.decode_batches(records, [span])[0]
+        ended = time.perf_counter()
+        done.set()
+        thread.join()
+        assert rows == count
+        if ended - started <= 4 * margin:  # too quick to tell on this machine: a longer decode
+            count *= 2
+            continue
+        if any(started + margin < t < ended - margin for t in stamps):
+            return
+    raise AssertionError(f"no other thread ran during the last decode of {count} records "
+                         f"({(ended - started) * 1000:.0f} ms)")

@@ -99,3 +99,24 @@ def test_a_fetch_blocked_at_the_log_end_is_woken_by_close(loaded_broker, spied):
         time.sleep(0.01)
     reader.close()
     _assert_nothing_left(spied)
+
+
+def test_a_range_is_fetched_4_mib_at_a_time_unless_the_option_says_otherwise(loaded_broker, monkeypatch):
+    asked = []
+    real_fetch = connector.wire.BrokerConnection.fetch
+
+    def fetch(self, topic, partition, offset, **kwargs):
+        asked.append((kwargs["partition_max_bytes"], kwargs["max_bytes"]))
+        return real_fetch(self, topic, partition, offset, **kwargs)
+
+    monkeypatch.setattr(connector.wire.BrokerConnection, "fetch", fetch)
+    schema = to_arrow_schema(source_schema(), timezone="UTC")
+    small = {"kafka.max.partition.fetch.bytes": "2048", "kafka.fetch.max.bytes": "4096"}
+    for extra, expected in (({}, (4 << 20, 52_428_800)), (small, (2048, 4096))):
+        asked.clear()
+        options = parse_source_options({"kafka.bootstrap.servers": loaded_broker.bootstrap_servers, "subscribe": TOPIC,
+                                        **extra}).for_batch()
+        rows = sum(b.num_rows for b in read_range(RangeInputPartition(OffsetRange(TOPIC, 0, 0, RECORDS), options),
+                                                  schema))
+        assert rows == RECORDS
+        assert asked and set(asked) == {expected}
