@@ -59,7 +59,11 @@ def test_followers_re_authenticate_before_their_session_ends(tmp_path):
               f"expired-session closes per broker {closes}")
         assert not errors, errors[:3]
         assert closes == {b: 0 for b in cluster.broker_ids}, closes
-        assert max(latencies) < 0.5, f"an acks=all produce waited {max(latencies):.3f} s"
+        # a close per session would stall every partition ~1 s every 2 s: most produces would wait. A loaded
+        # machine can hold up a few produces (the test's own polls included), so the bound is on the 75th
+        # percentile, not the slowest one (which has measured 1.0 s with no close under two-worker load).
+        p75 = sorted(latencies)[len(latencies) * 3 // 4]
+        assert p75 < 0.5, f"a quarter of the acks=all produces waited {p75:.3f} s or more"
     finally:
         statuses = cluster.stop_all()
     assert all(status in (0, None) for status in statuses.values()), statuses

@@ -17,7 +17,7 @@ import pytest
 from broker_sim.testing.jepsen_checker import check
 from broker_sim.testing.jepsen_workload import WorkloadOptions, run_workload, workload_budget_s
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def nemesis_seconds() -> float:

@@ -23,7 +23,7 @@ from kafka.admin import NewTopic
 from broker_sim.testing.jepsen_checker import check
 from broker_sim.testing.jepsen_workload import WorkloadOptions, run_workload, workload_budget_s
 
-pytestmark = pytest.mark.containers
+pytestmark = [pytest.mark.containers, pytest.mark.slow]
 
 PARTITION_SECONDS = float(os.environ.get("PYLOG_PARTITION_SECONDS", "65"))  # 4 faults: one of each kind
 

@@ -68,7 +68,8 @@ def make_store(zk_connect, tmp_path):
 
     def make(broker_id: int, register: bool = True, session_timeout_ms: int = 4000):
         store = ZkMetadataStore(zk_connect, broker_id, tmp_path / f"broker-{broker_id}-{len(stores)}",
-                                session_timeout_ms=session_timeout_ms, connection_timeout_ms=10000)
+                                session_timeout_ms=session_timeout_ms,
+                                connection_timeout_ms=30000)   # 10 s has timed out on a loaded machine
         stores.append(store)
         store.start()
         if register:

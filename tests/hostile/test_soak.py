@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from broker_sim.testing.hostile_soak import ATTACKS, SoakOptions, run_soak
+
+pytestmark = pytest.mark.slow
 
 
 def test_short_hostile_soak_leaves_the_broker_serving_and_the_data_intact(tmp_path):

@@ -23,7 +23,7 @@ import pytest
 from sink_helpers import read_topic, values_of
 from spark_helpers import stream
 
-pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
 
 CLUSTER_CONFIGS = {
     "zookeeper.session.timeout.ms": "3000",

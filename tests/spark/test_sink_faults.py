@@ -39,7 +39,7 @@ from kafka.structs import TopicPartition
 from sink_helpers import read_topic
 from spark_helpers import create_topic, produce
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 JOB = Path(__file__).parent / "faults" / "sink_job.py"
 ROUNDS = int(os.environ.get("PYLOG_SINK_FAULT_ROUNDS", "1"))

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from kafka import KafkaAdminClient
 from pyspark.sql.functions import udf
 from pyspark.sql.types import BinaryType
@@ -188,6 +189,7 @@ def _job(bootstrap, checkpoint, starting, env=None):
 WARNED = re.compile(r"handoff-kill-(\d) offsets \[(\d+), (\d+)\)")
 
 
+@pytest.mark.slow
 def test_after_a_driver_sigkill_the_next_query_names_the_ranges_it_may_duplicate(pylog_broker, tmp_path):
     bootstrap = pylog_broker.bootstrap_servers
     _feed(bootstrap, "handoff-kill")

@@ -27,7 +27,7 @@ from spark_helpers import create_topic
 from test_sink_faults import finish, fired
 from typed_samples import produce_serialized
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 JOB = Path(__file__).parent / "faults" / "typed_job.py"
 UTC = dt.timezone.utc
 READING_V1 = {"type": "record", "name": "Reading", "namespace": "com.acme", "fields": [
