@@ -121,7 +121,11 @@ def _producer_config(bootstrap: str, options: WorkloadOptions) -> dict:
         "acks": "all",
         "linger.ms": 2,
         "message.timeout.ms": options.message_timeout_ms,
-        "request.timeout.ms": 5000,
+        # longer than any fault: librdkafka bumps the idempotent producer's epoch when a request times out with its
+        # outcome unknown and resends the batch as a new one (epoch + 1, sequence 0), which no broker can tell from
+        # new records. A 5 s timeout under a 4.8 s pause of the leader once left the same value at two offsets
+        # (epoch 0 seq 848, then epoch 1 seq 0): a client duplicate, not a broker's.
+        "request.timeout.ms": int(options.fault_s[1] * 1000) + 5000,
         "retry.backoff.ms": 100,
         "reconnect.backoff.max.ms": 1000,
         "topic.metadata.refresh.interval.ms": 2000,
