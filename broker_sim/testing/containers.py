@@ -230,8 +230,9 @@ class ZooKeeperContainer(DockerContainer):
         super().start()
         deadline = time.monotonic() + timeout_s
         while True:
+            # bounded: a connection ZooKeeper accepted but never answered held `cat` (and this start) for good
             code, output = self.get_wrapped_container().exec_run(
-                ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/2181 && printf ruok >&3 && cat <&3"])[:2]
+                ["timeout", "5", "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/2181 && printf ruok >&3 && cat <&3"])[:2]
             if code == 0 and b"imok" in output:
                 return self
             if time.monotonic() > deadline:
