@@ -25,10 +25,13 @@ if not _installed:
     pytest_plugins = ["broker_sim.testing.pytest_plugin"]
 
 
-def pytest_collection_modifyitems(items):
-    """Files with a test marked ``slow`` run first, each file's tests in their own order. ci/test.sh hands whole
-    files to two xdist workers in this order: the longest start first, so the run does not end with one worker
-    still in a minutes-long file while the other has nothing left."""
+def pytest_collection_modifyitems(config, items):
+    """Under xdist workers (``PYLOG_TEST_WORKERS=2 bash ci/test.sh``), files with a test marked ``slow`` run
+    first, each file's tests in their own order: whole files go to the workers in this order, the longest start
+    first, so the run does not end with one worker still in a minutes-long file while the other has nothing left.
+    In one process the order stays the files' own."""
+    if not hasattr(config, "workerinput"):
+        return
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)   # stable: the order within a file is kept
 

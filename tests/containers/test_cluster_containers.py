@@ -71,6 +71,7 @@ def test_a_thin_link_slows_what_a_broker_sends_until_heal(pylog_cluster_containe
     """thin_link(i, 512 kbit): reading 192 KB that only broker i holds takes at least 192 KB / 512 kbit
     (3 s); after heal_network() the same read is several times faster."""
     cluster = pylog_cluster_containers
+    cluster.wait_for_brokers(3)   # the module's cluster: an earlier test's paused broker may still be registering
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
     admin.create_topics([NewTopic("thin", num_partitions=-1, replication_factor=-1, replica_assignments={0: [2]})])
     admin.close()
