@@ -11,17 +11,19 @@ once, in that same module object, and answers from it; after that the module is 
 A package already imported, or not installed, is left alone. kafka-python's ``__init__`` also gives the ``kafka``
 logger a NullHandler; that is done at once here, so its loggers behave the same before and after.
 
-A package may also have leaves bound at once: ``crc32c``'s ``__init__`` re-exports the ``crc32c`` function of its
-compiled ``crc32c._crc32c`` and then reads its own ``__version__`` from the installed distribution's metadata
-(``importlib.metadata`` and the ``email`` parser: ~10-15 ms of a start, for a version string nobody reads). The
-deferred ``crc32c`` module gets that function bound from the compiled module itself, the very object the
-``__init__`` would bind, so ``from crc32c import crc32c`` (the storage's and kafka-python's only use) runs no
-``__init__``; any other name (``__version__``, ``CRC32CHash``) runs it as above. An older crc32c that is one
-compiled module, not a package, is left alone. ``kafka.protocol.consumer`` is the same case: its ``__init__``
-star-imports four submodules whose message classes kafka-python builds from JSON at import; the broker needs
-three at start (Fetch, ListOffsets and OffsetForLeaderEpoch for its followers, the consumer protocol's
-subscription for its groups), so their ``__all__`` is bound at once and the group APIs' classes (JoinGroup to
-OffsetDelete, ~10 ms of CPU) load with the ``__init__`` when the first group request asks for one.
+A package may also have leaves: submodules whose names its ``__init__`` re-exports unchanged. The first lookup of
+a leaf's name imports that submodule alone and binds its names (the very objects the ``__init__`` would bind),
+the ``__init__`` still deferred; any other name runs the ``__init__`` as above. ``crc32c``'s ``__init__``
+re-exports the ``crc32c`` function of its compiled ``crc32c._crc32c`` and then reads its own ``__version__`` from
+the installed distribution's metadata (``importlib.metadata`` and the ``email`` parser: ~10-15 ms of a start, for
+a version string nobody reads), so ``from crc32c import crc32c`` (the storage's and kafka-python's only use) runs
+no ``__init__``; ``__version__`` or ``CRC32CHash`` runs it. An older crc32c that is one compiled module, not a
+package, is left alone. ``kafka.protocol.consumer`` is the same case: its ``__init__`` star-imports four
+submodules whose message classes kafka-python builds from JSON at import (~35 ms of CPU with the schema codec
+they share, none of it needed before a request). The first Fetch, ListOffsets or OffsetForLeaderEpoch request
+(a client's, or a follower's own) loads its submodule alone, as the first group read does the consumer
+protocol's; the group APIs' classes (JoinGroup to OffsetDelete, ~10 ms) load with the ``__init__`` when the first
+group request asks for one.
 
 Only for a process whose code imports nothing of these packages but leaf modules (errors, protocol messages,
 record batches, the CRC function): the broker program (``broker_sim/cli.py``) defers all of them. A client module
@@ -42,7 +44,8 @@ import threading
 # the client libraries whose __init__ imports their whole client; the broker uses only submodules of them
 DEFERRED = ("kafka", "aiokafka")
 # package -> ((a submodule, the names its __init__ re-exports from it unchanged; None: the submodule's __all__,
-# as a star import binds), ...): bound at once, the rest of the __init__ deferred (see the module docstring)
+# as a star import binds), ...): bound at the first lookup of one, the rest of the __init__ deferred (see the
+# module docstring)
 DEFERRED_WITH_LEAVES = {
     "crc32c": (("crc32c._crc32c", ("crc32c",)),),
     "kafka.protocol.consumer": (("kafka.protocol.consumer.fetch", None), ("kafka.protocol.consumer.metadata", None),
@@ -54,9 +57,10 @@ Leaves = tuple[tuple[str, tuple[str, ...] | None], ...]
 def defer_package_init(name: str, leaves: Leaves = ()) -> bool:
     """Register *name* with its ``__init__`` deferred; False if it is already imported or not installed.
 
-    *leaves* = ((submodule, names), ...): those names of each submodule (None: its ``__all__``) are bound in the
-    package at once; when a submodule or a name is missing (another version of the package) nothing is deferred
-    and False returned.
+    *leaves* = ((submodule, names), ...): those names of a submodule (None: its ``__all__``) are bound in the
+    package at the first lookup of one of them, without the ``__init__``; when a submodule is missing (another
+    version of the package) nothing is deferred and False returned; a name missing from one at that lookup
+    runs the ``__init__`` instead.
     """
     if name in sys.modules:
         return False
@@ -70,9 +74,23 @@ def defer_package_init(name: str, leaves: Leaves = ()) -> bool:
     lock = threading.RLock()
     started = []
 
+    def bind_leaf(attribute: str) -> bool:
+        # the leaf that exports *attribute*, imported alone and its names bound; False: none does (or a leaf is
+        # not as expected), the __init__ must run
+        for submodule, names in leaves:
+            try:
+                found = importlib.import_module(submodule)
+                exported = {leaf: getattr(found, leaf) for leaf in (found.__all__ if names is None else names)}
+            except (ImportError, AttributeError):
+                return False
+            if attribute in exported:
+                vars(module).update(exported)
+                return True
+        return False
+
     def __getattr__(attribute: str):
         with lock:
-            if not started:
+            if not started and attribute not in module.__dict__ and not bind_leaf(attribute):
                 started.append(True)
                 try:
                     spec.loader.exec_module(module)
@@ -89,19 +107,17 @@ def defer_package_init(name: str, leaves: Leaves = ()) -> bool:
         logging.getLogger("kafka").addHandler(logging.NullHandler())
     before = set(sys.modules)
     sys.modules[name] = module
-    bound = {}
-    for submodule, names in leaves:
+    for submodule, _ in leaves:
         try:
-            found = importlib.import_module(submodule)
-            bound.update({attribute: getattr(found, attribute)
-                          for attribute in (found.__all__ if names is None else names)})
-        except (ImportError, AttributeError):
-            # forget the package and every submodule imported under it here: a later import starts afresh
+            found = importlib.util.find_spec(submodule)
+        except ImportError:  # a package between them is missing
+            found = None
+        if found is None:
+            # forget the package and every module imported under it here: a later import starts afresh
             for registered in set(sys.modules) - before:
                 if registered == name or registered.startswith(name + "."):
                     del sys.modules[registered]
             return False
-    vars(module).update(bound)
     return True
 
 

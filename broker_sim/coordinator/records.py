@@ -11,16 +11,17 @@ ValueError, so a loader can skip the record and go on.  ``build_batch`` puts
 ``(key, value)`` records into one uncompressed batch for an append (a
 transactional one on a producer's behalf); ``iter_batches`` and
 ``iter_records`` read batches back.
+
+kafka-python's schema codec and record builders load at the first use (``LazyMessages`` builds a module's
+message classes then): importing them, and building the classes, is ~20 ms of a plain broker's start, which
+reads and writes no coordinator record until a group or a transaction shows up.
 """
 from __future__ import annotations
 
 import io
 import struct
-
-from kafka.protocol.data_container import DataContainer
-from kafka.protocol.schemas.fields import StructField
-from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
+import threading
+from typing import Callable
 
 VERSION = struct.Struct(">h")  # the int16 every key and value starts with
 
@@ -31,11 +32,41 @@ _MALFORMED = (struct.error, EOFError, IndexError, TypeError, ValueError, Overflo
 
 def message(name: str, valid: str, flexible: str, fields: list[dict]) -> type:
     """The class of a message defined as in Kafka's JSON (``validVersions``, ``flexibleVersions``, ``fields``)."""
+    from kafka.protocol.data_container import DataContainer
+    from kafka.protocol.schemas.fields import StructField
+
     struct_field = StructField({"name": name, "type": "data", "validVersions": valid,
                                 "flexibleVersions": flexible, "fields": fields})
     cls = type(name, (DataContainer,), {"_struct": struct_field})
     struct_field.set_data_class(cls)
     return cls
+
+
+class LazyMessages:
+    """A module's message classes, built by *define* (-> {name: class}, every name of *names*) at the first
+    lookup of one of them, once (a lock: threads may ask together). The module's ``__getattr__`` answers with
+    ``lookup``, so that ``from module import Name`` works as when the classes were built at import."""
+
+    def __init__(self, names: tuple[str, ...], define: Callable[[], dict[str, type]]):
+        self._names = frozenset(names)
+        self._define = define
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> type:  # only while the classes are not built: then they are attributes
+        if name not in self._names:
+            raise AttributeError(name)
+        with self._lock:
+            if name not in vars(self):
+                classes = self._define()
+                assert set(classes) == self._names, sorted(set(classes) ^ self._names)
+                vars(self).update(classes)
+        return vars(self)[name]
+
+    def lookup(self, module: str, name: str) -> type:
+        """The class *name* for *module*'s ``__getattr__``; AttributeError for a name that is not one."""
+        if name not in self._names:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        return getattr(self, name)
 
 
 def record_version(data: bytes | None, what: str) -> int:
@@ -64,6 +95,8 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, *,
     ``producer`` (id, epoch): the batch is part of that producer's transaction
     (TxnOffsetCommit): transactional, without a sequence.
     """
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
     producer_id, producer_epoch = producer if producer is not None else (-1, -1)
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer is not None,
                                         producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
@@ -75,6 +108,8 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, *,
 
 def iter_batches(data: bytes):
     """The record batches in ``data`` (whole batches): kafka-python ``DefaultRecordBatch`` objects."""
+    from kafka.record.memory_records import MemoryRecords
+
     batches = MemoryRecords(data)
     while batches.has_next():
         yield batches.next_batch()

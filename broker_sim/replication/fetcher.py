@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import kafka.errors as Errors
-from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 
 from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.replication.client import BrokerClient
@@ -282,6 +281,8 @@ class SourceFetcher:
 
     async def _truncate(self, client: BrokerClient, key: Key, state: FetchState) -> None:
         """OffsetForLeaderEpoch rounds until our log is a prefix of the leader's (KIP-279)."""
+        from kafka.protocol.consumer import OffsetForLeaderEpochRequest  # a follower's: loaded when first needed
+
         epoch = state.leader_epoch
         for _ in range(MAX_TRUNCATION_ROUNDS):
             partition = self._current(key, epoch)
@@ -316,6 +317,8 @@ class SourceFetcher:
 
     async def _fetch_once(self, client: BrokerClient) -> bool:
         """One Fetch for every ready partition; False when none was ready."""
+        from kafka.protocol.consumer import FetchRequest  # a follower's: loaded when first needed
+
         config = self.manager.config
         wanted: dict[Key, tuple[int, int]] = {}  # key -> (leader epoch, fetch offset)
         entries: dict[Key, Any] = {}

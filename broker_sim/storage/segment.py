@@ -65,7 +65,6 @@ from kafka.errors import (
     KafkaStorageError,
     UnsupportedForMessageFormatError,
 )
-from kafka.record.default_records import DefaultRecordBatch
 
 from broker_sim.storage.batch import HEADER_SIZE, INT32_MAX, BatchHeader, decode_header, verify_batch
 from broker_sim.storage.index import OffsetIndex, TimeIndex
@@ -457,6 +456,8 @@ class LogSegment:
 
     def record_at_or_after(self, header: BatchHeader, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """Decode one batch: (offset, timestamp) of its first record >= both bounds, or None."""
+        from kafka.record.default_records import DefaultRecordBatch  # kafka-python's records: when first asked
+
         data = os.pread(self.file.fileno(), header.size, header.position)
         for record in DefaultRecordBatch(data):
             if record.offset >= start_offset and record.timestamp >= timestamp:

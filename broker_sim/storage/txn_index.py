@@ -37,7 +37,6 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 from kafka.errors import CorruptRecordError
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from broker_sim.storage.batch import ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET
 
@@ -68,6 +67,8 @@ class AbortedTxn(NamedTuple):
 def build_control_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                         timestamp_ms: int) -> bytes:
     """One control batch holding a COMMIT or ABORT marker (offset 0; the log assigns the real one)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder  # kafka-python's records: when first used
+
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer_id,
                                         producer_epoch=producer_epoch, base_sequence=-1, batch_size=2**31 - 1)
     builder.append(0, timestamp=timestamp_ms, key=CONTROL_KEY.pack(0, COMMIT if commit else ABORT),
@@ -82,6 +83,8 @@ def build_control_batch(producer_id: int, producer_epoch: int, coordinator_epoch
 
 def control_type(batch: bytes) -> int:
     """ABORT or COMMIT, read from the key of a whole, uncompressed control batch's record."""
+    from kafka.record.default_records import DefaultRecordBatch
+
     for record in DefaultRecordBatch(bytes(batch)):
         return record.type
     raise CorruptRecordError("control batch without a record")

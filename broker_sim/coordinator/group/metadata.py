@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 import kafka.errors as Errors
-from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
 from broker_sim.coordinator.group.records import CommittedOffset, StoredGroup, StoredMember
 from broker_sim.coordinator.group.state import (
@@ -424,6 +423,8 @@ class ClassicGroup:
     def _decode_subscriptions(self) -> frozenset[str] | None:
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return None
+        from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription  # with the first consumer group
+
         topics: set[str] = set()
         try:
             for member in self.members.values():

@@ -11,7 +11,8 @@ version; the key's version says which record it is (0 and 1: offset commit,
 2: group metadata).  The layout is described in ``schemas/consumer-offsets.json``.
 
 The message definitions below are transcribed from those JSON files
-(``coordinator.records.message``).  A group's records all go to partition
+(``coordinator.records.message``) and built at the first record encoded or
+decoded (``MESSAGES``).  A group's records all go to partition
 ``partition_for(group_id)`` (``coordinator.internal_topic``), Kafka's
 ``abs(groupId.hashCode) % partitions``.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import base64
 from dataclasses import asdict, dataclass
 
-from broker_sim.coordinator.records import VERSION, decode_body, message, record_version
+from broker_sim.coordinator.records import VERSION, LazyMessages, decode_body, message, record_version
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -30,40 +31,53 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
 
-OffsetCommitKey = message("OffsetCommitKey", "0-1", "none", [
-    {"name": "group", "type": "string", "versions": "0-1"},
-    {"name": "topic", "type": "string", "versions": "0-1"},
-    {"name": "partition", "type": "int32", "versions": "0-1"},
-])
-OffsetCommitValue = message("OffsetCommitValue", "0-4", "4+", [
-    {"name": "offset", "type": "int64", "versions": "0+"},
-    {"name": "leaderEpoch", "type": "int32", "versions": "3+", "default": -1},
-    {"name": "metadata", "type": "string", "versions": "0+"},
-    {"name": "commitTimestamp", "type": "int64", "versions": "0+"},
-    {"name": "expireTimestamp", "type": "int64", "versions": "1", "default": -1},
-])
-GroupMetadataKey = message("GroupMetadataKey", "2", "none", [
-    {"name": "group", "type": "string", "versions": "2"},
-])
-GroupMetadataValue = message("GroupMetadataValue", "0-4", "4+", [
-    {"name": "protocolType", "type": "string", "versions": "0+"},
-    {"name": "generation", "type": "int32", "versions": "0+"},
-    {"name": "protocol", "type": "string", "versions": "0+", "nullableVersions": "0+"},
-    {"name": "leader", "type": "string", "versions": "0+", "nullableVersions": "0+"},
-    {"name": "currentStateTimestamp", "type": "int64", "versions": "2+", "default": -1},
-    {"name": "members", "type": "[]MemberMetadata", "versions": "0+", "fields": [
-        {"name": "memberId", "type": "string", "versions": "0+"},
-        {"name": "groupInstanceId", "type": "string", "versions": "3+", "default": "null",
-         "nullableVersions": "3+"},
-        {"name": "clientId", "type": "string", "versions": "0+"},
-        {"name": "clientHost", "type": "string", "versions": "0+"},
-        {"name": "rebalanceTimeout", "type": "int32", "versions": "1+"},
-        {"name": "sessionTimeout", "type": "int32", "versions": "0+"},
-        {"name": "subscription", "type": "bytes", "versions": "0+"},
-        {"name": "assignment", "type": "bytes", "versions": "0+"},
-    ]},
-])
-MemberMetadataRecord = GroupMetadataValue.MemberMetadata
+def _define() -> dict[str, type]:
+    """The message classes (kafka-python's schema codec loads with them)."""
+    OffsetCommitKey = message("OffsetCommitKey", "0-1", "none", [
+        {"name": "group", "type": "string", "versions": "0-1"},
+        {"name": "topic", "type": "string", "versions": "0-1"},
+        {"name": "partition", "type": "int32", "versions": "0-1"},
+    ])
+    OffsetCommitValue = message("OffsetCommitValue", "0-4", "4+", [
+        {"name": "offset", "type": "int64", "versions": "0+"},
+        {"name": "leaderEpoch", "type": "int32", "versions": "3+", "default": -1},
+        {"name": "metadata", "type": "string", "versions": "0+"},
+        {"name": "commitTimestamp", "type": "int64", "versions": "0+"},
+        {"name": "expireTimestamp", "type": "int64", "versions": "1", "default": -1},
+    ])
+    GroupMetadataKey = message("GroupMetadataKey", "2", "none", [
+        {"name": "group", "type": "string", "versions": "2"},
+    ])
+    GroupMetadataValue = message("GroupMetadataValue", "0-4", "4+", [
+        {"name": "protocolType", "type": "string", "versions": "0+"},
+        {"name": "generation", "type": "int32", "versions": "0+"},
+        {"name": "protocol", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "leader", "type": "string", "versions": "0+", "nullableVersions": "0+"},
+        {"name": "currentStateTimestamp", "type": "int64", "versions": "2+", "default": -1},
+        {"name": "members", "type": "[]MemberMetadata", "versions": "0+", "fields": [
+            {"name": "memberId", "type": "string", "versions": "0+"},
+            {"name": "groupInstanceId", "type": "string", "versions": "3+", "default": "null",
+             "nullableVersions": "3+"},
+            {"name": "clientId", "type": "string", "versions": "0+"},
+            {"name": "clientHost", "type": "string", "versions": "0+"},
+            {"name": "rebalanceTimeout", "type": "int32", "versions": "1+"},
+            {"name": "sessionTimeout", "type": "int32", "versions": "0+"},
+            {"name": "subscription", "type": "bytes", "versions": "0+"},
+            {"name": "assignment", "type": "bytes", "versions": "0+"},
+        ]},
+    ])
+    return {"OffsetCommitKey": OffsetCommitKey, "OffsetCommitValue": OffsetCommitValue,
+            "GroupMetadataKey": GroupMetadataKey, "GroupMetadataValue": GroupMetadataValue,
+            "MemberMetadataRecord": GroupMetadataValue.MemberMetadata}
+
+
+# built at the first record encoded or decoded (coordinator.records.LazyMessages)
+MESSAGES = LazyMessages(("OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue",
+                         "MemberMetadataRecord"), _define)
+
+
+def __getattr__(name: str) -> type:
+    return MESSAGES.lookup(__name__, name)
 
 
 def _encode(record, version: int) -> bytes:
@@ -129,21 +143,21 @@ class StoredGroup:
 
 def encode_key(key: OffsetKey | GroupKey) -> bytes:
     if isinstance(key, OffsetKey):
-        return _encode(OffsetCommitKey(group=key.group, topic=key.topic, partition=key.partition),
+        return _encode(MESSAGES.OffsetCommitKey(group=key.group, topic=key.topic, partition=key.partition),
                        OFFSET_COMMIT_KEY_VERSION)
-    return _encode(GroupMetadataKey(group=key.group), GROUP_METADATA_KEY_VERSION)
+    return _encode(MESSAGES.GroupMetadataKey(group=key.group), GROUP_METADATA_KEY_VERSION)
 
 
 def decode_key(data: bytes | None) -> OffsetKey | GroupKey:
     """Raises ValueError for a key version this broker does not know or bytes that are not a key."""
     version = record_version(data, "__consumer_offsets key")
     if version in (0, 1):
-        key = decode_body(OffsetCommitKey, data, version, False)
+        key = decode_body(MESSAGES.OffsetCommitKey, data, version, False)
         if key.group is None or key.topic is None:
             raise ValueError("__consumer_offsets offset key with a null group or topic")
         return OffsetKey(key.group, key.topic, key.partition)
     if version == 2:
-        key = decode_body(GroupMetadataKey, data, 2, False)
+        key = decode_body(MESSAGES.GroupMetadataKey, data, 2, False)
         if key.group is None:
             raise ValueError("__consumer_offsets group key with a null group")
         return GroupKey(key.group)
@@ -151,34 +165,36 @@ def decode_key(data: bytes | None) -> OffsetKey | GroupKey:
 
 
 def encode_offset(value: CommittedOffset) -> bytes:
-    return _encode(OffsetCommitValue(offset=value.offset, leader_epoch=value.leader_epoch, metadata=value.metadata,
-                                     commit_timestamp=value.commit_timestamp,
-                                     expire_timestamp=value.expire_timestamp),
+    return _encode(MESSAGES.OffsetCommitValue(offset=value.offset, leader_epoch=value.leader_epoch,
+                                              metadata=value.metadata, commit_timestamp=value.commit_timestamp,
+                                              expire_timestamp=value.expire_timestamp),
                    OFFSET_COMMIT_VALUE_VERSION)
 
 
 def decode_offset(data: bytes) -> CommittedOffset:
     """Raises ValueError for bytes that are not an OffsetCommitValue."""
-    value = _decode(OffsetCommitValue, data)
+    value = _decode(MESSAGES.OffsetCommitValue, data)
     return CommittedOffset(value.offset, value.leader_epoch, value.metadata or "", value.commit_timestamp,
                            value.expire_timestamp)
 
 
 def encode_group(group: StoredGroup) -> bytes:
-    members = [MemberMetadataRecord(member_id=m.member_id, group_instance_id=m.group_instance_id,
-                                    client_id=m.client_id, client_host=m.client_host,
-                                    rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
-                                    subscription=m.subscription, assignment=m.assignment)
+    members = [MESSAGES.MemberMetadataRecord(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                             client_id=m.client_id, client_host=m.client_host,
+                                             rebalance_timeout=m.rebalance_timeout_ms,
+                                             session_timeout=m.session_timeout_ms,
+                                             subscription=m.subscription, assignment=m.assignment)
                for m in group.members]
-    return _encode(GroupMetadataValue(protocol_type=group.protocol_type, generation=group.generation,
-                                      protocol=group.protocol, leader=group.leader,
-                                      current_state_timestamp=group.current_state_timestamp, members=members),
+    return _encode(MESSAGES.GroupMetadataValue(protocol_type=group.protocol_type, generation=group.generation,
+                                               protocol=group.protocol, leader=group.leader,
+                                               current_state_timestamp=group.current_state_timestamp,
+                                               members=members),
                    GROUP_METADATA_VALUE_VERSION)
 
 
 def decode_group(data: bytes) -> StoredGroup:
     """Raises ValueError for bytes that are not a GroupMetadataValue."""
-    value = _decode(GroupMetadataValue, data)
+    value = _decode(MESSAGES.GroupMetadataValue, data)
     version = record_version(data, "GroupMetadataValue")
     members = tuple(StoredMember(m.member_id, m.group_instance_id if version >= 3 else None, m.client_id,
                                  m.client_host,
