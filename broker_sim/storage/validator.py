@@ -77,10 +77,7 @@ import struct
 import zlib
 from typing import NamedTuple, Protocol
 
-import cramjam
 import kafka.errors as Errors
-import lz4.frame
-import zstandard
 
 from broker_sim.storage.batch import (
     ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHeader, COMPRESSION_MASK, decode_header, parse_batches)
@@ -419,6 +416,14 @@ def _walk(reader, keys: list | None, values: list | None, timestamps: list | Non
     return [keep_key(record.key) or keep_value(record.value) or record.offset for record in reader]
 
 
+def _import_codecs() -> None:
+    """Bind cramjam, lz4 and zstandard here at the first compressed batch (~5 ms to import: not at a start)."""
+    global cramjam, lz4, zstandard
+    import cramjam
+    import lz4.frame
+    import zstandard
+
+
 def _decompressed_copy(data: memoryview, batch: BatchHeader, rules: RecordRules, inline: bool) -> bytearray:
     """The batch as if uncompressed (its header with codec 0, then the records), plus PADDING zero bytes.
 
@@ -426,6 +431,7 @@ def _decompressed_copy(data: memoryview, batch: BatchHeader, rules: RecordRules,
     MessageSizeTooLargeError as soon as a bound is crossed, and MoveToThread
     (``inline``) past THREAD_THRESHOLD.
     """
+    _import_codecs()
     out = bytearray(data[:HEADER_SIZE])
     struct.pack_into(">h", out, ATTRIBUTES_OFFSET, batch.attributes & ~COMPRESSION_MASK)
     bound = HEADER_SIZE + rules.max_decompressed_bytes
