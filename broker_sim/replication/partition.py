@@ -75,19 +75,21 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Awaitable, Callable, Optional
 
 import kafka.errors as Errors
 
 from broker_sim.controller.cluster_state import NO_LEADER, PartitionState
 from broker_sim.storage.batch import BatchHeader, parse_batches
-from broker_sim.storage.cleaner import CleanResult, clean_log_async
 from broker_sim.storage.leader_epoch import LeaderEpochCache
 from broker_sim.storage.log import LogConfig, PartitionLog
 from broker_sim.storage.segment import OpenSegments
 from broker_sim.storage.producer_state import ProducerStateManager, in_sequence
 from broker_sim.storage.txn_index import COMMIT, CONTROL_VALUE, AbortedTxn, build_control_batch, control_type
 from broker_sim.storage.validator import check_batch_sizes
+
+if TYPE_CHECKING:
+    from broker_sim.storage.cleaner import CleanResult
 
 log = logging.getLogger(__name__)
 IsrWriter = Callable[["Partition", tuple], Awaitable[Optional[PartitionState]]]
@@ -624,6 +626,8 @@ class Partition:
 
         Like Kafka's, the cleaner stops at the last stable offset: segments holding open transactions wait.
         """
+        from broker_sim.storage.cleaner import clean_log_async  # at the first cleaner pass, not at a start
+
         last_offsets = {pid: entry.last_offset for pid, entry in self.producers.producers.items()}
         return await clean_log_async(self.log, self._now_ms(), high_watermark=self.last_stable_offset,
                                      producer_last_offsets=last_offsets)

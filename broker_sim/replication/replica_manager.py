@@ -92,7 +92,6 @@ from broker_sim.errors import error_of
 from broker_sim.replication.fetcher import ReplicaFetcherManager
 from broker_sim.replication.partition import Partition
 from broker_sim.replication.throttle import ReplicationThrottles
-from broker_sim.replication.replica_selector import ReplicaView, select_rack_aware
 from broker_sim.storage.batch import BatchHeader, parse_batches
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
 from broker_sim.storage.log_dirs import LogDirs, copy_pass, finish_copy, future_path, parse_log_dirs
@@ -353,6 +352,8 @@ class ReplicaManager:
         if (not client_rack or not partition.is_leader
                 or self.config.get("replica.selector.class") != RACK_AWARE_REPLICA_SELECTOR):
             return -1
+        from broker_sim.replication.replica_selector import ReplicaView, select_rack_aware  # KIP-392 only
+
         leader = ReplicaView(self.broker_id, self.config.get("broker.rack") or None, partition.log_end_offset, 0)
         followers = []
         for broker, log_end_offset, since_ms in partition.in_sync_followers(self.now_ms()):
