@@ -49,6 +49,20 @@ NOT_AT_START = {
     "kafka.protocol.sasl": "the SASL message classes",
     "kafka.protocol.producer": "Produce and transaction message classes (plain produce requests need none)",
     "kafka.protocol.consumer.group": "the group APIs' message classes (lazy_packages.py defers their package)",
+    # record codecs and message schemas a plain broker uses only once records or requests ask for them
+    "kafka.protocol.consumer.fetch": "Fetch's message classes: a follower's first fetch (lazy_packages.py leaves)",
+    "kafka.protocol.consumer.offsets": "ListOffsets and OffsetForLeaderEpoch classes: a follower's truncation",
+    "kafka.protocol.consumer.metadata": "the consumer protocol's subscription: the first consumer group read",
+    "kafka.protocol.api_message": "kafka-python's schema codec (~15 ms): the first message class built",
+    "kafka.protocol.schemas": "kafka-python's schema codec, also under the coordinators' records (records.py)",
+    "kafka.record": "kafka-python's record batches: the first control batch, coordinator record or time lookup",
+    "aiokafka.record": "aiokafka's record batches (~20 ms): the first control marker read or cleaner pass",
+    "typing_extensions": "imported by aiokafka.record",
+    "cramjam": "the validator's snappy: the first compressed batch",
+    "lz4": "the validator's lz4: the first compressed batch",
+    "zstandard": "the validator's zstd: the first compressed batch",
+    "broker_sim.storage.cleaner": "the log cleaner: its first pass (replication/partition.py Partition.clean)",
+    "broker_sim.replication.replica_selector": "KIP-392 rack-aware reads: the first fetch with a client rack",
 }
 
 
@@ -96,6 +110,7 @@ import kafka.errors
 import aiokafka.record.default_records
 assert "kafka.admin" not in sys.modules and "aiokafka.client" not in sys.modules, "an __init__ ran at import"
 import kafka.protocol.consumer as consumer
+assert "kafka.protocol.consumer.fetch" not in sys.modules, "a leaf was imported before its first lookup"
 from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.consumer.fetch import FetchRequest as leaf
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
@@ -245,4 +260,91 @@ def test_a_started_broker_loads_an_apis_message_classes_only_when_its_first_requ
     resolves its row once: the next request reads the kept class); an admin API loads kafka.protocol.admin; a
     group API, in a process that deferred kafka.protocol.consumer as the broker program does, its classes."""
     done = _python(FIRST_USE)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-3000:]
+
+
+LAZY_FIRST_USE = """
+import struct, sys, threading, time
+from broker_sim.lazy_packages import defer_client_packages
+defer_client_packages()  # what the broker program does first
+import broker_sim.server.broker  # all a start imports
+LAZY = ("kafka.protocol.api_message", "kafka.record", "aiokafka.record", "broker_sim.storage.cleaner",
+        "kafka.protocol.consumer.fetch", "kafka.protocol.consumer.metadata", "kafka.protocol.consumer.offsets")
+assert not [m for m in LAZY if m in sys.modules], [m for m in LAZY if m in sys.modules]
+
+# the coordinators' message classes: built at the first record, one class per name for every reader
+from broker_sim.coordinator.group import records as group_records
+from broker_sim.coordinator.txn import records as txn_records
+from broker_sim.coordinator.txn.state import TxnState
+key = group_records.OffsetKey("g", "t", 3)
+assert group_records.decode_key(group_records.encode_key(key)) == key
+assert "kafka.protocol.schemas" in sys.modules and "kafka.protocol.consumer.fetch" not in sys.modules
+from broker_sim.coordinator.group.records import GroupMetadataValue, MemberMetadataRecord
+assert GroupMetadataValue is group_records.MESSAGES.GroupMetadataValue
+assert MemberMetadataRecord is GroupMetadataValue.MemberMetadata
+try:
+    group_records.NoSuchMessage
+except AttributeError as exc:
+    assert "broker_sim.coordinator.group.records" in str(exc) and "NoSuchMessage" in str(exc), exc
+else:
+    raise AssertionError("an unknown name was answered")
+txn = txn_records.StoredTxn(7, 1, 60000, TxnState.ONGOING, frozenset({("t", 0)}), 5, 4)
+assert txn_records.decode_value(txn_records.encode_value(txn)) == txn
+assert txn_records.decode_key(txn_records.encode_key("tx")) == "tx"
+
+# threads asking together get one build
+from broker_sim.coordinator.records import LazyMessages
+calls, seen = [], []
+def define():
+    calls.append(1)
+    time.sleep(0.05)
+    return {"A": type("A", (), {}), "B": type("B", (), {})}
+lazy = LazyMessages(("A", "B"), define)
+threads = [threading.Thread(target=lambda: seen.append(lazy.A)) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+assert len(calls) == 1 and len({id(cls) for cls in seen}) == 1 and lazy.B.__name__ == "B", (calls, seen)
+
+# control batches: kafka-python's builder and reader, aiokafka's reader for a marker
+from broker_sim.storage.txn_index import COMMIT, build_control_batch, control_type
+marker = build_control_batch(5, 0, 3, True, 1000)
+assert control_type(marker) == COMMIT and "kafka.record" in sys.modules
+from broker_sim.replication.partition import _control_marker
+assert "aiokafka.record" not in sys.modules
+assert _control_marker(marker) == (COMMIT, 3) and "aiokafka.record" in sys.modules
+
+# a compressed batch: the validator binds its decompressors at the first one; a corrupt stream is refused
+import kafka.errors as Errors
+from broker_sim.storage import validator
+from broker_sim.storage.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from crc32c import crc32c
+assert not hasattr(validator, "zstandard")
+builder = DefaultRecordBatchBuilder(magic=2, compression_type=4, is_transactional=False, producer_id=-1,
+                                    producer_epoch=-1, base_sequence=-1, batch_size=2**20)
+for offset in range(20):
+    builder.append(offset, timestamp=1000, key=None, value=b"v" * 100, headers=[])
+batch = bytes(builder.build())
+rules = validator.RecordRules(False, 2**20, 2**24)
+assert len(validator.validate_records(batch, rules).records) == len(batch)
+corrupt = bytearray(batch)
+corrupt[HEADER_SIZE + 4:HEADER_SIZE + 12] = bytes(8)
+struct.pack_into(">I", corrupt, CRC_OFFSET, crc32c(bytes(corrupt[ATTRIBUTES_OFFSET:])))
+try:
+    validator.validate_records(bytes(corrupt), rules)
+except Errors.CorruptRecordError as exc:
+    assert "zstd data is corrupt" in str(exc), exc
+else:
+    raise AssertionError("a corrupt zstd stream was accepted")
+print("ok")
+"""
+
+
+def test_what_a_start_no_longer_imports_loads_at_its_first_use_and_works():
+    """In a process deferring as the broker program does: the coordinators' message classes (built once, even
+    for threads asking together), kafka-python's and aiokafka's record batches, the validator's decompressors
+    load at their first use and do their job (a corrupt zstd stream is still refused as corrupt)."""
+    done = _python(LAZY_FIRST_USE)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr[-3000:]
