@@ -13,8 +13,8 @@ transactional one on a producer's behalf); ``iter_batches`` and
 ``iter_records`` read batches back.
 
 kafka-python's schema codec and record builders load at the first use (``LazyMessages`` builds a module's
-message classes then): importing them, and building the classes, is ~20 ms of a plain broker's start, which
-reads and writes no coordinator record until a group or a transaction shows up.
+message classes then): the codec and the classes are ~3 ms of CPU, the record builders ~9 ms, of a plain
+broker's start, which reads and writes no coordinator record until a group or a transaction shows up.
 """
 from __future__ import annotations
 

@@ -337,7 +337,7 @@ def _build(plan: _Plan) -> None:
 
 def _offset_map(plan: _Plan) -> dict[bytes, int]:
     """Key -> offset of its last record in [first dirty, end), transactional and control batches excluded."""
-    from aiokafka.record.default_records import DefaultRecordBatch  # when a log is first cleaned: ~20 ms import
+    from aiokafka.record.default_records import DefaultRecordBatch  # when a log is first cleaned: ~17 ms import
 
     offsets: dict[bytes, int] = {}
     for segment in plan.dirty:

@@ -4,8 +4,10 @@
 once it accepts a TCP connection, so the list is what a start costs. Clients (kafka-python's and aiokafka's
 admin client, consumer, producer, network), crc32c's ``__init__`` (it reads its version from the installed
 metadata), Prometheus, ZooKeeper, the cluster member, the Schema Registry and TLS load only when asked for
-(``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``), and kafka-python's message
-classes of an API when its first request arrives (``protocol/apis.py``).
+(``broker_sim/lazy_packages.py``, ``server/metrics.py``, ``server/broker.py``), kafka-python's message
+classes of an API when its first request arrives (``protocol/apis.py``), and the record libraries, the schema
+codec under the coordinators' records, the decompressors, the log cleaner and the rack-aware selector at their
+first use (``test_what_a_start_no_longer_imports_loads_at_its_first_use_and_works``).
 """
 from __future__ import annotations
 
@@ -53,10 +55,10 @@ NOT_AT_START = {
     "kafka.protocol.consumer.fetch": "Fetch's message classes: a follower's first fetch (lazy_packages.py leaves)",
     "kafka.protocol.consumer.offsets": "ListOffsets and OffsetForLeaderEpoch classes: a follower's truncation",
     "kafka.protocol.consumer.metadata": "the consumer protocol's subscription: the first consumer group read",
-    "kafka.protocol.api_message": "kafka-python's schema codec (~15 ms): the first message class built",
+    "kafka.protocol.api_message": "kafka-python's schema codec: the first protocol message class (~10 ms with Fetch's)",
     "kafka.protocol.schemas": "kafka-python's schema codec, also under the coordinators' records (records.py)",
     "kafka.record": "kafka-python's record batches: the first control batch, coordinator record or time lookup",
-    "aiokafka.record": "aiokafka's record batches (~20 ms): the first control marker read or cleaner pass",
+    "aiokafka.record": "aiokafka's record batches (~17 ms): the first control marker read or cleaner pass",
     "typing_extensions": "imported by aiokafka.record",
     "cramjam": "the validator's snappy: the first compressed batch",
     "lz4": "the validator's lz4: the first compressed batch",
