@@ -65,6 +65,7 @@ NOT_AT_START = {
     "zstandard": "the validator's zstd: the first compressed batch",
     "broker_sim.storage.cleaner": "the log cleaner: its first pass (replication/partition.py Partition.clean)",
     "broker_sim.replication.replica_selector": "KIP-392 rack-aware reads: the first fetch with a client rack",
+    "broker_sim.controller.election": "the election rules: the first ElectLeaders (or a cluster's controller)",
 }
 
 

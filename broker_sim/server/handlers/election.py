@@ -12,15 +12,17 @@ partition it has, so each needs no election.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import kafka.errors as Errors
 
 from broker_sim.controller.cluster_state import PartitionState
-from broker_sim.controller.election import ElectionType, Outcome, decide_election
 from broker_sim.errors import error_of
 from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import ALTER, Access
+
+if TYPE_CHECKING:
+    from broker_sim.controller.election import ElectionType, Outcome
 
 
 class ElectionApis:
@@ -31,6 +33,8 @@ class ElectionApis:
         self._controller = controller  # the broker's Controller in a cluster, None on a single node
 
     async def elect_leaders(self, ctx, request):
+        from broker_sim.controller.election import ElectionType  # the election rules: at the first ElectLeaders
+
         kind = ElectionType(request.election_type) if ctx.version >= 1 else ElectionType.PREFERRED
         wanted = (None if request.topic_partitions is None else
                   {(entry.topic, p) for entry in request.topic_partitions for p in entry.partitions})
@@ -63,6 +67,8 @@ class ElectionApis:
         return _response(ctx, outcomes, 0)
 
     def _single_node(self, kind: ElectionType, wanted) -> dict[tuple[str, int], Outcome]:
+        from broker_sim.controller.election import decide_election
+
         topics = self._metadata.topics
         keys = wanted if wanted is not None else {(t, p) for t, info in topics.items() for p in range(info.partitions)}
         me = self._broker_id
