@@ -147,6 +147,23 @@ class SinkCluster:
                 raise SinkError(f"{why}; gave up after {self.options.delivery_timeout_ms} ms")
             time.sleep(RETRY_BACKOFF_S)
 
+    def find_coordinators(self, transactional_ids: list[str]) -> None:
+        """Look up the coordinators of ``transactional_ids`` not known yet in one FindCoordinator request (v4+),
+        remembering those answered; the rest are left to ``coordinator``'s retries."""
+        unknown = [t for t in dict.fromkeys(transactional_ids)
+                   if self._coordinators.get(t) not in self._brokers]
+        if not unknown:
+            return
+        try:
+            answers = self.any_connection().find_coordinators(unknown, COORDINATOR_TRANSACTION)
+        except BrokerUnavailable:
+            self.drop()
+            return
+        for transactional_id, (code, node_id, host, port) in answers.items():
+            if code == 0:
+                self._brokers[node_id] = (host, port)
+                self._coordinators[transactional_id] = node_id
+
     def learn_coordinator(self, other: "SinkCluster", transactional_id: str) -> None:
         """Take ``other``'s answer to FindCoordinator for ``transactional_id``, if it has one (a task's setup thread
         found it), so the next ``coordinator`` call needs no request."""
