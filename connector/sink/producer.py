@@ -123,8 +123,12 @@ class TaskProducer:
         finally:
             setup.cluster.close()
         for _, data in self._ready:
-            _IDS.pack_into(data, 43, self.producer_id, self.epoch)
-            _CRC.pack_into(data, 17, crc32c(memoryview(data)[21:]))
+            self._stamp(data)
+
+    def _stamp(self, data: bytearray) -> None:
+        """Write the producer id, epoch and CRC into a record batch encoded before they were known."""
+        _IDS.pack_into(data, 43, self.producer_id, self.epoch)
+        _CRC.pack_into(data, 17, crc32c(memoryview(data)[21:]))
 
     # -- rows ------------------------------------------------------------------------------------------------------
 
@@ -197,11 +201,14 @@ class TaskProducer:
             tp = (topic, int(partitions[run[0]]))
             if tp in self._builders:  # rows appended by the per-record path go first
                 self._close_builder(tp)
+            early = self._setup is not None   # the producer id is not known yet: stamped before the batch is sent
             chunks = _arrow_batches.encode(columns[0], columns[1], indices[run], timestamp, self.producer_id,
                                            self.epoch, self._sequences[tp], transactional, self.options.batch_bytes)
             for data, count in chunks:
-                if self._setup is None:   # else _finish_init stamps the producer id, epoch and CRC
+                if not early:
                     _CRC.pack_into(data, 17, crc32c(memoryview(data)[21:]))
+                elif self._setup is None:   # a flush_ready of this loop finished the setup: stamp it here
+                    self._stamp(data)
                 self._sequences[tp] = (self._sequences[tp] + count) & 0x7FFFFFFF
                 self.counts[tp] += count
                 self._ready.append((tp, data))   # a bytearray nothing changes once it is sent

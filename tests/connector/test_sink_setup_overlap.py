@@ -40,12 +40,19 @@ def _batch(start: int, count: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([keys, values], names=["key", "value"])
 
 
-def test_rows_encoded_before_the_producer_id_is_known_are_sent_after_the_setup_with_its_id(pylog_broker, monkeypatch):
+@pytest.mark.parametrize("request_bytes", [None, 3000])
+def test_rows_encoded_before_the_producer_id_is_known_are_sent_after_the_setup_with_its_id(pylog_broker, monkeypatch,
+                                                                                          request_bytes):
+    """With small requests the first send comes in the middle of one partition's encoded batches: those after it
+    were encoded before the producer id was known too."""
     bootstrap = pylog_broker.bootstrap_servers
+    topic = f"overlap{request_bytes or ''}"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic("overlap", 3, 1)])
+    admin.create_topics([NewTopic(topic, 3, 1)])
     admin.close()
-    options = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": "overlap"})
+    sizes = {"kafka.batch.size": str(request_bytes), "kafka.max.request.size": str(request_bytes)} \
+        if request_bytes else {}
+    options = parse_sink_options({"kafka.bootstrap.servers": bootstrap, "topic": topic, **sizes})
     events: list[str] = []
     gate = threading.Event()
     original = BrokerConnection.send_produce
@@ -65,33 +72,41 @@ def test_rows_encoded_before_the_producer_id_is_known_are_sent_after_the_setup_w
     monkeypatch.setattr(BrokerConnection, "find_coordinator", counted_find)
 
     def then(cluster, producer_id, epoch):
-        assert gate.wait(60), "the test never opened the gate"
+        assert gate.wait(60), "the setup thread was never let go"
         events.append(f"setup done pid={producer_id} epoch={epoch}")
 
-    producer = TaskProducer(options, "overlap-txn-0")
+    encoded_early = []
+    finish_init = TaskProducer._finish_init
+
+    def open_gate_then_finish(self):   # the setup ends only when the producer first needs its id
+        encoded_early.append(len(self._ready))
+        gate.set()
+        finish_init(self)
+
+    monkeypatch.setattr(TaskProducer, "_finish_init", open_gate_then_finish)
+    transactional_id = f"{topic}-txn-0"
+    producer = TaskProducer(options, transactional_id)
     try:
         producer.start_init(then)
         for start in range(0, ROWS, 500):
-            producer.write(_batch(start, 500), "overlap")
-        encoded_early = len(producer._ready)
-        gate.set()
+            producer.write(_batch(start, 500), topic)
         producer.flush()
     finally:
         producer.close()
     # the task's AddPartitionsToTxn went to the coordinator its setup thread found
-    assert finds == ["overlap-txn-0"], finds
-    assert encoded_early > 0, "no batch was encoded while the setup thread was still running"
+    assert finds == [transactional_id], finds
+    assert encoded_early and encoded_early[0] > 0, "no batch was encoded while the setup thread was still running"
     assert events and events[0].startswith("setup done"), f"sent before the setup was done: {events[:3]}"
     assert events[0] == f"setup done pid={producer.producer_id} epoch={producer.epoch}" and producer.producer_id >= 0
-    assert _committed(bootstrap, "overlap", 3) == [], "an open transaction's records were visible"
+    assert _committed(bootstrap, topic, 3) == [], "an open transaction's records were visible"
     cluster = SinkCluster(options, "test")
     try:
-        code = cluster.coordinator("overlap-txn-0", time.monotonic() + 30).end_txn(
-            "overlap-txn-0", producer.producer_id, producer.epoch, True)
+        code = cluster.coordinator(transactional_id, time.monotonic() + 30).end_txn(
+            transactional_id, producer.producer_id, producer.epoch, True)
     finally:
         cluster.close()
     assert code == 0
-    assert _committed(bootstrap, "overlap", 3) == list(range(ROWS))
+    assert _committed(bootstrap, topic, 3) == list(range(ROWS))
 
 
 def test_a_failing_setup_fails_the_task_before_anything_is_sent(pylog_broker, monkeypatch):
