@@ -134,6 +134,14 @@ class TaskProducer:
 
     def write(self, batch, topic_option: str | None) -> int:
         """Append one Arrow RecordBatch's rows (sink schema: value, optional key/headers/topic/partition)."""
+        try:
+            return self._write(batch, topic_option)
+        except SinkError:
+            if self._setup is not None:
+                self._finish_init()   # the setup's failure (InitProducerId, the sink log) is the one to report
+            raise
+
+    def _write(self, batch, topic_option: str | None) -> int:
         import pyarrow.compute as pc
 
         n = batch.num_rows
