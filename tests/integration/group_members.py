@@ -15,6 +15,7 @@ import threading
 import time
 
 HEARTBEAT_MS = 500
+POLL_MS = 2000  # kafka-python's poll; see KafkaPythonMember.run
 SESSION_MS = 6000
 
 
@@ -59,7 +60,7 @@ class KafkaPythonMember(Member):
     client = "kafka-python"
 
     def run(self) -> None:
-        from kafka import KafkaConsumer
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
         from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
         from kafka.coordinator.assignors.range import RangePartitionAssignor
         from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -69,13 +70,26 @@ class KafkaPythonMember(Member):
                                  auto_offset_reset=self.offset_reset, partition_assignment_strategy=[assignor],
                                  session_timeout_ms=self.session_ms, heartbeat_interval_ms=HEARTBEAT_MS,
                                  fetch_max_wait_ms=100, enable_auto_commit=False)
-        # kafka-python 3.0.12 can lose a join in flight when a leader that assigned before it knew the
-        # topic's partitions rejoins and poll() times out mid-join: know the partitions before subscribing
+        member = self
+
+        class Owned(ConsumerRebalanceListener):  # what the member owns, as soon as a rebalance assigns it
+            def on_partitions_revoked(self, revoked):
+                pass
+
+            def on_partitions_assigned(self, assigned):
+                member._owned = frozenset(tp.partition for tp in consumer.assignment())
+
+        # kafka-python 3.0.12 loses a join in flight when the group leader rejoins on its own (its metadata
+        # snapshot changed after it assigned) and poll() times out mid-join: the next poll sees no rejoin needed
+        # (the assignment refreshed the snapshot), never completes the join, and the member stops heartbeating
+        # in "rebalancing" with its old partitions until the broker expires it. Seen here under load with
+        # poll(timeout_ms=300): the broker had answered its SyncGroup. Know the partitions before subscribing,
+        # and poll long enough that a join ends within the poll that started it.
         consumer.partitions_for_topic(self.topic)
-        consumer.subscribe([self.topic])
+        consumer.subscribe([self.topic], listener=Owned())
         try:
             while not self._stop.is_set():
-                for batch in consumer.poll(timeout_ms=300).values():
+                for batch in consumer.poll(timeout_ms=POLL_MS).values():
                     self.records.extend((m.partition, m.offset, m.value) for m in batch)
                 self._owned = frozenset(tp.partition for tp in consumer.assignment())
             consumer.commit()
