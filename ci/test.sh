@@ -10,12 +10,11 @@ export PYLOG_SETUP_SPARK_CDS=1
 PYTHON="$(bash ci/setup.sh | tail -n 1)"
 export PYSPARK_PYTHON="$PYTHON"
 export PYTHONUNBUFFERED=1
-# PYLOG_TEST_WORKERS=2: two pytest-xdist workers, each taking whole files (their module fixtures start once), so
-# on two cores the suite's waits (timeouts, JVM starts, subprocess drivers) overlap with the other worker's work:
-# 16-17 minutes instead of ~30. Files go out in collection order, which then puts the long ones first
-# (tests/conftest.py), not xdist's most-tests-first. Each worker has its own SparkSession. Not yet the default:
-# each of its first full runs surfaced a different timing-dependent test (README, "the two commands").
-WORKERS="${PYLOG_TEST_WORKERS:-0}"
+# Two pytest-xdist workers by default (PYLOG_TEST_WORKERS=0: one process), each taking whole files (their module
+# fixtures start once), so on two cores the suite's waits (timeouts, JVM starts, subprocess drivers) overlap with
+# the other worker's work: ~16 minutes instead of ~29. Files go out in collection order, which then puts the long
+# ones first (tests/conftest.py), not xdist's most-tests-first. Each worker has its own SparkSession.
+WORKERS="${PYLOG_TEST_WORKERS:-2}"
 PARALLEL=()
 [ "$WORKERS" != 0 ] && PARALLEL=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
 exec "$PYTHON" -m pytest tests "${PARALLEL[@]}" "$@"

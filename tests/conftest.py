@@ -26,7 +26,7 @@ if not _installed:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under xdist workers (``PYLOG_TEST_WORKERS=2 bash ci/test.sh``), files with a test marked ``slow`` run
+    """Under xdist workers (``bash ci/test.sh`` runs two), files with a test marked ``slow`` run
     first, each file's tests in their own order: whole files go to the workers in this order, the longest start
     first, so the run does not end with one worker still in a minutes-long file while the other has nothing left.
     In one process the order stays the files' own."""
