@@ -184,7 +184,9 @@ def test_cancel_puts_back_the_origin_replicas(cluster4, admin, topic_name):
         wait_until(lambda: spare in cluster4.partition_dirs(topic_name, 0), 10, "the new replica created")
         assert admin.alter_partition_reassignments({tp: None})[tp] is None
         wait_until(lambda: not admin.list_partition_reassignments(), 10, "the cancellation")
-        assert replicas_of(cluster4, topic_name, 0) == origin
+        # The controller clears the reassignment in ZooKeeper first; brokers learn the origin replicas from it a
+        # moment later (Kafka's controller sends UpdateMetadata after that write too), so Metadata is awaited.
+        wait_until(lambda: replicas_of(cluster4, topic_name, 0) == origin, 10, "the origin replicas in Metadata")
         wait_until(lambda: spare not in cluster4.partition_dirs(topic_name, 0), 10, "the cancelled replica deleted")
     finally:
         set_rates(admin, cluster4.broker_ids, None)
