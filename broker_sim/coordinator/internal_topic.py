@@ -143,6 +143,17 @@ class InternalTopicOwner:
         appended, self._appended = self._appended, {}
         return appended
 
+    def take_awaited(self, key: object = None) -> dict[object, int]:
+        """What an answer about ``key`` waits for: ``take_appended()``, plus the key's partition up to its log end
+        when this coordinator has it loaded (the answer may come from state an unreplicated append made)."""
+        appended = self.take_appended()
+        if isinstance(key, str) and self.topic.exists():
+            index = self.partition_of(key)
+            if index in self.loaded:
+                partition = self.topic.partition(index)
+                appended[partition] = max(appended.get(partition, 0), partition.log_end_offset)
+        return appended
+
 
 def read_partition_batches(partition) -> Iterator[tuple[object, list]]:
     """``(batch, records)`` of every batch of ``partition`` up to its log end, in offset order.

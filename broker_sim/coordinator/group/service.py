@@ -94,10 +94,15 @@ class GroupService(GroupCoordinator):
         await self.isr_wait(self.deliver(replies))
         return error, errors
 
-    commit_offsets = answered_once_replicated(GroupCoordinator.commit_offsets)
-    commit_txn_offsets = answered_once_replicated(GroupCoordinator.commit_txn_offsets)
-    delete_offsets = answered_once_replicated(GroupCoordinator.delete_offsets)
-    delete_groups = answered_once_replicated(GroupCoordinator.delete_groups)
+    # a write the ISR did not get is answered with its error, per partition or group (Kafka's storeOffsets)
+    commit_offsets = answered_once_replicated(GroupCoordinator.commit_offsets,
+                                              lambda answer, error: dict.fromkeys(answer, error))
+    commit_txn_offsets = answered_once_replicated(GroupCoordinator.commit_txn_offsets,
+                                                  lambda answer, error: dict.fromkeys(answer, error))
+    delete_offsets = answered_once_replicated(GroupCoordinator.delete_offsets,
+                                              lambda answer, error: (error, dict.fromkeys(answer[1], error)))
+    delete_groups = answered_once_replicated(GroupCoordinator.delete_groups,
+                                             lambda answer, error: dict.fromkeys(answer, error))
 
     def unload_partition(self, index: int) -> list[Reply]:
         replies = super().unload_partition(index)

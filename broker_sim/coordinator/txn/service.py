@@ -3,7 +3,9 @@
 Theory of operation: ``TxnService`` is a ``TxnCoordinator`` whose requests
 that write to ``__transaction_state`` (InitProducerId, AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn) are coroutines answered once ``isr_wait`` saw the
-ISR have the write (``coordinator.isr_wait``; nothing waits on a single node).
+ISR have the write (``coordinator.isr_wait``; nothing waits on a single node),
+or with the append's error when it did not (the client then retries, on the
+new coordinator if leadership moved, as with Kafka's NOT_COORDINATOR).
 Requests need no futures of their own: the core answers every request at once
 (markers are written before EndTxn returns, or the transaction waits in its
 Prepare state and the client retries on CONCURRENT_TRANSACTIONS).
@@ -20,7 +22,7 @@ import logging
 from typing import Awaitable, Callable
 
 from broker_sim.coordinator.isr_wait import answered_once_replicated, no_wait
-from broker_sim.coordinator.txn.coordinator import TxnCoordinator
+from broker_sim.coordinator.txn.coordinator import InitResult, TxnCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +35,13 @@ class TxnService(TxnCoordinator):
         self.expiration_interval_ms = expiration_interval_ms
         self.isr_wait = isr_wait
 
-    init_producer_id = answered_once_replicated(TxnCoordinator.init_producer_id)
-    add_partitions = answered_once_replicated(TxnCoordinator.add_partitions)
-    add_offsets = answered_once_replicated(TxnCoordinator.add_offsets)
-    end_transaction = answered_once_replicated(TxnCoordinator.end_transaction)
+    # an append the ISR did not get is answered with its error (NOT_COORDINATOR once leadership moved)
+    init_producer_id = answered_once_replicated(TxnCoordinator.init_producer_id,
+                                                lambda answer, error: InitResult(error))
+    add_partitions = answered_once_replicated(TxnCoordinator.add_partitions,
+                                              lambda answer, error: dict.fromkeys(answer, error))
+    add_offsets = answered_once_replicated(TxnCoordinator.add_offsets, lambda answer, error: error)
+    end_transaction = answered_once_replicated(TxnCoordinator.end_transaction, lambda answer, error: error)
 
     def tick(self, next_expiry: int) -> int:
         """One timer pass; returns when the next id expiration pass is due."""
