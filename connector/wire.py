@@ -379,6 +379,37 @@ class BrokerConnection:
                                                     producer_epoch=epoch, committed=committed))
         return response.error_code
 
+    def find_coordinators(self, keys: list[str], key_type: int) -> dict[str, tuple[int, int, str, int]]:
+        """``{key: (error code, node id, host, port)}``: FindCoordinator for several keys in one request (v4+,
+        KIP-699), one request per key from an older broker."""
+        if self.version(FindCoordinatorRequest) < 4:
+            return {key: self.find_coordinator(key, key_type) for key in keys}
+        response = self.call(FindCoordinatorRequest[self.version(FindCoordinatorRequest)](
+            key_type=key_type, coordinator_keys=list(keys)))
+        answers = {a.key: (a.error_code, a.node_id, a.host, a.port) for a in response.coordinators}
+        return {key: answers.get(key, (15, -1, "", -1)) for key in keys}   # left out: COORDINATOR_NOT_AVAILABLE
+
+    def send_end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool):
+        """``end_txn`` without waiting for its answer (pipelining, as ``send_produce``); hand the handle to
+        ``read_end_txn`` in the order the requests were sent."""
+        version = self.version(EndTxnRequest)
+        request = EndTxnRequest[version](transactional_id=transactional_id, producer_id=producer_id,
+                                         producer_epoch=epoch, committed=committed)
+        try:
+            correlation_id, data = self._wire.encode(request)
+            self._wire.send_bytes(data)
+        except OSError as exc:
+            raise BrokerUnavailable(f"request to {self.address} failed: {exc}") from exc
+        return request, correlation_id
+
+    def read_end_txn(self, handle) -> int:
+        """The error code answering a ``send_end_txn``."""
+        request, correlation_id = handle
+        try:
+            return self._wire.read_response(request, correlation_id).error_code
+        except OSError as exc:
+            raise BrokerUnavailable(f"request to {self.address} failed: {exc}") from exc
+
 
 class _TopLevelError:
     """Stands in for a partition entry when the whole Fetch failed."""

@@ -10,6 +10,10 @@
  * ``timestamp`` and the batches' base sequences following on from ``base_sequence`` (wrapping at 2^31).
  * Returns a list of (bytearray, record count); the CRC field is left 0 for the caller to fill (crc32c).
  *
+ * ``partitions(keys, num_partitions)`` is the default partitioner's keyed step for a whole column:
+ * ``toPositive(murmur2(key)) % num_partitions`` of every row as int32 bytes, -1 for a null key (Kafka's
+ * ``Utils.murmur2``; connector/sink/partitioner.py has the numpy version the tests compare it with).
+ *
  * Every index and offset is checked against its buffer: a bad one raises ValueError.
  */
 #define PY_SSIZE_T_CLEAN
@@ -248,7 +252,76 @@ fail:
     return NULL;
 }
 
+static uint32_t murmur2(const uint8_t *d, Py_ssize_t length) {
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t whole = length / 4;
+    for (Py_ssize_t i = 0; i < whole; i++) {
+        const uint8_t *q = d + 4 * i;
+        uint32_t k = (uint32_t)q[0] | ((uint32_t)q[1] << 8) | ((uint32_t)q[2] << 16) | ((uint32_t)q[3] << 24);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const uint8_t *tail = d + (length & ~(Py_ssize_t)3);
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+static PyObject *py_partitions(PyObject *self, PyObject *args) {
+    PyObject *key_spec;
+    int num_partitions;
+    if (!PyArg_ParseTuple(args, "Oi", &key_spec, &num_partitions))
+        return NULL;
+    if (num_partitions <= 0) {
+        PyErr_SetString(PyExc_ValueError, "num_partitions must be positive");
+        return NULL;
+    }
+    Column keys;
+    if (key_spec == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "partitions() needs a key column");
+        return NULL;
+    }
+    if (column_from(key_spec, &keys) < 0)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, keys.length * 4);
+    if (out == NULL) {
+        release(&keys);
+        return NULL;
+    }
+    int32_t *result = (int32_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < keys.length; i++) {
+        const char *k;
+        Py_ssize_t klen = 0;
+        if (field(&keys, i, &k, &klen) < 0) {
+            Py_DECREF(out);
+            release(&keys);
+            return NULL;
+        }
+        result[i] = k ? (int32_t)((murmur2((const uint8_t *)k, klen) & 0x7fffffff) % (uint32_t)num_partitions) : -1;
+    }
+    release(&keys);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"partitions", py_partitions, METH_VARARGS,
+     "partitions(keys, num_partitions) -> int32 bytes: toPositive(murmur2(key)) % num_partitions, -1 for null"},
     {"encode", py_encode, METH_VARARGS,
      "encode(keys, values, rows, timestamp, producer_id, epoch, base_sequence, transactional, batch_size) -> "
      "[(record batch without its CRC, records)]"},

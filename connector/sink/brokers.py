@@ -7,7 +7,8 @@ use. ``topic`` answers a topic's partition leaders from a Metadata request
 drops it after a retriable error. ``coordinator`` finds the transaction
 coordinator of a transactional id with FindCoordinator (key type 1), and
 remembers it until ``drop`` (a task asks it for InitProducerId and again for
-AddPartitionsToTxn).
+AddPartitionsToTxn; ``learn_coordinator`` passes it on from the cluster of a
+task's setup thread).
 Errors come back as exceptions only for what no retry can fix; the retry
 loops live with the callers, which know their deadlines.
 """
@@ -145,6 +146,31 @@ class SinkCluster:
             if time.monotonic() > deadline:
                 raise SinkError(f"{why}; gave up after {self.options.delivery_timeout_ms} ms")
             time.sleep(RETRY_BACKOFF_S)
+
+    def find_coordinators(self, transactional_ids: list[str]) -> None:
+        """Look up the coordinators of ``transactional_ids`` not known yet in one FindCoordinator request (v4+),
+        remembering those answered; the rest are left to ``coordinator``'s retries."""
+        unknown = [t for t in dict.fromkeys(transactional_ids)
+                   if self._coordinators.get(t) not in self._brokers]
+        if not unknown:
+            return
+        try:
+            answers = self.any_connection().find_coordinators(unknown, COORDINATOR_TRANSACTION)
+        except BrokerUnavailable:
+            self.drop()
+            return
+        for transactional_id, (code, node_id, host, port) in answers.items():
+            if code == 0:
+                self._brokers[node_id] = (host, port)
+                self._coordinators[transactional_id] = node_id
+
+    def learn_coordinator(self, other: "SinkCluster", transactional_id: str) -> None:
+        """Take ``other``'s answer to FindCoordinator for ``transactional_id``, if it has one (a task's setup thread
+        found it), so the next ``coordinator`` call needs no request."""
+        node_id = other._coordinators.get(transactional_id)
+        if node_id is not None and node_id in other._brokers:
+            self._brokers.setdefault(node_id, other._brokers[node_id])
+            self._coordinators[transactional_id] = node_id
 
     def _connect(self, host: str, port: int) -> BrokerConnection:
         return BrokerConnection(host, port, timeout_s=self._timeout_s, client_id=self._client_id,

@@ -18,7 +18,11 @@ then:
   INTENT naming the substitute is written, so a second crash cannot commit
   both. Then this run's remaining transactions are aborted;
 * otherwise: write INTENT (transactional ids, producer ids, epochs), commit
-  every transaction, write COMPLETED.
+  every transaction, write COMPLETED. The coordinators of all the batch's
+  transactional ids come from one FindCoordinator (v4+), and the EndTxns after
+  the first are pipelined (all sent, then all answers read; an unanswered or
+  retriable one is retried alone), since their order does not matter once the
+  INTENT is durable.
 
 The partial-commit case: the substitution assumes a Spark partition's rows
 are the same in the re-run. That holds for narrow plans over a replayable
@@ -90,14 +94,16 @@ def commit_batch(options: SinkOptions, messages: list, batch_id: int, *, keep_en
             if txns:
                 sink_log.put_batch(batch_id, INTENT, txns)
                 crash_point("after_intent", batch_id)
-            for i, txn in enumerate(txns):
-                code = _end_txn(cluster, options, txn, committed=True)
+            cluster.find_coordinators([t.id for t in txns])
+            # the first alone (the mid_commit crash point falls between it and the others), then the others
+            # pipelined: once the INTENT is durable their order does not matter
+            for i, code in enumerate([*_end_txns(cluster, options, txns[:1], committed=True),
+                                      *_end_txns(cluster, options, txns[1:], committed=True,
+                                                 before=lambda: crash_point("mid_commit", batch_id))]):
                 if code:
-                    raise SinkError(f"Committing batch {batch_id}: EndTxn(commit) of {txn.id} failed: "
+                    raise SinkError(f"Committing batch {batch_id}: EndTxn(commit) of {txns[i].id} failed: "
                                     f"{refused(code, options)}; the query's restart rolls the batch forward from the "
                                     f"sink log")
-                if i == 0:
-                    crash_point("mid_commit", batch_id)
             committed = txns
             crash_point("before_completed", batch_id)
             if txns:
@@ -181,6 +187,36 @@ def _fence(cluster, options: SinkOptions, txn: Txn) -> None:
     init_producer_id(cluster, txn.id, options.transaction_timeout_ms, deadline)
     log.info("pylog sink %s: aborted orphan transaction %s (Spark partition %d, attempt %d)", options.sink_id,
              txn.id, txn.partition, txn.attempt)
+
+
+def _end_txns(cluster, options: SinkOptions, txns: list[Txn], *, committed: bool, before=None) -> list[int]:
+    """EndTxn of every transaction of ``txns``, pipelined: all sent to their coordinators, then every answer
+    read; those not answered 0 or not retriable (an I/O failure, NOT_COORDINATOR, ...) go through ``_end_txn``'s
+    retries one by one. ``before`` runs first (a crash point). Returns the final error codes, in order."""
+    if before is not None:
+        before()
+    if not txns:
+        return []
+    deadline = time.monotonic() + options.delivery_timeout_ms / 1000
+    codes: list[int] = [-1] * len(txns)
+    sent: dict[int, list] = {}
+    try:
+        # every coordinator first: a FindCoordinator must not share a connection with EndTxns in flight
+        connections = [cluster.coordinator(txn.id, deadline) for txn in txns]
+        for i, (txn, connection) in enumerate(zip(txns, connections)):
+            sent.setdefault(id(connection), [connection, []])[1].append(
+                (i, connection.send_end_txn(txn.id, txn.pid, txn.epoch, committed)))
+        for connection, handles in sent.values():
+            for i, handle in handles:
+                codes[i] = connection.read_end_txn(handle)
+    except BrokerUnavailable:
+        cluster.drop()   # the unread answers are lost with the connection: their EndTxn goes again below
+    for i, txn in enumerate(txns):
+        if codes[i] == -1 or (codes[i] and retriable(codes[i])):
+            if codes[i] in NOT_COORDINATOR:
+                cluster.drop()
+            codes[i] = _end_txn(cluster, options, txn, committed=committed)
+    return codes
 
 
 def _end_txn(cluster, options: SinkOptions, txn: Txn, *, committed: bool) -> int:

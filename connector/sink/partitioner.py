@@ -6,7 +6,9 @@ so the same key lands in the same partition whichever client wrote it.
 ``murmur2`` here is Kafka's ``Utils.murmur2`` over a whole Arrow binary column
 at once: keys are grouped by length and each group is hashed as an
 ``(n, length)`` uint8 matrix with numpy's wrapping uint32 arithmetic, 4 bytes per
-step for every key of the group. ``kafka.partitioner.default.murmur2`` (kafka-python,
+step for every key of the group; ``DefaultPartitioner`` hands a string/binary key
+column to the C extension ``_arrow_batches.partitions`` instead when it is built
+(one pass, no copy). ``kafka.partitioner.default.murmur2`` (kafka-python,
 pure Python) is the per-key reference the tests compare against, next to
 vectors from Kafka's ``UtilsTest``.
 
@@ -91,6 +93,11 @@ class DefaultPartitioner:
         sticky = self._next_sticky(topic, num_partitions)
         result = np.full(n, sticky, dtype=np.int64)
         if keys is not None and keys.null_count < n:
+            compiled = _compiled_partitions(keys, num_partitions)
+            if compiled is not None:
+                result = np.where(compiled < 0, sticky, compiled).astype(np.int64) if keys.null_count else compiled
+                keys = None
+        if keys is not None and keys.null_count < n:
             hashed = (murmur2(keys) & np.uint32(0x7FFFFFFF)).astype(np.int64) % num_partitions
             if keys.null_count:
                 valid = np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -108,3 +115,20 @@ class DefaultPartitioner:
         chosen = self._rng.randrange(num_partitions) if previous is None else (previous + 1) % num_partitions
         self._sticky[topic] = chosen
         return chosen
+
+
+def _compiled_partitions(keys, num_partitions: int):
+    """int32 partition of every key from ``_arrow_batches.partitions`` (-1 for a null key), or None when the
+    extension is not built or the column is not a string/binary one with 32-bit offsets."""
+    import pyarrow as pa
+    try:
+        from connector.sink import _arrow_batches
+    except ImportError:
+        return None
+    if not (pa.types.is_string(keys.type) or pa.types.is_binary(keys.type)):
+        return None
+    validity, offsets, data = keys.buffers()
+    if data is None:
+        data = pa.py_buffer(b"")
+    spec = (validity if keys.null_count else None), offsets, data, keys.offset, len(keys)
+    return np.frombuffer(_arrow_batches.partitions(spec, num_partitions), dtype=np.int32)

@@ -4,7 +4,10 @@ Theory of operation: a ``TaskProducer`` writes one Spark task's rows. It first
 gets a producer id with InitProducerId — without a transactional id for
 ``at_least_once`` (an idempotent producer), with the task's transactional id
 for ``exactly_once`` (which also fences and aborts any earlier holder of the
-same id). ``write`` maps each Arrow batch's rows to (topic, partition) —
+same id); ``start_init`` runs it (and the task's sink log entry) in a thread on
+connections of its own while the first rows are encoded, and the first send
+waits for it and stamps the producer id, epoch and CRC of the batches encoded
+meanwhile. ``write`` maps each Arrow batch's rows to (topic, partition) —
 explicit ``partition``, else ``connector.sink.partitioner`` — and appends them to
 one aiokafka compiled ``DefaultRecordBatchBuilder`` per partition (RecordBatch
 v2 with the producer id, epoch and the partition's next sequence number; CRC32C
@@ -33,8 +36,11 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 import time
 from collections import defaultdict, deque
+
+from crc32c import crc32c
 
 from connector.error_codes import error_name, refused, retriable
 from connector.options import SinkOptions
@@ -54,6 +60,7 @@ MAX_IN_FLIGHT = 5
 
 INVALID_PRODUCER_ID_MAPPING = 49
 _CRC = struct.Struct(">I")
+_IDS = struct.Struct(">qh")   # a v2 record batch's producer id (offset 43) and epoch (51)
 
 try:
     from connector.sink import _arrow_batches
@@ -83,6 +90,7 @@ class TaskProducer:
         self._retry: list[tuple[int, tuple[str, int], bytes]] = []   # (send index, tp, bytes) to send again
         self._sent = 0
         self._why = ""
+        self._setup = None   # a SetupThread while InitProducerId (and the task's setup) run beside the encoding
 
     def deadline(self) -> float:
         return time.monotonic() + self.options.delivery_timeout_ms / 1000
@@ -94,10 +102,46 @@ class TaskProducer:
         self.producer_id, self.epoch = init_producer_id(self.cluster, self.transactional_id,
                                                         self.options.transaction_timeout_ms, self.deadline())
 
+    def start_init(self, then=None) -> None:
+        """``init`` in a thread of its own, on connections of its own, while the task encodes its first rows; then
+        ``then(cluster, producer_id, epoch)`` in that thread (the sink log's open entry). Nothing is sent before
+        both are done: the batches encoded meanwhile get their producer id, epoch and CRC when the first are
+        sent (``_finish_init``)."""
+        self._setup = _SetupThread(self.options, self.transactional_id, then)
+        self._setup.start()
+
+    def _finish_init(self) -> None:
+        """Wait for ``start_init``'s thread (raising what it raised) and stamp the batches encoded meanwhile."""
+        setup, self._setup = self._setup, None
+        setup.join()
+        try:
+            if setup.error is not None:
+                raise setup.error
+            self.producer_id, self.epoch = setup.producer_id, setup.epoch
+            if self.transactional_id is not None:
+                self.cluster.learn_coordinator(setup.cluster, self.transactional_id)
+        finally:
+            setup.cluster.close()
+        for _, data in self._ready:
+            self._stamp(data)
+
+    def _stamp(self, data: bytearray) -> None:
+        """Write the producer id, epoch and CRC into a record batch encoded before they were known."""
+        _IDS.pack_into(data, 43, self.producer_id, self.epoch)
+        _CRC.pack_into(data, 17, crc32c(memoryview(data)[21:]))
+
     # -- rows ------------------------------------------------------------------------------------------------------
 
     def write(self, batch, topic_option: str | None) -> int:
         """Append one Arrow RecordBatch's rows (sink schema: value, optional key/headers/topic/partition)."""
+        try:
+            return self._write(batch, topic_option)
+        except SinkError:
+            if self._setup is not None:
+                self._finish_init()   # the setup's failure (InitProducerId, the sink log) is the one to report
+            raise
+
+    def _write(self, batch, topic_option: str | None) -> int:
         import pyarrow.compute as pc
 
         n = batch.num_rows
@@ -112,6 +156,8 @@ class TaskProducer:
                 compiled = None
         keys = values = headers = None
         if compiled is None:
+            if self._setup is not None:
+                self._finish_init()   # aiokafka's builder takes the producer id when it is made
             values = _as_binary_list(batch.column(names.index("value")))
             keys = _as_binary_list(keys_array) if keys_array is not None else [None] * n
             headers = _headers_list(batch.column(names.index("headers"))) if "headers" in names else None
@@ -151,10 +197,11 @@ class TaskProducer:
     def _encode_rows(self, topic, partitions, rows, columns, timestamp) -> None:
         """The compiled path: each partition's rows (in order) become record batches in one C call."""
         import numpy as np
-        from crc32c import crc32c
 
         indices = np.arange(len(partitions), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-        order = np.argsort(partitions, kind="stable")
+        # a stable sort of 16-bit keys is numpy's radix sort: ~10x faster than on int32 for a 10k-row batch
+        order = np.argsort(partitions.astype(np.int16) if len(partitions) and partitions.max() < 1 << 15
+                           else partitions, kind="stable")
         ordered = partitions[order]
         bounds = np.flatnonzero(np.diff(ordered)) + 1
         transactional = self.transactional_id is not None
@@ -162,13 +209,17 @@ class TaskProducer:
             tp = (topic, int(partitions[run[0]]))
             if tp in self._builders:  # rows appended by the per-record path go first
                 self._close_builder(tp)
+            early = self._setup is not None   # the producer id is not known yet: stamped before the batch is sent
             chunks = _arrow_batches.encode(columns[0], columns[1], indices[run], timestamp, self.producer_id,
                                            self.epoch, self._sequences[tp], transactional, self.options.batch_bytes)
             for data, count in chunks:
-                _CRC.pack_into(data, 17, crc32c(memoryview(data)[21:]))
+                if not early:
+                    _CRC.pack_into(data, 17, crc32c(memoryview(data)[21:]))
+                elif self._setup is None:   # a flush_ready of this loop finished the setup: stamp it here
+                    self._stamp(data)
                 self._sequences[tp] = (self._sequences[tp] + count) & 0x7FFFFFFF
                 self.counts[tp] += count
-                self._ready.append((tp, bytes(data)))
+                self._ready.append((tp, data))   # a bytearray nothing changes once it is sent
                 self._ready_bytes += len(data)
                 if self._ready_bytes >= self.options.request_bytes:
                     self.flush_ready()
@@ -222,6 +273,8 @@ class TaskProducer:
 
     def flush_ready(self) -> None:
         """Send the full batches; their answers are awaited later (up to ``MAX_IN_FLIGHT`` requests per broker)."""
+        if self._setup is not None:
+            self._finish_init()
         ready, self._ready, self._ready_bytes = self._ready, [], 0
         if not ready:
             return
@@ -389,7 +442,34 @@ class TaskProducer:
                 time.sleep(RETRY_BACKOFF_S)
 
     def close(self) -> None:
+        if self._setup is not None:   # a task failing before its first send: the thread must not outlive it
+            self._setup.join()
+            self._setup.cluster.close()
+            self._setup = None
         self.cluster.close()
+
+
+class _SetupThread(threading.Thread):
+    """``TaskProducer.start_init``'s thread: InitProducerId and ``then`` on a ``SinkCluster`` of its own."""
+
+    def __init__(self, options: SinkOptions, transactional_id: str | None, then) -> None:
+        super().__init__(name="pylog-sink-init", daemon=True)
+        self.options = options
+        self.transactional_id = transactional_id
+        self.then = then
+        self.cluster = SinkCluster(options, "pylog-sink-task")
+        self.producer_id = self.epoch = -1
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            deadline = time.monotonic() + self.options.delivery_timeout_ms / 1000
+            self.producer_id, self.epoch = init_producer_id(self.cluster, self.transactional_id,
+                                                            self.options.transaction_timeout_ms, deadline)
+            if self.then is not None:
+                self.then(self.cluster, self.producer_id, self.epoch)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the task's thread by _finish_init
+            self.error = exc
 
 
 def _requests(ready: list[tuple[tuple[str, int], bytes]], request_bytes: int):

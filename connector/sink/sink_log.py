@@ -192,6 +192,8 @@ class SinkLog:
             if advanced <= position:
                 break
             position = advanced
+            if position >= answer.high_watermark:
+                break   # read up to the high watermark this answer gave: no Fetch to learn it again
         _READ_CACHE[cache_key] = (position, entries)
         return _state_of(entries)
 

@@ -252,11 +252,13 @@ def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_i
         transactional_id = f"{options.sink_id}-{batch_id}-{partition_id}-{nonce}.{attempt}"
     producer = TaskProducer(options, transactional_id)
     try:
-        producer.init()
-        if transactional_id is not None:
+        # InitProducerId and the sink log's open entry run in a thread while the first rows are encoded; no record
+        # is sent before both are done (TaskProducer.start_init)
+        def put_open(cluster, producer_id, epoch):
             from connector.sink.sink_log import SinkLog, Txn
-            SinkLog(producer.cluster, options, query_id).put_open(
-                batch_id, Txn(partition_id, attempt, transactional_id, producer.producer_id, producer.epoch))
+            SinkLog(cluster, options, query_id).put_open(
+                batch_id, Txn(partition_id, attempt, transactional_id, producer_id, epoch))
+        producer.start_init(put_open if transactional_id is not None else None)
         rows = producer.write(first, options.topic)
         for batch in batches:
             rows += producer.write(batch, options.topic)

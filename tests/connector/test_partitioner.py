@@ -52,3 +52,31 @@ def test_null_keys_stick_to_one_partition_per_batch_and_move_on():
     second = partitioner.partitions("t", 4, 50).tolist()
     assert len(set(first)) == 1 and len(set(second)) == 1
     assert second[0] == (first[0] + 1) % 4
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_compiled_keyed_step_matches_kafka_python_with_nulls_slices_and_every_tail(seed):
+    from connector.sink import _arrow_batches
+    from connector.sink.partitioner import _compiled_partitions
+
+    rng = random.Random(seed)
+    keys = [None if rng.random() < 0.1 else bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 40)))
+            for _ in range(3000)]
+    array = pa.array(keys, pa.binary())
+
+    def expected(subset, partitions):
+        return [-1 if k is None else (reference(k) & 0x7FFFFFFF) % partitions for k in subset]
+
+    for partitions in (1, 7, 50):
+        assert _compiled_partitions(array, partitions).tolist() == expected(keys, partitions)
+        sliced = _compiled_partitions(array.slice(1001, 777), partitions)
+        assert sliced.tolist() == expected(keys[1001:1778], partitions)
+    strings = pa.array([None if k is None else k.hex() for k in keys], pa.string())
+    assert _compiled_partitions(strings, 13).tolist() == expected(
+        [None if k is None else k.hex().encode() for k in keys], 13)
+    # the partitioner uses it: a null key takes the batch's sticky partition, the others their hash
+    got = DefaultPartitioner(random.Random(5)).partitions("t", 7, len(keys), array)
+    sticky = random.Random(5).randrange(7)
+    assert got.tolist() == [sticky if e < 0 else e for e in expected(keys, 7)]
+    with pytest.raises(ValueError, match="shorter than its length"):
+        _arrow_batches.partitions((None, b"\0" * 8, b"", 0, 5), 3)
