@@ -198,7 +198,7 @@ def _end_txns(cluster, options: SinkOptions, txns: list[Txn], *, committed: bool
     if not txns:
         return []
     deadline = time.monotonic() + options.delivery_timeout_ms / 1000
-    codes: list[int] = [-1] * len(txns)
+    codes: list[int | None] = [None] * len(txns)  # None: no answer read
     sent: dict[int, list] = {}
     try:
         # every coordinator first: a FindCoordinator must not share a connection with EndTxns in flight
@@ -212,7 +212,7 @@ def _end_txns(cluster, options: SinkOptions, txns: list[Txn], *, committed: bool
     except BrokerUnavailable:
         cluster.drop()   # the unread answers are lost with the connection: their EndTxn goes again below
     for i, txn in enumerate(txns):
-        if codes[i] == -1 or (codes[i] and retriable(codes[i])):
+        if codes[i] is None or (codes[i] and retriable(codes[i])):
             if codes[i] in NOT_COORDINATOR:
                 cluster.drop()
             codes[i] = _end_txn(cluster, options, txn, committed=committed)
