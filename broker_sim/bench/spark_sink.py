@@ -1,26 +1,28 @@
 """Sink benchmark (JSON on stdout, never pass/fail): rows/s of a streaming query into the pylog sink.
 
-    python -m broker_sim.bench.spark_sink [--rows 2000000] [--partitions 4]
+    python -m broker_sim.bench.spark_sink [--rows 2000000] [--partitions 4] [--rounds 5]
 
 Starts an embedded broker, loads ``--rows`` records (key ``k<i>``, a 100-byte
 value) into an input topic with a batch write, then runs the same streaming
 query (pylog source, Trigger.AvailableNow, local[2]) into: a no-op Arrow
 stream writer that drops every batch (the cost of everything but the sink),
-the pylog sink with ``exactly_once`` and with ``at_least_once``; each twice,
-in the order noop, eos, alo, eos, alo, noop, and the faster run of each counts
-(a first run pays for Python workers and, for the first transaction on the
-broker, ``__transaction_state``). Prints rows/s of every run, the best of
-each, and the ratios to the no-op writer (the target, issue 25:
-exactly_once >= 0.8x); ``exactly_once_first_vs_noop`` and
-``at_least_once_first_vs_noop`` are the first runs' ratios, ``*_steady_vs_noop``
-the ratios of the micro-batches after each query's first (``*_batch_ms``:
-each batch's triggerExecution and addBatch ms).
+the pylog sink with ``exactly_once`` and with ``at_least_once``.  One
+unreported warm-up run of each first (``*_first_*``: a first run pays for
+Python workers and, for the first transaction on the broker,
+``__transaction_state`` and the sink log topic), then ``--rounds`` rounds of
+the three, the order rotated each round so no writer always runs first or
+last.  Prints every run's rows/s, each writer's median, and the medians over
+the rounds of each round's ratio to the no-op writer of the same round
+(``exactly_once_vs_noop``: the target, issue 25, >= 0.8x);
+``*_steady_vs_noop`` are the same medians over the micro-batches after each
+query's first (``*_batch_ms``: each batch's triggerExecution and addBatch ms).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -59,7 +61,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5, help="measured rounds of the three writers (default 5)")
     args = parser.parse_args()
+    if args.rounds < 1 or args.rows < 4 or args.partitions < 1:
+        parser.error("--rounds and --partitions must be >= 1 and --rows >= 4")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     from kafka import KafkaAdminClient
@@ -87,9 +92,8 @@ def main() -> int:
          .option("topic", "input").option("deliveryGuarantee", "at_least_once").save())
         results["load_rows_per_s"] = round(args.rows / (time.perf_counter() - started))
 
-        steady: dict[str, float] = {}
-
-        def run(name: str, fmt: str, **options) -> float:
+        def run(name: str, fmt: str, **options) -> tuple[float, float | None]:
+            """One query into ``fmt``: (rows/s, rows/s of the micro-batches after its first or None)."""
             source = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
                       .option("subscribe", "input").option("startingOffsets", "earliest")
                       .option("maxOffsetsPerTrigger", str(args.rows // 4)).load())
@@ -112,41 +116,45 @@ def main() -> int:
             elapsed = time.perf_counter() - begin
             rows = sum(p["numInputRows"] for p in query.recentProgress)
             assert rows == args.rows, f"{name}: {rows} rows of {args.rows}"
-            results[f"{name}_rows_per_s"] = round(rows / elapsed)
-            results[f"{name}_seconds"] = round(elapsed, 2)
             # per micro-batch: (triggerExecution, addBatch) ms; the first batch of a query pays for worker start
-            results[f"{name}_batch_ms"] = [(p["durationMs"].get("triggerExecution"), p["durationMs"].get("addBatch"))
-                                           for p in query.recentProgress]
+            progress = query.recentProgress
+            results.setdefault(f"{name}_batch_ms", []).append(
+                [(p["durationMs"].get("triggerExecution"), p["durationMs"].get("addBatch")) for p in progress])
             later = query.recentProgress[1:]   # steady state: the batches after the first
             later_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in later)
-            writer_name = name.rsplit("_", 1)[0]   # exactly_once_first -> exactly_once
-            if later_ms:
-                rate = sum(p["numInputRows"] for p in later) * 1000 / later_ms
-                steady[writer_name] = max(steady.get(writer_name, 0.0), rate)
-            return rows / elapsed
+            steady = sum(p["numInputRows"] for p in later) * 1000 / later_ms if later_ms else None
+            return rows / elapsed, steady
 
-        # Each writer runs twice and the faster run counts: a writer's first run pays for what the next runs find
-        # done (Python workers started for a new query shape, the broker's first transaction creating
-        # __transaction_state, the sink log topic created), and the order is noop, eos, alo, eos, alo, noop so
-        # that no writer gets only first runs. The first runs' figures are reported too (*_first_*).
         sink = {"kafka.bootstrap.servers": bootstrap}
         writers = {"noop": ("pylog_noop", {}),
                    "exactly_once": ("pylog", {"topic": "out_eos", **sink}),
                    "at_least_once": ("pylog", {"topic": "out_alo", "deliveryGuarantee": "at_least_once", **sink})}
-        best: dict[str, float] = {}
-        for name in ("noop", "exactly_once", "at_least_once", "exactly_once", "at_least_once", "noop"):
+        names = list(writers)
+        for name in names:   # warm-up: Python workers, __transaction_state, the sink log topic
             fmt, options = writers[name]
-            label = f"{name}_first" if name not in best else f"{name}_again"
-            best[name] = max(best.get(name, 0.0), run(label, fmt, **options))
-        for name in ("noop", "exactly_once", "at_least_once"):
-            results[f"{name}_rows_per_s"] = round(best[name])
-        results["exactly_once_vs_noop"] = round(best["exactly_once"] / best["noop"], 3)
-        results["at_least_once_vs_noop"] = round(best["at_least_once"] / best["noop"], 3)
-        results["exactly_once_first_vs_noop"] = round(results["exactly_once_first_rows_per_s"] / best["noop"], 3)
-        results["at_least_once_first_vs_noop"] = round(results["at_least_once_first_rows_per_s"] / best["noop"], 3)
-        if all(name in steady for name in writers):   # rows/s of the batches after each query's first
-            results["exactly_once_steady_vs_noop"] = round(steady["exactly_once"] / steady["noop"], 3)
-            results["at_least_once_steady_vs_noop"] = round(steady["at_least_once"] / steady["noop"], 3)
+            rate, _ = run(name, fmt, **options)
+            results[f"{name}_first_rows_per_s"] = round(rate)
+        rates: dict[str, list[float]] = {name: [] for name in names}
+        steadies: dict[str, list[float | None]] = {name: [] for name in names}
+        for round_index in range(args.rounds):
+            for name in names[round_index % 3:] + names[:round_index % 3]:
+                fmt, options = writers[name]
+                rate, steady = run(name, fmt, **options)
+                rates[name].append(rate)
+                steadies[name].append(steady)
+        for name in names:
+            results[f"{name}_rows_per_s_each"] = [round(r) for r in rates[name]]
+            results[f"{name}_rows_per_s"] = round(statistics.median(rates[name]))
+        for name in ("exactly_once", "at_least_once"):
+            ratios = [r / n for r, n in zip(rates[name], rates["noop"])]
+            results[f"{name}_vs_noop_each"] = [round(x, 3) for x in ratios]
+            results[f"{name}_vs_noop"] = round(statistics.median(ratios), 3)
+            results[f"{name}_first_vs_noop"] = round(results[f"{name}_first_rows_per_s"] / results["noop_rows_per_s"],
+                                                     3)
+            steady_ratios = [s / n for s, n in zip(steadies[name], steadies["noop"]) if s and n]
+            if steady_ratios:   # rows/s of the batches after each query's first
+                results[f"{name}_steady_vs_noop"] = round(statistics.median(steady_ratios), 3)
+        results["rounds"] = args.rounds
         results["target_exactly_once_vs_noop"] = 0.8
     spark.stop()
     print(json.dumps(results, indent=2))
