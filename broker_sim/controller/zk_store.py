@@ -124,6 +124,9 @@ class ZkMetadataStore(MetadataStore):
         self._assignments: dict[str, layout.TopicAssignment] = {}
         self._assignment_versions: dict[str, int] = {}
         self._configs: dict[str, dict[str, str]] = {}
+        # topics this store created whose assignment znode its watch has not delivered yet: kept in ``topics``
+        # through rebuilds meanwhile, so a CreatePartitions or Metadata right after a CreateTopics finds them
+        self._created: dict[str, TopicInfo] = {}
         self._watched_topics: set[str] = set()
         self._watched_states: set[tuple[str, int]] = set()
         self._lock = threading.RLock()
@@ -279,6 +282,7 @@ class ZkMetadataStore(MetadataStore):
             if self._closed:
                 return False
             with self._lock:
+                self._created.pop(topic, None)   # the watch's view of it is current from here on
                 assignments = dict(self._assignments)
                 versions = dict(self._assignment_versions)
                 if stat is None:
@@ -333,6 +337,8 @@ class ZkMetadataStore(MetadataStore):
                 continue  # a topic written without an id (old Kafka tooling): not served
             topics[name] = TopicInfo(name, topic_id, len(assignment.replicas), dict(self._configs.get(name, {})),
                                      name in INTERNAL_TOPICS, [list(r) for r in assignment.replicas])
+        for name, info in self._created.items():
+            topics.setdefault(name, info)
         self.topics = topics
         self.topics_by_id = {t.topic_id: t for t in topics.values()}
 
@@ -406,9 +412,9 @@ class ZkMetadataStore(MetadataStore):
             raise failure
         info = TopicInfo(name, topic_id, partitions, configs, name in INTERNAL_TOPICS, replicas)
         with self._lock:
-            if name not in self.topics:
-                self.topics = {**self.topics, name: info}
-                self.topics_by_id = {**self.topics_by_id, topic_id: info}
+            if name not in self._assignments:
+                self._created[name] = info
+                self._rebuild_topics()
         self._changed()
         return info
 

@@ -3,10 +3,9 @@ in one FindCoordinator and pipelines the EndTxn requests after the first; a conn
 flight sends the unanswered ones again, and every transaction is committed once."""
 from __future__ import annotations
 
-import time
-
 import pyarrow as pa
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from committed_reads import committed_row_numbers
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from connector.options import parse_sink_options
@@ -19,21 +18,6 @@ from connector.wire import BrokerConnection
 
 TASKS = 4
 ROWS = 300
-
-
-def _committed(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed")
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    consumer.assign(tps)
-    consumer.seek_to_beginning()
-    ends = consumer.end_offsets(tps)
-    seen: list[int] = []
-    deadline = time.monotonic() + 60
-    while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
-        for records in consumer.poll(500).values():
-            seen.extend(int(r.value.split(b":")[0][1:]) for r in records)
-    consumer.close()
-    return sorted(seen)
 
 
 def _open_transactions(options, query_id: str, batch_id: int) -> list[SinkCommitMessage]:
@@ -86,7 +70,7 @@ def test_the_commit_finds_coordinators_at_once_and_pipelines_its_end_txns(pylog_
     assert events == [f"send {ids[0]}", f"read {ids[0]}", *(f"send {i}" for i in ids[1:]),
                       *(f"read {i}" for i in ids[1:])], events
     assert finds == [], f"one FindCoordinator per transaction: {finds}"
-    assert _committed(bootstrap, "commit_piped", 3) == list(range(TASKS * ROWS))
+    assert committed_row_numbers(bootstrap, "commit_piped", 3) == list(range(TASKS * ROWS))
     cluster = SinkCluster(options, "test")
     try:
         assert SinkLog(cluster, options, "q-piped").read().batches[0][0] == COMPLETED
@@ -111,4 +95,4 @@ def test_a_connection_lost_with_end_txns_in_flight_commits_every_transaction_onc
     monkeypatch.setattr(BrokerConnection, "send_end_txn", send_then_cut)
     commit_batch(options, messages, 0)
     assert sends[0] == 3, sends   # the 4th went through the one-by-one retry (EndTxn on a new connection)
-    assert _committed(bootstrap, "commit_cut", 3) == list(range(TASKS * ROWS))
+    assert committed_row_numbers(bootstrap, "commit_cut", 3) == list(range(TASKS * ROWS))

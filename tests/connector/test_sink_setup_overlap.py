@@ -8,7 +8,8 @@ import time
 
 import pyarrow as pa
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from committed_reads import committed_row_numbers
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from connector.options import parse_sink_options
@@ -17,21 +18,6 @@ from connector.sink.producer import TaskProducer
 from connector.wire import BrokerConnection
 
 ROWS = 2000
-
-
-def _committed(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed")
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    consumer.assign(tps)
-    consumer.seek_to_beginning()
-    ends = consumer.end_offsets(tps)
-    seen: list[int] = []
-    deadline = time.monotonic() + 60
-    while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
-        for records in consumer.poll(500).values():
-            seen.extend(int(r.value.split(b":")[0][1:]) for r in records)
-    consumer.close()
-    return sorted(seen)
 
 
 def _batch(start: int, count: int) -> pa.RecordBatch:
@@ -98,7 +84,7 @@ def test_rows_encoded_before_the_producer_id_is_known_are_sent_after_the_setup_w
     assert encoded_early and encoded_early[0] > 0, "no batch was encoded while the setup thread was still running"
     assert events and events[0].startswith("setup done"), f"sent before the setup was done: {events[:3]}"
     assert events[0] == f"setup done pid={producer.producer_id} epoch={producer.epoch}" and producer.producer_id >= 0
-    assert _committed(bootstrap, topic, 3) == [], "an open transaction's records were visible"
+    assert committed_row_numbers(bootstrap, topic, 3) == [], "an open transaction's records were visible"
     cluster = SinkCluster(options, "test")
     try:
         code = cluster.coordinator(transactional_id, time.monotonic() + 30).end_txn(
@@ -106,7 +92,7 @@ def test_rows_encoded_before_the_producer_id_is_known_are_sent_after_the_setup_w
     finally:
         cluster.close()
     assert code == 0
-    assert _committed(bootstrap, topic, 3) == list(range(ROWS))
+    assert committed_row_numbers(bootstrap, topic, 3) == list(range(ROWS))
 
 
 def test_a_failing_setup_fails_the_task_before_anything_is_sent(pylog_broker, monkeypatch):

@@ -87,6 +87,20 @@ def test_create_topic_writes_kafka_layout_and_every_store_sees_it(make_store, wa
     assert exc.value.error is Errors.TopicAlreadyExistsError
 
 
+def test_a_created_topic_stays_in_its_stores_topics_until_the_watch_delivers_it(make_store, wait_until):
+    """Read-your-writes: a watch event rebuilding ``topics`` before the new assignment znode's watch fired (its
+    config's, another topic's) used to drop the topic, so a CreatePartitions right after failed UNKNOWN_TOPIC."""
+    a = make_store(1)
+    with a._lock:   # the watch callbacks wait: the assignment watch cannot deliver the topic meanwhile
+        info = a.create_topic("fresh", 2)
+        assert "fresh" not in a._assignments
+        a._rebuild_topics()   # what any other watch event does
+        assert a.get("fresh") is info and a.topics_by_id[info.topic_id] is info
+    wait_until(lambda: "fresh" in a._assignments)
+    assert a.get("fresh").replicas == info.replicas and not a._created
+    assert a.set_partition_count("fresh", 3).partitions == 3
+
+
 def test_replication_factor_above_live_brokers(make_store):
     a = make_store(1)
     make_store(2)
