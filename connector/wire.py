@@ -49,7 +49,6 @@ import time
 
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
-from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest
 
 from broker_sim.protocol.client import (
@@ -60,12 +59,15 @@ from broker_sim.protocol.client import (
 _RECEIVE_BUFFER = 4 << 20
 # The highest versions this client builds. Fetch and Produce stop at 12 / 9: v13+ names topics by id.
 # AddPartitionsToTxn v4+ is the brokers' batched verification form; EndTxn v5 is KIP-890's epoch-bumping one.
+# The sink's messages (kafka.protocol.producer: Produce, InitProducerId, AddPartitionsToTxn, EndTxn) are imported by
+# the methods that send them: a source driver's fresh Python process (one per streaming query) never builds them.
+PRODUCE_KEY, INIT_PRODUCER_ID_KEY, ADD_PARTITIONS_TO_TXN_KEY, END_TXN_KEY = 0, 22, 24, 26
 _HIGHEST = {FetchRequest.API_KEY: 12, ListOffsetsRequest.API_KEY: 7, MetadataRequest.API_KEY: 12,
-            ProduceRequest.API_KEY: 9, InitProducerIdRequest.API_KEY: 4, FindCoordinatorRequest.API_KEY: 4,
-            AddPartitionsToTxnRequest.API_KEY: 3, EndTxnRequest.API_KEY: 4}
+            PRODUCE_KEY: 9, INIT_PRODUCER_ID_KEY: 4, FindCoordinatorRequest.API_KEY: 4,
+            ADD_PARTITIONS_TO_TXN_KEY: 3, END_TXN_KEY: 4}
 _LOWEST = {FetchRequest.API_KEY: 4, ListOffsetsRequest.API_KEY: 1, MetadataRequest.API_KEY: 1,
-           ProduceRequest.API_KEY: 3, InitProducerIdRequest.API_KEY: 0, FindCoordinatorRequest.API_KEY: 1,
-           AddPartitionsToTxnRequest.API_KEY: 0, EndTxnRequest.API_KEY: 0}
+           PRODUCE_KEY: 3, INIT_PRODUCER_ID_KEY: 0, FindCoordinatorRequest.API_KEY: 1,
+           ADD_PARTITIONS_TO_TXN_KEY: 0, END_TXN_KEY: 0}
 # The source driver's group requests (OffsetFetch v8+ batches groups, OffsetCommit v2 is the oldest Kafka 4 takes).
 _HIGHEST.update({OffsetFetchRequest.API_KEY: 7, OffsetCommitRequest.API_KEY: 8})
 _LOWEST.update({OffsetFetchRequest.API_KEY: 1, OffsetCommitRequest.API_KEY: 2})
@@ -307,6 +309,7 @@ class BrokerConnection:
         """Send a Produce request of record batches ``{(topic, partition): bytes}`` without waiting for its answer
         (pipelining: the broker answers a connection's requests in the order they were sent); hand the returned
         handle to ``read_produce``, in the order the requests were sent. ``acks`` must not be 0."""
+        from kafka.protocol.producer import ProduceRequest
         version = self.version(ProduceRequest)
         by_topic: dict[str, list] = {}
         for (topic, partition), data in records.items():
@@ -351,6 +354,7 @@ class BrokerConnection:
     def init_producer_id(self, transactional_id: str | None, transaction_timeout_ms: int) -> tuple[int, int, int]:
         """(error code, producer id, epoch): an idempotent producer id (no transactional id), or the
         transactional id's producer id with a bumped epoch (which fences and aborts its previous owner)."""
+        from kafka.protocol.producer import InitProducerIdRequest
         version = self.version(InitProducerIdRequest)
         fields = dict(transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms)
         if version >= 3:
@@ -361,6 +365,7 @@ class BrokerConnection:
     def add_partitions_to_txn(self, transactional_id: str, producer_id: int, epoch: int,
                               partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """``{(topic, partition): error code}`` of adding ``partitions`` to the open transaction."""
+        from kafka.protocol.producer import AddPartitionsToTxnRequest
         version = self.version(AddPartitionsToTxnRequest)
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
@@ -374,6 +379,7 @@ class BrokerConnection:
 
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool) -> int:
         """Error code of committing (``committed``) or aborting the transactional id's open transaction."""
+        from kafka.protocol.producer import EndTxnRequest
         version = self.version(EndTxnRequest)
         response = self.call(EndTxnRequest[version](transactional_id=transactional_id, producer_id=producer_id,
                                                     producer_epoch=epoch, committed=committed))
@@ -392,6 +398,7 @@ class BrokerConnection:
     def send_end_txn(self, transactional_id: str, producer_id: int, epoch: int, committed: bool):
         """``end_txn`` without waiting for its answer (pipelining, as ``send_produce``); hand the handle to
         ``read_end_txn`` in the order the requests were sent."""
+        from kafka.protocol.producer import EndTxnRequest
         version = self.version(EndTxnRequest)
         request = EndTxnRequest[version](transactional_id=transactional_id, producer_id=producer_id,
                                          producer_epoch=epoch, committed=committed)

@@ -35,8 +35,11 @@ restarted.stop()
 client_modules = sorted(m for m in sys.modules
                         if m.split(".")[:2] in (["kafka", "admin"], ["kafka", "consumer"], ["kafka", "net"],
                                                 ["kafka", "producer"], ["kafka", "coordinator"]))
+# what the sink or a registry needs, never a source driver without a registry: ~30 ms of each query's first call
+sink_or_registry = sorted(m for m in ("kafka.protocol.producer", "connector.typed.registry_client", "urllib.request")
+                          if m in sys.modules)
 print(json.dumps({"start": start, "end": end, "ranges": len(planned), "resumed": resumed,
-                  "client_modules": client_modules}))
+                  "client_modules": client_modules, "sink_or_registry": sink_or_registry}))
 """
 
 
@@ -64,3 +67,15 @@ def test_the_source_drivers_offset_lookups_and_group_commits_load_no_kafka_clien
     assert result["ranges"] == 2
     assert result["resumed"] == {"imports": {"0": 3, "1": 2}}   # the group commit is real, read back
     assert result["client_modules"] == []
+    assert result["sink_or_registry"] == []
+
+
+def test_the_sinks_api_keys_are_kafkas():
+    """connector.wire names the sink's API keys without importing their messages; they must be Kafka's."""
+    from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
+
+    from connector import wire
+
+    assert (wire.PRODUCE_KEY, wire.INIT_PRODUCER_ID_KEY, wire.ADD_PARTITIONS_TO_TXN_KEY, wire.END_TXN_KEY) == (
+        ProduceRequest.API_KEY, InitProducerIdRequest.API_KEY, AddPartitionsToTxnRequest.API_KEY,
+        EndTxnRequest.API_KEY)
