@@ -114,13 +114,13 @@ def main() -> int:
                         "rounds_rerun_after_a_python_worker_start_timeout", 0) + 1
                     writer = writer.option("checkpointLocation", tempfile.mkdtemp(prefix="pylog-bench-ckpt-"))
             elapsed = time.perf_counter() - begin
-            rows = sum(p["numInputRows"] for p in query.recentProgress)
+            progress = query.recentProgress
+            rows = sum(p["numInputRows"] for p in progress)
             assert rows == args.rows, f"{name}: {rows} rows of {args.rows}"
             # per micro-batch: (triggerExecution, addBatch) ms; the first batch of a query pays for worker start
-            progress = query.recentProgress
             results.setdefault(f"{name}_batch_ms", []).append(
                 [(p["durationMs"].get("triggerExecution"), p["durationMs"].get("addBatch")) for p in progress])
-            later = query.recentProgress[1:]   # steady state: the batches after the first
+            later = progress[1:]   # steady state: the batches after the first
             later_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in later)
             steady = sum(p["numInputRows"] for p in later) * 1000 / later_ms if later_ms else None
             return rows / elapsed, steady

@@ -33,9 +33,10 @@ from typing import Callable, Hashable, TypeVar
 
 import kafka.errors as Errors
 
+from broker_sim.coordinator.internal_topic import NONE
+
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
-NONE = 0
 
 
 async def high_watermarks_reached(targets: dict[K, tuple[object, int]], timeout_s: float) -> dict[K, BaseException]:
@@ -56,8 +57,8 @@ class IsrWait:
         behind = {partition: end for partition, end in appended.items() if partition.high_watermark < end}
         for partition in behind:
             if not partition.is_leader:  # led elsewhere now: the new leader may have truncated the append away
-                log.warning("coordinator write to %s-%s not replicated before its leadership moved",
-                            getattr(partition, "topic", "?"), getattr(partition, "index", "?"))
+                log.warning("coordinator write to %s-%d not replicated before its leadership moved",
+                            partition.topic, partition.index)
                 return Errors.NotLeaderForPartitionError.errno
         if not behind:
             return NONE

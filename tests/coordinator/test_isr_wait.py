@@ -43,6 +43,8 @@ class GatedIsr:
 
 
 class FakePartition:
+    topic, index = "__transaction_state", 0
+
     def __init__(self, *, leader: bool = True, high_watermark: int = 0, fails: Exception | None = None) -> None:
         self.is_leader = leader
         self.high_watermark = high_watermark

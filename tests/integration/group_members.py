@@ -36,6 +36,10 @@ class Member:
         self._thread.start()
         return self
 
+    def _own(self, assignment) -> None:
+        """Record the partitions of a client's ``assignment()`` (TopicPartitions) as what this member owns."""
+        self._owned = frozenset(tp.partition for tp in assignment)
+
     def partitions(self) -> frozenset[int]:
         if self.error is not None:
             raise AssertionError(f"{self.client} member failed: {self.error!r}") from self.error
@@ -77,7 +81,7 @@ class KafkaPythonMember(Member):
                 pass
 
             def on_partitions_assigned(self, assigned):
-                member._owned = frozenset(tp.partition for tp in consumer.assignment())
+                member._own(consumer.assignment())
 
         # kafka-python 3.0.12 loses a join in flight when the group leader rejoins on its own (its metadata
         # snapshot changed after it assigned) and poll() times out mid-join: the next poll sees no rejoin needed
@@ -91,7 +95,7 @@ class KafkaPythonMember(Member):
             while not self._stop.is_set():
                 for batch in consumer.poll(timeout_ms=POLL_MS).values():
                     self.records.extend((m.partition, m.offset, m.value) for m in batch)
-                self._owned = frozenset(tp.partition for tp in consumer.assignment())
+                self._own(consumer.assignment())
             consumer.commit()
         finally:
             consumer.close()
@@ -112,7 +116,7 @@ class ConfluentMember(Member):
                 for m in consumer.consume(num_messages=100, timeout=0.1):
                     if m.error() is None:
                         self.records.append((m.partition(), m.offset(), m.value()))
-                self._owned = frozenset(tp.partition for tp in consumer.assignment())
+                self._own(consumer.assignment())
             if self.records:
                 consumer.commit(asynchronous=False)
         finally:
@@ -139,7 +143,7 @@ class AiokafkaMember(Member):
             while not self._stop.is_set():
                 for batch in (await consumer.getmany(timeout_ms=100)).values():
                     self.records.extend((m.partition, m.offset, m.value) for m in batch)
-                self._owned = frozenset(tp.partition for tp in consumer.assignment())
+                self._own(consumer.assignment())
             if self.records:
                 await consumer.commit()
         finally:
