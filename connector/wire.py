@@ -47,7 +47,7 @@ import socket
 import ssl
 import time
 
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest
 
@@ -61,11 +61,13 @@ _RECEIVE_BUFFER = 4 << 20
 # AddPartitionsToTxn v4+ is the brokers' batched verification form; EndTxn v5 is KIP-890's epoch-bumping one.
 # The sink's messages (kafka.protocol.producer: Produce, InitProducerId, AddPartitionsToTxn, EndTxn) are imported by
 # the methods that send them: a source driver's fresh Python process (one per streaming query) never builds them.
-PRODUCE_KEY, INIT_PRODUCER_ID_KEY, ADD_PARTITIONS_TO_TXN_KEY, END_TXN_KEY = 0, 22, 24, 26
-_HIGHEST = {FetchRequest.API_KEY: 12, ListOffsetsRequest.API_KEY: 7, MetadataRequest.API_KEY: 12,
+# Nor Fetch's, which only executors send (kafka-python builds its classes from JSON at import: ~18 ms; with
+# connector.source's deferral of kafka.protocol.consumer the driver loads only ListOffsets' and the group's).
+PRODUCE_KEY, INIT_PRODUCER_ID_KEY, ADD_PARTITIONS_TO_TXN_KEY, END_TXN_KEY, FETCH_KEY = 0, 22, 24, 26, 1
+_HIGHEST = {FETCH_KEY: 12, ListOffsetsRequest.API_KEY: 7, MetadataRequest.API_KEY: 12,
             PRODUCE_KEY: 9, INIT_PRODUCER_ID_KEY: 4, FindCoordinatorRequest.API_KEY: 4,
             ADD_PARTITIONS_TO_TXN_KEY: 3, END_TXN_KEY: 4}
-_LOWEST = {FetchRequest.API_KEY: 4, ListOffsetsRequest.API_KEY: 1, MetadataRequest.API_KEY: 1,
+_LOWEST = {FETCH_KEY: 4, ListOffsetsRequest.API_KEY: 1, MetadataRequest.API_KEY: 1,
            PRODUCE_KEY: 3, INIT_PRODUCER_ID_KEY: 0, FindCoordinatorRequest.API_KEY: 1,
            ADD_PARTITIONS_TO_TXN_KEY: 0, END_TXN_KEY: 0}
 # The source driver's group requests (OffsetFetch v8+ batches groups, OffsetCommit v2 is the oldest Kafka 4 takes).
@@ -281,6 +283,8 @@ class BrokerConnection:
     def fetch(self, topic: str, partition: int, offset: int, *, isolation_level: int, max_wait_ms: int,
               max_bytes: int, partition_max_bytes: int):
         """The single partition entry of a Fetch response (records as bytes)."""
+        from kafka.protocol.consumer import FetchRequest
+
         version = self.version(FetchRequest)
         response = self.call(FetchRequest[version](
             replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,

@@ -16,7 +16,11 @@ Examples::
     $ pylog bench --workload spark-latency         # produce -> Spark (pylog source, EOS sink) -> read_committed
     $ pylog bench --workload partitions            # 1k vs 10k partitions: create, idle CPU, RSS, restart
 
-What one round does for one broker, on a fresh broker process:
+What one round does: first the confluent-kafka produce workloads (step 2) against
+librdkafka's in-process mock broker (``librdkafka_mock``: a C broker that does
+almost nothing, so the figure is what the client reaches on these cores; a broker
+near it is not what limits the workload), then for each broker, on a fresh
+broker process:
 
 1. start time: spawn the broker ``--starts`` times (fresh port and temp dir
    each), timing spawn-to-TCP-accept; the last start serves steps 2-4;
@@ -63,6 +67,7 @@ from broker_sim.progress import Progress, progress_wanted
 
 BROKERS = ("pylog", "tansu")
 BASELINE = "baseline"
+MOCK = "librdkafka_mock"
 WORKLOADS = (
     "confluent_produce_acks1",
     "confluent_produce_acksall",
@@ -78,6 +83,9 @@ NOTES = [
     "Produce time runs from the first produce() call until flush() returns (all records acknowledged).",
     "confluent_enqueue_ceiling is produce() calls into librdkafka with no broker: produce "
     "throughput close to it is limited by the Python client loop, not the broker.",
+    "librdkafka_mock is the same confluent-kafka produce workloads against librdkafka's in-process mock "
+    "broker (test.mock.num.brokers=1: C, in memory, no validation), once per round before the brokers: "
+    "what this client reaches against a broker that costs almost nothing, on the same cores.",
     "Consumers use manual assignment from offset 0 (no consumer group), so only fetch is measured.",
     "kcat 1.7.1 (librdkafka 2.0.2) fails ApiVersions against Tansu 0.6; confluent-kafka's newer "
     "librdkafka is used here. A client that cannot talk to a broker shows up as a workload error.",
@@ -180,10 +188,11 @@ def run_bench(args: argparse.Namespace, *, err: TextIO, show_progress: bool) -> 
           file=err, flush=True)
     runs = []
     for round_number in range(1, args.rounds + 1):
+        runs.append(_run_mock_round(round_number, args, err, show_progress))
         for name, kind in kinds.items():
             print(f"bench: round {round_number}/{args.rounds} {name}", file=err, flush=True)
             runs.append(_run_round(kind, round_number, args, kafka_python_records, err, show_progress))
-    for name in kinds:
+    for name in (*kinds, MOCK):
         results[name] = _summarize([r for r in runs if r["broker"] == name])
     return {
         "workload": {**_workload(args, kinds, kafka_python_records),
@@ -192,6 +201,8 @@ def run_bench(args: argparse.Namespace, *, err: TextIO, show_progress: bool) -> 
         "ratios": ratios(results.get("pylog", {}), results.get("tansu", {}), _METRICS),
         **({"ratios_to_baseline": ratios(results.get("pylog", {}), results.get(BASELINE, {}), _METRICS)}
            if BASELINE in kinds else {}),
+        "ratios_to_librdkafka_mock": {name: ratios(results[name], results[MOCK], _MOCK_METRICS)
+                                      for name in kinds if name in results},
         "runs": runs,
     }
 
@@ -220,6 +231,24 @@ def _run_round(kind: BrokerKind, round_number: int, args, kafka_python_records: 
     return run
 
 
+def _run_mock_round(round_number: int, args, err: TextIO, show_progress: bool) -> dict:
+    """The confluent-kafka produce workloads against librdkafka's mock broker (``workloads.LIBRDKAFKA_MOCK_BROKER``)."""
+    run = {"broker": MOCK, "round": round_number, "start_ms": [], "workloads": {}}
+    for name, topic, acks in _CONFLUENT_PRODUCE:
+        progress = Progress(f"{MOCK} r{round_number} {name}", enabled=show_progress, total=args.records, stream=err)
+        result = workloads.confluent_produce("", topic, args.records, args.record_size, acks, args.timeout_s,
+                                             progress, security=workloads.LIBRDKAFKA_MOCK_BROKER)
+        run["workloads"][name] = result
+        _show(f"{MOCK} r{round_number}", name, result, err)
+    return run
+
+
+def _show(label: str, name: str, result: dict, err: TextIO) -> None:
+    shown = (f"{result['records_per_s']:,.0f} records/s, {result['mb_per_s']:.1f} MB/s"
+             if "error" not in result else f"error: {result['error']}")
+    print(f"bench:   {label} {name}: {shown}", file=err, flush=True)
+
+
 def _run_workloads(bootstrap: str, args, kafka_python_records: int, label: str,
                    err: TextIO, show_progress: bool) -> dict:
     size, timeout = args.record_size, args.timeout_s
@@ -235,8 +264,7 @@ def _run_workloads(bootstrap: str, args, kafka_python_records: int, label: str,
         return None
 
     results = {}
-    for name, topic, acks in (("confluent_produce_acks1", "bench-acks1", "1"),
-                              ("confluent_produce_acksall", "bench-acksall", "all")):
+    for name, topic, acks in _CONFLUENT_PRODUCE:
         results[name] = create(topic) or workloads.confluent_produce(
             bootstrap, topic, args.records, size, acks, timeout, progress(name, args.records))
     if getattr(args, "rdkafka_performance", None):
@@ -262,9 +290,7 @@ def _run_workloads(bootstrap: str, args, kafka_python_records: int, label: str,
                 bootstrap, "bench-kafka-python", kafka_python_records, size, timeout,
                 progress("kafka_python_consume", kafka_python_records))
     for name, result in results.items():
-        shown = (f"{result['records_per_s']:,.0f} records/s, {result['mb_per_s']:.1f} MB/s"
-                 if "error" not in result else f"error: {result['error']}")
-        print(f"bench:   {label} {name}: {shown}", file=err, flush=True)
+        _show(label, name, result, err)
     return results
 
 
@@ -292,6 +318,9 @@ def _summarize(runs: list[dict]) -> dict:
 
 
 _METRICS = [f"{w}_{f}" for w in WORKLOADS for f in THROUGHPUT_FIELDS] + ["start_ms"]
+_CONFLUENT_PRODUCE = (("confluent_produce_acks1", "bench-acks1", "1"),
+                      ("confluent_produce_acksall", "bench-acksall", "all"))
+_MOCK_METRICS = [f"{name}_records_per_s" for name, _, _ in _CONFLUENT_PRODUCE]
 
 
 def ratios(pylog: dict, tansu: dict, metrics: list[str]) -> dict:

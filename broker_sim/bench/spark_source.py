@@ -28,7 +28,8 @@ and one produce, then ``N`` pairs of child processes, each a fresh Spark
 session measuring the headline (``--bootstrap``, ``--headline-only``): the
 child of a pair runs this file with ``PYTHONPATH`` set to ``DIR`` (say a clone
 of main) and then to ``--candidate-pythonpath`` (default: this checkout), so
-Spark's Python workers import that tree's connector. Each child's ratio is
+Spark's Python workers import that tree's connector. Both trees' bytecode is
+written first (``compileall``), as an install would. Each child's ratio is
 against the synthetic source measured in the same child; the JSON has every
 child's figures and the medians over the pairs.
 """
@@ -117,6 +118,8 @@ def _pairs(bootstrap: str, args) -> dict:
 
     trees = {"baseline": os.path.abspath(args.baseline_pythonpath),
              "candidate": os.path.abspath(args.candidate_pythonpath)}
+    for tree in trees.values():
+        _compile(tree)
     runs: dict[str, list[dict]] = {name: [] for name in trees}
     child = [sys.executable, "-c", "import runpy, sys; sys.argv[0] = sys.argv[1]; del sys.argv[1]; "
              "runpy.run_path(sys.argv[0], run_name='__main__')", os.path.abspath(__file__),
@@ -145,6 +148,17 @@ def _pairs(bootstrap: str, args) -> dict:
         }
     return {"what": "pairs of child runs (baseline, candidate), each a fresh Spark session: the headline's ratio "
                     "against the synthetic source of the same child", "pairs": args.pairs, **summary}
+
+
+def _compile(tree: str) -> None:
+    """Write the bytecode of *tree*'s packages, as an install does: a tree edited since its last run and used
+    under PYTHONDONTWRITEBYTECODE would otherwise recompile its changed modules in every Python worker and
+    streaming source runner, a cost of the tree's history that neither side of a pair should pay."""
+    import compileall
+
+    for package in ("connector", "broker_sim"):
+        if os.path.isdir(os.path.join(tree, package)):
+            compileall.compile_dir(os.path.join(tree, package), quiet=1)
 
 
 def _produce(bootstrap: str, records: int, value_bytes: int, partitions: int) -> None:

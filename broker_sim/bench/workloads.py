@@ -117,6 +117,11 @@ def confluent_produce(bootstrap_servers: str, topic: str, records: int, record_s
     return _result(sent, record_size, elapsed)
 
 
+# librdkafka's in-process mock cluster (test.mock.num.brokers): a broker in C in the client's own process that
+# keeps records in memory and does no validation; its log lines go to stderr unless quietened
+LIBRDKAFKA_MOCK_BROKER = {"test.mock.num.brokers": 1, "log_level": 3}
+
+
 def confluent_enqueue_ceiling(records: int, record_size: int, unused_port: int) -> dict:
     """How fast this Python process can hand records to librdkafka, with no broker.
 

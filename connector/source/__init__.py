@@ -12,3 +12,9 @@ from broker_sim.lazy_packages import defer_package_init
 # (connector.admin, the sink's log topic). Nothing in the connector imports kafka.cluster directly, the one
 # module that cannot be imported first under the deferral (broker_sim.lazy_packages).
 defer_package_init("kafka")
+# kafka.protocol.consumer's __init__ builds the classes of Fetch, the group APIs, ListOffsets and the consumer
+# protocol (~40 ms). Here each submodule loads alone, at the first lookup of a name of it, trying them in this
+# order (a lookup imports the leaves before its own): a driver (ListOffsets, OffsetFetch/OffsetCommit) never
+# builds Fetch's classes, which only executors need (connector.wire imports them in ``fetch``).
+defer_package_init("kafka.protocol.consumer", tuple((f"kafka.protocol.consumer.{leaf}", None)
+                                                    for leaf in ("offsets", "group", "metadata", "fetch")))

@@ -175,15 +175,20 @@ def test_bench_prints_json_with_expected_keys():
         capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
-    assert set(report) == {"workload", "results", "ratios", "runs"}
+    assert set(report) == {"workload", "results", "ratios", "ratios_to_librdkafka_mock", "runs"}
     assert report["workload"]["records"] == 2000
     assert report["workload"]["kafka_python_records"] is None
-    (pylog_run,) = report["runs"]
+    mock_run, pylog_run = report["runs"]
     assert pylog_run["broker"] == "pylog" and pylog_run["round"] == 1
     assert set(pylog_run["workloads"]) == {
         "confluent_produce_acks1", "confluent_produce_acksall", "confluent_consume"}
     assert "start_ms" in report["results"]["pylog"]
     assert report["ratios"] == {}
+    # the client's ceiling against librdkafka's in-process mock broker, measured in the same round
+    assert mock_run["broker"] == "librdkafka_mock" and mock_run["round"] == 1
+    assert all(result["records"] == 2000 and "error" not in result for result in mock_run["workloads"].values())
+    assert set(report["ratios_to_librdkafka_mock"]["pylog"]) == {
+        "confluent_produce_acks1_records_per_s", "confluent_produce_acksall_records_per_s"}
 
 
 def test_bench_baseline_runs_another_checkouts_broker_beside_pylog():
@@ -196,9 +201,9 @@ def test_bench_baseline_runs_another_checkouts_broker_beside_pylog():
         capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
-    assert [r["broker"] for r in report["runs"]] == ["pylog", "baseline"]
+    assert [r["broker"] for r in report["runs"]] == ["librdkafka_mock", "pylog", "baseline"]
     assert checkout in report["workload"]["brokers"]["baseline"]
-    assert "error" not in report["runs"][1] and "errors" not in report["results"]["baseline"]
+    assert "error" not in report["runs"][2] and "errors" not in report["results"]["baseline"]
     assert report["ratios_to_baseline"]["confluent_produce_acks1_records_per_s"] > 0
     assert "start_ms" in report["ratios_to_baseline"]
 
