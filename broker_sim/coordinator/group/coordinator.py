@@ -10,6 +10,13 @@ partition (``InternalTopicOwner.append``), so records get real offsets and the
 topic is an ordinary, readable Kafka topic; appends are synchronous, so no
 other request runs between "write" and "answer".
 
+A group record that was not stored is Kafka's ``storeGroup`` callback with an
+error: no reply says NONE about it (``unstored``: it becomes the append's error
+as ``GROUP_APPEND_ERRORS`` maps it), and a leader's assignment that was not
+stored is dropped and the group rebalances again (``assignment_not_stored``).
+That holds for an append that fails at once and, through ``group.service``, for
+one that the ISR did not get.
+
 Ownership: the coordinator serves a group only when it has loaded the group's
 partition (``load_partition``, replaying the records: the last value of a key
 wins, a tombstone deletes it).  A single broker loads every partition at start
@@ -57,7 +64,9 @@ from broker_sim.coordinator.group.records import (
     encode_group, encode_key, encode_offset,
 )
 from broker_sim.coordinator.group.state import DEAD, EMPTY, STABLE, GroupState
-from broker_sim.coordinator.internal_topic import InternalTopic, InternalTopicOwner, read_partition_batches
+from broker_sim.coordinator.internal_topic import (
+    UNKNOWN_SERVER_ERROR, InternalTopic, InternalTopicOwner, read_partition_batches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +114,21 @@ class GroupCoordinator(InternalTopicOwner):
         Errors.MessageSizeTooLargeError.errno: INVALID_COMMIT_OFFSET_SIZE,
         Errors.RecordListTooLargeError.errno: INVALID_COMMIT_OFFSET_SIZE,
         Errors.InvalidFetchRequestError.errno: INVALID_COMMIT_OFFSET_SIZE,  # Kafka's INVALID_FETCH_SIZE
+    }
+    # a group record's append error as JoinGroup, SyncGroup and LeaveGroup answer it: the storeGroup callback of
+    # Kafka's GroupMetadataManager.scala, with a timeout answered COORDINATOR_NOT_AVAILABLE as the new coordinator's
+    # appendGroupMetadataErrorToResponseError does (the Scala one answers it REBALANCE_IN_PROGRESS)
+    GROUP_APPEND_ERRORS = {
+        UNKNOWN_TOPIC_OR_PARTITION: COORDINATOR_NOT_AVAILABLE,
+        Errors.NotEnoughReplicasError.errno: COORDINATOR_NOT_AVAILABLE,
+        Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
+        Errors.RequestTimedOutError.errno: COORDINATOR_NOT_AVAILABLE,
+        Errors.NotLeaderForPartitionError.errno: NOT_COORDINATOR,
+        Errors.KafkaStorageError.errno: NOT_COORDINATOR,
+        Errors.MessageSizeTooLargeError.errno: UNKNOWN_SERVER_ERROR,
+        Errors.RecordListTooLargeError.errno: UNKNOWN_SERVER_ERROR,
+        Errors.InvalidFetchRequestError.errno: UNKNOWN_SERVER_ERROR,
+        INVALID_COMMIT_OFFSET_SIZE: UNKNOWN_SERVER_ERROR,  # what ``append`` made of the three above
     }
 
     def __init__(self, config: GroupConfig, topic: InternalTopic, *, clock: Callable[[], int],
@@ -239,8 +263,37 @@ class GroupCoordinator(InternalTopicOwner):
             error = UNKNOWN_MEMBER_ID
         if error:
             return [(ticket, SyncResult(error))]
-        return self._finish(group, group.sync(member_id, group_instance_id, generation_id, protocol_type,
-                                              protocol_name, assignments, ticket, self.clock()))
+        replies, error = self._stored(group, group.sync(member_id, group_instance_id, generation_id, protocol_type,
+                                                        protocol_name, assignments, ticket, self.clock()))
+        if error:  # the leader's assignment did not reach the log
+            replies += self.assignment_not_stored(group_id, generation_id)
+        return replies
+
+    def assignment_not_stored(self, group_id: str, generation_id: int) -> list[Reply]:
+        """The group record the leader's SyncGroup of ``generation_id`` wrote may be lost: drop its assignment and
+        rebalance again (Kafka's storeGroup callback with an error: resetAndPropagateAssignmentError, then
+        maybePrepareRebalance); returns the replies that this gives.
+
+        Only while the group is still Stable at that generation: a rebalance begun or completed since has
+        replaced that assignment already (Kafka checks CompletingRebalance at the generation, the state it
+        stays in until the record is stored; pylog's group became Stable when the leader's SyncGroup came).
+        """
+        group = self.groups.get(group_id)
+        if group is None or group.state is not STABLE or group.generation_id != generation_id:
+            return []
+        log.warning("group %s: the assignment of generation %d was not stored; rebalancing again", group_id,
+                    generation_id)
+        for member in group.members.values():
+            member.assignment = b""
+        return group._prepare_rebalance(self.clock()).replies
+
+    @staticmethod
+    def unstored(result: JoinResult | SyncResult, error: int) -> JoinResult | SyncResult:
+        """``result`` as answered when the group record behind it may be lost: a success becomes ``error`` (a
+        JoinGroup's without a member id, as Kafka's); an error stays, it depends on no record."""
+        if result.error != NONE:
+            return result
+        return SyncResult(error) if isinstance(result, SyncResult) else JoinResult(error, "")
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
         error = self._group_error(group_id)
@@ -279,9 +332,14 @@ class GroupCoordinator(InternalTopicOwner):
         return None if group is None else group.next_deadline_ms()
 
     def _finish(self, group: ClassicGroup, outcome: Outcome) -> list[Reply]:
-        if outcome.store:
-            self._store_group(group)
-        return outcome.replies
+        return self._stored(group, outcome)[0]
+
+    def _stored(self, group: ClassicGroup, outcome: Outcome) -> tuple[list[Reply], int]:
+        """The outcome's replies once the group record it asks for is written, and the error that write had."""
+        error = self._store_group(group) if outcome.store else NONE
+        if error:
+            return [(ticket, self.unstored(result, error)) for ticket, result in outcome.replies], error
+        return outcome.replies, NONE
 
     def _full(self) -> bool:
         """True when this coordinator holds group.max.groups groups: no new one may be created."""
@@ -509,8 +567,9 @@ class GroupCoordinator(InternalTopicOwner):
         return results
 
     # --- the log ---------------------------------------------------------------------------
-    def _store_group(self, group: ClassicGroup) -> None:
+    def _store_group(self, group: ClassicGroup) -> int:
+        """Append the group's record; NONE or the error to answer (``GROUP_APPEND_ERRORS``)."""
         error = self.append(group.group_id, [(encode_key(GroupKey(group.group_id)), encode_group(group.stored()))])
         if error:
-            log.error("could not store the metadata of group %s (error %d); it is kept in memory only",
-                      group.group_id, error)
+            log.error("could not store the metadata of group %s (error %d)", group.group_id, error)
+        return self.GROUP_APPEND_ERRORS.get(error, error)
