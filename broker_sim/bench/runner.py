@@ -44,7 +44,11 @@ on the machine affects both. The report is one JSON document on stdout::
 ``results`` are medians over rounds; a ratio is pylog / tansu, so above 1 is
 pylog faster for throughput and pylog slower for ``start_ms``. ``--baseline DIR``
 adds the broker of another checkout (e.g. ``git worktree add /tmp/r1 <commit>``)
-as ``baseline`` to every round, and ``ratios_to_baseline`` (pylog / baseline). A failing
+as ``baseline`` to every round, and ``ratios_to_baseline`` (pylog / baseline).
+``paired_ratios`` pairs the rounds instead: for each other broker, pylog's
+figure over the other's in the same round, and the median of those per-round
+ratios (the issue's "median of alternating pairs"; drift on the machine within
+a round hits both sides of its pair). A failing
 workload is recorded with its error and left out of the medians; a broker that
 is not installed is reported as ``{"skipped": reason}``. The benchmark never
 fails a build: it exits 0 whatever it measured (2 only for bad options).
@@ -203,6 +207,8 @@ def run_bench(args: argparse.Namespace, *, err: TextIO, show_progress: bool) -> 
            if BASELINE in kinds else {}),
         "ratios_to_librdkafka_mock": {name: ratios(results[name], results[MOCK], _MOCK_METRICS)
                                       for name in kinds if name in results},
+        "paired_ratios": {other: paired_ratios(runs, "pylog", other) for other in (*kinds, MOCK) if other != "pylog"}
+        if "pylog" in kinds else {},
         "runs": runs,
     }
 
@@ -327,6 +333,25 @@ def ratios(pylog: dict, tansu: dict, metrics: list[str]) -> dict:
     """pylog / tansu for each of *metrics* both brokers measured."""
     return {m: round(pylog[m] / tansu[m], 4) for m in metrics
             if isinstance(pylog.get(m), (int, float)) and tansu.get(m)}
+
+
+def paired_ratios(runs: list[dict], name: str, other: str) -> dict:
+    """{throughput workload: {"median": median of the per-round ratios, "rounds": [name / other, per round]}}
+    of the rounds in which both measured it."""
+    by_round: dict[int, dict[str, dict]] = {}
+    for run in runs:
+        by_round.setdefault(run["round"], {})[run["broker"]] = run["workloads"]
+    paired = {}
+    for workload in WORKLOADS:
+        per_round = [mine["records_per_s"] / theirs["records_per_s"]
+                     for brokers in by_round.values()
+                     for mine, theirs in [(brokers.get(name, {}).get(workload, {}),
+                                           brokers.get(other, {}).get(workload, {}))]
+                     if mine.get("records_per_s") and theirs.get("records_per_s")]
+        if per_round:
+            paired[workload] = {"median": round(statistics.median(per_round), 4),
+                                "rounds": [round(ratio, 4) for ratio in per_round]}
+    return paired
 
 
 def client_versions() -> dict:

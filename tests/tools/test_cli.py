@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from broker_sim.tools.cli import main
 
 
@@ -175,7 +177,7 @@ def test_bench_prints_json_with_expected_keys():
         capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
-    assert set(report) == {"workload", "results", "ratios", "ratios_to_librdkafka_mock", "runs"}
+    assert set(report) == {"workload", "results", "ratios", "ratios_to_librdkafka_mock", "paired_ratios", "runs"}
     assert report["workload"]["records"] == 2000
     assert report["workload"]["kafka_python_records"] is None
     mock_run, pylog_run = report["runs"]
@@ -189,6 +191,11 @@ def test_bench_prints_json_with_expected_keys():
     assert all(result["records"] == 2000 and "error" not in result for result in mock_run["workloads"].values())
     assert set(report["ratios_to_librdkafka_mock"]["pylog"]) == {
         "confluent_produce_acks1_records_per_s", "confluent_produce_acksall_records_per_s"}
+    # one round: the paired ratio is that round's pylog figure over the mock's
+    paired = report["paired_ratios"]["librdkafka_mock"]["confluent_produce_acks1"]
+    assert paired["rounds"] == [paired["median"]] and paired["median"] == pytest.approx(
+        pylog_run["workloads"]["confluent_produce_acks1"]["records_per_s"]
+        / mock_run["workloads"]["confluent_produce_acks1"]["records_per_s"], rel=1e-3)
 
 
 def test_bench_baseline_runs_another_checkouts_broker_beside_pylog():
