@@ -39,7 +39,10 @@ on the machine affects both. The report is one JSON document on stdout::
      "results": {"pylog": {"start_ms": 412.0, "confluent_produce_acks1_records_per_s": ..., ...},
                  "tansu": {...}},
      "ratios": {"confluent_produce_acks1_records_per_s": 0.31, ..., "start_ms": 40.2},
-     "runs": [{"broker": "pylog", "round": 1, "start_ms": [...], "workloads": {...}}, ...]}
+     "ratios_to_librdkafka_mock": {"pylog": {...}, "tansu": {...}},
+     "paired_ratios": {"tansu": {"confluent_produce_acks1": {"median": 1.2, "rounds": [...]}, ...}, ...},
+     "runs": [{"broker": "librdkafka_mock", "round": 1, ...}, {"broker": "pylog", "round": 1, "start_ms": [...],
+              "workloads": {...}}, ...]}
 
 ``results`` are medians over rounds; a ratio is pylog / tansu, so above 1 is
 pylog faster for throughput and pylog slower for ``start_ms``. ``--baseline DIR``
@@ -207,8 +210,8 @@ def run_bench(args: argparse.Namespace, *, err: TextIO, show_progress: bool) -> 
            if BASELINE in kinds else {}),
         "ratios_to_librdkafka_mock": {name: ratios(results[name], results[MOCK], _MOCK_METRICS)
                                       for name in kinds if name in results},
-        "paired_ratios": {other: paired_ratios(runs, "pylog", other) for other in (*kinds, MOCK) if other != "pylog"}
-        if "pylog" in kinds else {},
+        "paired_ratios": ({other: paired_ratios(runs, "pylog", other) for other in (*kinds, MOCK) if other != "pylog"}
+                          if "pylog" in kinds else {}),
         "runs": runs,
     }
 

@@ -75,7 +75,9 @@ def test_the_source_drivers_offset_lookups_and_group_commits_load_no_kafka_clien
 
 
 def test_the_sinks_api_keys_are_kafkas():
-    """connector.wire names the sink's API keys without importing their messages; they must be Kafka's."""
+    """connector.wire names the sink's API keys (and Fetch's) without importing their messages; they must be
+    Kafka's."""
+    from kafka.protocol.consumer import FetchRequest
     from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
 
     from connector import wire
@@ -83,3 +85,4 @@ def test_the_sinks_api_keys_are_kafkas():
     assert (wire.PRODUCE_KEY, wire.INIT_PRODUCER_ID_KEY, wire.ADD_PARTITIONS_TO_TXN_KEY, wire.END_TXN_KEY) == (
         ProduceRequest.API_KEY, InitProducerIdRequest.API_KEY, AddPartitionsToTxnRequest.API_KEY,
         EndTxnRequest.API_KEY)
+    assert wire.FETCH_KEY == FetchRequest.API_KEY
