@@ -103,9 +103,12 @@ def kcat(*args, input: bytes | None = None, timeout: float = 30) -> bytes:
 
 
 def produce_kcat(bootstrap: str, topic: str, lines: list[bytes], *, headers=(), compression: str | None = None,
-                 key_delimiter: str = ":", partition: int = 0) -> None:
-    """One kcat -P run: each line is ``key<delim>value``; an empty value is sent as NULL (-Z)."""
+                 key_delimiter: str = ":", partition: int = 0, config: dict | None = None) -> None:
+    """One kcat -P run: each line is ``key<delim>value``; an empty value is sent as NULL (-Z); ``config``:
+    librdkafka properties (-X)."""
     args = ["-b", bootstrap, "-P", "-t", topic, "-p", str(partition), "-K", key_delimiter, "-Z"]
+    for name, value in (config or {}).items():
+        args += ["-X", f"{name}={value}"]
     for name, value in headers:
         args += ["-H", name.encode() + b"=" + value]
     if compression:

@@ -56,7 +56,11 @@ def _produce_kcat(bootstrap: str, topic: str, codec: str) -> list[Record]:
     # kcat applies -H headers to every record and cannot set timestamps; "key:" sends a NULL value (-Z)
     headers = (("dup", b"first"), ("dup", b"second"), ("bin", BINARY[2:]))
     lines = [b"key-0:value-0 " + FILLER, b"tombstone:", b"key-2:" + FILLER]
-    produce_kcat(bootstrap, topic, lines, headers=headers, compression=None if codec == "none" else codec)
+    # one batch, sent once it holds every line: a batch that compression would not shrink (a lone small record,
+    # when a loaded machine lets librdkafka's default 5 ms linger end between two stdin lines) is sent
+    # uncompressed (rdkafka_msgset_writer.c), and the stored codecs below would not be the one asked for
+    produce_kcat(bootstrap, topic, lines, headers=headers, compression=None if codec == "none" else codec,
+                 config={"linger.ms": 2_000, "batch.num.messages": len(lines)})
     return [Record(b"key-0", b"value-0 " + FILLER, headers), Record(b"tombstone", None, headers),
             Record(b"key-2", FILLER, headers)]
 
