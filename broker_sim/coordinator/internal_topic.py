@@ -117,10 +117,11 @@ class InternalTopicOwner:
                 self.load_partition(self.topic.partition(index))
 
     def append(self, key: str, records: list[tuple[bytes, bytes | None]], *,
-               producer: tuple[int, int] | None = None) -> int:
+               producer: tuple[int, int] | None = None, errors: dict[int, int] | None = None) -> int:
         """Append ``records`` to ``key``'s partition as one batch; NONE or the error code to answer.
 
-        ``producer`` (id, epoch): the records are part of that producer's transaction.
+        ``producer`` (id, epoch): the records are part of that producer's transaction. ``errors``: how the
+        request this append serves answers an append error (default: ``APPEND_ERRORS``).
         """
         try:
             if not self.topic.exists():
@@ -131,7 +132,8 @@ class InternalTopicOwner:
         except Errors.KafkaError as exc:
             code = getattr(exc, "errno", None)
             log.warning("appending to %s for %r failed: %r", self.TOPIC, key, exc)
-            return self.APPEND_ERRORS.get(code, code if code is not None else UNKNOWN_SERVER_ERROR)
+            table = self.APPEND_ERRORS if errors is None else errors
+            return table.get(code, code if code is not None else UNKNOWN_SERVER_ERROR)
         except Exception:
             log.exception("appending to %s for %r failed", self.TOPIC, key)
             return UNKNOWN_SERVER_ERROR

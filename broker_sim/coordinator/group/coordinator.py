@@ -128,7 +128,6 @@ class GroupCoordinator(InternalTopicOwner):
         Errors.MessageSizeTooLargeError.errno: UNKNOWN_SERVER_ERROR,
         Errors.RecordListTooLargeError.errno: UNKNOWN_SERVER_ERROR,
         Errors.InvalidFetchRequestError.errno: UNKNOWN_SERVER_ERROR,
-        INVALID_COMMIT_OFFSET_SIZE: UNKNOWN_SERVER_ERROR,  # what ``append`` made of the three above
     }
 
     def __init__(self, config: GroupConfig, topic: InternalTopic, *, clock: Callable[[], int],
@@ -569,7 +568,8 @@ class GroupCoordinator(InternalTopicOwner):
     # --- the log ---------------------------------------------------------------------------
     def _store_group(self, group: ClassicGroup) -> int:
         """Append the group's record; NONE or the error to answer (``GROUP_APPEND_ERRORS``)."""
-        error = self.append(group.group_id, [(encode_key(GroupKey(group.group_id)), encode_group(group.stored()))])
+        error = self.append(group.group_id, [(encode_key(GroupKey(group.group_id)), encode_group(group.stored()))],
+                            errors=self.GROUP_APPEND_ERRORS)
         if error:
             log.error("could not store the metadata of group %s (error %d)", group.group_id, error)
-        return self.GROUP_APPEND_ERRORS.get(error, error)
+        return error
