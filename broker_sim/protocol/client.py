@@ -202,6 +202,9 @@ class WireConnection:
 
     def recv_frame(self, deadline: float | None = None) -> bytes:
         """The next response frame's payload (size prefix stripped)."""
+        return bytes(self._recv_frame(deadline))
+
+    def _recv_frame(self, deadline: float | None) -> bytearray:
         header = self._recv_exact(4, deadline)
         (size,) = _SIZE.unpack(header)
         if not 0 <= size <= self.max_response_bytes:
@@ -215,10 +218,9 @@ class WireConnection:
 
     def read_response(self, request, correlation_id: int, deadline: float | None = None):
         """Read and decode the response to ``request`` (sent with ``correlation_id``)."""
-        response = request.header.get_response_class().decode(self.recv_frame(deadline), header=True)
-        if response.header.correlation_id != correlation_id:
-            raise WireError(f"{self.address} answered correlation id {response.header.correlation_id}, "
-                            f"expected {correlation_id}")
+        answered, response = decode_response(self._recv_frame(deadline), request.header.get_response_class())
+        if answered != correlation_id:
+            raise WireError(f"{self.address} answered correlation id {answered}, expected {correlation_id}")
         return response
 
     # -- the one call -------------------------------------------------------------------------------
@@ -275,7 +277,7 @@ class WireConnection:
             return False
         return data == b""
 
-    def _recv_exact(self, n: int, deadline: float | None) -> bytes:
+    def _recv_exact(self, n: int, deadline: float | None) -> bytearray:
         buffer = bytearray(n)
         view, got = memoryview(buffer), 0
         while got < n:
@@ -291,7 +293,49 @@ class WireConnection:
             if not read:
                 raise ConnectionClosed(f"{self.address} closed the connection after {got} of {n} bytes")
             got += read
-        return bytes(buffer)
+        return buffer
+
+
+def decode_response(frame: bytes | bytearray, response_class) -> tuple[int, object]:
+    """(correlation id, response) of a response frame (size prefix stripped) of ``response_class`` (versioned).
+
+    kafka-python's ``decode(header=True)`` copies the whole frame to read its header, 4 MiB for a bulk Fetch:
+    here the header is read in place (v0: the correlation id; v1, a flexible version: with tagged fields,
+    skipped) and the body decoded from a view of ``frame``.  ApiVersions keeps kafka-python's own decode (its
+    header is v0 in every version, and an error answer has a v0 body)."""
+    if response_class.API_KEY == ApiVersionsRequest.API_KEY:
+        response = response_class.decode(bytes(frame), header=True)
+        return response.header.correlation_id, response
+    view = memoryview(frame)
+    if len(view) < 4:
+        raise WireError(f"a response of {len(view)} bytes has no correlation id")
+    (correlation_id,) = _SIZE.unpack_from(view)
+    position = 4
+    if response_class.flexible_version_q(response_class._class_version):
+        count, position = _uvarint(view, position)
+        for _ in range(count):
+            _, position = _uvarint(view, position)
+            size, position = _uvarint(view, position)
+            position += size
+            if position > len(view):
+                raise WireError("a response header's tagged fields run past the response")
+    response = response_class.decode(view[position:])
+    response._header = response_class.header_class(correlation_id=correlation_id)
+    return correlation_id, response
+
+
+def _uvarint(view: memoryview, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while shift < 35:
+        if position >= len(view):
+            raise WireError("a response header ends inside a varint")
+        byte = view[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+    raise WireError("a response header holds a varint longer than 5 bytes")
 
 
 # -- the security probe ---------------------------------------------------------------------------------------

@@ -202,6 +202,8 @@ class BrokerClient:
                 future.cancel()
 
     async def _read_responses(self, reader: asyncio.StreamReader) -> None:
+        from broker_sim.protocol.client import decode_response  # not at import: a single broker never calls out
+
         error: Exception = ConnectionError(f"{self.host}:{self.port} closed the connection")
         try:
             while True:
@@ -216,7 +218,7 @@ class BrokerClient:
                     continue
                 future, response_class = entry
                 try:
-                    response = response_class.decode(payload, header=True)
+                    _, response = decode_response(payload, response_class)
                 except Exception as exc:  # a frame we cannot decode: the stream is no longer trustworthy
                     raise ConnectionError(f"{self.host}:{self.port}: undecodable {response_class.__name__}: "
                                           f"{exc!r}") from exc

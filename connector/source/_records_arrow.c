@@ -253,9 +253,44 @@ done:
     return result;
 }
 
+/* next_offset(records, high): where the Fetch after ``records`` starts, read from the batch headers alone (the
+ * reader sends that Fetch before it decodes these records): the next offset of the last whole batch, stopping at
+ * the first batch that reaches ``high``; -1 when there is no whole batch or a batch is not v2 (magic 0/1 end
+ * elsewhere: the reader then waits for the decode's answer). A batch's bounds are checked, never trusted. */
+static PyObject *py_next_offset(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    long long high, next = -1;
+    if (!PyArg_ParseTuple(args, "y*L", &view, &high))
+        return NULL;
+    const uint8_t *records = view.buf;
+    Py_ssize_t at = 0, size = view.len;
+    while (size - at >= 17) { /* base offset, length, leader epoch, magic: the same in every format */
+        const uint8_t *h = records + at;
+        int32_t length = (int32_t)(((uint32_t)h[8] << 24) | ((uint32_t)h[9] << 16) | ((uint32_t)h[10] << 8) | h[11]);
+        if (length < 0 || length > size - at - 12)
+            break; /* cut short by the fetch size (or malformed): the next Fetch starts before it */
+        if (h[16] != 2 || length < 49) {
+            next = -1; /* a legacy (or malformed) batch: where it ends is for the decode to say */
+            break;
+        }
+        uint64_t base = 0;
+        for (int i = 0; i < 8; i++)
+            base = (base << 8) | h[i];
+        int32_t delta = (int32_t)(((uint32_t)h[23] << 24) | ((uint32_t)h[24] << 16) | ((uint32_t)h[25] << 8) | h[26]);
+        next = (long long)(base + (uint64_t)(int64_t)delta + 1u);
+        if (next >= high)
+            break;
+        at += 12 + (Py_ssize_t)length;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong(next);
+}
+
 static PyMethodDef methods[] = {
     {"decode_batches", py_decode_batches, METH_VARARGS,
      "decode_batches(records, spans) -> the column buffers of every record of the spans' batches"},
+    {"next_offset", py_next_offset, METH_VARARGS,
+     "next_offset(records, high) -> where the next Fetch starts, from the v2 batch headers alone (-1: unknown)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -150,6 +150,15 @@ def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=N
     return columns
 
 
+def next_fetch_offset(records: bytes | None, high: int) -> int:
+    """Where ``decode(records, low, high)`` will put ``next_offset``, read from the v2 batch headers alone (the C
+    extension's ``next_offset``), so the next Fetch can be sent before the decode; -1 when only the decode can
+    tell (a legacy batch, no whole batch, or no C extension)."""
+    if _compiled is None or not records:
+        return -1
+    return _compiled.next_offset(records, high)
+
+
 def _append_batch(batch, records: bytes, header_at: int, v2_whole: bool, low: int, high: int, columns: Columns):
     """The per-record path: ``batch``'s records in [low, high) appended to ``columns``' lists."""
     timestamps, keys, values, headers = columns.timestamps, columns.keys, columns.values, columns.headers

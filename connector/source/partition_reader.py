@@ -76,7 +76,7 @@ def report_data_loss(message: str, fail_on_data_loss: bool) -> None:
 
 def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
     """Yield Arrow RecordBatches (``arrow_schema``) for the partition's range; see the module docstring."""
-    from connector.source.arrow_records import decode, to_record_batch
+    from connector.source.arrow_records import decode, next_fetch_offset, to_record_batch
 
     r, options = partition.offset_range, partition.options
     config = options.client_kwargs
@@ -116,12 +116,16 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
             if code != 0:
                 raise RuntimeError(f"Fetch of {where} at offset {position} failed: "
                                    f"{refused(code, options, r.topic)}")
+            # the next Fetch goes out before this one is decoded, when its batch headers say where it starts
+            upcoming = next_fetch_offset(answer.records, r.until_offset)
+            if position < upcoming < r.until_offset:  # never a fetch past the range's end
+                prefetch.start(upcoming, deadline)
             columns = decode(answer.records, position, r.until_offset, aborted_transactions=answer.aborted_transactions,
                              read_committed=read_committed, include_headers=options.include_headers,
                              compiled=typing is None)
             if columns.next_offset > position:
                 position = columns.next_offset
-                if position < r.until_offset:  # never a fetch past the range's end
+                if position != upcoming and position < r.until_offset:
                     prefetch.start(position, deadline)
                 if len(columns):
                     yield to_record_batch(r.topic, r.partition, columns, arrow_schema, typing)
@@ -165,6 +169,7 @@ class _Prefetch:
 
     def start(self, offset: int, deadline: float) -> None:
         import threading
+        self._join()  # a Fetch still in flight (sent at another offset): its answer is not needed
         self._offset, self._answer, self._error = offset, None, None
         self._thread = threading.Thread(target=self._run, args=(offset, deadline), daemon=True,
                                         name=f"pylog-prefetch-{self._fetcher.where}")

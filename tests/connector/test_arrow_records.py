@@ -270,3 +270,49 @@ def test_compiled_decoder_lets_other_threads_run_while_it_parses():
             return
     raise AssertionError(f"no other thread ran during the last decode of {count} records "
                          f"({(ended - started) * 1000:.0f} ms)")
+
+
+def _legacy(offset: int, value: bytes) -> bytes:
+    """One uncompressed magic-1 message set entry at ``offset``."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    builder.append(0, timestamp=1000, key=None, value=value)
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, offset)
+    return bytes(data)
+
+
+@_needs_compiled
+def test_the_next_fetch_offset_read_from_batch_headers_is_the_decodes_next_offset():
+    """The reader sends the next Fetch at ``next_fetch_offset`` before it decodes: for every window and every
+    place a Fetch can cut the records (batch boundaries and a few bytes either side), that offset is exactly
+    where the decode then says the next Fetch starts (a partial last batch, a window end inside a batch,
+    control, compacted, empty and compressed batches); -1 only when no batch is whole."""
+    from connector.source.arrow_records import next_fetch_offset
+
+    data = _mixed_log()
+    ends, position = [], 0
+    while position < len(data):
+        position += 12 + struct.unpack_from(">i", data, position + 8)[0]
+        ends.append(position)
+    cuts = sorted({max(0, min(len(data), end + d)) for end in [0, *ends] for d in (-13, -1, 0, 1, 17, 61)})
+    for cut in cuts:
+        for low, high in [(0, 100), (0, 23), (1, 9), (8, 12), (12, 20), (15, 17), (19, 20), (23, 30)]:
+            expected = decode(data[:cut], low, high).next_offset
+            assert next_fetch_offset(data[:cut], high) == expected, (cut, low, high)
+    assert next_fetch_offset(b"", 10) == next_fetch_offset(None, 10) == -1
+
+
+@_needs_compiled
+def test_the_next_fetch_offset_of_legacy_or_malformed_batches_is_left_to_the_decode():
+    from connector.source.arrow_records import next_fetch_offset
+
+    v2 = _batch(0, [b"a", b"b"])
+    assert next_fetch_offset(v2 + _legacy(2, b"c"), 10) == -1   # a magic-1 batch ends where its decode says
+    assert next_fetch_offset(_legacy(0, b"c") + v2, 10) == -1
+    short = bytearray(v2)
+    struct.pack_into(">i", short, 8, 40)  # a v2 batch length below its 49-byte header
+    assert next_fetch_offset(bytes(short[:52]), 10) == -1
+    negative = bytearray(v2)
+    struct.pack_into(">i", negative, 8, -5)
+    assert next_fetch_offset(bytes(negative), 10) == -1

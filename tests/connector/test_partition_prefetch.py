@@ -120,3 +120,32 @@ def test_a_range_is_fetched_4_mib_at_a_time_unless_the_option_says_otherwise(loa
                                                   schema))
         assert rows == RECORDS
         assert asked and set(asked) == {expected}
+
+
+def test_the_next_fetch_is_sent_before_the_current_answer_is_decoded(loaded_broker, spied, monkeypatch):
+    """The next Fetch's offset is read from the batch headers, so it is sent before the decode of the answer in
+    hand, not after: the receive overlaps the decode too, not only Spark's use of the batch."""
+    from connector.source import arrow_records
+
+    events = []
+    real_start, real_decode = partition_reader._Prefetch.start, arrow_records.decode
+
+    def start(self, offset, deadline):
+        events.append(("fetch", offset))
+        return real_start(self, offset, deadline)
+
+    def decode(records, low, high, **kwargs):
+        columns = real_decode(records, low, high, **kwargs)
+        events.append(("decode", low, columns.next_offset))
+        return columns
+
+    monkeypatch.setattr(partition_reader._Prefetch, "start", start)
+    monkeypatch.setattr(arrow_records, "decode", decode)
+    rows = sum(batch.num_rows for batch in _reader(loaded_broker, 0, 2_500))
+    assert rows == 2_500
+    decodes = [event for event in events if event[0] == "decode"]
+    assert len(decodes) > 10
+    for before, event in zip(events, events[1:]):
+        if event[0] == "decode" and event[2] < 2_500:  # every decode but the last, which ends the range
+            assert before == ("fetch", event[2]), events
+    _assert_nothing_left(spied)

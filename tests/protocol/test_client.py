@@ -9,10 +9,11 @@ import threading
 import time
 
 import pytest
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceResponse
 
 from broker_sim.protocol.client import (
-    DEFAULT_PORT, ConnectionClosed, ResponseTooLarge, WireConnection, WireError, split_address,
+    DEFAULT_PORT, ConnectionClosed, ResponseTooLarge, WireConnection, WireError, decode_response, split_address,
 )
 from broker_sim.server.broker import Broker
 from tests.integration.kafka_wire import produce_request, produce_result, record_batch
@@ -167,6 +168,46 @@ def test_the_deadline_bounds_the_whole_answer_not_each_read(fake_broker):
     with pytest.raises(socket.timeout):
         _call(server, timeout_s=0.5)
     assert 0.4 < time.monotonic() - started < 3
+
+
+def _metadata_v12_body() -> bytes:
+    response = MetadataResponse[12](throttle_time_ms=7, brokers=[MetadataResponse.MetadataResponseBroker(
+        node_id=3, host="b3", port=9093, rack=None)], cluster_id="c", controller_id=3, topics=[])
+    return bytes(response.encode())
+
+
+# header v1 (a flexible response): two tagged fields, tag 0 with 3 bytes and tag 5 with none
+_TAGGED_HEADER_FIELDS = b"\x02" + b"\x00\x03abc" + b"\x05\x00"
+
+
+def test_a_flexible_answer_with_tagged_header_fields_decodes_as_kafka_python_decodes_it(fake_broker):
+    """The header is read in place (not by kafka-python's copy of the whole frame): its tagged fields must be
+    skipped exactly, or the body would be decoded from the wrong byte."""
+    body = _metadata_v12_body()
+
+    def answer(conn, cid):
+        frame = struct.pack(">i", cid) + _TAGGED_HEADER_FIELDS + body
+        conn.sendall(struct.pack(">i", len(frame)) + frame)
+
+    server = fake_broker(answer)
+    with WireConnection.connect("127.0.0.1", server.port, timeout_s=5) as connection:
+        got = connection.call(MetadataRequest[12](topics=None, allow_auto_topic_creation=False,
+                                                  include_topic_authorized_operations=False), timeout_s=5)
+    reference = MetadataResponse[12].decode(struct.pack(">i", 1) + _TAGGED_HEADER_FIELDS + body, header=True)
+    assert got == reference and got.header.correlation_id == 1
+    assert (got.throttle_time_ms, got.brokers[0].host, got.brokers[0].port) == (7, "b3", 9093)
+
+
+def test_decode_response_reads_a_v0_header_and_refuses_tagged_fields_past_the_frame():
+    body = ProduceResponse[8](responses=[], throttle_time_ms=5).encode()
+    correlation_id, response = decode_response(bytearray(struct.pack(">i", 9) + body), ProduceResponse[8])
+    assert (correlation_id, response.header.correlation_id, response.throttle_time_ms) == (9, 9, 5)
+    with pytest.raises(WireError, match="tagged fields run past the response"):
+        decode_response(struct.pack(">i", 9) + b"\x01\x00\x7fab", MetadataResponse[12])
+    with pytest.raises(WireError, match="ends inside a varint"):
+        decode_response(struct.pack(">i", 9) + b"\x81", MetadataResponse[12])
+    with pytest.raises(WireError, match="no correlation id"):
+        decode_response(b"\x00\x01", MetadataResponse[12])
 
 
 def test_a_closed_connection_is_seen_by_is_closed_by_peer(fake_broker):
