@@ -183,14 +183,19 @@ def test_bench_prints_json_with_expected_keys():
     mock_run, pylog_run = report["runs"]
     assert pylog_run["broker"] == "pylog" and pylog_run["round"] == 1
     assert set(pylog_run["workloads"]) == {
-        "confluent_produce_acks1", "confluent_produce_acksall", "confluent_consume"}
+        "confluent_produce_acks1", "confluent_produce_acksall", "confluent_produce_batch_acks1",
+        "confluent_produce_batch_acksall", "confluent_consume"}
+    # produce_batch hands records over 10,000 at a time: every one of them is delivered and counted
+    assert all(pylog_run["workloads"][name]["records"] == 2000 and "error" not in pylog_run["workloads"][name]
+               for name in ("confluent_produce_batch_acks1", "confluent_produce_batch_acksall"))
     assert "start_ms" in report["results"]["pylog"]
     assert report["ratios"] == {}
     # the client's ceiling against librdkafka's in-process mock broker, measured in the same round
     assert mock_run["broker"] == "librdkafka_mock" and mock_run["round"] == 1
     assert all(result["records"] == 2000 and "error" not in result for result in mock_run["workloads"].values())
     assert set(report["ratios_to_librdkafka_mock"]["pylog"]) == {
-        "confluent_produce_acks1_records_per_s", "confluent_produce_acksall_records_per_s"}
+        "confluent_produce_acks1_records_per_s", "confluent_produce_acksall_records_per_s",
+        "confluent_produce_batch_acks1_records_per_s", "confluent_produce_batch_acksall_records_per_s"}
     # one round: the paired ratio is that round's pylog figure over the mock's
     paired = report["paired_ratios"]["librdkafka_mock"]["confluent_produce_acks1"]
     assert paired["rounds"] == [paired["median"]] and paired["median"] == pytest.approx(
