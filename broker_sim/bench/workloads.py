@@ -109,8 +109,8 @@ def confluent_produce(bootstrap_servers: str, topic: str, records: int, record_s
                 except BufferError:
                     queued = 0
                 sent += queued
-                if queued < len(pending):  # the local queue is full: those not taken carry "_error"
-                    pending = [m for m in pending if m.pop("_error", None) is not None] if queued else pending
+                if queued < len(pending):  # the local queue is full: those not taken carry "_error", sent again
+                    pending = [m for m in pending if m.pop("_error", None) is not None] or pending
                     producer.poll(0.005)
                     if time.perf_counter() > deadline:
                         return _failure(f"timeout after {timeout_s:g} s with the local queue full", sent)
