@@ -47,6 +47,8 @@ from typing import Mapping
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from broker_sim.protocol.produce_codec import read_uvarint
+
 _SIZE = struct.Struct(">i")  # the frame size: int32, big-endian, not counting itself
 DEFAULT_PORT = 9092
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # as the broker's own inter-broker client
@@ -312,30 +314,19 @@ def decode_response(frame: bytes | bytearray, response_class) -> tuple[int, obje
     (correlation_id,) = _SIZE.unpack_from(view)
     position = 4
     if response_class.flexible_version_q(response_class._class_version):
-        count, position = _uvarint(view, position)
-        for _ in range(count):
-            _, position = _uvarint(view, position)
-            size, position = _uvarint(view, position)
-            position += size
-            if position > len(view):
-                raise WireError("a response header's tagged fields run past the response")
+        try:
+            count, position = read_uvarint(view, position, len(view))
+            for _ in range(count):
+                _, position = read_uvarint(view, position, len(view))
+                size, position = read_uvarint(view, position, len(view))
+                position += size
+                if position > len(view):
+                    raise WireError("a response header's tagged fields run past the response")
+        except ValueError:
+            raise WireError("a response header ends inside a varint (or holds one longer than 5 bytes)") from None
     response = response_class.decode(view[position:])
     response._header = response_class.header_class(correlation_id=correlation_id)
     return correlation_id, response
-
-
-def _uvarint(view: memoryview, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while shift < 35:
-        if position >= len(view):
-            raise WireError("a response header ends inside a varint")
-        byte = view[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, position
-        shift += 7
-    raise WireError("a response header holds a varint longer than 5 bytes")
 
 
 # -- the security probe ---------------------------------------------------------------------------------------

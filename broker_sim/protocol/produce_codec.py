@@ -68,12 +68,13 @@ class ProduceRequest:
                 f"acks={self.acks}, timeout_ms={self.timeout_ms}, topics={len(self.topic_data)})")
 
 
-class _Irregular(Exception):
+class _Irregular(ValueError):
     """The frame is not the plain case: kafka-python decodes it instead."""
 
 
-def _uvarint(data, pos: int, end: int) -> tuple[int, int]:
-    """An unsigned varint at ``pos`` (at most 5 bytes, as Kafka's readUnsignedVarint): (value, next pos)."""
+def read_uvarint(data, pos: int, end: int) -> tuple[int, int]:
+    """An unsigned varint at ``pos`` (at most 5 bytes, as Kafka's readUnsignedVarint): (value, next pos); a
+    ValueError when it runs to ``end`` or past 5 bytes."""
     value = 0
     shift = 0
     while pos < end and shift <= 28:
@@ -161,7 +162,7 @@ def _no_tags(frame, pos: int, end: int) -> int:
 
 def _decode_flexible(frame, view, pos: int, end: int, header: RequestHeader) -> ProduceRequest:
     pos = _no_tags(frame, pos, end)  # the request header's tagged fields
-    length, pos = _uvarint(frame, pos, end)
+    length, pos = read_uvarint(frame, pos, end)
     if length == 0:
         transactional_id = None
     else:
@@ -171,12 +172,12 @@ def _decode_flexible(frame, view, pos: int, end: int, header: RequestHeader) -> 
         transactional_id = str(view[pos:pos + length], "utf-8")
         pos += length
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos)
-    topics, pos = _uvarint(frame, pos + 6, end)
+    topics, pos = read_uvarint(frame, pos + 6, end)
     if topics == 0:  # a null array
         raise _Irregular
     topic_data = []
     for _ in range(topics - 1):
-        length, pos = _uvarint(frame, pos, end)
+        length, pos = read_uvarint(frame, pos, end)
         if length == 0:
             raise _Irregular
         length -= 1
@@ -184,13 +185,13 @@ def _decode_flexible(frame, view, pos: int, end: int, header: RequestHeader) -> 
             raise _Irregular
         name = str(view[pos:pos + length], "utf-8")
         pos += length
-        partitions, pos = _uvarint(frame, pos, end)
+        partitions, pos = read_uvarint(frame, pos, end)
         if partitions == 0:
             raise _Irregular
         partition_data = []
         for _ in range(partitions - 1):
             (index,) = _I32.unpack_from(frame, pos)
-            length, pos = _uvarint(frame, pos + 4, end)
+            length, pos = read_uvarint(frame, pos + 4, end)
             if length == 0:  # null records
                 raise _Irregular
             length -= 1
