@@ -123,9 +123,11 @@ def test_stream_at_least_once_from_rate_source(spark, pylog_broker):
     written = sum(p["numInputRows"] for p in query.recentProgress)
     values = [int(v) for v in values_of(read_topic(bootstrap, "alo"))]
     # the rate source numbers its rows 0, 1, 2, ...: every row of a completed batch is there, once (no faults,
-    # so no retries); rows of the batch the stop interrupted may follow, without a gap
+    # so no retries); of the batch the stop interrupted, any task's rows may follow (one task of two can have
+    # written its rows, the other not: the rate source splits a batch's rows between partitions by value)
     assert len(values) == len(set(values)), "a row was written twice without a retry"
-    assert sorted(values) == list(range(len(values))), "a gap in the rate source's numbering"
+    missing = sorted(set(range(written)) - set(values))
+    assert not missing, f"rows of completed batches missing: {missing[:10]}"
     assert len(values) >= written, f"{written} rows in completed batches, {len(values)} written"
 
 
