@@ -79,6 +79,10 @@ class WorkloadOptions:
     min_insync_replicas: int = 2
     producers: int = 3
     duration_s: float = 30.0
+    # past duration_s the run goes on until the nemesis has injected min_faults faults, up to max_duration_s (a slow
+    # machine's heals take longer: a fixed duration would see fewer faults, and a check of every kind would be luck)
+    min_faults: int = 0
+    max_duration_s: float | None = None       # None: duration_s
     rate_per_producer: float = 100.0          # sends per second per producer
     nemesis_interval_s: float = 3.0           # from one fault's heal to the next fault
     fault_s: tuple[float, float] = (1.5, 6.0)  # uniform; pauses past the 3 s session timeout make zombies
@@ -100,7 +104,7 @@ def workload_budget_s(options: WorkloadOptions) -> float:
     """The longest :func:`run_workload` can take with these options before it returns or raises: every
     phase has its own bound (a test's timeout must be above this, or a slow run is killed, not reported)."""
     nemesis_join = options.fault_s[1] + RESTART_TIMEOUT_S + 5.0
-    return (options.duration_s + nemesis_join + 2 * options.heal_timeout_s
+    return (max(options.duration_s, options.max_duration_s or 0.0) + nemesis_join + 2 * options.heal_timeout_s
             + options.message_timeout_ms / 1000.0 + 30.0  # producers flush, together
             + 2 * options.final_read_timeout_s + 10.0     # high watermarks, final read, consumers catch up
             + options.replica_sync_timeout_s + THREAD_JOIN_S + 60.0)  # + topic creation and full ISR
@@ -330,17 +334,23 @@ class Nemesis(threading.Thread):
         self.cluster, self.options, self.stop_event = cluster, options, stop
         self.clock, self.events, self.rng = clock, events, rng
         self.failure: BaseException | None = None
+        self.faults_injected = 0
+        self.faults_completed = 0  # faults whose round (fault, heal, recovery wait) has returned
 
     def _log(self, event: dict) -> None:
         event = {"t": self.clock(), **event}
         self.events.append(event)
+        if "fault" in event:
+            self.faults_injected += 1
         if self.options.log:
             self.options.log("nemesis " + json.dumps(event))
 
     def run(self) -> None:
         try:
             while not self.stop_event.wait(self.options.nemesis_interval_s):
+                injected = self.faults_injected
                 self._one_fault()
+                self.faults_completed += self.faults_injected > injected
         except BaseException as exc:  # noqa: BLE001 - reported by the workload
             self.failure = exc
             self._log({"error": f"{type(exc).__name__}: {exc}"})
@@ -412,7 +422,7 @@ def run_workload(cluster, options: WorkloadOptions | None = None, *, nemesis_fac
 
     ``nemesis_factory``: the fault thread's class (default :class:`Nemesis`: kills and pauses; the containers'
     ``partition_nemesis()`` cuts the network instead). Creates ``options.topic`` (it must not exist), runs for
-    ``options.duration_s``,
+    ``options.duration_s`` (and on, up to ``max_duration_s``, until ``min_faults`` fault rounds have completed),
     heals, reads everything and returns the :class:`History`. Client or nemesis
     thread crashes are raised as RuntimeError after cleanup.
     """
@@ -442,7 +452,11 @@ def run_workload(cluster, options: WorkloadOptions | None = None, *, nemesis_fac
         for thread in threads:
             thread.start()
         log(f"workload running for {options.duration_s:g} s")
+        started = time.monotonic()
         stop_clients.wait(options.duration_s)
+        until = started + max(options.duration_s, options.max_duration_s or 0.0)
+        while nemesis.faults_completed < options.min_faults and nemesis.is_alive() and time.monotonic() < until:
+            stop_clients.wait(0.2)
 
         stop_nemesis.set()
         nemesis.join(options.fault_s[1] + RESTART_TIMEOUT_S + 5.0)
