@@ -45,6 +45,7 @@ on the machine affects both. The report is one JSON document on stdout::
      "ratios": {"confluent_produce_acks1_records_per_s": 0.31, ..., "start_ms": 40.2},
      "ratios_to_librdkafka_mock": {"pylog": {...}, "tansu": {...}},
      "paired_ratios": {"tansu": {"confluent_produce_acks1": {"median": 1.2, "rounds": [...]}, ...}, ...},
+     "broker_cpu_ratios": {"tansu": {"rdkafka_produce_acks1": {"median": 0.8, "rounds": [...]}, ...}, ...},
      "runs": [{"broker": "librdkafka_mock", "round": 1, ...}, {"broker": "pylog", "round": 1, "start_ms": [...],
               "workloads": {...}}, ...]}
 
@@ -55,7 +56,12 @@ as ``baseline`` to every round, and ``ratios_to_baseline`` (pylog / baseline).
 ``paired_ratios`` pairs the rounds instead: for each other broker, pylog's
 figure over the other's in the same round, and the median of those per-round
 ratios (the issue's "median of alternating pairs"; drift on the machine within
-a round hits both sides of its pair). A failing
+a round hits both sides of its pair). Each workload's result also gives the broker
+process's CPU over it (``broker_cpu_ms``, ``broker_cpu_ns_per_record``, and their
+medians in ``results``): a client that needs most of the cores bounds the
+throughput figures, not the broker, and the CPU figure is the broker's alone.
+``broker_cpu_ratios`` pairs it by round: the other broker's CPU per record over
+pylog's (above 1: pylog's broker spent less). A failing
 workload is recorded with its error and left out of the medians; a broker that
 is not installed is reported as ``{"skipped": reason}``. The benchmark never
 fails a build: it exits 0 whatever it measured (2 only for bad options).
@@ -67,7 +73,7 @@ import os
 import platform
 import statistics
 import sys
-from typing import TextIO
+from typing import Callable, TextIO
 
 from broker_sim.arguments import positive_int
 from broker_sim.bench import workloads
@@ -91,6 +97,7 @@ WORKLOADS = (
     "rdkafka_produce_acksall",
 )
 THROUGHPUT_FIELDS = ("records_per_s", "mb_per_s")
+CPU_FIELD = "broker_cpu_ns_per_record"  # the broker process's CPU over the workload, per record (lower: cheaper)
 NOTES = [
     "Throughput counts record values only (10**6 bytes per MB); keys are empty, no headers.",
     "Produce time runs from the first produce() call until flush() returns (all records acknowledged).",
@@ -221,6 +228,8 @@ def run_bench(args: argparse.Namespace, *, err: TextIO, show_progress: bool) -> 
                                       for name in kinds if name in results},
         "paired_ratios": ({other: paired_ratios(runs, "pylog", other) for other in (*kinds, MOCK) if other != "pylog"}
                           if "pylog" in kinds else {}),
+        "broker_cpu_ratios": ({other: paired_ratios(runs, "pylog", other, CPU_FIELD) for other in kinds
+                               if other != "pylog"} if "pylog" in kinds else {}),
         "runs": runs,
     }
 
@@ -236,7 +245,7 @@ def _run_round(kind: BrokerKind, round_number: int, args, kafka_python_records: 
             if attempt < args.starts - 1:
                 broker.stop()
         run["workloads"] = _run_workloads(broker.bootstrap_servers, args, kafka_python_records,
-                                          f"{kind.name} r{round_number}", err, show_progress)
+                                          f"{kind.name} r{round_number}", err, show_progress, broker.cpu_s)
     except BrokerStartError as exc:
         broker = None
         run["error"] = str(exc)
@@ -264,52 +273,71 @@ def _run_mock_round(round_number: int, args, err: TextIO, show_progress: bool) -
 def _show(label: str, name: str, result: dict, err: TextIO) -> None:
     shown = (f"{result['records_per_s']:,.0f} records/s, {result['mb_per_s']:.1f} MB/s"
              if "error" not in result else f"error: {result['error']}")
+    if CPU_FIELD in result:
+        shown += f", broker CPU {result[CPU_FIELD]:,.0f} ns/record"
     print(f"bench:   {label} {name}: {shown}", file=err, flush=True)
 
 
 def _run_workloads(bootstrap: str, args, kafka_python_records: int, label: str,
-                   err: TextIO, show_progress: bool) -> dict:
+                   err: TextIO, show_progress: bool, broker_cpu_s: Callable[[], float | None]) -> dict:
     size, timeout = args.record_size, args.timeout_s
 
     def progress(name: str, total: int) -> Progress:
         return Progress(f"{label} {name}", enabled=show_progress, total=total, stream=err)
 
-    def create(topic: str) -> dict | None:
-        try:
-            workloads.create_topic(bootstrap, topic, timeout)
-        except Exception as exc:  # noqa: BLE001 - any client error is a result to report
-            return {"error": f"creating topic '{topic}' failed: {type(exc).__name__}: {exc}", "records": 0}
-        return None
+    results: dict[str, dict] = {}
 
-    results = {}
+    def run(name: str, topic: str | None, work: Callable[[], dict]) -> None:
+        """*work* into results[name] (to a topic created first, if named), with the broker CPU it cost."""
+        if topic is not None:
+            try:
+                workloads.create_topic(bootstrap, topic, timeout)
+            except Exception as exc:  # noqa: BLE001 - any client error is a result to report
+                results[name] = {"error": f"creating topic '{topic}' failed: {type(exc).__name__}: {exc}",
+                                 "records": 0}
+                return
+        before = broker_cpu_s()
+        results[name] = with_broker_cpu(work(), before, broker_cpu_s())
+
     for name, topic, acks, batch in _CONFLUENT_PRODUCE:
-        results[name] = create(topic) or workloads.confluent_produce(
-            bootstrap, topic, args.records, size, acks, timeout, progress(name, args.records), batch=batch)
+        run(name, topic, lambda: workloads.confluent_produce(
+            bootstrap, topic, args.records, size, acks, timeout, progress(name, args.records), batch=batch))
     if getattr(args, "rdkafka_performance", None):
         from broker_sim.bench.rdkafka_perf import rdkafka_produce
 
         for name, topic, acks in (("rdkafka_produce_acks1", "bench-rdkafka-acks1", "1"),
                                   ("rdkafka_produce_acksall", "bench-rdkafka-acksall", "all")):
-            results[name] = create(topic) or rdkafka_produce(
-                args.rdkafka_performance, bootstrap, topic, args.records, size, acks, timeout)
+            run(name, topic, lambda: rdkafka_produce(
+                args.rdkafka_performance, bootstrap, topic, args.records, size, acks, timeout))
     if "error" in results["confluent_produce_acks1"]:
         results["confluent_consume"] = {"error": "skipped: the acks=1 produce failed", "records": 0}
     else:
-        results["confluent_consume"] = workloads.confluent_consume(
-            bootstrap, "bench-acks1", args.records, size, timeout, progress("confluent_consume", args.records))
+        run("confluent_consume", None, lambda: workloads.confluent_consume(
+            bootstrap, "bench-acks1", args.records, size, timeout, progress("confluent_consume", args.records)))
     if not args.skip_kafka_python:
-        results["kafka_python_produce"] = create("bench-kafka-python") or workloads.kafka_python_produce(
+        run("kafka_python_produce", "bench-kafka-python", lambda: workloads.kafka_python_produce(
             bootstrap, "bench-kafka-python", kafka_python_records, size, timeout,
-            progress("kafka_python_produce", kafka_python_records))
+            progress("kafka_python_produce", kafka_python_records)))
         if "error" in results["kafka_python_produce"]:
             results["kafka_python_consume"] = {"error": "skipped: the kafka-python produce failed", "records": 0}
         else:
-            results["kafka_python_consume"] = workloads.kafka_python_consume(
+            run("kafka_python_consume", None, lambda: workloads.kafka_python_consume(
                 bootstrap, "bench-kafka-python", kafka_python_records, size, timeout,
-                progress("kafka_python_consume", kafka_python_records))
+                progress("kafka_python_consume", kafka_python_records)))
     for name, result in results.items():
         _show(label, name, result, err)
     return results
+
+
+def with_broker_cpu(result: dict, cpu_before_s: float | None, cpu_after_s: float | None) -> dict:
+    """*result* with the broker process's CPU over the workload (``broker_cpu_ms``, and
+    ``broker_cpu_ns_per_record`` of the records it moved): the broker's own cost, which the client's share of the
+    cores does not move as it moves a throughput figure. Left out where the CPU is unknown or the workload failed."""
+    if cpu_before_s is not None and cpu_after_s is not None and "error" not in result and result.get("records"):
+        used = cpu_after_s - cpu_before_s
+        result["broker_cpu_ms"] = round(used * 1000, 1)
+        result["broker_cpu_ns_per_record"] = round(used * 1e9 / result["records"], 1)
+    return result
 
 
 def _summarize(runs: list[dict]) -> dict:
@@ -322,9 +350,9 @@ def _summarize(runs: list[dict]) -> dict:
     for workload in WORKLOADS:
         ok = [run["workloads"][workload] for run in runs
               if workload in run["workloads"] and "error" not in run["workloads"][workload]]
-        for field in THROUGHPUT_FIELDS:
-            if ok:
-                summary[f"{workload}_{field}"] = round(statistics.median(r[field] for r in ok), 3)
+        for field in (*THROUGHPUT_FIELDS, CPU_FIELD):
+            if values := [r[field] for r in ok if field in r]:
+                summary[f"{workload}_{field}"] = round(statistics.median(values), 3)
         if ok:
             summary[f"{workload}_rounds"] = len(ok)
     errors = [f"round {run['round']}: {run['error']}" for run in runs if "error" in run]
@@ -350,19 +378,20 @@ def ratios(pylog: dict, tansu: dict, metrics: list[str]) -> dict:
             if isinstance(pylog.get(m), (int, float)) and tansu.get(m)}
 
 
-def paired_ratios(runs: list[dict], name: str, other: str) -> dict:
+def paired_ratios(runs: list[dict], name: str, other: str, field: str = "records_per_s") -> dict:
     """{throughput workload: {"median": median of the per-round ratios, "rounds": [name / other, per round]}}
-    of the rounds in which both measured it."""
+    of the rounds in which both measured it; for ``CPU_FIELD`` the ratio is other / name (above 1: *name*'s
+    broker spent less CPU per record)."""
     by_round: dict[int, dict[str, dict]] = {}
     for run in runs:
         by_round.setdefault(run["round"], {})[run["broker"]] = run["workloads"]
     paired = {}
     for workload in WORKLOADS:
-        per_round = [mine["records_per_s"] / theirs["records_per_s"]
+        per_round = [mine[field] / theirs[field] if field != CPU_FIELD else theirs[field] / mine[field]
                      for brokers in by_round.values()
                      for mine, theirs in [(brokers.get(name, {}).get(workload, {}),
                                            brokers.get(other, {}).get(workload, {}))]
-                     if mine.get("records_per_s") and theirs.get("records_per_s")]
+                     if mine.get(field) and theirs.get(field)]
         if per_round:
             paired[workload] = {"median": round(statistics.median(per_round), 4),
                                 "rounds": [round(ratio, 4) for ratio in per_round]}

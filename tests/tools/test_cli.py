@@ -177,7 +177,8 @@ def test_bench_prints_json_with_expected_keys():
         capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
-    assert set(report) == {"workload", "results", "ratios", "ratios_to_librdkafka_mock", "paired_ratios", "runs"}
+    assert set(report) == {"workload", "results", "ratios", "ratios_to_librdkafka_mock", "paired_ratios",
+                           "broker_cpu_ratios", "runs"}
     assert report["workload"]["records"] == 2000
     assert report["workload"]["kafka_python_records"] is None
     mock_run, pylog_run = report["runs"]
@@ -218,6 +219,17 @@ def test_bench_baseline_runs_another_checkouts_broker_beside_pylog():
     assert "error" not in report["runs"][2] and "errors" not in report["results"]["baseline"]
     assert report["ratios_to_baseline"]["confluent_produce_acks1_records_per_s"] > 0
     assert "start_ms" in report["ratios_to_baseline"]
+    # the broker processes' own CPU over each workload (in clock ticks: a 2,000-record workload may take none),
+    # per record, and paired by round (baseline / pylog)
+    pylog, baseline = report["runs"][1]["workloads"], report["runs"][2]["workloads"]
+    for workloads in (pylog, baseline):
+        assert all(r["broker_cpu_ms"] >= 0 and r["broker_cpu_ns_per_record"] == pytest.approx(
+            r["broker_cpu_ms"] * 1e6 / r["records"], abs=0.1) for r in workloads.values()), workloads
+        assert sum(r["broker_cpu_ms"] for r in workloads.values()) > 0, workloads
+    assert set(report["broker_cpu_ratios"]) == {"baseline"}
+    for name, paired in report["broker_cpu_ratios"]["baseline"].items():
+        assert paired["median"] == pytest.approx(baseline[name]["broker_cpu_ns_per_record"]
+                                                 / pylog[name]["broker_cpu_ns_per_record"], rel=1e-3)
 
 
 def test_bench_baseline_that_is_not_a_checkout_is_reported_skipped(tmp_path):
