@@ -6,7 +6,8 @@
 The dispatch lives here, above both, so that the server never imports the local cluster launcher; the launcher
 is imported only for ``cluster``, so a broker process starts without it. Run as the program (no *argv*), a
 broker's process also defers the ``__init__`` of kafka-python and aiokafka (``broker_sim/lazy_packages.py``):
-the broker uses only their leaf modules, and their ``__init__`` imports their whole clients.
+the broker uses only their leaf modules, and their ``__init__`` imports their whole clients. It also fixes glibc's
+malloc thresholds for the process (``broker_sim.server.cli.tune_malloc``: no page faults for each request's buffers).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sys
 from typing import Sequence
 
 from broker_sim.lazy_packages import defer_client_packages
-from broker_sim.server.cli import main as broker_main
+from broker_sim.server.cli import main as broker_main, tune_malloc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,6 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cluster_main(argv[1:], prog="pylog-broker cluster")
     if program:
         defer_client_packages()
+        tune_malloc()
     return broker_main(argv)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import tempfile
@@ -28,13 +29,18 @@ SUMMARY = re.compile(r"% (\d+) messages produced \((\d+) bytes\), (\d+) delivere
                      r"in (\d+)ms")
 
 
-def rdkafka_produce(binary: str, bootstrap_servers: str, topic: str, records: int, record_size: int,
+def rdkafka_produce(binary: str, bootstrap_servers: str | None, topic: str, records: int, record_size: int,
                     acks: str, timeout_s: float) -> dict:
-    """Produce *records* of *record_size* bytes to partition 0 of *topic* with rdkafka_performance."""
+    """Produce *records* of *record_size* bytes to partition 0 of *topic* with rdkafka_performance; to librdkafka's
+    in-process mock broker (``test.mock.num.brokers=1``) when *bootstrap_servers* is None: the client's ceiling.
+    The result adds ``client_cpu_ms``, the tool's own CPU (all its threads; from the parent's rusage of its
+    children, so nothing else may end as a child meanwhile: the bench runs one workload at a time)."""
     argv = [binary, "-P", "-t", topic, "-p", "0", "-s", str(record_size), "-c", str(records),
-            "-b", bootstrap_servers, "-a", "-1" if acks == "all" else acks]
+            "-a", "-1" if acks == "all" else acks]
+    argv += ["-b", bootstrap_servers] if bootstrap_servers is not None else ["-X", "test.mock.num.brokers=1"]
     for name, value in {**RDKAFKA_PRODUCER, "message.timeout.ms": str(int(timeout_s * 1000))}.items():
         argv += ["-X", f"{name}={value}"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile() as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -45,6 +51,7 @@ def rdkafka_produce(binary: str, bootstrap_servers: str, topic: str, records: in
             status = None
         out.seek(0)
         text = out.read().decode("utf-8", errors="replace")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     lines = [line for line in text.splitlines() if "CONFWARN" not in line]
     matches = SUMMARY.findall(text)
     if status is None:
@@ -54,7 +61,9 @@ def rdkafka_produce(binary: str, bootstrap_servers: str, topic: str, records: in
     produced, _, delivered, failed, elapsed_ms = (int(v) for v in matches[-1])
     if delivered != records or failed:
         return _failure(f"{delivered} of {records} records delivered, {failed} failed", delivered)
-    return _result(delivered, record_size, max(elapsed_ms, 1) / 1000)
+    client_cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return {**_result(delivered, record_size, max(elapsed_ms, 1) / 1000),
+            "client_cpu_ms": round(client_cpu_s * 1000, 1)}
 
 
 def executable(path: str) -> str:

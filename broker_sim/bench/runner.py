@@ -259,13 +259,20 @@ def _run_round(kind: BrokerKind, round_number: int, args, kafka_python_records: 
 
 
 def _run_mock_round(round_number: int, args, err: TextIO, show_progress: bool) -> dict:
-    """The confluent-kafka produce workloads against librdkafka's mock broker (``workloads.LIBRDKAFKA_MOCK_BROKER``)."""
+    """The confluent-kafka produce workloads (and rdkafka_performance's, if given) against librdkafka's in-process mock
+    broker (``workloads.LIBRDKAFKA_MOCK_BROKER``): what the clients reach on these cores with a broker doing ~nothing."""
     run = {"broker": MOCK, "round": round_number, "start_ms": [], "workloads": {}}
     for name, topic, acks, batch in _CONFLUENT_PRODUCE:
         progress = Progress(f"{MOCK} r{round_number} {name}", enabled=show_progress, total=args.records, stream=err)
         result = workloads.confluent_produce("", topic, args.records, args.record_size, acks, args.timeout_s,
                                              progress, security=workloads.LIBRDKAFKA_MOCK_BROKER, batch=batch)
         run["workloads"][name] = result
+        _show(f"{MOCK} r{round_number}", name, result, err)
+    from broker_sim.bench.rdkafka_perf import rdkafka_produce
+
+    for name, topic, acks in _RDKAFKA_PRODUCE if getattr(args, "rdkafka_performance", None) else ():
+        run["workloads"][name] = result = rdkafka_produce(args.rdkafka_performance, None, topic, args.records,
+                                                          args.record_size, acks, args.timeout_s)
         _show(f"{MOCK} r{round_number}", name, result, err)
     return run
 
@@ -275,6 +282,8 @@ def _show(label: str, name: str, result: dict, err: TextIO) -> None:
              if "error" not in result else f"error: {result['error']}")
     if CPU_FIELD in result:
         shown += f", broker CPU {result[CPU_FIELD]:,.0f} ns/record"
+    if "client_cpu_ms" in result:
+        shown += f", client CPU {result['client_cpu_ms']:,.0f} ms"
     print(f"bench:   {label} {name}: {shown}", file=err, flush=True)
 
 
@@ -305,8 +314,7 @@ def _run_workloads(bootstrap: str, args, kafka_python_records: int, label: str,
     if getattr(args, "rdkafka_performance", None):
         from broker_sim.bench.rdkafka_perf import rdkafka_produce
 
-        for name, topic, acks in (("rdkafka_produce_acks1", "bench-rdkafka-acks1", "1"),
-                                  ("rdkafka_produce_acksall", "bench-rdkafka-acksall", "all")):
+        for name, topic, acks in _RDKAFKA_PRODUCE:
             run(name, topic, lambda: rdkafka_produce(
                 args.rdkafka_performance, bootstrap, topic, args.records, size, acks, timeout))
     if "error" in results["confluent_produce_acks1"]:
@@ -369,7 +377,9 @@ _CONFLUENT_PRODUCE = (("confluent_produce_acks1", "bench-acks1", "1", False),
                       ("confluent_produce_acksall", "bench-acksall", "all", False),
                       ("confluent_produce_batch_acks1", "bench-batch-acks1", "1", True),
                       ("confluent_produce_batch_acksall", "bench-batch-acksall", "all", True))
-_MOCK_METRICS = [f"{name}_records_per_s" for name, _, _, _ in _CONFLUENT_PRODUCE]
+_RDKAFKA_PRODUCE = (("rdkafka_produce_acks1", "bench-rdkafka-acks1", "1"),
+                    ("rdkafka_produce_acksall", "bench-rdkafka-acksall", "all"))
+_MOCK_METRICS = [f"{name}_records_per_s" for name, *_ in (*_CONFLUENT_PRODUCE, *_RDKAFKA_PRODUCE)]
 
 
 def ratios(pylog: dict, tansu: dict, metrics: list[str]) -> dict:
