@@ -314,8 +314,9 @@ class Broker:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    async def serve(self, *, handle_signals: bool = False) -> None:
-        """Run until stopped (SIGTERM/SIGINT when ``handle_signals``)."""
+    async def serve(self, *, handle_signals: bool = False, when_serving: Callable[[], object] | None = None) -> None:
+        """Run until stopped (SIGTERM/SIGINT when ``handle_signals``); ``when_serving`` is called once the listeners
+        accept connections (set-up that need not delay them: the broker program's ``tune_malloc``)."""
         started = time.monotonic()
         await self._open()
         self.started_in_ms = (time.monotonic() - started) * 1000
@@ -328,6 +329,8 @@ class Broker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._stop_event.set)
         self._ready.set()
+        if when_serving is not None:
+            when_serving()
         try:
             await self._stop_event.wait()
         finally:

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import os
 import sys
+from typing import Callable
 
 from broker_sim.config import BROKER_CONFIGS, ConfigError
 from broker_sim.security.scram import CredentialError
@@ -95,7 +96,8 @@ def tune_malloc() -> bool:
         mallopt(m_trim_threshold, MALLOC_TRIM_THRESHOLD))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, when_serving: Callable[[], object] | None = None) -> int:
+    """Run one broker until SIGTERM/SIGINT; ``when_serving`` is called once it accepts connections."""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             configs["schema.registry.listeners"] = f"http://{host}:{args.schema_registry_port}"
         broker = Broker(args.data_dir, host=args.host, port=args.port, broker_id=args.broker_id,
                         config=configs, advertised_host=args.advertised_host, add_scram=args.add_scram)
-        asyncio.run(broker.serve(handle_signals=True))
+        asyncio.run(broker.serve(handle_signals=True, when_serving=when_serving))
     except (ConfigError, CredentialError) as exc:
         print(f"pylog-broker: {exc}", file=sys.stderr)
         return 2

@@ -54,11 +54,19 @@ def _faults_per_request(main: str, env: dict | None = None) -> float:
     return float(run.stdout.strip().splitlines()[-1])
 
 
-# the broker program's entry (python -m broker_sim), serving replaced by the pattern: what runs after its set-up
+# the broker program's entry (python -m broker_sim), the broker replaced by the pattern, run where the broker is
+# serving (after its when_serving call)
 AS_THE_PROGRAM = """
 import sys
 import broker_sim.cli as cli
-cli.broker_main = lambda argv: print(faults_per_request()) or 0
+
+def broker(argv, when_serving=None):
+    if when_serving is not None:
+        when_serving()
+    print(faults_per_request())
+    return 0
+
+cli.broker_main = broker
 sys.argv = ["pylog-broker", "--data-dir", "unused"]
 cli.main()
 """
@@ -74,6 +82,27 @@ def test_a_caller_of_main_with_arguments_keeps_its_own_malloc_settings():
     """An application running the broker's main in its own process (argv given) is not retuned."""
     called = _faults_per_request(AS_THE_PROGRAM.replace("cli.main()", "cli.main(['--data-dir', 'unused'])"))
     assert called > 100
+
+
+def test_serve_calls_when_serving_once_the_listeners_accept_connections(tmp_path):
+    import asyncio
+    import socket
+    import threading
+
+    from broker_sim.server.broker import Broker
+
+    accepted = []
+    broker = Broker(str(tmp_path), host="127.0.0.1", port=0)
+
+    def when_serving():
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=5):
+            accepted.append(True)
+        broker._loop.call_soon(broker._stop_event.set)
+
+    thread = threading.Thread(target=lambda: asyncio.run(broker.serve(when_serving=when_serving)))
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive() and accepted == [True]
 
 
 def test_the_operators_malloc_settings_win(monkeypatch):
