@@ -70,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 # glibc's malloc gives a freed buffer of 128 KiB or more back to the kernel (munmap, or trimming the heap's top),
 # adjusting the thresholds by what was freed before. A broker allocates such buffers for every request and answer (a
 # producer's 1 MiB request, its log append, a Fetch answer): when they go back to the kernel, the next one costs a
-# page fault per 4 KiB. That halved the produce throughput per broker CPU depending on the order of allocations at
-# start (the log level changed it: 230 vs 440 ms CPU per million 100-byte records, rdkafka_performance acks=1).
+# page fault per 4 KiB. Whether they did depended on the order of allocations at start (the log level changed it),
+# and it doubled the broker's CPU per produced record: 440 vs 230 ms per million 100-byte records (rdkafka acks=1).
 # Fixed thresholds keep buffers up to MMAP_THRESHOLD in the heap and up to TRIM_THRESHOLD free at its top.
 MALLOC_MMAP_THRESHOLD = 4 << 20
 MALLOC_TRIM_THRESHOLD = 32 << 20
