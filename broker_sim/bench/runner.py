@@ -259,8 +259,9 @@ def _run_round(kind: BrokerKind, round_number: int, args, kafka_python_records: 
 
 
 def _run_mock_round(round_number: int, args, err: TextIO, show_progress: bool) -> dict:
-    """The confluent-kafka produce workloads (and rdkafka_performance's, if given) against librdkafka's in-process mock
-    broker (``workloads.LIBRDKAFKA_MOCK_BROKER``): what the clients reach on these cores with a broker doing ~nothing."""
+    """The confluent-kafka produce workloads (and rdkafka_performance's, if given) against librdkafka's in-process
+    mock broker (``workloads.LIBRDKAFKA_MOCK_BROKER``): what the clients reach on these cores with a broker that
+    does ~nothing."""
     run = {"broker": MOCK, "round": round_number, "start_ms": [], "workloads": {}}
     for name, topic, acks, batch in _CONFLUENT_PRODUCE:
         progress = Progress(f"{MOCK} r{round_number} {name}", enabled=show_progress, total=args.records, stream=err)
