@@ -115,6 +115,18 @@ def tansu_broker(binary: str | None = None) -> BrokerKind:
     return BrokerKind("tansu", command, version or "tansu (unknown version)")
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, every thread, exited ones included) process *pid* has used, in clock ticks'
+    resolution; None where /proc is not there (or the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # after "pid (comm)": state is field 3, utime and stime fields 14 and 15 (proc(5))
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def file_tail(path: str, limit: int = 600) -> str:
     """The last *limit* bytes of a process log as one line ("" if unreadable)."""
     try:
@@ -181,18 +193,9 @@ class BrokerProcess:
         raise BrokerStartError(f"{self.kind.name} broker {problem}; log tail: {tail}")
 
     def cpu_s(self) -> float | None:
-        """CPU seconds (user + system, every thread, exited ones included) the broker process has used; None where
-        /proc is not there. Sampled around a workload it is the broker's cost of that workload alone: a
-        figure the client's share of the cores does not move (``broker_cpu_ns_per_record``)."""
-        if self.process is None:
-            return None
-        try:
-            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-        # after "pid (comm)": state is field 3, utime and stime fields 14 and 15 (proc(5)), in clock ticks
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """The broker process's :func:`process_cpu_s`. Sampled around a workload it is the broker's cost of that
+        workload alone: a figure the client's share of the cores does not move (``broker_cpu_ns_per_record``)."""
+        return process_cpu_s(self.process.pid) if self.process is not None else None
 
     def log_tail(self, limit: int = 600) -> str:
         return file_tail(self.log_path, limit)

@@ -39,18 +39,8 @@ from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from broker_sim.arguments import positive_int
-from broker_sim.bench.brokers import BrokerProcess, pylog_broker
+from broker_sim.bench.brokers import BrokerProcess, process_cpu_s, pylog_broker
 from broker_sim.protocol.client import WireConnection
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (/proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
 
 def rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
@@ -61,9 +51,9 @@ def rss_mb(pid: int) -> float:
 
 
 def idle_cpu_percent(pids: list[int], seconds: float) -> list[float]:
-    before = [cpu_seconds(pid) for pid in pids]
+    before = [process_cpu_s(pid) for pid in pids]
     time.sleep(seconds)
-    return [round((cpu_seconds(pid) - start) / seconds * 100, 2) for pid, start in zip(pids, before)]
+    return [round((process_cpu_s(pid) - start) / seconds * 100, 2) for pid, start in zip(pids, before)]
 
 
 def _metadata(connection: WireConnection) -> tuple[float, int]:

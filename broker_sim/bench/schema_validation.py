@@ -35,7 +35,6 @@ import os
 import statistics
 import struct
 import sys
-from pathlib import Path
 from typing import TextIO
 
 from broker_sim.bench import workloads
@@ -50,15 +49,6 @@ TIMEOUT_S = 300.0
 def framed_value(schema_id: int, size: int = VALUE_SIZE) -> bytes:
     """``size`` bytes in Confluent's wire format: magic byte 0, the schema id, random payload."""
     return b"\x00" + struct.pack(">i", schema_id) + os.urandom(size - 5)
-
-
-def broker_cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system) the process ``pid`` used so far; None where /proc is not there."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _create_topics(bootstrap: str) -> None:
@@ -102,10 +92,10 @@ def run(records: int, rounds: int, err: TextIO) -> dict:
             run = {"round": round_number, "order": list(order)}
             for topic in order:
                 quiet = Progress(topic, enabled=False, total=records, stream=err)
-                cpu_before = broker_cpu_s(process.process.pid)
+                cpu_before = process.cpu_s()
                 run[topic] = workloads.confluent_produce(process.bootstrap_servers, topic, records, VALUE_SIZE, "1",
                                                          TIMEOUT_S, quiet, value=value)
-                cpu_after = broker_cpu_s(process.process.pid)
+                cpu_after = process.cpu_s()
                 if cpu_before is not None and cpu_after is not None and "records" in run[topic]:
                     run[topic]["broker_cpu_us_per_record"] = round(
                         (cpu_after - cpu_before) * 1e6 / max(run[topic]["records"], 1), 3)
