@@ -602,8 +602,7 @@ def partition_nemesis(faults: Sequence[str] = PARTITION_FAULTS, *, recovery_time
         turn = 0
 
         def _one_fault(self) -> None:
-            kind = faults[self.turn % len(faults)]
-            self.turn += 1
+            kind = faults[self.turn % len(faults)]  # the turn moves on only once the kind's fault is injected
             cluster, topic = self.cluster, self.options.topic
             partition = self.rng.randrange(self.options.partitions)
             try:
@@ -628,6 +627,7 @@ def partition_nemesis(faults: Sequence[str] = PARTITION_FAULTS, *, recovery_time
             else:
                 raise ValueError(f"unknown partition fault {kind!r}; choose from {', '.join(PARTITION_FAULTS)}")
             duration = round(self.rng.uniform(*self.options.fault_s), 2)
+            self.turn += 1
             self._log({"fault": kind, "partition": partition, "leader": leader, "groups": groups, "for_s": duration})
             cluster.partition(groups)
             self.stop_event.wait(duration)
