@@ -179,6 +179,7 @@ class _ProducerWorker(_Worker):
         self.errors: dict[str, str] = {}
         self.incarnation = 0
         self._fatal = threading.Event()
+        self._fatal_error = ""
 
     def _delivered(self, err, msg) -> None:
         value = msg.value().decode()
@@ -190,7 +191,18 @@ class _ProducerWorker(_Worker):
 
     def _error(self, err) -> None:
         if err.fatal():
+            self._fatal_error = err.str()
             self._fatal.set()
+
+    def _raised(self, exc) -> bool:
+        """A KafkaException out of produce/poll/flush: True when it is the client's fatal error, noted (confluent-kafka
+        raises a fatal error from poll() and flush() instead of calling error_cb)."""
+        error = exc.args[0] if exc.args else None
+        if error is None or not hasattr(error, "fatal") or not error.fatal():
+            return False
+        self._fatal_error = error.str()
+        self._fatal.set()
+        return True
 
     def _new_producer(self):
         from confluent_kafka import Producer
@@ -198,6 +210,17 @@ class _ProducerWorker(_Worker):
         self._fatal.clear()
         return Producer({**_producer_config(self.bootstrap, self.options), "error_cb": self._error,
                          "client.id": f"jepsen-p{self.index}.{self.incarnation}"})
+
+    def _flush(self, producer, timeout_s: float) -> int:
+        """flush(); a fatal error raised from it is noted (its messages' delivery reports carry the error)."""
+        from confluent_kafka import KafkaException
+
+        try:
+            return producer.flush(timeout_s)
+        except KafkaException as exc:
+            if not self._raised(exc):
+                raise
+            return len(producer)
 
     def _run(self) -> None:
         from confluent_kafka import KafkaException
@@ -209,8 +232,8 @@ class _ProducerWorker(_Worker):
         next_send = time.monotonic()
         while not self.stop_event.is_set():
             if self._fatal.is_set():
-                self.events.append({"t": self.clock(), "producer": name, "fatal": True})
-                producer.flush(5)
+                self.events.append({"t": self.clock(), "producer": name, "fatal": True, "error": self._fatal_error})
+                self._flush(producer, 5)
                 self.incarnation += 1
                 producer = self._new_producer()
                 name, seq = f"p{self.index}.{self.incarnation}", 0
@@ -226,13 +249,20 @@ class _ProducerWorker(_Worker):
                 continue
             except KafkaException as exc:
                 self.errors[value] = f"produce() raised: {exc}"
+                self._raised(exc)
             seq += 1
             next_send += interval
             delay = next_send - time.monotonic()
-            producer.poll(max(0.0, delay))
+            try:
+                producer.poll(max(0.0, delay))
+            except KafkaException as exc:
+                if not self._raised(exc):
+                    raise
             if delay < -1.0:  # fell behind (e.g. the queue was full): do not burst to catch up
                 next_send = time.monotonic()
-        remaining = producer.flush(self.options.message_timeout_ms / 1000 + 5)
+        remaining = self._flush(producer, self.options.message_timeout_ms / 1000 + 5)
+        if self._fatal.is_set():
+            self.events.append({"t": self.clock(), "producer": name, "fatal": True, "error": self._fatal_error})
         if remaining:
             self.events.append({"t": self.clock(), "producer": name, "unflushed": remaining})
 

@@ -121,3 +121,48 @@ def test_retry_on_a_log_append_time_topic_gets_the_original_append_time(pylog_br
     assert first.log_append_time_ms > 1
     # Kafka answers a duplicate with the offsets and append time of the original (UnifiedLog.append)
     assert (again.base_offset, again.log_append_time_ms) == (first.base_offset, first.log_append_time_ms)
+
+
+def test_the_workload_producer_survives_a_librdkafka_fatal_desync_with_a_new_incarnation(pylog_broker):
+    """A batch forged with the producer's id and its next sequences desynchronizes a real librdkafka producer
+    (OUT_OF_ORDER_SEQUENCE_NUMBER on its head-of-line batch: a fatal error, which confluent-kafka raises from
+    poll() instead of calling error_cb). The Jepsen workload's producer must record it and go on as a new
+    incarnation, not die (CI once lost a whole partition run to that).
+    Mutation: ``_raised`` returning False -> "workload producer died: KafkaException ... FATAL"."""
+    import threading
+    import time
+
+    from broker_sim.testing.jepsen_workload import WorkloadOptions, _Clock, _ProducerWorker
+
+    create_topic(pylog_broker.bootstrap_servers, "desync")
+    options = WorkloadOptions(topic="desync", partitions=1, rate_per_producer=20.0, message_timeout_ms=10_000,
+                              fault_s=(1.0, 1.0))
+    stop, events = threading.Event(), []
+    worker = _ProducerWorker(0, pylog_broker.bootstrap_servers, options, stop, _Clock(), events)
+    worker.start()
+    partition = pylog_broker.replicas.get("desync", 0)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(v.startswith("p0.0/") for v in list(worker.acks)):
+            assert time.monotonic() < deadline and worker.is_alive(), "the first incarnation got no ack"
+            time.sleep(0.05)
+        with WireClient(pylog_broker.bootstrap_servers) as wire:
+            for _ in range(50):  # the producer's own next batch may win the race: forge after it
+                (pid, entry), = partition.producers.producers.items()
+                forged = record_batch([b"x", b"y", b"z"], producer_id=pid, producer_epoch=entry.epoch,
+                                      base_sequence=entry.last_seq + 1)
+                if produce_result(wire.call(produce_request("desync", 0, forged)))[0] == 0:
+                    break
+            else:
+                raise AssertionError("the forged batch never took the producer's next sequences")
+        while not any(v.startswith("p0.1/") for v in list(worker.acks)):
+            assert worker.is_alive(), f"workload producer died: {worker.failure!r}"
+            assert time.monotonic() < deadline + 30, f"no second incarnation acknowledged: {events}"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        worker.join(30)
+    assert worker.failure is None, repr(worker.failure)
+    fatal = [e for e in events if e.get("fatal")]
+    assert fatal and fatal[0]["producer"] == "p0.0", events
+    assert "OUT_OF_ORDER_SEQUENCE" in fatal[0]["error"] or "desynchronization" in fatal[0]["error"], fatal
