@@ -178,11 +178,17 @@ class Partition:
     # -- high watermark ----------------------------------------------------------------
 
     def update_high_watermark(self) -> None:
-        """Leader: HW = max(HW, min log end offset over the ISR); a single-node ISR makes it the LEO."""
+        """Leader: HW = max(HW, min log end offset over the ISR); a single-node ISR makes it the LEO.
+
+        The ISR here is Kafka's *maximal* ISR (KIP-497): while a write adding a follower is in flight that
+        follower counts already (a shrink counts only once written, so the larger set holds until then): the
+        controller may elect it from the new ISR the moment ZooKeeper has it.
+        """
         if not self.is_leader:
             return
         low = self.log.log_end_offset
-        for replica in self.isr:
+        pending = self._pending_isr
+        for replica in self.isr if not pending else set(self.isr) | set(pending):
             if replica == self.broker_id:
                 continue
             state = self._remote.get(replica)

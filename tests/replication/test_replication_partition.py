@@ -204,6 +204,38 @@ def test_a_follower_that_caught_up_rejoins_the_isr(open_partition, clock):
     asyncio.run(scenario())
 
 
+def test_while_a_follower_joins_the_isr_the_high_watermark_waits_for_it_too(open_partition, clock):
+    """KIP-497's maximal ISR: between the leader asking ZooKeeper to add a caught-up follower and the answer, the
+    high watermark counts that follower already; else an acks=all write could be acknowledged without it, and
+    its election from the new ISR lose the write.
+    Mutation: update_high_watermark over ``self.isr`` only -> ``assert 4 == 2``."""
+    async def scenario():
+        release = asyncio.Event()
+
+        async def slow_writer(partition, new_isr):
+            await release.wait()
+            return PartitionState(partition.broker_id, partition.leader_epoch, tuple(new_isr), 0,
+                                  partition.zk_version + 1)
+
+        leader = open_partition(0, isr_writer=slow_writer)
+        leader.make_leader(state(0, 1, [0, 1]), [0, 1, 2])
+        produce(leader, b"a", b"b")
+        leader.update_follower_fetch(1, 2, clock.now)
+        assert leader.high_watermark == 2
+        leader.update_follower_fetch(2, 2, clock.now)  # caught up: the ISR write (0, 1, 2) is in flight
+        assert leader.isr_update_task is not None and leader.isr == (0, 1)
+        produce(leader, b"c", b"d")
+        leader.update_follower_fetch(1, 4, clock.now)
+        assert leader.high_watermark == 2, "acknowledged past a follower the ISR is taking in"
+        release.set()
+        await leader.isr_update_task
+        assert leader.isr == (0, 1, 2) and leader.high_watermark == 2
+        leader.update_follower_fetch(2, 4, clock.now)
+        assert leader.high_watermark == 4
+
+    asyncio.run(scenario())
+
+
 def test_a_follower_must_reach_the_start_of_the_leaders_epoch_to_rejoin(open_partition, clock):
     async def scenario():
         writer = IsrWriter()
