@@ -83,6 +83,8 @@ STOP_TIMEOUT_S = 30.0
 KILL_WAIT_S = 10.0
 METADATA_TIMEOUT_S = 2.0
 POLL_S = 0.1
+PORT_RACE_RETRIES = 3  # start(): a broker whose picked port another process bound first starts again on new ones
+log = logging.getLogger(__name__)
 
 
 class ClusterError(Exception):
@@ -93,6 +95,13 @@ def _source_root() -> str:
     import broker_sim
 
     return os.path.dirname(os.path.dirname(os.path.abspath(broker_sim.__file__)))
+
+
+def _lost_a_port_race(node: "BrokerNode") -> bool:
+    """The node's ended process could not bind a port we picked for it: another process took it meanwhile
+    (the broker's ``cannot listen: ... address already in use``, the last thing its log says)."""
+    tail = file_tail(node.log_path, 600).lower()
+    return "cannot listen" in tail and "address already in use" in tail
 
 
 def file_tail(path: str | Path, limit: int = 2000) -> str:
@@ -250,11 +259,31 @@ class LocalCluster:
                           if registry else [None] * brokers)
         self.nodes: dict[int, BrokerNode] = {
             i: BrokerNode(i, ports[i], self.data_dir / f"broker-{i}", registry_ports[i]) for i in range(brokers)}
+        # ports this cluster picked itself, which start() may pick again when another process took one first
+        self._picked_ports = (base_port is None, registry and registry_base_port is None)
         if metrics:
             taken = set(ports) | set(registry_ports)
             for node, port in zip(self.nodes.values(),
                                   [p for p in self._free_ports(brokers * 3) if p not in taken][:brokers]):
                 node.metrics_port = port
+
+    def _pick_ports_again(self, nodes: list[BrokerNode]) -> bool:
+        """New free ports for *nodes*, whose process could not listen on one that another process took between
+        our pick and its bind; False when a port was given (``base_port``: not ours to change)."""
+        brokers_picked, registry_picked = self._picked_ports
+        if not brokers_picked or (not registry_picked and any(n.registry_port is not None for n in nodes)):
+            return False
+        taken = {port for n in self.nodes.values() for port in (n.port, n.registry_port, n.metrics_port) if port}
+        fresh = iter([p for p in self._free_ports(len(taken) + 3 * len(nodes)) if p not in taken])
+        for node in nodes:
+            log.warning("broker %d could not listen on a port another process took; starting it on new ports",
+                        node.broker_id)
+            node.port = next(fresh)
+            if node.registry_port is not None:
+                node.registry_port = next(fresh)
+            if node.metrics_port is not None:
+                node.metrics_port = next(fresh)
+        return True
 
     @staticmethod
     def _free_ports(count: int) -> list[int]:
@@ -347,7 +376,19 @@ class LocalCluster:
             self._zk.start(timeout=self.start_timeout_s)
             for broker_id in self.broker_ids:
                 self._spawn(self.nodes[broker_id])
-            self.wait_until_ready(timeout_s=self.start_timeout_s)
+            for attempt in range(PORT_RACE_RETRIES + 1):
+                try:
+                    self.wait_until_ready(timeout_s=self.start_timeout_s)
+                    break
+                except ClusterError:
+                    ended = [node for node in self.nodes.values() if node.process is not None
+                             and node.process.poll() is not None]
+                    lost = [node for node in ended if _lost_a_port_race(node)]
+                    if (attempt == PORT_RACE_RETRIES or not lost or len(lost) < len(ended)
+                            or not self._pick_ports_again(lost)):
+                        raise
+                    for node in lost:
+                        self._spawn(node)
         except BaseException:
             self.stop_all()
             raise

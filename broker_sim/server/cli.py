@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None, *, when_serving: Callable[[], object] | 
         print(f"pylog-broker: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"pylog-broker: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        # the error names the address: the Kafka port, or the metrics or Schema Registry one that failed
+        print(f"pylog-broker: cannot listen: {exc}", file=sys.stderr)
         return 1
     except RuntimeError as exc:
         print(f"pylog-broker: {exc}", file=sys.stderr)

@@ -136,6 +136,52 @@ def test_stop_all_stops_everything(tmp_path):
 
 
 @pytest.mark.cluster
+def test_a_broker_whose_picked_ports_another_process_took_starts_on_new_ones(tmp_path):
+    """Ports are picked before the brokers bind them: a process that takes one meanwhile (another test's
+    server, an outgoing connection's ephemeral port) must not fail the start (CI once lost a module's cluster
+    to "broker 0 exited (status 1) before it was ready"). Both the Kafka and the metrics port are covered.
+    Mutation: start() without the retry -> ClusterError "... address already in use"."""
+    import socket
+
+    reason = zookeeper_missing()
+    if reason:
+        pytest.skip(f"no ZooKeeper for cluster tests: {reason}")
+    cluster = LocalCluster(tmp_path / "c", brokers=2, metrics=True, configs={"zookeeper.session.timeout.ms": "6000"})
+    taken = [cluster.nodes[0].port, cluster.nodes[1].metrics_port]
+    squatters = []
+    for port in taken:
+        squatter = socket.socket()
+        squatter.bind((HOST, port))
+        squatter.listen()
+        squatters.append(squatter)
+    try:
+        cluster.start()
+        try:
+            assert cluster.nodes[0].port != taken[0] and cluster.nodes[1].metrics_port != taken[1]
+            assert set(cluster.metadata().brokers) == {0, 1}
+            assert "address already in use" in cluster.log_path(0).read_text()
+            assert "address already in use" in cluster.log_path(1).read_text()
+        finally:
+            cluster.stop_all()
+    finally:
+        for squatter in squatters:
+            squatter.close()
+
+
+def test_a_broker_that_fails_for_another_reason_is_not_restarted(tmp_path):
+    """Only a lost port race is retried: a fixed port (base_port) taken is the caller's error, reported."""
+    from broker_sim.local.cluster import BrokerNode, _lost_a_port_race
+
+    node = BrokerNode(0, 1, tmp_path)
+    node.log_path.write_text("pylog-broker: cannot listen: [Errno 98] ... address already in use\n")
+    assert _lost_a_port_race(node)
+    node.log_path.write_text("pylog-broker: unknown config 'x'\n")
+    assert not _lost_a_port_race(node)
+    fixed = LocalCluster(tmp_path / "f", brokers=1, base_port=19092)
+    assert not fixed._pick_ports_again([fixed.nodes[0]]) and fixed.nodes[0].port == 19092
+
+
+@pytest.mark.cluster
 def test_foreground_command_prints_bootstrap_servers_and_stops_on_sigterm(tmp_path):
     reason = zookeeper_missing()
     if reason:
