@@ -11,7 +11,8 @@ workload hands it).
 Checks (:func:`check`), each counted and with a few examples:
 
 * ``lost``: acknowledged, but not in the final read;
-* ``duplicated``: a value that occurs more than once in the final read;
+* ``duplicated``: a value that occurs more than once in the final read, unless
+  its copies were written under different epochs of one producer id (below);
 * ``wrong_offset``: acknowledged at one (partition, offset), found at another
   (an acknowledgement without an offset -- librdkafka's implicit ack of a batch
   whose successor was acknowledged -- is only checked for presence);
@@ -25,10 +26,23 @@ Checks (:func:`check`), each counted and with a few examples:
 * ``divergent``: partitions whose replicas' logs differ after healing.
   Replicas are compared batch by batch from the ``.log`` segment files in each
   broker's partition directory: (base offset, last offset, partition leader
-  epoch, CRC32C, size) of every batch, the CRC32C computed here over the bytes
-  the batch CRC covers (attributes to the end: every record byte). The other
-  fields are the ones the broker stamps, so equal digests mean equal logs;
-  segment boundaries (which may differ between brokers) do not matter.
+  epoch, CRC32C, size, producer id, producer epoch, base sequence) of every
+  batch, the CRC32C computed here over the bytes the batch CRC covers
+  (attributes to the end: every record byte). The other fields are the ones
+  the broker stamps, so equal digests mean equal logs; segment boundaries
+  (which may differ between brokers) do not matter.
+
+A broker deduplicates an idempotent producer's retries by (producer id,
+epoch, sequence) within one epoch; a new epoch starts at sequence 0 and
+cannot be told from new records (Kafka's protocol). librdkafka bumps the epoch
+to recover from some errors (KIP-360: a sequence gap, a message timeout) and
+then sends again, renumbered, the messages it had not seen acknowledged, also
+those that were already written -- duplicates its maintainers document for the
+idempotent (non-transactional) producer (librdkafka#4953). A duplicate whose
+copies the replica logs show under different epochs of one producer id is
+such a *client* duplicate: counted in ``client_duplicated``, with examples,
+and not an anomaly. A copy written twice within one epoch, or one whose
+producer fields are unknown, is ``duplicated``.
 
 ``valid`` is true when every anomaly count is zero, something was
 acknowledged, the final read reached every partition's high watermark and the
@@ -60,8 +74,9 @@ ANOMALIES = ("lost", "duplicated", "wrong_offset", "nonmonotonic", "reordered", 
              "lost_reads", "nonmonotonic_polls", "skipped_reads", "divergent")
 
 # RecordBatch v2 header: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
-# lastOffsetDelta (see broker_sim/storage/batch.py for the whole 61-byte header).
-_BATCH_PREFIX = struct.Struct(">qiibIhi")
+# lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
+# (broker_sim/storage/batch.py reads the same 61 bytes)
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _LOG_OVERHEAD = 12
 _CRC_COVERS_FROM = 21  # the batch CRC32C covers attributes .. end of the batch
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
@@ -150,9 +165,15 @@ def check(history: History, *, min_acked_per_fault: int = MIN_ACKED_PER_FAULT) -
             by_offset.setdefault(offset, value)
             found.setdefault(value, []).append((partition, offset))
 
+    client_duplicates: list[dict] = []
     for value, places in found.items():
         if len(places) > 1:
-            anomaly("duplicated", {"value": value, "at": [list(p) for p in places]})
+            written_as = [_written_as(history.replica_logs.get(p, {}), o) for p, o in places]
+            example = {"value": value, "at": [list(p) for p in places], "written_as": written_as}
+            if _epoch_bump_copies(written_as):
+                client_duplicates.append(example)
+            else:
+                anomaly("duplicated", example)
         if value not in history.sends:
             anomaly("unexpected", {"value": value, "at": list(places[0])})
 
@@ -198,6 +219,8 @@ def check(history: History, *, min_acked_per_fault: int = MIN_ACKED_PER_FAULT) -
         "indeterminate": len(indeterminate),
         "indeterminate_read": sum(1 for v in indeterminate if v in found),
         "acked_without_offset": sum(1 for _, offset in history.acks.values() if offset is None or offset < 0),
+        "client_duplicated": len(client_duplicates),
+        "client_duplicate_examples": client_duplicates[:EXAMPLES],
         "send_errors": len(history.send_errors),
         "read": read,
         "consumer_observations": observed,
@@ -319,6 +342,24 @@ def replica_difference(replicas: dict[int, list]) -> dict | None:
     return None
 
 
+def _written_as(replicas: dict[int, list], offset: int) -> list[int] | None:
+    """[producer id, producer epoch, sequence] of the record at ``offset`` in the first replica's digests that
+    carry producer fields, None when unknown (no digest covers it, or digests from before those fields)."""
+    for _, digests in sorted(replicas.items()):
+        for digest in digests:
+            if len(digest) >= 8 and digest[0] <= offset <= digest[1]:
+                producer_id, producer_epoch, base_sequence = digest[5:8]
+                return [producer_id, producer_epoch, base_sequence + offset - digest[0] if base_sequence >= 0 else -1]
+    return None
+
+
+def _epoch_bump_copies(written_as: list) -> bool:
+    """The copies of one value were written by one idempotent producer id, each under a different epoch."""
+    if any(w is None or w[0] < 0 for w in written_as):
+        return False
+    return len({w[0] for w in written_as}) == 1 and len({w[1] for w in written_as}) == len(written_as)
+
+
 def end_offset(digests: list) -> int:
     """The offset after a replica's last batch (0 for an empty log)."""
     return digests[-1][1] + 1 if digests else 0
@@ -327,22 +368,23 @@ def end_offset(digests: list) -> int:
 # --------------------------------------------------------------------------- reading replica logs
 
 def batch_digests(partition_dir: str | os.PathLike) -> list[list[int]]:
-    """[base offset, last offset, partition leader epoch, CRC32C, size] of each batch in the partition's
-    ``.log`` segments, in offset order. A torn batch at the end of the last segment (a write in
-    progress) ends the list."""
+    """[base offset, last offset, partition leader epoch, CRC32C, size, producer id, producer epoch, base
+    sequence] of each batch in the partition's ``.log`` segments, in offset order. A torn batch at the end of
+    the last segment (a write in progress) ends the list."""
     directory = Path(partition_dir)
     segments = sorted((int(m.group(1)), p) for p in directory.iterdir() if (m := _SEGMENT_NAME.match(p.name)))
     digests: list[list[int]] = []
     for _, path in segments:
         data = path.read_bytes()
         position = 0
-        while position + _BATCH_PREFIX.size <= len(data):
-            base, length, epoch, _magic, _crc, _attributes, last_delta = _BATCH_PREFIX.unpack_from(data, position)
+        while position + _BATCH_HEADER.size <= len(data):
+            (base, length, epoch, _magic, _crc, _attributes, last_delta, _first_ts, _max_ts, producer_id,
+             producer_epoch, base_sequence, _count) = _BATCH_HEADER.unpack_from(data, position)
             size = length + _LOG_OVERHEAD
             if length <= 0 or position + size > len(data):
                 break
             crc = crc32c(memoryview(data)[position + _CRC_COVERS_FROM:position + size])
-            digests.append([base, base + last_delta, epoch, crc, size])
+            digests.append([base, base + last_delta, epoch, crc, size, producer_id, producer_epoch, base_sequence])
             position += size
     return digests
 

@@ -82,6 +82,46 @@ def test_duplicate_in_the_log():
     assert_only(check(history), "duplicated")
 
 
+def _duplicate_written_as(first: list[int], again: list[int]) -> tuple[History, str]:
+    """clean_history with a value of partition 0 written again at its end; the replica digests carry the
+    producer fields of both copies (``first``/``again``: [producer id, producer epoch, sequence])."""
+    history = clean_history()
+    records = history.final[0]
+    copy_offset, value = records[3]
+    again_offset = records[-1][0] + 1
+    records.append([again_offset, value])
+    for digests in history.replica_logs[0].values():
+        for digest in digests:
+            digest.extend([-1, -1, -1])
+            if digest[0] == copy_offset:
+                digest[5:8] = first
+        digests.append([again_offset, again_offset, 1, 99, 80, *again])
+    return history, value
+
+
+def test_a_value_written_again_under_a_bumped_producer_epoch_is_a_client_duplicate():
+    """librdkafka's KIP-360 epoch bump renumbers a possibly written message (sequence 0 of the new epoch): no
+    broker can tell it from a new record, so it is the client's duplicate, reported but not an anomaly.
+    Mutation: _epoch_bump_copies returning False -> "1 duplicated" and not valid."""
+    history, value = _duplicate_written_as([7, 0, 5], [7, 1, 0])
+    result = check(history)
+    assert result["valid"] is True, result
+    assert result["duplicated"] == 0 and result["client_duplicated"] == 1
+    assert result["client_duplicate_examples"][0]["value"] == value
+    assert result["client_duplicate_examples"][0]["written_as"] == [[7, 0, 5], [7, 1, 0]]
+
+
+@pytest.mark.parametrize("first, again", [
+    ([7, 0, 5], [7, 0, 9]),    # one epoch: the broker's dedup must have caught a retry
+    ([7, 0, 5], [7, 0, 5]),    # the same batch written twice
+    ([7, 0, 5], [8, 0, 0]),    # two producer ids: not an epoch bump
+    ([-1, -1, -1], [-1, -1, -1]),  # not idempotent: nothing proves whose duplicate it is
+])
+def test_a_duplicate_within_one_epoch_or_of_unknown_origin_is_the_brokers(first, again):
+    history, _ = _duplicate_written_as(first, again)
+    assert_only(check(history), "duplicated")
+
+
 def test_acknowledged_at_another_offset():
     history = clean_history()
     value = history.final[1][5][1]
@@ -266,6 +306,9 @@ def test_batch_digests_read_segment_files(pylog_broker_factory, tmp_path):
     directory = tmp_path / "data" / "digests-0"
     digests = batch_digests(directory)
     assert [(d[0], d[1]) for d in digests] == [(0, 4), (5, 9), (10, 14)]
+    # kafka-python is idempotent by default: one producer id, epoch 0, sequences 0, 5, 10
+    assert len({d[5] for d in digests}) == 1 and digests[0][5] >= 0
+    assert [(d[6], d[7]) for d in digests] == [(0, 0), (0, 5), (0, 10)]
     segment = next(directory.glob("*.log"))
     data = bytearray(segment.read_bytes())
     segment.write_bytes(bytes(data) + bytes(data[:30]))           # a torn batch at the tail
