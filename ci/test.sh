@@ -17,4 +17,6 @@ export PYTHONUNBUFFERED=1
 WORKERS="${PYLOG_TEST_WORKERS:-2}"
 PARALLEL=()
 [ "$WORKERS" != 0 ] && PARALLEL=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
+# pytest-benchmark (when a machine has it; the suite has no benchmark tests) would only warn that xdist disables it
+PARALLEL+=(-p no:benchmark)
 exec "$PYTHON" -m pytest tests "${PARALLEL[@]}" "$@"
