@@ -191,8 +191,7 @@ class _ProducerWorker(_Worker):
 
     def _error(self, err) -> None:
         if err.fatal():
-            self._fatal_error = err.str()
-            self._fatal.set()
+            self._fatal_seen(err)
 
     def _raised(self, exc) -> bool:
         """A KafkaException out of produce/poll/flush: True when it is the client's fatal error, noted (confluent-kafka
@@ -200,9 +199,15 @@ class _ProducerWorker(_Worker):
         error = exc.args[0] if exc.args else None
         if error is None or not hasattr(error, "fatal") or not error.fatal():
             return False
+        self._fatal_seen(error)
+        return True
+
+    def _fatal_seen(self, error) -> None:
         self._fatal_error = error.str()
         self._fatal.set()
-        return True
+
+    def _record_fatal(self, name: str) -> None:
+        self.events.append({"t": self.clock(), "producer": name, "fatal": True, "error": self._fatal_error})
 
     def _new_producer(self):
         from confluent_kafka import Producer
@@ -232,7 +237,7 @@ class _ProducerWorker(_Worker):
         next_send = time.monotonic()
         while not self.stop_event.is_set():
             if self._fatal.is_set():
-                self.events.append({"t": self.clock(), "producer": name, "fatal": True, "error": self._fatal_error})
+                self._record_fatal(name)
                 self._flush(producer, 5)
                 self.incarnation += 1
                 producer = self._new_producer()
@@ -262,7 +267,7 @@ class _ProducerWorker(_Worker):
                 next_send = time.monotonic()
         remaining = self._flush(producer, self.options.message_timeout_ms / 1000 + 5)
         if self._fatal.is_set():
-            self.events.append({"t": self.clock(), "producer": name, "fatal": True, "error": self._fatal_error})
+            self._record_fatal(name)
         if remaining:
             self.events.append({"t": self.clock(), "producer": name, "unflushed": remaining})
 
