@@ -16,6 +16,8 @@ need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 # a real ZooKeeper for multi-broker clusters (pylog-broker cluster, tests/cluster)
 [ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
+# Maven fetches Apache Kafka's jars from Maven Central (below) for the tests that compare pylog with Kafka
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"
@@ -54,6 +56,11 @@ if [ -z "$built" ] || [ connector/typed/_avro_arrow.c -nt "$built" ] || [ -n "$s
   echo "ci/setup.sh: building the C extensions in place" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps -e .
 fi
+# Apache Kafka itself (broker_sim/local/kafka.py: jars from Maven Central into ~/.cache/pylog/kafka-<version>, a
+# formatted KRaft directory and a class archive for fast starts; nothing when they are there): the oracle that
+# tests/kafka, tests/conformance and the kafka_broker fixtures run against
+(cd / && "$PYTHON" -m broker_sim.local.kafka fetch >/dev/null) \
+  || { echo "ci/setup.sh: could not fetch Apache Kafka's jars (see above)" >&2; exit 1; }
 # Bytecode for the checkout's packages: with PYTHONDONTWRITEBYTECODE set (as on CI machines and in the image) every
 # broker process, CLI call and Spark Python worker would otherwise compile them again (~0.2 s of CPU each start).
 # A .pyc whose source changed since is ignored by Python, so this is only ever a cache.

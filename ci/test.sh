@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 export PYLOG_SETUP_DOCKER=1
 # and the Spark drivers' class archive (tests/spark_cds.py)
 export PYLOG_SETUP_SPARK_CDS=1
-[ "${CI:-}" = true ] && export PYLOG_REQUIRE_DOCKER=1 PYLOG_REQUIRE_ZOOKEEPER=1
+[ "${CI:-}" = true ] && export PYLOG_REQUIRE_DOCKER=1 PYLOG_REQUIRE_ZOOKEEPER=1 PYLOG_REQUIRE_KAFKA=1
 PYTHON="$(bash ci/setup.sh | tail -n 1)"
 export PYSPARK_PYTHON="$PYTHON"
 export PYTHONUNBUFFERED=1

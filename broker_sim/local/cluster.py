@@ -211,7 +211,92 @@ class BrokerNode:
         return self.process is not None and self.process.poll() is None
 
 
-class LocalCluster:
+class ClusterQueries:
+    """Cluster queries over the wire, for any cluster of processes on 127.0.0.1 (pylog's or Apache Kafka's).
+
+    A subclass gives ``available_brokers()`` (ids running and unpaused) and ``address(broker_id)``
+    (``host:port``); every query asks one of those with a raw Metadata v12 request, so a frozen broker is never
+    asked and a query never hangs.
+    """
+
+    def available_brokers(self) -> list[int]:
+        raise NotImplementedError
+
+    def address(self, broker_id: int) -> str:
+        raise NotImplementedError
+
+    def metadata(self, topics: Sequence[str] | None = (), *, prefer: Iterable[int] = (),
+                 timeout_s: float = 10.0) -> ClusterMetadata:
+        """A Metadata answer from an available broker (tries *prefer* first, then the others).
+
+        Raises ClusterError if no available broker answers within *timeout_s*.
+        """
+        deadline = time.monotonic() + timeout_s
+        last_error = "no broker is running and unpaused"
+        while True:
+            available = self.available_brokers()
+            order = [b for b in prefer if b in available] + [b for b in available if b not in set(prefer)]
+            for broker_id in order:
+                try:
+                    host, port = self.address(broker_id).rsplit(":", 1)
+                    return fetch_metadata(host, int(port), topics, broker_id=broker_id,
+                                          timeout_s=min(METADATA_TIMEOUT_S, max(0.1, deadline - time.monotonic())))
+                except (OSError, ValueError) as exc:
+                    last_error = f"broker {broker_id}: {type(exc).__name__}: {exc}"
+            if time.monotonic() > deadline:
+                raise ClusterError(f"no broker answered Metadata within {timeout_s:g} s ({last_error})")
+            time.sleep(POLL_S)
+
+    def controller_id(self, *, timeout_s: float = 10.0) -> int:
+        """The active controller's broker id as an available broker reports it (-1 if none)."""
+        return self.metadata((), timeout_s=timeout_s).controller_id
+
+    def partition(self, topic: str, partition: int, *, timeout_s: float = 10.0) -> PartitionMetadata:
+        """Leader, epoch, replicas and ISR of one partition, as an available broker reports them."""
+        answer = self.metadata([topic], timeout_s=timeout_s)
+        try:
+            return answer.partitions[(topic, partition)]
+        except KeyError:
+            raise ClusterError(f"broker {answer.answered_by} does not know partition {topic}-{partition} "
+                               f"(topic error code {answer.topics.get(topic)})") from None
+
+    def leader_of(self, topic: str, partition: int, *, timeout_s: float = 10.0) -> int:
+        """The leader's broker id (-1 while there is none)."""
+        return self.partition(topic, partition, timeout_s=timeout_s).leader
+
+    def wait_for(self, predicate, *, timeout_s: float, what: str, topics: Sequence[str] | None = ()):
+        """Poll ``predicate(metadata)`` until it returns something other than None or False
+        (a broker id 0 counts), which is returned.
+
+        Raises ClusterError naming *what* and the last metadata seen after *timeout_s*.
+        """
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while True:
+            try:
+                last = self.metadata(topics, timeout_s=max(0.5, min(5.0, deadline - time.monotonic())))
+                result = predicate(last)
+                if result is not None and result is not False:
+                    return result
+            except ClusterError:
+                pass
+            if time.monotonic() > deadline:
+                raise ClusterError(f"timed out after {timeout_s:g} s waiting for {what}; last metadata: {last}")
+            time.sleep(POLL_S)
+
+    def wait_for_full_isr(self, topic: str, partitions: int, *, timeout_s: float = 60.0) -> dict:
+        """Wait until every partition of *topic* has a leader and ISR == replicas; return them."""
+        def complete(md: ClusterMetadata):
+            states = {p: md.partitions.get((topic, p)) for p in range(partitions)}
+            if all(s is not None and s.error_code == 0 and s.leader >= 0 and s.replicas
+                   and set(s.isr) == set(s.replicas) for s in states.values()):
+                return states
+            return None
+        return self.wait_for(complete, timeout_s=timeout_s, what=f"{topic}: leaders and full ISRs",
+                             topics=[topic])
+
+
+class LocalCluster(ClusterQueries):
     """ZooKeeper plus *brokers* broker processes on 127.0.0.1; see the module docstring.
 
     *configs* are Kafka broker configs given to every broker (``--config k=v``); ``{port}`` in a value is the
@@ -656,77 +741,6 @@ class LocalCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop_all()
-
-    # ----------------------------------------------------------------- queries
-
-    def metadata(self, topics: Sequence[str] | None = (), *, prefer: Iterable[int] = (),
-                 timeout_s: float = 10.0) -> ClusterMetadata:
-        """A Metadata answer from an available broker (tries *prefer* first, then the others).
-
-        Raises ClusterError if no available broker answers within *timeout_s*.
-        """
-        deadline = time.monotonic() + timeout_s
-        last_error = "no broker is running and unpaused"
-        while True:
-            available = self.available_brokers()
-            order = [b for b in prefer if b in available] + [b for b in available if b not in set(prefer)]
-            for broker_id in order:
-                try:
-                    return fetch_metadata(HOST, self.nodes[broker_id].port, topics, broker_id=broker_id,
-                                          timeout_s=min(METADATA_TIMEOUT_S, max(0.1, deadline - time.monotonic())))
-                except (OSError, ValueError) as exc:
-                    last_error = f"broker {broker_id}: {type(exc).__name__}: {exc}"
-            if time.monotonic() > deadline:
-                raise ClusterError(f"no broker answered Metadata within {timeout_s:g} s ({last_error})")
-            time.sleep(POLL_S)
-
-    def controller_id(self, *, timeout_s: float = 10.0) -> int:
-        """The active controller's broker id as an available broker reports it (-1 if none)."""
-        return self.metadata((), timeout_s=timeout_s).controller_id
-
-    def partition(self, topic: str, partition: int, *, timeout_s: float = 10.0) -> PartitionMetadata:
-        """Leader, epoch, replicas and ISR of one partition, as an available broker reports them."""
-        answer = self.metadata([topic], timeout_s=timeout_s)
-        try:
-            return answer.partitions[(topic, partition)]
-        except KeyError:
-            raise ClusterError(f"broker {answer.answered_by} does not know partition {topic}-{partition} "
-                               f"(topic error code {answer.topics.get(topic)})") from None
-
-    def leader_of(self, topic: str, partition: int, *, timeout_s: float = 10.0) -> int:
-        """The leader's broker id (-1 while there is none)."""
-        return self.partition(topic, partition, timeout_s=timeout_s).leader
-
-    def wait_for(self, predicate, *, timeout_s: float, what: str, topics: Sequence[str] | None = ()):
-        """Poll ``predicate(metadata)`` until it returns something other than None or False
-        (a broker id 0 counts), which is returned.
-
-        Raises ClusterError naming *what* and the last metadata seen after *timeout_s*.
-        """
-        deadline = time.monotonic() + timeout_s
-        last = None
-        while True:
-            try:
-                last = self.metadata(topics, timeout_s=max(0.5, min(5.0, deadline - time.monotonic())))
-                result = predicate(last)
-                if result is not None and result is not False:
-                    return result
-            except ClusterError:
-                pass
-            if time.monotonic() > deadline:
-                raise ClusterError(f"timed out after {timeout_s:g} s waiting for {what}; last metadata: {last}")
-            time.sleep(POLL_S)
-
-    def wait_for_full_isr(self, topic: str, partitions: int, *, timeout_s: float = 60.0) -> dict:
-        """Wait until every partition of *topic* has a leader and ISR == replicas; return them."""
-        def complete(md: ClusterMetadata):
-            states = {p: md.partitions.get((topic, p)) for p in range(partitions)}
-            if all(s is not None and s.error_code == 0 and s.leader >= 0 and s.replicas
-                   and set(s.isr) == set(s.replicas) for s in states.values()):
-                return states
-            return None
-        return self.wait_for(complete, timeout_s=timeout_s, what=f"{topic}: leaders and full ISRs",
-                             topics=[topic])
 
     def partition_dirs(self, topic: str, partition: int) -> dict[int, Path]:
         """{broker id: the partition's directory in its data dir} for brokers that have one."""

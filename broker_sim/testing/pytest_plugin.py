@@ -29,6 +29,14 @@ one per module.
 They skip, naming why, when no Docker engine answers — unless ``PYLOG_REQUIRE_DOCKER=1`` or ``CI=true``,
 where they fail instead.
 
+Apache Kafka itself, for tests that must hold on Kafka too (``python -m broker_sim.local.kafka fetch`` gets
+its jars; ``broker_sim.local.kafka``): ``kafka_broker`` is one KRaft node for the whole session (tests share it,
+so give topics and groups names of their own), ``kafka_broker_factory(config={...})`` starts nodes with configs
+of your choice for one test, and ``kafka_cluster`` is three nodes (each a broker and a controller) for one
+module, with kill/pause/restart. ``any_broker`` runs a test twice, on a fresh ``pylog_broker`` and on
+``kafka_broker`` (``any_broker.kind`` is ``"pylog"`` or ``"kafka"``): what passes on both is Kafka's behaviour.
+Without Kafka's jars they skip, naming how to get them (fail under ``CI=true`` or ``PYLOG_REQUIRE_KAFKA=1``).
+
 The in-process fixtures set ``group.initial.rebalance.delay.ms`` to 0 unless you give it, as
 Kafka's own test harness does: the broker's default (Kafka's 3000) makes a new
 group wait 3 s for more members before its first rebalance, which saves
@@ -171,3 +179,70 @@ def pylog_cluster_containers():
         yield cluster
     finally:
         cluster.stop()
+
+
+def _require_kafka() -> None:
+    from broker_sim.testing.requirements import require_kafka
+
+    require_kafka()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """One Apache Kafka node (KRaft, broker and controller) for the session: ``.bootstrap_servers``."""
+    _require_kafka()
+    from broker_sim.local.kafka import KafkaServer
+
+    with KafkaServer(tmp_path_factory.mktemp("kafka-broker"), configs=TEST_CONFIG) as server:
+        yield server
+
+
+@pytest.fixture
+def kafka_broker_factory(tmp_path_factory):
+    """Start Apache Kafka nodes for this test: ``start(config=None)`` with broker configs by Kafka's names."""
+    _require_kafka()
+    from broker_sim.local.kafka import KafkaServer
+
+    started = []
+
+    def start(config: dict | None = None, **kwargs):
+        server = KafkaServer(tmp_path_factory.mktemp("kafka-broker"), configs={**TEST_CONFIG, **(config or {})},
+                             **kwargs)
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.stop_all()
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(tmp_path_factory):
+    """Three Apache Kafka nodes (ids 1-3, each a broker and a KRaft voter) for one module."""
+    _require_kafka()
+    from broker_sim.local.kafka import KafkaCluster
+
+    with KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), brokers=3, configs=TEST_CONFIG) as cluster:
+        yield cluster
+
+
+class AnyBroker:
+    """One of the two brokers a test runs on: ``kind`` ("pylog" or "kafka") and its ``bootstrap_servers``."""
+
+    def __init__(self, kind: str, server) -> None:
+        self.kind = kind
+        self.server = server
+        self.bootstrap_servers = server.bootstrap_servers
+        self.host, port = self.bootstrap_servers.split(",")[0].rsplit(":", 1)
+        self.port = int(port)
+
+    def __repr__(self) -> str:
+        return f"AnyBroker({self.kind}, {self.bootstrap_servers})"
+
+
+@pytest.fixture(params=["pylog", "kafka"])
+def any_broker(request):
+    """The test runs twice: on a fresh ``pylog_broker`` and on the session's ``kafka_broker``."""
+    if request.param == "pylog":
+        return AnyBroker("pylog", request.getfixturevalue("pylog_broker"))
+    return AnyBroker("kafka", request.getfixturevalue("kafka_broker"))

@@ -1,9 +1,9 @@
-"""A test's missing external dependency (ZooKeeper, Docker): a skip on a laptop, a failure where it must run.
+"""A test's missing external dependency (ZooKeeper, Docker, Apache Kafka): a skip here, a failure where it must run.
 
 A bare ``pytest`` on a machine without Debian's ``zookeeper`` package skips
 the cluster tests with a reason naming what to install.  Under ``CI=true``, or
 with ``PYLOG_REQUIRE_<NAME>=1`` (``PYLOG_REQUIRE_ZOOKEEPER``,
-``PYLOG_REQUIRE_DOCKER``), the same test fails instead: a green run must not
+``PYLOG_REQUIRE_DOCKER``, ``PYLOG_REQUIRE_KAFKA``), the same test fails instead: a green run must not
 hide that the strongest tests never ran.
 """
 from __future__ import annotations
@@ -36,3 +36,12 @@ def require_zookeeper() -> None:
     reason = zookeeper_available()
     if reason:
         missing("zookeeper", f"no ZooKeeper for cluster tests: {reason}")
+
+
+def require_kafka() -> None:
+    """Skip or fail (see ``missing``) unless Apache Kafka's jars and java are here (``ci/setup.sh`` fetches them)."""
+    from broker_sim.local.kafka import kafka_available
+
+    reason = kafka_available()
+    if reason:
+        missing("kafka", f"no Apache Kafka to compare with: {reason}")
