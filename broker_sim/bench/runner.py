@@ -121,7 +121,8 @@ NOTES = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`broker_sim.bench.groups`)."""
     parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security", "schema-validation",
-                                               "registry", "start", "spark-latency", "partitions"],
+                                               "registry", "start", "spark-latency", "partitions",
+                                               "kafka-start"],
                         default="throughput",
                         help="schema-validation: produce to a topic with confluent.value.schema.validation vs one "
                              "without, alternating rounds (bench.schema_validation); registry: Schema Registry "
@@ -133,7 +134,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "RF=1 acks=1 and leader failover time on a 3-broker cluster, see "
                              "--cluster-records etc.; start: spawn to accepting TCP, --rounds x --starts "
                              "alternating samples vs --baseline and a bare interpreter, with and without cached "
-                             "bytecode (bench.start) (default: throughput)")
+                             "bytecode (bench.start); kafka-start: Apache Kafka's start and idle memory beside "
+                             "broker_sim's, --rounds alternating pairs (bench.kafka_start) (default: throughput)")
     parser.add_argument("--records", type=positive_int, default=1_000_000,
                         help="records per confluent-kafka workload (default: 1000000)")
     parser.add_argument("--record-size", type=positive_int, default=100, help="value bytes (default: 100)")
@@ -159,6 +161,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "workloads rdkafka_produce_acks1 and rdkafka_produce_acksall (throughput workload)")
     from broker_sim.bench import spark_latency  # spark-latency: end-to-end latency through Spark
     spark_latency.add_arguments(parser)
+    from broker_sim.bench import kafka_start
+    kafka_start.add_arguments(parser)
 
 
 def _broker_list(text: str) -> list[str]:

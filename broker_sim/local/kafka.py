@@ -450,12 +450,14 @@ class KafkaCluster(ClusterQueries):
                                                 start_new_session=True)
             node.paused = False
 
-    def start(self) -> "KafkaCluster":
-        """Start every node and wait until each lists them all; raise ClusterError with a log tail if not."""
+    def start(self, *, wait: bool = True) -> "KafkaCluster":
+        """Start every node and (with *wait*) wait until each lists them all; raise ClusterError with a log
+        tail if not."""
         try:
             for node in self.nodes.values():
                 self._spawn(node)
-            self.wait_until_ready()
+            if wait:
+                self.wait_until_ready()
         except BaseException:
             self.stop_all()
             raise
@@ -595,6 +597,11 @@ class KafkaServer(KafkaCluster):
 
     def __init__(self, data_dir: str | Path, *, configs: Mapping[str, object] | None = None, **kwargs) -> None:
         super().__init__(data_dir, 1, configs=configs, **kwargs)
+
+    @property
+    def pid(self) -> int | None:  # type: ignore[override]
+        process = self.nodes[1].process
+        return process.pid if process is not None else None
 
     @property
     def node_id(self) -> int:

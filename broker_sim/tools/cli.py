@@ -72,6 +72,7 @@ from typing import Sequence
 from kafka.errors import KafkaError
 
 from broker_sim.bench import groups as bench_groups
+from broker_sim.bench import kafka_start as bench_kafka_start
 from broker_sim.bench import partitions as bench_partitions
 from broker_sim.bench import registry as bench_registry
 from broker_sim.bench import spark_latency as bench_spark_latency
@@ -363,7 +364,7 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
         runner = {"groups": bench_groups, "cluster": bench_replication, "security": bench_security,
                   "schema-validation": bench_schema_validation, "registry": bench_registry,
                   "start": bench_start, "spark-latency": bench_spark_latency,
-                  "partitions": bench_partitions}.get(args.workload, bench)
+                  "partitions": bench_partitions, "kafka-start": bench_kafka_start}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
                       security=security.client_settings(args.command_config))
