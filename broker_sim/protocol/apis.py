@@ -71,24 +71,26 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.Fetch, CONSUMER, 4, 12),
     ApiSpec(ApiKey.ListOffsets, CONSUMER, 1, 7),
     ApiSpec(ApiKey.Metadata, METADATA, 0, 12),
-    ApiSpec(ApiKey.ApiVersions, METADATA, 0, 3),
-    ApiSpec(ApiKey.CreateTopics, ADMIN, 0, 7),
-    ApiSpec(ApiKey.DeleteTopics, ADMIN, 0, 6),
+    ApiSpec(ApiKey.ApiVersions, METADATA, 0, 4),
+    # Kafka 4 removed CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, DescribeConfigs v0,
+    # OffsetCommit v0-1 and OffsetFetch v0 (KIP-896): a request at those versions closes the connection
+    ApiSpec(ApiKey.CreateTopics, ADMIN, 2, 7),
+    ApiSpec(ApiKey.DeleteTopics, ADMIN, 1, 6),
     ApiSpec(ApiKey.DeleteRecords, ADMIN, 0, 2),
     ApiSpec(ApiKey.InitProducerId, PRODUCER, 0, 4),
-    ApiSpec(ApiKey.OffsetForLeaderEpoch, CONSUMER, 0, 4),
-    ApiSpec(ApiKey.DescribeConfigs, ADMIN, 0, 4),
+    ApiSpec(ApiKey.OffsetForLeaderEpoch, CONSUMER, 2, 4),
+    ApiSpec(ApiKey.DescribeConfigs, ADMIN, 1, 4),
     ApiSpec(ApiKey.CreatePartitions, ADMIN, 0, 3),
     ApiSpec(ApiKey.AlterConfigs, ADMIN, 0, 2),
     ApiSpec(ApiKey.IncrementalAlterConfigs, ADMIN, 0, 1),
-    ApiSpec(ApiKey.DescribeCluster, ADMIN, 0, 1),
+    ApiSpec(ApiKey.DescribeCluster, ADMIN, 0, 2),
     ApiSpec(ApiKey.FindCoordinator, METADATA, 0, 4),
     ApiSpec(ApiKey.JoinGroup, CONSUMER, 0, 7),
     ApiSpec(ApiKey.SyncGroup, CONSUMER, 0, 5),
     ApiSpec(ApiKey.Heartbeat, CONSUMER, 0, 4),
     ApiSpec(ApiKey.LeaveGroup, CONSUMER, 0, 5),
-    ApiSpec(ApiKey.OffsetCommit, CONSUMER, 0, 8),
-    ApiSpec(ApiKey.OffsetFetch, CONSUMER, 0, 8),
+    ApiSpec(ApiKey.OffsetCommit, CONSUMER, 2, 8),
+    ApiSpec(ApiKey.OffsetFetch, CONSUMER, 1, 8),
     ApiSpec(ApiKey.DescribeGroups, ADMIN, 0, 5),
     ApiSpec(ApiKey.ListGroups, ADMIN, 0, 4),
     ApiSpec(ApiKey.DeleteGroups, ADMIN, 0, 2),
@@ -118,8 +120,8 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.ListPartitionReassignments, ADMIN, 0, 0),
     # leader election (KIP-460: v1+ election type, PREFERRED or UNCLEAN)
     ApiSpec(ApiKey.ElectLeaders, ADMIN, 0, 2),
-    # log dirs (JBOD, KIP-113): Kafka 4 serves DescribeLogDirs v1-5 and AlterReplicaLogDirs v1-2
-    ApiSpec(ApiKey.DescribeLogDirs, ADMIN, 1, 5),
+    # log dirs (JBOD, KIP-113): Kafka 4.1 serves DescribeLogDirs v1-4 and AlterReplicaLogDirs v1-2
+    ApiSpec(ApiKey.DescribeLogDirs, ADMIN, 1, 4),
     ApiSpec(ApiKey.AlterReplicaLogDirs, ADMIN, 1, 2),
 )
 
@@ -144,8 +146,11 @@ messages = Messages()
 
 
 def api_versions_response(version: int, error_code: int = 0):
-    """The ApiVersions answer: every row of ``APIS``; v0 layout when reporting an unsupported version."""
+    """The ApiVersions answer: every row of ``APIS``.  With an error (a version this broker does not know,
+    answered in the v0 layout) it lists only ApiVersions' own range, as Kafka's ``ApiVersionsRequest
+    .getErrorResponse`` does: enough for the client to retry at a version both sides speak."""
     response = messages.ApiVersionsResponse
+    specs = [APIS[int(ApiKey.ApiVersions)]] if error_code else APIS.values()
     keys = [response.ApiVersion(api_key=s.key, min_version=s.advertised_min, max_version=s.max_version)
-            for s in APIS.values()]
+            for s in specs]
     return response(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)

@@ -10,7 +10,7 @@ irregular falls back to kafka-python's decoder, so it is refused as before).
 
 Kafka's rules for requests it cannot serve, which clients depend on:
 * ApiVersions of a version the broker does not know is answered in the v0
-  layout with UNSUPPORTED_VERSION and the supported ranges (KIP-511), so a
+  layout with UNSUPPORTED_VERSION and ApiVersions' own range (KIP-511), so a
   newer client can retry with a version both sides know;
 * any other unknown API key or unsupported version, or a body that does not
   decode, closes the connection (Kafka's ``InvalidRequestException`` path);

@@ -1,20 +1,172 @@
-"""ApiVersions, compared with Apache Kafka: what a client learns first about a broker."""
+"""ApiVersions, compared with Apache Kafka: what a client learns first about a broker, and what happens to a request
+at a version or API key the broker does not serve.
+
+Every API key either broker serves must have the same [min, max] range on both, except the rows of
+``BELOW_KAFKA``: Kafka 4 features broker_sim does not have yet (issue #39), each with the reason. A version both
+brokers refuse (Kafka 4 removed it, KIP-896, or it is newer than both) closes the connection on both; ApiVersions
+itself at a version too new is answered UNSUPPORTED_VERSION in the v0 layout, listing only ApiVersions' range.
+"""
 from __future__ import annotations
 
-from kafka.protocol.metadata import ApiVersionsRequest
+import struct
+import time
 
+import pytest
+from kafka.protocol.admin import DescribeClusterRequest
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+from broker_sim.protocol.apis import APIS
+from broker_sim.protocol.client import ConnectionClosed
 from differential import Scenario
 
+# pylog's advertised range (None: not served) where it is below Kafka 4.1.1's on purpose, and why
+BELOW_KAFKA = {
+    ApiKey.Produce: ((0, 9), "v10 KIP-951 leader discovery, v11-12 KIP-890 transactions v2, v13 topic ids"),
+    ApiKey.Fetch: ((4, 12), "v13+ topic ids (KIP-516), then tiered storage, KIP-951 leader discovery"),
+    ApiKey.ListOffsets: ((1, 7), "v8 earliest-local (-4, tiered storage), v9 latest-tiered (-5), v10 timeout"),
+    ApiKey.Metadata: ((0, 12), "v13 top-level error code for rebootstrap (KIP-1102)"),
+    ApiKey.OffsetCommit: ((2, 8), "v9 KIP-848 consumer-group member epochs"),
+    ApiKey.OffsetFetch: ((1, 8), "v9 KIP-848 consumer-group member epochs"),
+    ApiKey.FindCoordinator: ((0, 4), "v5 KIP-890 TRANSACTION_ABORTABLE, v6 share-group keys (KIP-932)"),
+    ApiKey.JoinGroup: ((0, 7), "v8 leave reasons (KIP-800), v9 static leader SkipAssignment (KIP-814)"),
+    ApiKey.DescribeGroups: ((0, 5), "v6 GROUP_ID_NOT_FOUND and error messages (KIP-1043)"),
+    ApiKey.ListGroups: ((0, 4), "v5 group type filter (KIP-848)"),
+    ApiKey.InitProducerId: ((0, 4), "v5+ transactions v2 (KIP-890)"),
+    ApiKey.AddPartitionsToTxn: ((0, 4), "v5 transactions v2 (KIP-890)"),
+    ApiKey.AddOffsetsToTxn: ((0, 3), "v4 transactions v2 (KIP-890)"),
+    ApiKey.EndTxn: ((0, 3), "v4-5 transactions v2 (KIP-890)"),
+    ApiKey.TxnOffsetCommit: ((0, 3), "v4-5 transactions v2 (KIP-890)"),
+    ApiKey.CreateDelegationToken: (None, "delegation tokens (KIP-48) are not implemented"),
+    ApiKey.RenewDelegationToken: (None, "delegation tokens (KIP-48) are not implemented"),
+    ApiKey.ExpireDelegationToken: (None, "delegation tokens (KIP-48) are not implemented"),
+    ApiKey.DescribeDelegationToken: (None, "delegation tokens (KIP-48) are not implemented"),
+    ApiKey.DescribeQuorum: (None, "KRaft: broker_sim has no Raft quorum (ZooKeeper or in-process metadata)"),
+    ApiKey.UpdateFeatures: (None, "feature versions (KIP-584): broker_sim finalizes none"),
+    ApiKey.DescribeProducers: (None, "producer state listing (KIP-664)"),
+    ApiKey.UnregisterBroker: (None, "KRaft broker registrations"),
+    ApiKey.ConsumerGroupHeartbeat: (None, "KIP-848 consumer groups"),
+    ApiKey.ConsumerGroupDescribe: (None, "KIP-848 consumer groups"),
+    ApiKey.ListConfigResources: (None, "client-metrics resources (KIP-714) and their listing (KIP-1142)"),
+    ApiKey.DescribeTopicPartitions: (None, "paged topic descriptions (KIP-966)"),
+    ApiKey.AddRaftVoter: (None, "KRaft: no Raft quorum"),
+    ApiKey.RemoveRaftVoter: (None, "KRaft: no Raft quorum"),
+    **{key: (None, "share groups (KIP-932)") for key in (
+        ApiKey.ShareGroupHeartbeat, ApiKey.ShareGroupDescribe, ApiKey.ShareFetch, ApiKey.ShareAcknowledge,
+        ApiKey.InitializeShareGroupState, ApiKey.ReadShareGroupState, ApiKey.WriteShareGroupState,
+        ApiKey.DeleteShareGroupState, ApiKey.ReadShareGroupStateSummary, ApiKey.DescribeShareGroupOffsets,
+        ApiKey.AlterShareGroupOffsets, ApiKey.DeleteShareGroupOffsets)},
+}
+UNSUPPORTED_VERSION = 35
 
-def _ranges(peer):
-    answer = peer.call(ApiVersionsRequest[3](client_software_name="pylog-conformance", client_software_version="1"))
+
+def _ranges(peer, version: int) -> dict:
+    request = ApiVersionsRequest[version](**({"client_software_name": "pylog-conformance",
+                                               "client_software_version": "1"} if version >= 3 else {}))
+    answer = peer.call(request)
     return {"error_code": answer.error_code,
             "apis": {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}}
 
 
-def test_api_versions_answers_without_error(pair):
-    """Both answer ApiVersions v3 with error 0 and list ApiVersions (18) itself from v0."""
-    for peer in pair.peers:
-        answer = _ranges(peer)
-        assert answer["error_code"] == 0
-        assert answer["apis"][18][0] == 0
+@pytest.mark.parametrize("version", [0, 3, 4])
+def test_every_api_range_is_kafkas_but_the_listed_kafka_4_features(pair, version):
+    """At ApiVersions v0, v3 and v4 both answer error 0; every API's range is Kafka's, or pylog's is the one
+    ``BELOW_KAFKA`` names (below Kafka's max, same min) for the reason given there."""
+    kafka, pylog = (_ranges(peer, version) for peer in pair.peers)
+    assert kafka["error_code"] == pylog["error_code"] == 0
+    differ = {}
+    for key in sorted(set(kafka["apis"]) | set(pylog["apis"])):
+        theirs, ours = kafka["apis"].get(key), pylog["apis"].get(key)
+        if theirs == ours:
+            continue
+        listed = BELOW_KAFKA.get(key)
+        below = listed is not None and ours == listed[0] and theirs is not None and (
+            ours is None or (ours[0] == theirs[0] and ours[1] < theirs[1]))
+        if not below:
+            differ[ApiKey(key).name if key in ApiKey._value2member_map_ else key] = {"kafka": theirs, "pylog": ours}
+    assert differ == {}
+    stale = {ApiKey(key).name for key in BELOW_KAFKA if kafka["apis"].get(key) == pylog["apis"].get(key)}
+    assert stale == set(), "listed as below Kafka but the same now: remove from BELOW_KAFKA"
+
+
+def _frame(api_key: int, version: int, correlation_id: int, body: bytes, *, flexible: bool) -> bytes:
+    client_id = b"pylog-conformance"
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    payload = header + (b"\x00" if flexible else b"") + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _raw(peer, frame: bytes):
+    """The response frame's payload to ``frame`` on a new connection, or "closed"."""
+    with peer.connect() as connection:
+        connection.send_bytes(frame)
+        try:
+            return connection.recv_frame(time.monotonic() + 10)
+        except ConnectionClosed:
+            return "closed"
+
+
+@pytest.mark.parametrize("version", [5, 32767])
+def test_api_versions_too_new_is_unsupported_version_in_v0_listing_only_api_versions(pair, version):
+    def run(peer):
+        payload = _raw(peer, _frame(18, version, 41, b"\x02x\x021\x00", flexible=True))
+        answer = ApiVersionsResponse.decode(payload, version=0, header=True)
+        return {"correlation_id": answer.header.correlation_id, "answer": answer}
+
+    kafka = pair.compare(Scenario(f"ApiVersions v{version}", run))
+    assert kafka["correlation_id"] == 41 and kafka["answer"]["error_code"] == UNSUPPORTED_VERSION
+    assert [a["api_key"] for a in kafka["answer"]["api_keys"]] == [18]
+
+
+def _refused_versions(kafka_ranges: dict) -> list[tuple[int, int]]:
+    """(key, version) pairs kafka-python can encode that neither broker serves: below Kafka 4's minimum (KIP-896
+    removed them), advertised but refused (Produce v0-2) or above both maxima."""
+    refused = []
+    for key, spec in APIS.items():
+        theirs = kafka_ranges.get(key)
+        for version in range(spec.request.min_version, spec.request.max_version + 1):
+            served_by_kafka = theirs is not None and theirs[0] <= version <= theirs[1]
+            if not spec.supports(version) and (not served_by_kafka or version < spec.min_version):
+                refused.append((key, version))
+    return refused
+
+
+def test_a_version_neither_serves_closes_the_connection_on_both(pair):
+    """Kafka 4 closes the connection on a request at a version it does not serve (OffsetCommit v0, CreateTopics
+    v1, DescribeLogDirs v5, ...), as on an unknown API key; broker_sim does the same."""
+    refused = _refused_versions(_ranges(pair.kafka, 3)["apis"])
+    assert (int(ApiKey.OffsetCommit), 0) in refused and (int(ApiKey.DescribeLogDirs), 5) in refused
+
+    def run(peer):
+        seen = {}
+        for key, version in refused:
+            # acks=1: a Produce request has an answer to wait for (the default acks=0 has none)
+            request = APIS[key].request[version](**({"acks": 1} if key == ApiKey.Produce else {}))
+            connection = peer.connect()
+            try:
+                seen[f"{APIS[key].key.name} v{version}"] = type(connection.call(request, timeout_s=10)).__name__
+            except ConnectionClosed:
+                seen[f"{APIS[key].key.name} v{version}"] = "closed"
+            finally:
+                connection.close()
+        for key in (70, 999, -1):  # unassigned (70), beyond every API, negative
+            seen[f"key {key}"] = _raw(peer, _frame(key, 0, 1, b"", flexible=False))
+        return seen
+
+    kafka = pair.compare(Scenario("refused versions and keys", run))
+    assert set(kafka.values()) == {"closed"}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_describe_cluster_has_kafkas_shape(pair, version):
+    fields = {"include_cluster_authorized_operations": True}
+    if version >= 1:
+        fields["endpoint_type"] = 1
+    if version >= 2:
+        fields["include_fenced_brokers"] = True
+
+    def run(peer):
+        return peer.call(DescribeClusterRequest[version](**fields))
+
+    kafka = pair.compare(Scenario(f"DescribeCluster v{version}", run, ignore=("authorized_operations",)))
+    assert kafka["error_code"] == 0

@@ -1,7 +1,8 @@
 """Every advertised version of every group API, over the wire, through one member's whole life.
 
-For each version v, each API is spoken at min(v, its highest advertised
-version), so the loop covers every version ApiVersions advertises: the
+For each version v, each API is spoken at v clamped into its served range
+(Kafka 4 removed OffsetCommit v0-1 and OffsetFetch v0), so the loop covers
+every version ApiVersions advertises: the
 request decodes on the broker and the response decodes in kafka-python.
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ class GroupWire:
 
     def call(self, cls, **fields):
         spec = APIS[cls.API_KEY]
-        version = min(self.v, spec.max_version)
+        version = max(spec.min_version, min(self.v, spec.max_version))
         correlation_id, data = self.client.encode(cls[version](**fields))
         self.client.send_bytes(data)
         response = spec.response.decode(self.client.recv_frame(), version=version, header=True)

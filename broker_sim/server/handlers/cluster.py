@@ -150,6 +150,8 @@ class ClusterApis:
                 throttle_time_ms=0, error_code=Errors.UnsupportedEndpointTypeError.errno,
                 error_message=f"endpoint type {request.endpoint_type} is not served by a broker",
                 endpoint_type=request.endpoint_type, cluster_id=cluster_id, brokers=[])
+        # v2's include_fenced_brokers lists no more here: a broker is in the store only while it is live
+        # (no KRaft registrations), so every broker listed is unfenced
         brokers, controller_id = self._brokers(ctx)
         operations = self._access.cluster_operations(ctx) if request.include_cluster_authorized_operations \
             else NOT_REQUESTED
