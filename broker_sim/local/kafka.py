@@ -26,8 +26,8 @@ all of them) and copied from there: formatting depends on the node id and cluste
 
 Start-up is what makes Kafka slow in tests (a broker JVM needs seconds where pylog needs a fraction of one), so
 every JVM here compiles with C1 only (``-XX:TieredStopAtLevel=1``: tests are short and two cores are shared) and
-maps Kafka's classes from a class-data-sharing archive when ``fetch_kafka`` could write one (``<home>/kafka.jsa``,
-dumped from a node's and a tool's start). Both only change how fast the JVM starts, never what Kafka does.
+maps Kafka's classes from a class-data-sharing archive when ``fetch_kafka`` could write one (``<home>/kafka-*.jsa``,
+dumped at the exit of a node's start). Both only change how fast the JVM starts, never what Kafka does.
 
 Readiness is observed from outside, as ``LocalCluster`` does: a node is up once it answers Metadata listing
 every node that should be live. Processes run in their own process groups; faults are signals to them only
@@ -83,7 +83,10 @@ TOOLS = {
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
     "kafka-storage": "kafka.tools.StorageTool",
 }
-_ARTIFACTS = ("kafka_2.13", "kafka-tools", "kafka-storage", "kafka-server", "kafka-clients", "kafka-streams")
+# the broker and its tools, the Java clients, Kafka Streams, and Connect with its file connectors (Connect's
+# runtime comes with kafka-tools' dependencies)
+_ARTIFACTS = ("kafka_2.13", "kafka-tools", "kafka-storage", "kafka-server", "kafka-clients", "kafka-streams",
+              "connect-runtime", "connect-file")
 _JVM_FAST_START = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true")
 _LOG4J2 = """status = error
 appender.console.type = Console
@@ -119,7 +122,7 @@ def kafka_available(version: str = KAFKA_VERSION) -> str | None:
     if not _java():
         return "no java executable on PATH (Kafka 4 needs Java 17 or newer)"
     libs = kafka_home(version) / "libs"
-    if not (libs / f"kafka_2.13-{version}.jar").exists():
+    if not all((libs / f"{artifact}-{version}.jar").exists() for artifact in _ARTIFACTS):
         return (f"Apache Kafka {version}'s jars are not in {libs}: run `python -m broker_sim.local.kafka fetch` "
                 "(ci/setup.sh does it; it needs Maven and Maven Central)")
     return None
@@ -151,20 +154,21 @@ def fetch_kafka(version: str = KAFKA_VERSION, *, quiet: bool = True) -> Path:
     if not mvn:
         raise KafkaUnavailable("Maven (mvn) is needed to fetch Kafka's jars from Maven Central: apt-get install maven")
     home.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
+    libs = home / "libs"
+    # new artifacts join a libs/ that JVMs may be running from: Maven adds the missing jars and leaves the rest
+    staging = libs if libs.exists() else Path(tempfile.mkdtemp(prefix="libs-", dir=home))
     with tempfile.TemporaryDirectory() as work:
         (Path(work) / "pom.xml").write_text(_pom(version))
         command = [mvn, "-B", *(["-q"] if quiet else []), "dependency:copy-dependencies",
                    f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
         done = subprocess.run(command, cwd=work, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging != libs:
+            shutil.rmtree(staging, ignore_errors=True)
         raise KafkaUnavailable(f"mvn could not fetch Apache Kafka {version} (exit {done.returncode}):\n"
                                f"{(done.stdout + done.stderr)[-3000:]}")
-    libs = home / "libs"
-    if libs.exists():
-        shutil.rmtree(libs)
-    staging.rename(libs)
+    if staging != libs:
+        staging.rename(libs)
     _prepare(version)
     return home
 
@@ -180,12 +184,19 @@ def classpath(version: str = KAFKA_VERSION) -> str:
 
 
 def _class_archive(version: str) -> Path:
-    return kafka_home(version) / "kafka.jsa"
+    """The class archive for the jars in libs/ now: a JVM ignores an archive dumped with another classpath,
+    so the name carries a digest of the jar names (a fetch that adds jars makes a new one)."""
+    import hashlib
+
+    jars = sorted(p.name for p in (kafka_home(version) / "libs").glob("*.jar"))
+    return kafka_home(version) / f"kafka-{hashlib.sha256(chr(10).join(jars).encode()).hexdigest()[:12]}.jsa"
 
 
 def java_command(main_class: str, args: Sequence[str] = (), *, version: str = KAFKA_VERSION,
-                 heap: str = "256m", jvm_options: Sequence[str] = (), log_config: str | Path | None = None) -> list[str]:
-    """The command line that runs ``main_class`` of Kafka ``version`` (as ``bin/kafka-run-class.sh`` would)."""
+                 heap: str = "256m", jvm_options: Sequence[str] = (), log_config: str | Path | None = None,
+                 extra_classpath: Sequence[str | Path] = ()) -> list[str]:
+    """The command line that runs ``main_class`` of Kafka ``version`` (as ``bin/kafka-run-class.sh`` would);
+    ``extra_classpath`` goes before Kafka's jars (an application's own classes)."""
     reason = kafka_available(version)
     if reason:
         raise KafkaUnavailable(reason)
@@ -196,7 +207,25 @@ def java_command(main_class: str, args: Sequence[str] = (), *, version: str = KA
     if log_config is None:
         log_config = _default_log_config(version)
     options.append(f"-Dlog4j2.configurationFile={log_config}")
-    return [_java(), *options, *jvm_options, "-cp", classpath(version), main_class, *args]
+    path = os.pathsep.join([*(str(p) for p in extra_classpath), classpath(version)])
+    return [_java(), *options, *jvm_options, "-cp", path, main_class, *args]
+
+
+def compile_java(sources: Sequence[str | Path], out_dir: str | Path, *, version: str = KAFKA_VERSION) -> Path:
+    """Compile Java ``sources`` against Kafka's jars into ``out_dir`` (for ``java_command(extra_classpath=)``)."""
+    reason = kafka_available(version)
+    if reason:
+        raise KafkaUnavailable(reason)
+    javac = shutil.which("javac")
+    if not javac:
+        raise KafkaUnavailable("no javac on PATH (a JDK, not only a JRE, compiles Kafka applications)")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([javac, "-nowarn", "-cp", classpath(version), "-d", str(out), *map(str, sources)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=TOOL_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"javac failed:\n{done.stdout}{done.stderr}")
+    return out
 
 
 def _default_log_config(version: str, level: str = "WARN") -> Path:
@@ -308,7 +337,7 @@ def _formatted(node_id: int, version: str) -> Path:
 
 
 def _write_class_archive(version: str) -> None:
-    """Dump the classes a node's start loads into ``kafka.jsa`` (Java's dynamic CDS), once; best effort."""
+    """Dump the classes a node's start loads into ``_class_archive()`` (Java's dynamic CDS), once; best effort."""
     archive = _class_archive(version)
     if archive.exists() or not _java():
         return
