@@ -1,8 +1,16 @@
-"""One session-scoped local[2] SparkSession for every Spark test, and helpers to feed the broker."""
+"""One session-scoped local[2] SparkSession for every Spark test, and the brokers the tests run on.
+
+``broker`` runs a test twice: on a fresh in-process broker_sim and on the session's Apache Kafka node
+(``kafka_broker``), where a test passes only if the connector works against Kafka itself. Kafka's node is
+shared by every test of a worker, so a test names its topics and groups with ``broker.name(base)`` (unique per
+test, on both brokers alike). Kafka has no Schema Registry: on Kafka, ``broker.schema_registry_url`` is that of
+a broker_sim started for its registry only, the data staying on Kafka.
+"""
 from __future__ import annotations
 
 import os
 import sys
+import uuid
 
 import pytest
 
@@ -25,3 +33,35 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+class SparkBroker:
+    """The broker one run of a test talks to: ``kind`` ("pylog" or "kafka"), ``bootstrap_servers``,
+    ``schema_registry_url`` and ``name(base)``."""
+
+    def __init__(self, kind: str, server, request) -> None:
+        self.kind = kind
+        self.server = server
+        self.bootstrap_servers = server.bootstrap_servers
+        self._request = request
+        self._suffix = uuid.uuid4().hex[:8]
+
+    def name(self, base: str) -> str:
+        """``base`` made unique to this test: a topic, group or transactional id no other test uses."""
+        return f"{base}-{self._suffix}"
+
+    @property
+    def schema_registry_url(self) -> str:
+        if self.kind == "pylog":
+            return self.server.schema_registry_url
+        return self._request.getfixturevalue("pylog_broker").schema_registry_url
+
+    def __repr__(self) -> str:
+        return f"SparkBroker({self.kind}, {self.bootstrap_servers})"
+
+
+@pytest.fixture(params=["pylog", "kafka"])
+def broker(request):
+    """The test runs twice: on a fresh ``pylog_broker`` and on the session's ``kafka_broker``."""
+    server = request.getfixturevalue("pylog_broker" if request.param == "pylog" else "kafka_broker")
+    return SparkBroker(request.param, server, request)

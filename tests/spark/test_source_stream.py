@@ -1,4 +1,4 @@
-"""Streaming reads with format("pylog") into the memory sink, against the embedded broker."""
+"""Streaming reads with format("pylog") into the memory sink, on broker_sim and on Apache Kafka (``broker``)."""
 from __future__ import annotations
 
 import json
@@ -25,17 +25,20 @@ from spark_helpers import (
 )
 
 pytestmark = pytest.mark.spark
+# for records stamped in 2023: Kafka's first retention pass (retention.ms 7 days) would delete them
+KEEP_FOREVER = {"retention.ms": "-1"}
 
 
-def test_stream_rows_match_the_records_exactly(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "exact", partitions=2)
+def test_stream_rows_match_the_records_exactly(spark, broker):
+    topic = broker.name("exact")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=2, config=KEEP_FOREVER)
     base = 1_700_000_000_000
     records = [(i % 2, f"k{i}".encode(), f"value-{i}".encode(), base + i, [("h", f"{i}".encode())])
                for i in range(40)] + [(0, None, b"no key", base + 99, []), (1, b"tombstone", None, base + 100, [])]
-    produce(bootstrap, "exact", records)
+    produce(bootstrap, topic, records)
 
-    query, table = to_memory(stream(spark, bootstrap, subscribe="exact", startingOffsets="earliest",
+    query, table = to_memory(stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
                                     includeHeaders="true"))
     try:
         query.processAllAvailable()
@@ -47,29 +50,30 @@ def test_stream_rows_match_the_records_exactly(spark, pylog_broker):
     for partition in (0, 1):
         mine = [r for r in records if r[0] == partition]
         for offset, (_, key, value, timestamp, headers) in enumerate(mine):
-            expected.append((key, value, "exact", partition, offset, timestamp, 0, headers))
+            expected.append((key, value, topic, partition, offset, timestamp, 0, headers))
     got = [(r.key, r.value, r.topic, r.partition, r.offset, r.ms, r.timestampType,
             [(h.key, h.value) for h in r.headers]) for r in rows]
     assert got == expected
-    assert source_progress(query, "latestOffset") == {"exact": {"0": 21, "1": 21}}
+    assert source_progress(query, "latestOffset") == {topic: {"0": 21, "1": 21}}
 
 
-def test_restart_from_checkpoint_loses_and_duplicates_nothing(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "restart", partitions=2)
-    produce(bootstrap, "restart", numbered(0, 0, 30) + numbered(1, 0, 20))
+def test_restart_from_checkpoint_loses_and_duplicates_nothing(spark, broker):
+    topic = broker.name("restart")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, numbered(0, 0, 30) + numbered(1, 0, 20))
     checkpoint = tempfile.mkdtemp(prefix="pylog-ckpt-")
 
-    _, first = run_available_now(stream(spark, bootstrap, subscribe="restart", startingOffsets="earliest"),
+    _, first = run_available_now(stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest"),
                                  checkpoint)
-    produce(bootstrap, "restart", numbered(0, 30, 15) + numbered(1, 20, 25))
-    _, second = run_available_now(stream(spark, bootstrap, subscribe="restart", startingOffsets="earliest"),
+    produce(bootstrap, topic, numbered(0, 30, 15) + numbered(1, 20, 25))
+    _, second = run_available_now(stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest"),
                                   checkpoint)
 
     assert len(first) == 50
     assert sorted((p, o) for p, o, _, _ in first + second) == [(0, o) for o in range(45)] + [(1, o) for o in range(45)]
     assert sorted(first + second) == sorted(set(first + second))
-    _assert_checkpoint_offsets_match_the_schema(checkpoint, {"restart": {"0": 45, "1": 45}})
+    _assert_checkpoint_offsets_match_the_schema(checkpoint, {topic: {"0": 45, "1": 45}})
 
 
 def _assert_checkpoint_offsets_match_the_schema(checkpoint: str, expected_last: dict) -> None:
@@ -84,12 +88,13 @@ def _assert_checkpoint_offsets_match_the_schema(checkpoint: str, expected_last: 
     assert offsets[-1] == expected_last
 
 
-def test_max_offsets_per_trigger_caps_every_batch(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "capped", partitions=2)
-    produce(bootstrap, "capped", numbered(0, 0, 70) + numbered(1, 0, 30))
+def test_max_offsets_per_trigger_caps_every_batch(spark, broker):
+    topic = broker.name("capped")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, numbered(0, 0, 70) + numbered(1, 0, 30))
 
-    query, rows = run_available_now(stream(spark, bootstrap, subscribe="capped", startingOffsets="earliest",
+    query, rows = run_available_now(stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
                                            maxOffsetsPerTrigger=25))
 
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
@@ -98,40 +103,42 @@ def test_max_offsets_per_trigger_caps_every_batch(spark, pylog_broker):
     assert len(rows) == 100
 
 
-def test_available_now_stops_at_the_snapshot_taken_at_start(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "snapshot", partitions=1)
-    produce(bootstrap, "snapshot", numbered(0, 0, 30))
+def test_available_now_stops_at_the_snapshot_taken_at_start(spark, broker):
+    topic = broker.name("snapshot")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, numbered(0, 0, 30))
     produced_late = []
 
     def produce_more_while_running(batch_df, batch_id):
         batch_df.count()
         if not produced_late:
-            produce(bootstrap, "snapshot", numbered(0, 30, 20, prefix="late"))
+            produce(bootstrap, topic, numbered(0, 30, 20, prefix="late"))
             produced_late.append(batch_id)
 
-    query = (stream(spark, bootstrap, subscribe="snapshot", startingOffsets="earliest", maxOffsetsPerTrigger=10)
+    query = (stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=10)
              .writeStream.foreachBatch(produce_more_while_running).trigger(availableNow=True)
              .option("checkpointLocation", tempfile.mkdtemp(prefix="pylog-ckpt-")).start())
     assert query.awaitTermination(120)
     assert produced_late, "the foreachBatch function never ran"
     assert sum(p["numInputRows"] for p in query.recentProgress) == 30
-    assert source_progress(query, "endOffset") == {"snapshot": {"0": 30}}
+    assert source_progress(query, "endOffset") == {topic: {"0": 30}}
 
 
-def test_new_partition_is_read_from_its_earliest_offset(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "growing", partitions=1)
-    produce(bootstrap, "growing", numbered(0, 0, 5))
-    query, table = to_memory(stream(spark, bootstrap, subscribe="growing", startingOffsets="earliest"))
+def test_new_partition_is_read_from_its_earliest_offset(spark, broker):
+    topic = broker.name("growing")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, numbered(0, 0, 5))
+    query, table = to_memory(stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest"))
     try:
         query.processAllAvailable()
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
-            admin.create_partitions({"growing": NewPartitions(total_count=2)})
+            admin.create_partitions({topic: NewPartitions(total_count=2)})
         finally:
             admin.close()
-        produce(bootstrap, "growing", numbered(1, 0, 7) + numbered(0, 5, 2))
+        produce(bootstrap, topic, numbered(1, 0, 7) + numbered(0, 5, 2))
         query.processAllAvailable()
     finally:
         query.stop()
@@ -139,28 +146,30 @@ def test_new_partition_is_read_from_its_earliest_offset(spark, pylog_broker):
     assert got == [(0, o) for o in range(7)] + [(1, o) for o in range(7)]
 
 
-def test_subscribe_pattern_picks_up_a_new_topic(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "pat-a", partitions=1)
-    create_topic(bootstrap, "other", partitions=1)
-    produce(bootstrap, "pat-a", numbered(0, 0, 3))
-    produce(bootstrap, "other", numbered(0, 0, 3))
-    query, table = to_memory(stream(spark, bootstrap, subscribePattern="pat-.*", startingOffsets="earliest"))
+def test_subscribe_pattern_picks_up_a_new_topic(spark, broker):
+    prefix = broker.name("pat")
+    pat_a, pat_b, other = f"{prefix}-a", f"{prefix}-b", broker.name("other")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, pat_a, partitions=1)
+    create_topic(bootstrap, other, partitions=1)
+    produce(bootstrap, pat_a, numbered(0, 0, 3))
+    produce(bootstrap, other, numbered(0, 0, 3))
+    query, table = to_memory(stream(spark, bootstrap, subscribePattern=f"{prefix}-.*", startingOffsets="earliest"))
     try:
         query.processAllAvailable()
-        create_topic(bootstrap, "pat-b", partitions=1)
-        produce(bootstrap, "pat-b", numbered(0, 0, 4))
+        create_topic(bootstrap, pat_b, partitions=1)
+        produce(bootstrap, pat_b, numbered(0, 0, 4))
         query.processAllAvailable()
     finally:
         query.stop()
     topics = [r.topic for r in spark.sql(f"SELECT topic FROM {table} ORDER BY topic, offset").collect()]
-    assert topics == ["pat-a"] * 3 + ["pat-b"] * 4
+    assert topics == [pat_a] * 3 + [pat_b] * 4
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_deleted_records_fail_the_query_or_are_skipped(spark, pylog_broker, fail_on_data_loss):
-    bootstrap = pylog_broker.bootstrap_servers
-    topic = f"lossy-{fail_on_data_loss}".lower()
+def test_deleted_records_fail_the_query_or_are_skipped(spark, broker, fail_on_data_loss):
+    bootstrap = broker.bootstrap_servers
+    topic = broker.name(f"lossy-{fail_on_data_loss}".lower())
     create_topic(bootstrap, topic, partitions=1)
     produce(bootstrap, topic, numbered(0, 0, 10))
     checkpoint = tempfile.mkdtemp(prefix="pylog-ckpt-")
@@ -186,40 +195,45 @@ def test_deleted_records_fail_the_query_or_are_skipped(spark, pylog_broker, fail
         assert [o for _, o, _, _ in rows] == list(range(15, 20))
 
 
-def test_starting_timestamp_starts_at_the_first_record_at_or_after_it(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "timed", partitions=2)
+def test_starting_timestamp_starts_at_the_first_record_at_or_after_it(spark, broker):
+    topic = broker.name("timed")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=2, config=KEEP_FOREVER)
     base = 1_700_000_000_000
-    produce(bootstrap, "timed", [(p, b"k", f"{p}-{i}".encode(), base + 1000 * i) for p in (0, 1) for i in range(10)])
-    _, rows = run_available_now(stream(spark, bootstrap, subscribe="timed", startingTimestamp=base + 6500))
+    produce(bootstrap, topic, [(p, b"k", f"{p}-{i}".encode(), base + 1000 * i) for p in (0, 1) for i in range(10)])
+    _, rows = run_available_now(stream(spark, bootstrap, subscribe=topic, startingTimestamp=base + 6500))
     assert [(p, o) for p, o, _, _ in rows] == [(0, 7), (0, 8), (0, 9), (1, 7), (1, 8), (1, 9)]
 
 
-def test_group_offsets_follow_the_last_committed_batch(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "grouped", partitions=2)
-    produce(bootstrap, "grouped", numbered(0, 0, 12) + numbered(1, 0, 8))
-    query, _ = to_memory(stream(spark, bootstrap, subscribe="grouped", startingOffsets="earliest",
-                                groupId="lag-watch", maxOffsetsPerTrigger=7))
+def test_group_offsets_follow_the_last_committed_batch(spark, broker):
+    topic = broker.name("grouped")
+    group = broker.name("lag-watch")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, numbered(0, 0, 12) + numbered(1, 0, 8))
+    query, _ = to_memory(stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
+                                groupId=group, maxOffsetsPerTrigger=7))
     try:
         query.processAllAvailable()
         end = source_progress(query, "endOffset")
-        committed = _wait_for_group_offsets(bootstrap, "lag-watch", {("grouped", 0): 12, ("grouped", 1): 8})
+        committed = _wait_for_group_offsets(bootstrap, group, {(topic, 0): 12, (topic, 1): 8})
     finally:
         query.stop()
-    assert end == {"grouped": {"0": 12, "1": 8}}
-    assert committed == {("grouped", 0): 12, ("grouped", 1): 8}
+    assert end == {topic: {"0": 12, "1": 8}}
+    assert committed == {(topic, 0): 12, (topic, 1): 8}
 
 
-def test_starting_offsets_group_resumes_from_the_groups_commits(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "resume", partitions=1)
-    produce(bootstrap, "resume", numbered(0, 0, 10))
-    run_available_now(stream(spark, bootstrap, subscribe="resume", startingOffsets="earliest", groupId="resumers"))
-    _wait_for_group_offsets(bootstrap, "resumers", {("resume", 0): 10})
-    produce(bootstrap, "resume", numbered(0, 10, 5))
-    _, rows = run_available_now(stream(spark, bootstrap, subscribe="resume", startingOffsets="group",
-                                       groupId="resumers"))
+def test_starting_offsets_group_resumes_from_the_groups_commits(spark, broker):
+    topic = broker.name("resume")
+    group = broker.name("resumers")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, numbered(0, 0, 10))
+    run_available_now(stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest", groupId=group))
+    _wait_for_group_offsets(bootstrap, group, {(topic, 0): 10})
+    produce(bootstrap, topic, numbered(0, 10, 5))
+    _, rows = run_available_now(stream(spark, bootstrap, subscribe=topic, startingOffsets="group",
+                                       groupId=group))
     assert [o for _, o, _, _ in rows] == list(range(10, 15))
 
 
