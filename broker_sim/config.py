@@ -757,9 +757,10 @@ def shown_configs(configs: Mapping[str, str]) -> dict[str, str]:
 def validate_dynamic_broker_configs(configs: Mapping[str, str], *, per_broker: bool = True) -> None:
     """Kafka's DynamicBrokerConfig.validateConfigs: NotDynamicError naming the configs that cannot change at run
     time (or, ``per_broker`` False, not for every broker at once); ConfigError naming a value that does not
-    parse."""
+    parse.  A name Kafka does not define is a custom config (a plugin's) and may be set, as on Kafka."""
     listener_configs = {name: dynamic_listener_config(name) for name in configs}
-    static = sorted(name for name in configs if name not in DYNAMIC_BROKER_CONFIGS and not listener_configs[name])
+    static = sorted(name for name in configs
+                    if name in BROKER_CONFIGS and name not in DYNAMIC_BROKER_CONFIGS and not listener_configs[name])
     if static:
         raise NotDynamicError(f"Cannot update these configs dynamically: {static} (Kafka's dynamic broker configs "
                               f"only, e.g. log.retention.ms, message.max.bytes, min.insync.replicas)")

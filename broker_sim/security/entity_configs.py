@@ -15,7 +15,7 @@ cache and changed with ``alter``:
   all of them without a restart.  Writes are compare-and-set on the znode
   version (retried), so two brokers altering one user do not lose an update.
 
-Entity types are ``users`` and ``clients``; names are the user / client id,
+Entity types are ``users``, ``clients``, ``brokers`` and ``ips``; names are the user / client id / broker id / IP,
 ``<default>`` for the default entity, and ``<user>/clients/<client>`` for the
 (user, client-id) pair, as Kafka's paths spell them.  ``on_change`` callbacks
 run after every change (on kazoo's thread for ZooKeeper).
@@ -39,7 +39,8 @@ from typing import Callable, Mapping
 from broker_sim.config import ConfigError
 
 log = logging.getLogger(__name__)
-ENTITY_TYPES = ("users", "clients", "brokers")  # brokers: dynamic broker configs (<id> or <default>)
+# brokers: dynamic broker configs (<id> or <default>); ips: connection-creation quotas (<ip> or <default>)
+ENTITY_TYPES = ("users", "clients", "brokers", "ips")
 VERSION = 1
 MOCK_SECRET_FILE = "scram-mock-secret"
 MOCK_SECRET_ZNODE = "/pylog/scram_mock_secret"  # pylog addition, beside /pylog/inter_broker_secret

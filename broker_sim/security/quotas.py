@@ -37,6 +37,7 @@ from broker_sim.security.entity_configs import EntityConfigs
 
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 QUOTA_TYPES = (PRODUCE, FETCH, REQUEST)
+CONNECTION_RATE = "connection_creation_rate"  # of ips/<ip> or ips/<default> only (KIP-612)
 DEFAULT = "<default>"
 MAX_RATES = 10_000  # entity rates kept before idle ones are dropped
 
@@ -121,6 +122,17 @@ class QuotaManager:
             self._resolved = {}
             self.any_request_quota = any(REQUEST in c for kind in ("users", "clients")
                                          for c in self.configs.entities(kind).values())
+
+    def connection_rate(self, ip: str) -> float | None:
+        """The connection_creation_rate quota of ``ip``: its own, else the default IP's, else None."""
+        for name in (ip, DEFAULT):
+            value = self.configs.get("ips", name).get(CONNECTION_RATE)
+            if value is not None:
+                try:
+                    return float(value)
+                except ValueError:
+                    continue
+        return None
 
     def _quota(self, kind: str, user: str, client: str) -> tuple[str, str, float] | None:
         key = (kind, user, client)

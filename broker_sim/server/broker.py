@@ -538,6 +538,7 @@ class Broker:
                for mechanism in listener_sasl.mechanisms):  # settled now, so a bad file fails the start
             self.entity_configs.mock_secret  # noqa: B018
         self.quotas = QuotaManager.from_config(self.config, self.entity_configs)
+        self.connections.quotas.ip_rate = self.quotas.connection_rate
         self._apply_dynamic_configs()
         loop = self._loop
         self.entity_configs.on_change(lambda: loop.call_soon_threadsafe(self._apply_dynamic_configs))

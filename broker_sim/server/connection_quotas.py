@@ -19,6 +19,11 @@ derives from that half), and ``RESERVED_FDS`` more to segment rolls, topic creat
 servers and the broker's own files — so a connection flood meets refused connections long before a storage
 operation meets EMFILE.
 
+An IP may also have a connection-creation quota (KIP-612: ``connection_creation_rate`` of entity ``ips/<ip>``,
+else ``ips/<default>``, set by AlterClientQuotas; ``ip_rate`` looks it up): its new connections are counted in
+a sampled rate (``security/quotas.py``'s ``Rate``, 1 s samples) and one that takes the rate over the quota is
+refused, as Kafka's ConnectionQuotas closes a throttled IP's connection.
+
 A flood of refused connections must not flood the log: ``refusal_to_log``
 answers at most one message per IP per ``WARN_INTERVAL_S``, counting the
 refusals it swallowed meanwhile.  Time is injected.
@@ -31,9 +36,13 @@ import socket
 import time
 from typing import Callable, Mapping
 
+from broker_sim.security.quotas import Rate
+
 WARN_INTERVAL_S = 5.0
 RESERVED_FDS = 64  # descriptors kept beyond the partitions' half for storage and the broker's own use
 DERIVED_MAX_CONNECTIONS = f"half of RLIMIT_NOFILE minus {RESERVED_FDS} reserved descriptors, at least 16"
+RATE_SAMPLES = 11  # Kafka's quota.window.num default, of 1 s samples
+MAX_IP_RATES = 4096  # rates kept for IPs with a quota; idle ones are dropped beyond this
 
 
 def derived_max_connections(open_files: int | None = None) -> int:
@@ -66,9 +75,27 @@ class ConnectionQuotas:
         self.per_ip: dict[str, int] = {}
         self._clock = clock
         self._warned: dict[str, tuple[float, int]] = {}  # ip -> (last warning, refusals not logged since)
+        self.ip_rate: Callable[[str], float | None] = lambda ip: None  # the IP's connection_creation_rate quota
+        self._rates: dict[str, Rate] = {}
 
     def limit_for(self, ip: str) -> int:
         return self.overrides.get(ip, self.max_per_ip)
+
+    def _over_rate(self, ip: str) -> str | None:
+        """Record a new connection of ``ip`` against its connection_creation_rate; why it is refused, if it is."""
+        quota = self.ip_rate(ip)
+        if quota is None:
+            return None
+        now = self._clock()
+        rate = self._rates.get(ip)
+        if rate is None:
+            if len(self._rates) >= MAX_IP_RATES:
+                self._rates = {k: r for k, r in self._rates.items() if not r.idle_since(now, RATE_SAMPLES)}
+            rate = self._rates[ip] = Rate(RATE_SAMPLES, 1.0)
+        rate.record(1.0, now)
+        if rate.measure(now) > quota:
+            return f"connection_creation_rate={quota:g} exceeded for {ip}"
+        return None
 
     def admit(self, ip: str) -> str | None:
         """Count a new connection from ``ip``; or, if over a limit, count nothing and return why."""
@@ -79,6 +106,9 @@ class ConnectionQuotas:
         if count >= limit:
             name = "max.connections.per.ip.overrides" if ip in self.overrides else "max.connections.per.ip"
             return f"{name}={limit} reached for {ip}"
+        over_rate = self._over_rate(ip)
+        if over_rate is not None:
+            return over_rate
         self.total += 1
         self.per_ip[ip] = count + 1
         return None

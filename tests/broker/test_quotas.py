@@ -13,6 +13,7 @@ from confluent_kafka import Producer as ConfluentProducer
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.metadata import MetadataRequest
 
+from broker_sim.protocol.client import ConnectionClosed
 from broker_sim.security import quotas
 from broker_sim.security.entity_configs import FileEntityConfigs
 from broker_sim.security.quotas import FETCH, PRODUCE, QuotaManager, Rate
@@ -68,8 +69,31 @@ def test_bad_quotas_are_refused_naming_the_problem(broker):
     assert unknown.error_code == 42 and "bytes_per_fortnight" in unknown.error_message  # INVALID_REQUEST
     negative = _alter(broker, {"client-id": "app"}, {"producer_byte_rate": -5})
     assert negative.error_code == 42 and "positive" in negative.error_message
-    ip = _alter(broker, {"ip": "10.0.0.1"}, {"connection_creation_rate": 5})
-    assert ip.error_code == 42 and "ip" in ip.error_message
+    ip_key_on_client = _alter(broker, {"client-id": "app"}, {"connection_creation_rate": 5})
+    assert ip_key_on_client.error_code == 42 and "connection_creation_rate" in ip_key_on_client.error_message
+    byte_rate_on_ip = _alter(broker, {"ip": "10.0.0.1"}, {"producer_byte_rate": 5})
+    assert byte_rate_on_ip.error_code == 42 and "producer_byte_rate" in byte_rate_on_ip.error_message
+    ip_with_user = _alter(broker, {"ip": "10.0.0.1", "user": "alice"}, {"connection_creation_rate": 5})
+    assert ip_with_user.error_code == 42 and "IP entity" in ip_with_user.error_message
+    not_an_ip = _alter(broker, {"ip": "ten.zero"}, {"connection_creation_rate": 5})
+    assert not_an_ip.error_code == 42 and "ten.zero" in not_an_ip.error_message
+
+
+def test_ip_connection_creation_quotas_are_stored_described_and_enforced(broker):
+    """As Kafka (KIP-612): an IP's connection_creation_rate is stored under ips/<ip>, described by IP, and a new
+    connection that takes the IP's rate over it is refused (closed at once).
+    Mutation: ConnectionQuotas._over_rate always None -> every connection of the burst is served."""
+    assert _alter(broker, {"ip": "127.0.0.1"}, {"connection_creation_rate": 1}).error_code == 0
+    assert _describe(broker, [("ip", 0, "127.0.0.1")]) == {(("ip", "127.0.0.1"),): {"connection_creation_rate": 1.0}}
+    served = 0
+    for _ in range(15):  # 1 per second over Kafka's 10 s minimum window: the first ~10 fit, then refusals
+        try:
+            with WireClient(broker.bootstrap_servers) as client:
+                metadata(client, [])
+                served += 1
+        except (ConnectionClosed, OSError):
+            pass
+    assert 1 <= served < 15  # the broker is this test's own: 127.0.0.1 stays throttled for a while
 
 
 def test_a_producer_over_its_quota_is_throttled_and_muted(broker):

@@ -7,6 +7,7 @@ credentials and quotas in ``entity_configs``, the ACL store and the authenticati
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import math
 from urllib.parse import unquote
@@ -88,23 +89,46 @@ def _described(bindings) -> list:
             for (rtype, name, pattern), group in sorted(by_resource.items())]
 
 
-_ENTITY_TYPES = {"user": "users", "client-id": "clients"}
+_ENTITY_TYPES = {"user": "users", "client-id": "clients", "ip": "ips"}
+_COMPONENT_OF = {kind: component for component, kind in _ENTITY_TYPES.items()}
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
+UNSUPPORTED_VERSION = Errors.UnsupportedVersionError.errno
 
 
-def _entity_of(components) -> tuple[str | None, str | None, str]:
-    """(user, client) of an entity given as [(type, name or None for default)]: "" for an absent component,
-    None for <default>; error text when the entity is not one Kafka knows."""
+def _entity_of(components) -> tuple[dict[str, str | None], str]:
+    """{type: name, None for <default>} of an entity given as [(type, name)]; error text when the entity is not
+    one Kafka knows (an IP stands alone, and must be an IP address)."""
     parts: dict[str, str | None] = {}
     for kind, name in components:
         if kind not in _ENTITY_TYPES:
-            return None, None, f"Unsupported quota entity type {kind!r} (pylog: user, client-id)"
+            return parts, f"Unsupported quota entity type {kind!r} (user, client-id, ip)"
         if kind in parts:
-            return None, None, f"Duplicate quota entity type {kind!r}"
+            return parts, f"Duplicate quota entity type {kind!r}"
         parts[kind] = name
     if not parts:
-        return None, None, "Empty quota entity"
-    return parts.get("user", ""), parts.get("client-id", ""), ""
+        return parts, "Empty quota entity"
+    if "ip" in parts and len(parts) > 1:
+        return parts, "Invalid quota entity combination, IP entity should not be used with user/client ID entity."
+    if parts.get("ip") is not None:
+        try:
+            parts["ip"] = str(ipaddress.ip_address(parts["ip"]))
+        except ValueError:
+            return parts, f"{parts['ip']} is not a valid IP address."
+    return parts, ""
+
+
+def _op_problem(entity: dict, key: str, value: float | None) -> str | None:
+    """Why Kafka refuses setting quota ``key`` to ``value`` (None: removing it) on ``entity``, or None: an IP
+    has only connection_creation_rate (an integer), users and client ids the other quotas."""
+    keys = (quotas.CONNECTION_RATE,) if "ip" in entity else quotas.QUOTA_TYPES
+    if key not in keys:
+        return f"Invalid configuration key {key} for this entity (its keys: {', '.join(keys)})"
+    integer = key != quotas.REQUEST
+    if value is not None and (not (math.isfinite(value) and value > 0) or (
+            integer and (value > LONG_MAX or value != int(value)))):
+        return f"Invalid value {value} for {key}: a finite positive " \
+            f"{'integer up to ' + str(LONG_MAX) if integer else 'number'} is needed"
+    return None
 
 
 class SecurityApis:
@@ -322,24 +346,23 @@ class SecurityApis:
 
     # --- client quotas: DescribeClientQuotas, AlterClientQuotas (KIP-546) ---------------------------------
 
-    def _entities(self) -> list[tuple[str, str, dict]]:
-        """Every stored quota entity as (user, client, quotas), names unsanitized ("" absent, None <default>)."""
+    def _entities(self) -> list[tuple[dict[str, str | None], dict]]:
+        """Every stored quota entity as ({type: name}, quotas), names unsanitized (None for <default>)."""
         found = []
 
         def name_of(text):
             return None if text == quotas.DEFAULT else unquote(text)
-        for kind in ("users", "clients"):
+        for kind in ("users", "clients", "ips"):
+            keys = (quotas.CONNECTION_RATE,) if kind == "ips" else quotas.QUOTA_TYPES
             for name, config in self._entity_configs.entities(kind).items():
-                values = {k: v for k, v in config.items() if k in quotas.QUOTA_TYPES}
+                values = {k: v for k, v in config.items() if k in keys}
                 if not values:
                     continue
-                if kind == "clients":
-                    found.append(("", name_of(name), values))
-                elif "/clients/" in name:
+                if kind == "users" and "/clients/" in name:
                     user, _, client = name.partition("/clients/")
-                    found.append((name_of(user), name_of(client), values))
+                    found.append(({"user": name_of(user), "client-id": name_of(client)}, values))
                 else:
-                    found.append((name_of(name), "", values))
+                    found.append(({_COMPONENT_OF[kind]: name_of(name)}, values))
         return found
 
     async def describe_client_quotas(self, ctx, request):
@@ -350,30 +373,31 @@ class SecurityApis:
                             error_message="DESCRIBE_CONFIGS on the cluster is needed", entries=None)
         wanted = {}
         for component in request.components:
-            if component.entity_type not in _ENTITY_TYPES or component.entity_type in wanted:
+            if component.entity_type not in _ENTITY_TYPES:  # Kafka: an entity type it does not know
+                return Response(throttle_time_ms=0, error_code=UNSUPPORTED_VERSION, entries=None,
+                                error_message=f"Custom entity type {component.entity_type!r} not supported")
+            if component.entity_type in wanted:
                 return Response(throttle_time_ms=0, error_code=INVALID_REQUEST, entries=None,
                                 error_message=f"Invalid or repeated entity type {component.entity_type!r}")
             wanted[component.entity_type] = component
 
-        def matches(kind, value):
+        def matches(entity, kind):
             component = wanted.get(kind)
             if component is None:
-                return not request.strict or value == ""
-            if value == "":
+                return not request.strict or kind not in entity
+            if kind not in entity:
                 return False
             if component.match_type == MATCH_EXACT:
-                return value == component.match
+                return entity[kind] == component.match
             if component.match_type == MATCH_DEFAULT:
-                return value is None
+                return entity[kind] is None
             return True
 
         entries = []
-        for user, client, values in self._entities():
-            if matches("user", user) and matches("client-id", client):
-                entity = [Entry.EntityData(entity_type=k, entity_name=v)
-                          for k, v in (("user", user), ("client-id", client)) if v != ""]
-                entries.append(Entry(entity=entity, values=[Entry.ValueData(key=k, value=float(v))
-                                                            for k, v in sorted(values.items())]))
+        for entity, values in self._entities():
+            if all(matches(entity, kind) for kind in _ENTITY_TYPES):
+                entries.append(Entry(entity=[Entry.EntityData(entity_type=k, entity_name=v) for k, v in entity.items()],
+                                     values=[Entry.ValueData(key=k, value=float(v)) for k, v in sorted(values.items())]))
         return Response(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
 
     async def alter_client_quotas(self, ctx, request):
@@ -390,24 +414,22 @@ class SecurityApis:
             if not allowed:
                 results.append(answer(entry, CLUSTER_AUTHORIZATION_FAILED, "ALTER_CONFIGS on the cluster is needed"))
                 continue
-            user, client, problem = _entity_of([(e.entity_type, e.entity_name) for e in entry.entity])
+            entity, problem = _entity_of([(e.entity_type, e.entity_name) for e in entry.entity])
             set_, delete = {}, []
             for op in entry.ops:
-                if op.key not in quotas.QUOTA_TYPES:
-                    problem = problem or f"Unknown quota key {op.key!r} (pylog: {', '.join(quotas.QUOTA_TYPES)})"
-                elif op.remove:
+                problem = problem or _op_problem(entity, op.key, None if op.remove else op.value)
+                if op.remove:
                     delete.append(op.key)
-                elif not (math.isfinite(op.value) and op.value > 0) or (
-                        op.key != quotas.REQUEST and (op.value > LONG_MAX or op.value != int(op.value))):
-                    problem = problem or f"Invalid value {op.value} for {op.key}: a finite positive " \
-                        f"{'number' if op.key == quotas.REQUEST else f'integer up to {LONG_MAX}'} is needed"
-                else:
+                elif not problem:
                     set_[op.key] = str(int(op.value)) if op.key != quotas.REQUEST else repr(float(op.value))
             if problem:
                 results.append(answer(entry, INVALID_REQUEST, problem))
                 continue
             if not request.validate_only:
-                kind, name = quotas.entity_path(user, client)
+                if "ip" in entity:
+                    kind, name = "ips", quotas.DEFAULT if entity["ip"] is None else entity["ip"]
+                else:
+                    kind, name = quotas.entity_path(entity.get("user", ""), entity.get("client-id", ""))
                 try:
                     await asyncio.get_running_loop().run_in_executor(None, self._entity_configs.alter, kind, name,
                                                                      set_, delete)

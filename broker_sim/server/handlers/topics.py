@@ -1,4 +1,5 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs.
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs (topics, brokers and
+the broker's loggers: ``server/logger_levels.py``).
 
 Kafka's rules kept here: topic names by ``Topic.validate`` (INVALID_TOPIC_EXCEPTION); partition
 counts within the broker's ``max.broker.partitions`` (KIP-578; POLICY_VIOLATION naming the limit
@@ -25,6 +26,7 @@ from broker_sim.config import (
 from broker_sim.controller.metadata import MetadataError, TopicInfo
 from broker_sim.protocol.apis import messages
 from broker_sim.security.entity_configs import EntityConfigs
+from broker_sim.server import logger_levels
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.access import Access
 from broker_sim.errors import error_of
@@ -36,10 +38,10 @@ def _require(allowed: bool, error, message: str) -> None:
 
 
 log = logging.getLogger(__name__)
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 # DescribeConfigs config sources
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = \
-    1, 2, 3, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, \
+    DYNAMIC_BROKER_LOGGER_CONFIG = 1, 2, 3, 4, 5, 6
 _SOURCES = {"dynamic": DYNAMIC_BROKER_CONFIG, "dynamic-default": DYNAMIC_DEFAULT_BROKER_CONFIG,
             "static": STATIC_BROKER_CONFIG, "default": DEFAULT_CONFIG}
 # DescribeConfigs config types
@@ -77,7 +79,10 @@ def _internal(name: str) -> bool:
     return name.startswith("internal.")
 
 
-def _altered(current: dict[str, str], changes) -> dict[str, str]:
+def _altered(current: dict[str, str], changes, value_in_effect: Callable[[str], str]) -> dict[str, str]:
+    """The overrides after ``changes``.  APPEND and SUBTRACT start from the value in effect, as Kafka's
+    ConfigurationControlManager does: APPEND ``compact`` to a topic without its own ``cleanup.policy`` gives
+    ``delete,compact`` (the default and the item), and the result is stored as the override."""
     configs = dict(current)
     for change in changes:
         name, op, value = change.name, change.config_operation, change.value
@@ -89,7 +94,7 @@ def _altered(current: dict[str, str], changes) -> dict[str, str]:
             if name not in _LIST_CONFIGS:
                 raise MetadataError(Errors.InvalidConfigurationError,
                                     f"APPEND/SUBTRACT need a list config; {name!r} is not one")
-            items = [v for v in configs.get(name, "").split(",") if v]
+            items = [v for v in (configs[name] if name in configs else value_in_effect(name)).split(",") if v]
             for item in (value or "").split(","):
                 if op == APPEND and item and item not in items:
                     items.append(item)
@@ -351,6 +356,11 @@ class TopicApis:
                         raise MetadataError(Errors.InvalidRequestError,
                                             f"this is broker {self._broker_id}, not {resource.resource_name!r}")
                     entries = self._broker_entries(keys, request.include_synonyms, request.include_documentation)
+                elif resource.resource_type == BROKER_LOGGER:
+                    self._require_cluster(ctx, access.DESCRIBE_CONFIGS)
+                    self._require_this_broker(resource.resource_name)
+                    entries = [_Entry(name, level, False, DYNAMIC_BROKER_LOGGER_CONFIG, [], None, STRING)
+                               for name, level in logger_levels.loggers() if keys is None or name in keys]
                 else:
                     raise MetadataError(Errors.InvalidRequestError, f"resource type {resource.resource_type} is not "
                                                                     f"described here (2 topic, 4 broker)")
@@ -366,6 +376,14 @@ class TopicApis:
             results.append(Described(error_code=code, error_message=message, resource_type=resource.resource_type,
                                      resource_name=resource.resource_name, configs=configs))
         return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+    def _require_this_broker(self, name: str) -> None:
+        """A BROKER_LOGGER resource names this broker's id (Kafka: never empty, never another broker's)."""
+        if not name:
+            raise MetadataError(Errors.InvalidRequestError, "Broker id must not be empty")
+        if name != str(self._broker_id):
+            raise MetadataError(Errors.InvalidRequestError,
+                                f"Unexpected broker id, expected {self._broker_id}, but received {name}")
 
     def _broker_entity(self, name: str) -> str:
         """The /config/brokers entity of a BROKER resource name: <default> for "", else a broker id."""
@@ -384,8 +402,8 @@ class TopicApis:
             validate_dynamic_broker_configs(configs, per_broker=entity != "<default>")
         except NotDynamicError as exc:  # Kafka: INVALID_REQUEST for a config that may not change here
             raise MetadataError(Errors.InvalidRequestError, str(exc)) from None
-        except ConfigError as exc:
-            raise MetadataError(Errors.InvalidConfigurationError, str(exc)) from None
+        except ConfigError as exc:  # Kafka: INVALID_REQUEST for a broker value that does not parse (topics: 40)
+            raise MetadataError(Errors.InvalidRequestError, str(exc)) from None
         if validate_only:
             return
         current = self._entity_configs.get("brokers", entity)
@@ -393,10 +411,11 @@ class TopicApis:
             None, self._entity_configs.alter, "brokers", entity, configs, [k for k in current if k not in configs])
         log.info("dynamic configs of broker %s are now %s", entity, shown_configs(configs))
 
-    async def _alter_each(self, ctx, request, broker_configs, topic_configs, response_class):
+    async def _alter_each(self, ctx, request, broker_configs, topic_configs, response_class, *, loggers=False):
         """The loop AlterConfigs and IncrementalAlterConfigs share: per resource, check ALTER_CONFIGS, compute the
         new configs (``broker_configs(entity, resource)`` / ``topic_configs(info, resource)``) and store them;
-        an error answers that resource only."""
+        an error answers that resource only.  ``loggers``: BROKER_LOGGER resources are altered too (only
+        IncrementalAlterConfigs can, as on Kafka)."""
         results = []
         for resource in request.resources:
             try:
@@ -408,6 +427,13 @@ class TopicApis:
                     self._require_topic(ctx, access.ALTER_CONFIGS, resource.resource_name)
                     info = self._metadata.get(resource.resource_name)
                     self._alter_topic_configs(info, topic_configs(info, resource), request.validate_only)
+                elif resource.resource_type == BROKER_LOGGER and loggers:
+                    self._require_cluster(ctx, access.ALTER_CONFIGS)
+                    self._require_this_broker(resource.resource_name)
+                    logger_levels.check(resource.configs)
+                    if not request.validate_only:
+                        logger_levels.apply(resource.configs)
+                        log.info("logger levels set: %s", [(c.name, c.value) for c in resource.configs])
                 else:
                     raise MetadataError(Errors.InvalidRequestError,
                                         f"resource type {resource.resource_type} cannot be altered (2 topic, 4 broker)")
@@ -423,8 +449,14 @@ class TopicApis:
         """Each config SET, DELETE, APPENDed or SUBTRACTed on the resource's current overrides."""
         return await self._alter_each(
             ctx, request,
-            lambda entity, resource: _altered(self._entity_configs.get("brokers", entity), resource.configs),
-            lambda info, resource: _altered(info.configs, resource.configs), messages.IncrementalAlterConfigsResponse)
+            lambda entity, resource: _altered(self._entity_configs.get("brokers", entity), resource.configs,
+                                              self._broker_value),
+            lambda info, resource: _altered(info.configs, resource.configs, self._config.topic_default),
+            messages.IncrementalAlterConfigsResponse, loggers=True)
+
+    def _broker_value(self, name: str) -> str:
+        """A broker config's value below the dynamic layer being altered: its static value or default."""
+        return self._config.described(name)[0] if name in BROKER_CONFIGS else ""
 
     def _check_topic_configs(self, configs: dict[str, str]) -> None:
         """INVALID_CONFIG for a value that does not parse, or one this broker cannot honour (schema validation
