@@ -14,7 +14,6 @@ from pathlib import Path
 from broker_sim.controller.metadata import write_atomically
 
 BLOCK_SIZE = 1000
-MAX_EPOCH = 32767
 
 
 class ProducerIdManager:
@@ -32,8 +31,3 @@ class ProducerIdManager:
         self._next += 1
         return producer_id
 
-    def init_idempotent(self, producer_id: int, epoch: int) -> tuple[int, int]:
-        """(producer id, epoch) for an idempotent producer; KIP-360 epoch bump when it names its old id."""
-        if producer_id >= 0 and 0 <= epoch < MAX_EPOCH:
-            return producer_id, epoch + 1
-        return self.next_id(), 0

@@ -8,8 +8,7 @@ last block handed out (``{"version":1,"broker":id,"block_start":"0",
 the next 1000 (start = previous end + 1) conditional on the znode version it
 read, and retries from the read when another broker won the race: a block is
 owned by exactly one broker.  Ids of a block a broker did not use before it
-stopped are skipped, never reused.  ``init_idempotent`` is the single-node
-manager's (KIP-360 epoch bump).
+stopped are skipped, never reused.
 """
 from __future__ import annotations
 

@@ -212,3 +212,23 @@ class Pair:
     def close(self) -> None:
         for peer in self.peers:
             peer.close()
+
+
+def create_topic(peer: Peer, prefix: str = "t", partitions: int = 1, configs: dict[str, str] | None = None) -> str:
+    """A new topic of ``partitions`` partitions on ``peer`` (its unique name), once its metadata has leaders."""
+    from kafka.protocol.admin import CreateTopicsRequest
+    from kafka.protocol.metadata import MetadataRequest
+
+    name = peer.name(prefix)
+    topic = CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=1, assignments=[],
+        configs=[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name=k, value=v)
+                 for k, v in (configs or {}).items()])
+    created = peer.call(CreateTopicsRequest[4](topics=[topic], timeout_ms=10_000, validate_only=False))
+    if error_codes(created) - {0}:
+        raise AssertionError(f"{peer.kind}: creating {name} failed: {created}")
+    # a partition without a leader yet answers LEADER_NOT_AVAILABLE (5), a settling code
+    peer.settled(lambda: MetadataRequest[8](topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                                            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                                            include_topic_authorized_operations=False))
+    return name

@@ -33,7 +33,6 @@ def test_blocks_of_1000_written_in_kafkas_format(zk_connect):
         assert L.decode_producer_id_block(c.get(L.PRODUCER_ID_BLOCK)[0]) == L.ProducerIdBlock(1, 2000, 2999)
         # a restarted broker never reuses its old block
         assert ZkProducerIdManager(c, 1).next_id() == 3000
-        assert one.init_idempotent(5, 0) == (5, 1)
     finally:
         c.stop()
         c.close()

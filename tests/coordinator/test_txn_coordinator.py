@@ -14,8 +14,8 @@ from broker_sim.coordinator.group.records import OFFSETS_TOPIC
 from broker_sim.coordinator.internal_topic import read_partition
 from broker_sim.coordinator.txn.coordinator import (
     CONCURRENT_TRANSACTIONS, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT,
-    INVALID_TXN_STATE, MAX_EPOCH, NONE, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED, TRANSACTIONAL_ID_NOT_FOUND,
-    UNKNOWN_TOPIC_OR_PARTITION, TxnConfig, TxnCoordinator,
+    INVALID_REGULAR_EXPRESSION, INVALID_TXN_STATE, MAX_EPOCH, NONE, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED,
+    TRANSACTIONAL_ID_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION, TxnConfig, TxnCoordinator, TxnDescription,
 )
 from broker_sim.coordinator.txn.records import decode_key, decode_value
 from broker_sim.coordinator.txn.service import TxnService
@@ -324,18 +324,26 @@ def test_an_ongoing_transaction_reloaded_still_times_out(make, state_topic, cloc
 def test_list_and_describe(coordinator, clock):
     pid, epoch = _open_txn(coordinator, "b")
     other = coordinator.init_producer_id("a", TIMEOUT_MS)
-    assert coordinator.list_transactions() == [("a", other.producer_id, "Empty"), ("b", pid, "Ongoing")]
-    assert coordinator.list_transactions(states=[ONGOING]) == [("b", pid, "Ongoing")]
-    assert coordinator.list_transactions(producer_ids=[other.producer_id]) == [("a", other.producer_id, "Empty")]
-    assert coordinator.list_transactions(pattern="^a$") == [("a", other.producer_id, "Empty")]
+    a, b = ("a", other.producer_id, "Empty"), ("b", pid, "Ongoing")
+    assert coordinator.list_transactions() == (NONE, [a, b])
+    assert coordinator.list_transactions(states=[ONGOING]) == (NONE, [b])
+    assert coordinator.list_transactions(producer_ids=[other.producer_id]) == (NONE, [a])
+    # Kafka's pattern matches the whole id (Java's Matcher.matches); an empty one matches every id
+    assert coordinator.list_transactions(pattern="a") == (NONE, [a])
+    assert coordinator.list_transactions(pattern="") == (NONE, [a, b])
+    assert coordinator.list_transactions(pattern="(") == (INVALID_REGULAR_EXPRESSION, [])
     clock.advance(500)
-    assert coordinator.list_transactions(min_duration_ms=500) == [("b", pid, "Ongoing")]
-    assert coordinator.list_transactions(min_duration_ms=501) == []
+    # the duration filter keeps ids whose last transaction started more than that long ago; an id that never
+    # started one (start -1) always passes it, as in Kafka
+    assert coordinator.list_transactions(min_duration_ms=499) == (NONE, [a, b])
+    assert coordinator.list_transactions(min_duration_ms=500) == (NONE, [a])
     described = coordinator.describe("b")
     assert (described.state, described.producer_id, described.producer_epoch, described.partitions,
             described.start_ms) == ("Ongoing", pid, epoch, tuple(EVENTS), clock.now - 500)
     assert coordinator.describe("a").start_ms == -1
-    assert coordinator.describe("nope").error == TRANSACTIONAL_ID_NOT_FOUND
+    coordinator.end_transaction("b", pid, epoch, commit=True)
+    assert coordinator.describe("b").start_ms == clock.now - 500, "a completed transaction keeps its start"
+    assert coordinator.describe("nope") == TxnDescription("nope", TRANSACTIONAL_ID_NOT_FOUND)
 
 
 def test_the_service_timer_pass_aborts_retries_markers_and_expires_ids(state_topic, markers, clock):

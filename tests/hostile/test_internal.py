@@ -5,8 +5,10 @@
   loading it) answers INVALID_TOPIC_EXCEPTION; CreateTopics of those names answers
   INVALID_REQUEST while missing and TOPIC_ALREADY_EXISTS once the coordinator made it.
 - WriteTxnMarkers from a client (it could commit another producer's open
-  transaction, whose abort then left its records committed) answers
-  CLUSTER_AUTHORIZATION_FAILED for every partition; the victim's abort really aborts.
+  transaction, whose abort then left its records committed) on a broker with an
+  authorizer that does not allow it CLUSTER_ACTION answers CLUSTER_AUTHORIZATION_FAILED
+  for every partition; the victim's abort really aborts.  (Without an authorizer Kafka
+  writes any client's markers, as ``kafka-transactions abort`` sends them.)
 - Bad records planted into the internal topics' log files of a stopped broker
   (the old hole, replayed by appending raw batches), and corrupt checkpoint files
   (leader epochs, log start offset, high watermarks, producer snapshots): the broker
@@ -22,7 +24,7 @@ import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from crc32c import crc32c
-from kafka.protocol.admin import CreateTopicsRequest, DescribeTransactionsRequest
+from kafka.protocol.admin import CreateAclsRequest, CreateTopicsRequest, DescribeTransactionsRequest
 from kafka.protocol.producer import WriteTxnMarkersRequest
 
 from broker_sim.coordinator.group.records import (
@@ -44,6 +46,7 @@ INVALID_TOPIC_EXCEPTION, CLUSTER_AUTHORIZATION_FAILED, TOPIC_ALREADY_EXISTS, INV
 PARTITIONS = 3  # of each internal topic: few files to plant into, quick to create
 CONFIG = {"offsets.topic.num.partitions": PARTITIONS, "transaction.state.log.num.partitions": PARTITIONS,
           "group.initial.rebalance.delay.ms": 0}
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 RSS_BOUND = 16 << 20  # measured 0.01-2.7 MiB over a ~44 MiB broker: the attacks are small requests
 
 
@@ -150,9 +153,20 @@ def test_clients_cannot_produce_to_or_create_internal_topics(hostile_broker):
     assert_serving(broker)
 
 
+def _deny_cluster_action(bootstrap: str) -> None:
+    """Everyone may do everything on resources without ACLs, but for CLUSTER_ACTION, the brokers' own."""
+    with WireClient(bootstrap) as client:
+        response = client.call(CreateAclsRequest[3](creations=[CreateAclsRequest.AclCreation(
+            resource_type=4, resource_name="kafka-cluster", resource_pattern_type=3, principal="User:ANONYMOUS",
+            host="*", operation=9, permission_type=2)]))  # CLUSTER, LITERAL, CLUSTER_ACTION, DENY
+        assert [r.error_code for r in response.results] == [0]
+
+
 def test_a_clients_write_txn_markers_cannot_commit_another_producers_transaction(hostile_broker):
-    broker = hostile_broker(config=CONFIG)
+    broker = hostile_broker(config={**CONFIG, "authorizer.class.name": AUTHORIZER,
+                                    "allow.everyone.if.no.acl.found": "true"})
     bootstrap = broker.bootstrap_servers
+    _deny_cluster_action(bootstrap)
     create_topic(bootstrap, "data", 1)
     victim = _transactional(bootstrap, "victim")
     victim.begin_transaction()

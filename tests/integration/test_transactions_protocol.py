@@ -22,6 +22,7 @@ from client_helpers import create_topic
 from kafka_wire import WireClient, batches_of, fetched_partitions
 
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_TRANSACTION_TIMEOUT, PRODUCER_FENCED = 47, 48, 50, 90
+TRANSACTION_ABORTABLE = 120
 Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
 
 
@@ -147,13 +148,14 @@ def test_add_partitions_v4_batches_transactions_and_verifies(wire):
                                            for t in r.topic_results for p in t.results_by_partition)
                 for r in response.results_by_transaction}
 
-    assert call(verify_only=True) == {"one": [(0, INVALID_TXN_STATE), (1, INVALID_TXN_STATE)],
-                                      "two": [(0, INVALID_TXN_STATE), (1, INVALID_TXN_STATE)]}
+    # KIP-890: a partition not in the transaction is the producer's to abort
+    assert call(verify_only=True) == {"one": [(0, TRANSACTION_ABORTABLE), (1, TRANSACTION_ABORTABLE)],
+                                      "two": [(0, TRANSACTION_ABORTABLE), (1, TRANSACTION_ABORTABLE)]}
     assert call(verify_only=False) == {"one": [(0, 0), (1, 0)], "two": [(0, 0), (1, 0)]}
     assert call(verify_only=True) == {"one": [(0, 0), (1, 0)], "two": [(0, 0), (1, 0)]}
 
 
-def test_write_txn_markers_from_a_client_is_refused_and_the_transaction_stays_open(wire, pylog_broker):
+def test_write_txn_markers_from_a_client_without_an_authorizer_ends_the_transaction(wire, pylog_broker):
     answer = init(wire)
     pid, epoch = answer.producer_id, answer.producer_epoch
     add_partitions(wire, pid, epoch, [1])
@@ -162,9 +164,9 @@ def test_write_txn_markers_from_a_client_is_refused_and_the_transaction_stays_op
     response = wire.call(WriteTxnMarkersRequest[1](markers=[Marker(
         producer_id=pid, producer_epoch=epoch, transaction_result=True, coordinator_epoch=0,
         topics=[Marker.WritableTxnMarkerTopic(name="tx", partition_indexes=[1])])]))
-    # a broker-to-broker API: CLUSTER_AUTHORIZATION_FAILED, as Kafka without CLUSTER_ACTION
-    assert [(p.partition_index, p.error_code) for t in response.markers[0].topics for p in t.partitions] == [(1, 31)]
-    assert pylog_broker.replicas.get("tx", 1).last_stable_offset == 0
+    # a broker-to-broker API, but without an authorizer Kafka writes a client's markers too
+    assert [(p.partition_index, p.error_code) for t in response.markers[0].topics for p in t.partitions] == [(1, 0)]
+    assert pylog_broker.replicas.get("tx", 1).last_stable_offset == 2  # the batch and its marker
 
 
 def test_list_and_describe_transactions(wire):

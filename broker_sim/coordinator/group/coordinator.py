@@ -424,12 +424,14 @@ class GroupCoordinator(InternalTopicOwner):
         group = self.groups.get(group_id)
         created = False
         if not error and group is None:
-            if self._full():
+            if generation_id >= 0:
+                error = ILLEGAL_GENERATION  # a member of a generation this coordinator never saw
+            elif self._full():
                 error = GROUP_MAX_SIZE_REACHED
             else:
                 group, created = ClassicGroup(group_id, now, self.config), True
         if not error:
-            error = group.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
+            error = group.validate_offset_commit(member_id, group_instance_id, generation_id, now, transactional=True)
         if error:
             return {(t, p): error for t, p, _ in commits}
         results, accepted = self._screen_commits(commits, now, keep_given_timestamp=False)
@@ -468,6 +470,13 @@ class GroupCoordinator(InternalTopicOwner):
             for topic, indexes in partitions:
                 result[topic] = {p: offsets.get((topic, p)) for p in indexes}
         return NONE, result
+
+    def unstable_partitions(self, group_id: str) -> frozenset[tuple[str, int]]:
+        """The group's partitions with a transactional commit pending (Kafka's hasPendingTransactionalOffsets)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return frozenset()
+        return frozenset(tp for pending in group.pending_txn_offsets.values() for tp in pending)
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
                        ) -> tuple[int, dict[tuple[str, int], int]]:

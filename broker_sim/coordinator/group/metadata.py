@@ -574,40 +574,37 @@ class ClassicGroup:
 
     # --- offsets ------------------------------------------------------------------------
     def validate_offset_commit(self, member_id: str, group_instance_id: str | None, generation_id: int,
-                               now_ms: int) -> int:
-        """Kafka's validateOffsetCommit plus its per-state rules; a member's commit extends its session.
+                               now_ms: int, *, transactional: bool = False) -> int:
+        """Kafka's ``ClassicGroup.validateOffsetCommit``; a member's (plain) commit extends its session.
 
-        Members commit with their generation and member id (the checks a transactional commit gets too);
-        anyone else (generation -1, no member id: consumers that assign partitions themselves) may commit
-        only while the group has no members.
-        """
-        error = self.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
-        if error:
-            return error
-        if generation_id < 0 and not member_id and group_instance_id is None and self.state is not EMPTY:
-            return UNKNOWN_MEMBER_ID
-        if self.state is COMPLETING_REBALANCE:
-            return REBALANCE_IN_PROGRESS
-        member = self.members.get(member_id)
-        if member is not None:
-            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-        return NONE
-
-    def validate_txn_offset_commit(self, member_id: str, group_instance_id: str | None,
-                                   generation_id: int) -> int:
-        """Kafka's doTxnCommitOffsets checks: only a commit naming a member is checked against the group.
-
-        Unlike OffsetCommit, a producer committing with generation -1 and no member id (it names the
-        group only) is accepted whatever the group's state.
+        1. A Dead group: COORDINATOR_NOT_AVAILABLE.
+        2. Generation -1 while the group is Empty (the admin client, or consumers that assign partitions
+           themselves): accepted, whatever member id it names.
+        3. A commit naming a generation, a member id or an instance id must be the current member's
+           (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) of the current generation (ILLEGAL_GENERATION).
+        4. Otherwise (generation -1, no member) a plain commit needs an Empty group (UNKNOWN_MEMBER_ID); a
+           transactional one is accepted in any state (TxnOffsetCommit before v3 names no member).
+        5. A plain commit while the group completes a rebalance: REBALANCE_IN_PROGRESS.
         """
         if self.state is DEAD:
             return COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and self.state is EMPTY:
+            return NONE
         if generation_id >= 0 or member_id or group_instance_id is not None:
             error = self.validate_member(member_id, group_instance_id)
             if error:
                 return error
             if generation_id != self.generation_id:
                 return ILLEGAL_GENERATION
+        elif not transactional:
+            return UNKNOWN_MEMBER_ID
+        if transactional:
+            return NONE
+        if self.state is COMPLETING_REBALANCE:
+            return REBALANCE_IN_PROGRESS
+        member = self.members.get(member_id)
+        if member is not None:
+            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         return NONE
 
     def expired_offsets(self, now_ms: int) -> list[tuple[str, int]]:

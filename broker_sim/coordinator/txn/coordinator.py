@@ -67,6 +67,8 @@ INVALID_TXN_STATE = Errors.InvalidTxnStateError.errno
 UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
 OPERATION_NOT_ATTEMPTED = Errors.OperationNotAttemptedError.errno
 TRANSACTIONAL_ID_NOT_FOUND = Errors.TransactionalIdNotFoundError.errno
+TRANSACTION_ABORTABLE = Errors.TransactionAbortableError.errno
+INVALID_REGULAR_EXPRESSION = 128  # kafka-python names no error for it
 
 MAX_EPOCH = 32767
 NO_PRODUCER_ID = -1
@@ -122,13 +124,14 @@ class InitResult:
 
 @dataclass(frozen=True)
 class TxnDescription:
+    """One id as DescribeTransactions answers it; with an error, Kafka leaves every other field unset (0)."""
     transactional_id: str
     error: int
     state: str = ""
     timeout_ms: int = 0
-    start_ms: int = -1
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_EPOCH
+    start_ms: int = 0
+    producer_id: int = 0
+    producer_epoch: int = 0
     partitions: tuple[tuple[str, int], ...] = ()
 
 
@@ -272,7 +275,9 @@ class TxnCoordinator(InternalTopicOwner):
                        partitions: list[tuple[str, int]], *, verify_only: bool = False) -> dict[tuple[str, int], int]:
         """Error code per partition; the partitions are part of the transaction (durably) on success.
 
-        ``verify_only`` (AddPartitionsToTxn v4+) only checks they already are.
+        ``verify_only`` (AddPartitionsToTxn v4+, a partition leader asking before a transactional write) only
+        checks they already are: TRANSACTION_ABORTABLE for a partition that is not (KIP-890), so the producer
+        aborts rather than writes outside its transaction.
         """
         missing = [tp for tp in partitions if not self.partition_exists(*tp)]
         if missing:
@@ -281,8 +286,7 @@ class TxnCoordinator(InternalTopicOwner):
         if not error and txn.state in PREPARING:
             error = CONCURRENT_TRANSACTIONS
         if not error and verify_only:
-            return {tp: NONE if txn.state is ONGOING and tp in txn.partitions else INVALID_TXN_STATE
-                    for tp in partitions}
+            return {tp: NONE if tp in txn.partitions else TRANSACTION_ABORTABLE for tp in partitions}
         if not error and not (txn.state is ONGOING and txn.partitions.issuperset(partitions)):
             now = self.clock()
             error = self._transit(txn, state=ONGOING, partitions=txn.partitions | set(partitions),
@@ -408,17 +412,24 @@ class TxnCoordinator(InternalTopicOwner):
 
     # --- admin ---------------------------------------------------------------------------------
     def list_transactions(self, states: Iterable[TxnState] = (), producer_ids: Iterable[int] = (),
-                          min_duration_ms: int = -1, pattern: str | None = None) -> list[tuple[str, int, str]]:
-        """(transactional id, producer id, state) of the ids this broker coordinates, filtered as ListTransactions."""
+                          min_duration_ms: int = -1, pattern: str | None = None
+                          ) -> tuple[int, list[tuple[str, int, str]]]:
+        """(error, [(transactional id, producer id, state)]) of the ids this broker coordinates, filtered as
+        Kafka's ``listTransactionStates``: ``min_duration_ms`` keeps those whose last transaction started longer
+        ago than that (whatever their state), ``pattern`` must match the whole id (an empty one matches every id;
+        one that is no regular expression answers INVALID_REGULAR_EXPRESSION)."""
         wanted_states, wanted_ids = set(states), set(producer_ids)
-        regex = re.compile(pattern) if pattern else None
+        try:
+            regex = re.compile(pattern) if pattern else None
+        except re.error:
+            return INVALID_REGULAR_EXPRESSION, []
         now = self.clock()
-        return [(t.transactional_id, t.producer_id, str(t.state)) for _, t in sorted(self.transactions.items())
-                if self.is_coordinator(t.transactional_id)
-                and (not wanted_states or t.state in wanted_states)
-                and (not wanted_ids or t.producer_id in wanted_ids)
-                and (min_duration_ms < 0 or (t.state is ONGOING and now - t.start_ms >= min_duration_ms))
-                and (regex is None or regex.search(t.transactional_id))]
+        return NONE, [(t.transactional_id, t.producer_id, str(t.state)) for _, t in sorted(self.transactions.items())
+                      if self.is_coordinator(t.transactional_id)
+                      and (not wanted_states or t.state in wanted_states)
+                      and (not wanted_ids or t.producer_id in wanted_ids)
+                      and (min_duration_ms < 0 or now - t.start_ms > min_duration_ms)
+                      and (regex is None or regex.fullmatch(t.transactional_id))]
 
     def describe(self, transactional_id: str) -> TxnDescription:
         error = self._coordinator_error(transactional_id)
@@ -427,8 +438,8 @@ class TxnCoordinator(InternalTopicOwner):
             error = TRANSACTIONAL_ID_NOT_FOUND
         if error:
             return TxnDescription(transactional_id, error)
-        return TxnDescription(transactional_id, NONE, str(txn.state), txn.timeout_ms,
-                              txn.start_ms if txn.state not in COMPLETE else -1, txn.producer_id,
+        # the start time stays that of the last transaction once it completed, as in Kafka
+        return TxnDescription(transactional_id, NONE, str(txn.state), txn.timeout_ms, txn.start_ms, txn.producer_id,
                               txn.producer_epoch, tuple(sorted(txn.partitions)))
 
     # --- helpers ----------------------------------------------------------------------------------

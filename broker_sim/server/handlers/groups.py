@@ -22,6 +22,7 @@ from broker_sim.server.handlers.access import DELETE, DESCRIBE, GROUP, READ, TOP
 GROUP_AUTHORIZATION_FAILED = Errors.GroupAuthorizationFailedError.errno
 TOPIC_AUTHORIZATION_FAILED = Errors.TopicAuthorizationFailedError.errno
 TXN_AUTHORIZATION_FAILED = Errors.TransactionalIdAuthorizationFailedError.errno
+UNSTABLE_OFFSET_COMMIT = Errors.UnstableOffsetCommitError.errno
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
@@ -222,11 +223,13 @@ class GroupApis:
                   for topic in request.topics]
         return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
-    def _fetch(self, ctx, group_id: str, topics, version: int):
+    def _fetch(self, ctx, group_id: str, topics, version: int, require_stable: bool):
         """(group error, [(topic, [(partition, committed or None, partition error)])]) for one group.
 
         Kafka's checks: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); topics named in the request
-        without DESCRIBE answer TOPIC_AUTHORIZATION_FAILED, and a fetch of all topics leaves them out."""
+        without DESCRIBE answer TOPIC_AUTHORIZATION_FAILED, and a fetch of all topics leaves them out.  With
+        ``require_stable`` (v7+) a partition whose offset a transaction has pending answers
+        UNSTABLE_OFFSET_COMMIT and no offset (KIP-447: the consumer retries once the transaction ended)."""
         wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
         if not self._access.allowed(ctx, DESCRIBE, GROUP, group_id):
             error = GROUP_AUTHORIZATION_FAILED
@@ -243,7 +246,10 @@ class GroupApis:
         if error and version < 2:
             # no top-level error code before v2: every partition carries it
             return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
-        found = [(name, [(p, value, 0) for p, value in parts.items()]) for name, parts in offsets.items()
+        unstable = self._groups.unstable_partitions(group_id) if require_stable else frozenset()
+        found = [(name, [(p, None, UNSTABLE_OFFSET_COMMIT) if (name, p) in unstable else (p, value, 0)
+                         for p, value in parts.items()])
+                 for name, parts in offsets.items()
                  if wanted is not None or self._access.allowed(ctx, DESCRIBE, TOPIC, name)]
         found.extend((name, [(p, None, TOPIC_AUTHORIZATION_FAILED) for p in indexes])
                      for name, indexes in wanted or [] if name in denied)
@@ -260,12 +266,13 @@ class GroupApis:
         if version >= 8:
             groups = []
             for group in request.groups:
-                error, topics = self._fetch(ctx, group.group_id, group.topics, version)
+                error, topics = self._fetch(ctx, group.group_id, group.topics, version, request.require_stable)
                 groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=[
                     FetchGroupTopic(name=name, partitions=[_fetched(FetchGroupPartition, *p) for p in parts])
                     for name, parts in topics]))
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-        error, topics = self._fetch(ctx, request.group_id, request.topics, version)
+        error, topics = self._fetch(ctx, request.group_id, request.topics, version,
+                                    version >= 7 and request.require_stable)
         return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
             FetchTopic(name=name, partitions=[_fetched(FetchPartition, *p) for p in parts]) for name, parts in topics])
 

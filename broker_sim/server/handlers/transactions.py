@@ -7,9 +7,9 @@ Each ``TransactionApis`` handler reads its version's fields, calls the transacti
 and builds the response; the rules live in the coordinators.  The one rule
 kept here is Kafka's per-version error mapping: PRODUCER_FENCED (KIP-588)
 reaches clients only on the versions that know it, older ones get
-INVALID_PRODUCER_EPOCH.  WriteTxnMarkers is a broker-to-broker API: from a
+INVALID_PRODUCER_EPOCH.  WriteTxnMarkers is a broker-to-broker API: with an authorizer, from a
 client (``ctx.inter_broker`` false) without CLUSTER_ACTION every partition answers
-CLUSTER_AUTHORIZATION_FAILED, as Kafka does.  ACL checks (``handlers/access.py``) are Kafka's:
+CLUSTER_AUTHORIZATION_FAILED; without one, Kafka writes any client's markers.  ACL checks (``handlers/access.py``) are Kafka's:
 WRITE on the transactional id for InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
 TxnOffsetCommit; WRITE on each topic added; READ on the group whose offsets join the transaction.
 """
@@ -20,6 +20,7 @@ from typing import Awaitable, Callable
 import kafka.errors as Errors
 
 from broker_sim.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset
+from broker_sim.coordinator.txn.coordinator import TxnDescription
 from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
 from broker_sim.coordinator.txn.state import parse_state
 from broker_sim.protocol.apis import messages
@@ -78,9 +79,10 @@ class TransactionApis:
                     or self._access.allowed_any(ctx, access.WRITE, access.TOPIC)):
                 return InitProducerIdResponse(throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
                                               producer_id=-1, producer_epoch=-1)
-            producer_id, epoch = self._producer_ids.init_idempotent(expected_id, expected_epoch)
-            return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id,
-                                          producer_epoch=epoch)
+            # always a new producer id, epoch 0, also for one naming its id and epoch (KIP-360): Kafka bumps
+            # epochs for transactional ids only
+            return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=self._producer_ids.next_id(),
+                                          producer_epoch=0)
         if not self._txn_allowed(ctx, request.transactional_id):
             return InitProducerIdResponse(throttle_time_ms=0, error_code=TXN_AUTHORIZATION_FAILED, producer_id=-1,
                                           producer_epoch=-1)
@@ -210,8 +212,9 @@ class TransactionApis:
         answers = []
         for marker in request.markers:
             partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-            if not self._access.cluster_action(ctx):
-                # a broker-to-broker API: a client's markers would commit or abort other producers' transactions
+            if not self._access.allowed_cluster(ctx, access.CLUSTER_ACTION):
+                # a broker-to-broker API: with an authorizer, only a principal allowed CLUSTER_ACTION (without one,
+                # Kafka takes markers from any client, as kafka-transactions abort sends them)
                 results = dict.fromkeys(partitions, CLUSTER_AUTHORIZATION_FAILED)
             elif self._write_markers_replicated is not None:  # a cluster: answered once the ISR has the markers
                 results = await self._write_markers_replicated(
@@ -233,16 +236,15 @@ class TransactionApis:
         version = ctx.version
         states = [parse_state(name) for name in request.state_filters or []]
         unknown = [name for name, state in zip(request.state_filters or [], states) if state is None]
+        error, listed = self._transactions.list_transactions(
+            [s for s in states if s is not None], request.producer_id_filters or [],
+            request.duration_filter if version >= 1 else -1,
+            request.transactional_id_pattern if version >= 2 else None)
         if states and all(state is None for state in states):
             listed = []  # only unknown states asked for: nothing matches
-        else:
-            listed = self._transactions.list_transactions(
-                [s for s in states if s is not None], request.producer_id_filters or [],
-                request.duration_filter if version >= 1 else -1,
-                request.transactional_id_pattern if version >= 2 else None)
         listed = [entry for entry in listed if self._access.allowed(ctx, access.DESCRIBE, access.TXN, entry[0])]
         return ListTransactionsResponse(
-            throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
+            throttle_time_ms=0, error_code=error, unknown_state_filters=unknown,
             transaction_states=[ListTransactionsResponse.TransactionState(transactional_id=txn_id, producer_id=pid,
                                                                           transaction_state=state)
                                 for txn_id, pid, state in listed])
@@ -252,12 +254,10 @@ class TransactionApis:
         Described = DescribeTransactionsResponse.TransactionState
         described = []
         for txn_id in request.transactional_ids:
-            if not self._access.allowed(ctx, access.DESCRIBE, access.TXN, txn_id):
-                described.append(Described(error_code=TXN_AUTHORIZATION_FAILED, transactional_id=txn_id,
-                                           transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
-                                           producer_id=-1, producer_epoch=-1, topics=[]))
-                continue
-            d = self._transactions.describe(txn_id)
+            if self._access.allowed(ctx, access.DESCRIBE, access.TXN, txn_id):
+                d = self._transactions.describe(txn_id)
+            else:
+                d = TxnDescription(txn_id, TXN_AUTHORIZATION_FAILED)
             topics: dict[str, list[int]] = {}
             for topic, index in d.partitions:  # topics the caller may not DESCRIBE are left out, as Kafka
                 if self._access.allowed(ctx, access.DESCRIBE, access.TOPIC, topic):
