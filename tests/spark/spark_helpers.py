@@ -5,14 +5,18 @@ import itertools
 import json
 import re
 import tempfile
+import time
 from pathlib import Path
 
+import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from connector.source.offsets import GROUP_KEY
 
 _query_names = itertools.count()
+# A test that takes ``broker`` (tests/spark/conftest.py) but runs on broker_sim only, with the reason beside it
+broker_sim_only = pytest.mark.parametrize("broker", ["pylog"], indirect=True)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: dict | None = None) -> None:
@@ -113,3 +117,53 @@ def checkpoint_source_offsets(checkpoint: str) -> list:
     files = [p for p in Path(checkpoint, "offsets").iterdir() if _BATCH_FILE.fullmatch(p.name)]
     # A batch file is "v1", the batch metadata, then one line per source.
     return [json.loads(p.read_text().splitlines()[2]) for p in sorted(files, key=lambda p: int(p.name))]
+
+
+def create_replicated_topics(cluster, partitions: dict[str, int], config: dict | None = None) -> None:
+    """Topics with replication factor 3 on a 3-node ``cluster`` (LocalCluster or KafkaCluster), each with every
+    replica in sync before this returns."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    futures = admin.create_topics([NewTopic(t, num_partitions=n, replication_factor=3, config=config or {})
+                                   for t, n in partitions.items()], operation_timeout=30, request_timeout=30)
+    for topic, future in futures.items():
+        future.result(30)
+        cluster.wait_for_full_isr(topic, partitions[topic], timeout_s=60)
+
+
+def produce_acks_all(bootstrap: str, topic: str, numbers: range, partitions: int) -> None:
+    """Values ``str(i)`` with keys ``k<i>`` into partition ``i % partitions``, idempotent with acks=all."""
+    from confluent_kafka import Producer
+
+    failures = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": 60000})
+    for i in numbers:
+        producer.produce(topic, str(i).encode(), key=f"k{i}".encode(), partition=i % partitions,
+                         on_delivery=lambda err, _msg: err is not None and failures.append(err))
+        producer.poll(0)
+    assert producer.flush(90) == 0 and not failures, failures
+
+
+def kill_and_restart(cluster, topic: str, partition: int, down_s: float, while_down=None) -> tuple[int, int]:
+    """SIGKILL the partition's leader, wait until another broker leads it, run ``while_down()``, restart the
+    old one ``down_s`` after the kill (or once ``while_down`` returns); (old leader, leader while it was down)."""
+    leader = cluster.leader_of(topic, partition)
+    killed_at = time.monotonic()
+    cluster.kill(leader)
+    deadline = killed_at + 60
+    while True:
+        try:
+            moved_to = cluster.leader_of(topic, partition, timeout_s=5.0)
+        except Exception:  # noqa: BLE001 - no leader during the election: ask again
+            moved_to = leader
+        if moved_to not in (leader, -1):
+            break
+        assert time.monotonic() < deadline, f"leadership of {topic}-{partition} stayed on broker {leader}"
+        time.sleep(0.2)
+    if while_down is not None:
+        while_down()
+    time.sleep(max(0.0, down_s - (time.monotonic() - killed_at)))
+    cluster.restart(leader)
+    return leader, moved_to

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from sink_helpers import read_topic, values_of
-from spark_helpers import stream
+from spark_helpers import create_replicated_topics, kill_and_restart, produce_acks_all, stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
 
@@ -47,51 +47,6 @@ def cluster(tmp_path_factory):
         yield running
     finally:
         running.stop_all()
-
-
-def create_topics(cluster, partitions: dict[str, int]) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    futures = admin.create_topics([NewTopic(t, num_partitions=n, replication_factor=3) for t, n in partitions.items()],
-                                  operation_timeout=30, request_timeout=30)
-    for topic, future in futures.items():
-        future.result(30)
-        cluster.wait_for_full_isr(topic, partitions[topic], timeout_s=60)
-
-
-def produce_acks_all(bootstrap: str, topic: str, numbers: range, partitions: int) -> None:
-    from confluent_kafka import Producer
-
-    failures = []
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "message.timeout.ms": 60000})
-    for i in numbers:
-        producer.produce(topic, str(i).encode(), key=f"k{i}".encode(), partition=i % partitions,
-                         on_delivery=lambda err, _msg: err is not None and failures.append(err))
-        producer.poll(0)
-    assert producer.flush(90) == 0 and not failures, failures
-
-
-def kill_and_restart(cluster, topic: str, partition: int, down_s: float) -> tuple[int, int]:
-    """SIGKILL the partition's leader, wait until another broker leads it, restart the old one after
-    ``down_s``; (old leader, leader while it was down)."""
-    leader = cluster.leader_of(topic, partition)
-    killed_at = time.monotonic()
-    cluster.kill(leader)
-    deadline = killed_at + 60
-    while True:
-        try:
-            moved_to = cluster.leader_of(topic, partition, timeout_s=5.0)
-        except Exception:  # noqa: BLE001 - no leader during the election: ask again
-            moved_to = leader
-        if moved_to not in (leader, -1):
-            break
-        assert time.monotonic() < deadline, f"leadership of {topic}-{partition} stayed on broker {leader}"
-        time.sleep(0.2)
-    time.sleep(max(0.0, down_s - (time.monotonic() - killed_at)))
-    cluster.restart(leader)
-    return leader, moved_to
 
 
 def batch_id(query) -> int:
@@ -123,7 +78,7 @@ def committed_count(bootstrap: str, topic: str) -> int:
 
 def test_stream_exactly_once_across_leader_failovers(spark, cluster):
     bootstrap = cluster.bootstrap_servers
-    create_topics(cluster, {"events": 2, "clean": 3})
+    create_replicated_topics(cluster, {"events": 2, "clean": 3})
     produce_acks_all(bootstrap, "events", range(400), 2)
     checkpoint = tempfile.mkdtemp(prefix="pylog-ckpt-")
 
