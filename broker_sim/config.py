@@ -842,6 +842,14 @@ class BrokerConfig:
                 return layer[name], source
         return self._values.get(name, BROKER_CONFIGS[name].default), "static" if name in self._values else "default"
 
+    def layers(self, name: str) -> list[tuple[str, str]]:
+        """Every (value, source) ``name`` has, the one in effect first, as Kafka lists a config's synonyms:
+        this broker's dynamic value, the dynamic default, the static value, the default."""
+        found = [(layer[name], source) for layer, source in ((self._dynamic, "dynamic"),
+                                                             (self._dynamic_default, "dynamic-default"),
+                                                             (self._values, "static")) if name in layer]
+        return found + [(BROKER_CONFIGS[name].default, "default")]
+
     def set_dynamic(self, per_broker: Mapping[str, str], default: Mapping[str, str]) -> list[str]:
         """Replace the dynamic layers; entries that are not dynamic or do not parse are left out (returned)."""
         layers, dropped = [], []

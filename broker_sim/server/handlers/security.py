@@ -59,7 +59,7 @@ def _check_changes(name: str, items: list, current: dict) -> tuple[int, str] | N
 SECURITY_DISABLED = Errors.SecurityDisabledError.errno
 CLUSTER_AUTHORIZATION_FAILED = Errors.ClusterAuthorizationFailedError.errno
 INVALID_REQUEST = Errors.InvalidRequestError.errno
-_NO_AUTHORIZER = "No Authorizer is configured on the broker (set authorizer.class.name)"
+_NO_AUTHORIZER = "No Authorizer is configured on the broker"  # Kafka's words (set authorizer.class.name)
 
 
 def _enum(cls, value):

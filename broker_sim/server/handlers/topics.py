@@ -48,6 +48,11 @@ _SOURCES = {"dynamic": DYNAMIC_BROKER_CONFIG, "dynamic-default": DYNAMIC_DEFAULT
 BOOLEAN, STRING, LONG, DOUBLE, LIST = 1, 2, 5, 6, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _LIST_CONFIGS = {"cleanup.policy", "log.cleanup.policy"}
+# broker configs Kafka defines without a default (a coarser one supplies it: log.retention.hours for
+# log.retention.ms) or not at all: a topic config's synonyms never show their DEFAULT_CONFIG entry
+_NO_KAFKA_DEFAULT = {"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms",
+                     "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
+                     "remote.storage.enable"}
 
 
 class _Entry:
@@ -299,12 +304,12 @@ class TopicApis:
                 continue
             broker_name = definition.default
             broker_source = _SOURCES[self._config.source(broker_name)]
-            chain = []
+            chain = [(broker_name, self._config.raw(broker_name), broker_source)]
             if name in overrides:
-                chain.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-            chain.append((broker_name, self._config.raw(broker_name), broker_source))
+                chain.insert(0, (name, overrides[name], DYNAMIC_TOPIC_CONFIG))
             value, source = chain[0][1], chain[0][2]
-            entries.append(_Entry(name, value, False, source, chain if synonyms else [],
+            shown = [link for link in chain if link[2] != DEFAULT_CONFIG or link[0] not in _NO_KAFKA_DEFAULT]
+            entries.append(_Entry(name, value, False, source, shown if synonyms else [],
                                   definition.doc if docs else None,
                                   _config_type(name, BROKER_CONFIGS[broker_name].default)))
         return entries
@@ -317,8 +322,9 @@ class TopicApis:
             value, source = self._config.described(name)
             source = _SOURCES[source]
             value = None if definition.sensitive else value  # Kafka: sensitive values are null
-            entry = _Entry(name, value, name not in DYNAMIC_BROKER_CONFIGS, source,
-                           [(name, value, source)] if synonyms else [],
+            chain = [(name, None if definition.sensitive else v, _SOURCES[s]) for v, s in self._config.layers(name)
+                     if s != "default" or name not in _NO_KAFKA_DEFAULT]
+            entry = _Entry(name, value, name not in DYNAMIC_BROKER_CONFIGS, source, chain if synonyms else [],
                            definition.doc if docs else None, _config_type(name, definition.default))
             entry.sensitive = definition.sensitive
             entries.append(entry)
