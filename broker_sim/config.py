@@ -388,6 +388,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.retention.hours", "168", _parse_int(-1), "log.retention.ms in hours (ms and minutes win)."),
     ConfigDef("log.roll.hours", "168", _parse_int(1), "log.roll.ms in hours (ms wins when both are set)."),
     ConfigDef("log.retention.check.interval.ms", "300000", _parse_int(1), "How often retention runs."),
+    ConfigDef("log.initial.task.delay.ms", "30000", _parse_int(0),
+              "When the first retention pass runs after start (Kafka's LogManager tasks' initial delay); "
+              "later passes follow every log.retention.check.interval.ms."),
     ConfigDef("log.cleaner.enable", "true", _parse_bool, "Run the log cleaner (compaction)."),
     ConfigDef("log.cleaner.backoff.ms", "15000", _parse_int(0), "Pause between log cleaner passes."),
     *(row.broker_config() for row in TOPIC_CONFIGS.values()),  # the defaults of topic configs

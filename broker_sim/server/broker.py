@@ -687,8 +687,10 @@ class Broker:
                 log.exception("log cleaner pass failed")
 
     async def _housekeep(self) -> None:
+        # as Kafka's LogManager schedules it: the first retention pass log.initial.task.delay.ms after start (so
+        # a short-lived broker deletes expired records too), then one every log.retention.check.interval.ms
         retention_every = self.config.get("log.retention.check.interval.ms") / 1000.0
-        next_retention = self._loop.time() + retention_every
+        next_retention = self._loop.time() + self.config.get("log.initial.task.delay.ms") / 1000.0
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
             try:

@@ -16,7 +16,7 @@ from kafka_wire import (LATEST, WireClient, batches_of, fetch_request, fetched_p
 
 MB = 1 << 20
 INT32_MAX = 2**31 - 1
-TOPIC_AUTHORIZATION_FAILED = 29
+NOT_LEADER_OR_FOLLOWER = 6
 
 
 def _produce(client: WireClient, topic: str, batches: list[bytes]) -> None:
@@ -122,11 +122,12 @@ def test_a_follower_fetch_from_a_client_is_refused(hostile_broker):
     with WireClient(broker.bootstrap_servers) as client:
         _produce(client, topic, [record_batch([b"one", b"two"])])
         before = rss_bytes(broker.process.pid)
-        # as Kafka without ClusterAction: every partition TOPIC_AUTHORIZATION_FAILED, no records
+        # as Kafka without an authorizer: a follower fetch, and no such follower of the partition (not even the
+        # broker's own id 0): every partition NOT_LEADER_OR_FOLLOWER, no records, no offsets
         for replica_id in (0, 1, 7):
             partitions = fetched_partitions(client.call(_fetch(topic, 1, replica_id=replica_id, offsets=[2])))
             assert [(p.error_code, p.high_watermark, len(p.records or b"")) for p in partitions] == \
-                [(TOPIC_AUTHORIZATION_FAILED, -1, 0)]
+                [(NOT_LEADER_OR_FOLLOWER, -1, 0)]
         # a real consumer sees the same high watermark and records: no follower state moved
         consumer = fetched_partitions(client.call(fetch_request(topic, 0, 0)))[0]
         assert consumer.error_code == 0 and consumer.high_watermark == 2

@@ -1,6 +1,6 @@
 """Time- and size-based retention delete old segment files and move the earliest offset; new data stays.
 
-The broker runs with 2 KiB segments and a 200 ms retention check.  Topics
+The broker runs with 2 KiB segments and a 200 ms retention check (the first 200 ms after start).  Topics
 start with retention off, so the test knows the segment layout before
 retention may act, then IncrementalAlterConfigs switches it on (which also
 proves that a config change reaches a running log).  Waits are bounded
@@ -16,7 +16,8 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from client_helpers import consume_kafka_python, create_topic, wait_until
 from kafka_wire import EARLIEST, LATEST, WireClient, list_offsets, produce_request, produce_result, record_batch
 
-BROKER_CONFIG = {"internal.log.segment.bytes": "2048", "log.retention.check.interval.ms": "200"}
+BROKER_CONFIG = {"internal.log.segment.bytes": "2048", "log.retention.check.interval.ms": "200",
+                 "log.initial.task.delay.ms": "200"}
 VALUE = b"r" * 200
 
 

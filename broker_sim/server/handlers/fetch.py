@@ -14,10 +14,12 @@ below the last stable offset, with the list of aborted transactions
 uses to drop aborted records.  Every answer carries the real last stable offset.
 
 Replication: only a partition's leader answers Fetch (NOT_LEADER_OR_FOLLOWER
-otherwise).  A fetch with ``replica_id`` >= 0 comes from a follower; from a
-connection that is not another broker's (``ctx.inter_broker``) it is answered
-as Kafka answers a follower without the ClusterAction ACL: every partition
-TOPIC_AUTHORIZATION_FAILED, nothing read, no follower state touched.  A
+otherwise).  A fetch with ``replica_id`` >= 0 comes from a follower.  With an
+authorizer, one from a connection that is not another broker's
+(``ctx.inter_broker``) and lacks ClusterAction is answered as Kafka does: every
+partition TOPIC_AUTHORIZATION_FAILED, nothing read, no follower state touched.
+Without an authorizer Kafka allows it, so it is a follower fetch, and a
+``replica_id`` that is not a follower of the partition gets NOT_LEADER_OR_FOLLOWER.  A
 follower's fetch reads up to the log end offset (not the high watermark), and its fetch offset is
 the follower's log end offset, reported to the partition
 (``update_follower_fetch``), which may move the high watermark and the ISR.
@@ -36,6 +38,13 @@ Fetch sessions (KIP-227, v7+): ``server/fetch_sessions.py`` decides what a reque
 mean; an incremental fetch reads every partition of its session (the request names only what changed) and
 its answer names only the partitions with something to say.  A session error (FETCH_SESSION_ID_NOT_FOUND,
 INVALID_FETCH_SESSION_EPOCH) is the answer's top-level error code, with no partitions.
+
+A partition answered to a client with an error carries no offsets (high watermark, last stable offset and log
+start offset -1), as Kafka's ``ReplicaManager`` reports a failed read.  Another broker's follower fetch keeps
+them: a follower behind the log start offset restarts there from OFFSET_OUT_OF_RANGE's answer
+(``replication/fetcher.py``), where Kafka's follower asks ListOffsets.  Aborted transactions are null, except for
+the errors Kafka's ``KafkaApis`` decides before reading (UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED):
+those partitions are built from the schema's defaults, an empty list.
 """
 from __future__ import annotations
 
@@ -56,6 +65,8 @@ from broker_sim.errors import error_of
 from broker_sim.server.network import SENDFILE_MIN_BYTES
 
 READ_COMMITTED = 1
+# errors KafkaApis answers before the read (FetchResponse.partitionResponse): aborted transactions [], not null
+ANSWERED_BEFORE_READ = frozenset((Errors.UnknownTopicOrPartitionError.errno, Errors.TopicAuthorizationFailedError.errno))
 
 
 class _Read:
@@ -115,7 +126,7 @@ class FetchApis:
         access = self._access
         partitions_by_topic = fetch_data(request)
         from_follower = request.replica_id is not None and request.replica_id >= 0
-        if from_follower and not access.cluster_action(ctx):
+        if from_follower and access.enabled and not access.cluster_action(ctx):
             return _encode(ctx, request, _refused(partitions_by_topic))
         session, incremental = None, False
         if ctx.version >= 7:
@@ -207,7 +218,7 @@ class FetchApis:
         return session, True, grouped
 
     def _read_all(self, request, version, partitions_by_topic, from_follower):
-        budget = min(request.max_bytes if request.max_bytes > 0 else 2**31 - 1, self._config.get("fetch.max.bytes"))
+        budget = min(max(request.max_bytes, 0), self._config.get("fetch.max.bytes"))  # 0: the first batch only
         committed = request.isolation_level == READ_COMMITTED
         replica_id = request.replica_id
         now_ms = self._now_ms() if from_follower else 0
@@ -290,13 +301,14 @@ def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int = 0, 
     TopicResponse = FetchResponse.FetchableTopicResponse
     PartitionData = TopicResponse.PartitionData
     committed = request.isolation_level == READ_COMMITTED
+    offsets_on_error = ctx.inter_broker  # see the module docstring: only our own followers read them
     zero_copy = ctx.connection.sendfile_ok
     spliced = []
     responses = []
     for name, reads in topics:
         partitions = []
         for read in reads:
-            partition = read.partition
+            partition = read.partition if not read.error or offsets_on_error else None
             records = b""
             if read.size >= SENDFILE_MIN_BYTES and zero_copy:
                 records = new_placeholder()
@@ -305,7 +317,9 @@ def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int = 0, 
                 records = b"".join(_pread(region) for region in read.regions)
             hw = partition.high_watermark if partition is not None else -1
             aborted = None
-            if committed:
+            if read.error in ANSWERED_BEFORE_READ:
+                aborted = []
+            elif committed and not read.error:
                 aborted = [PartitionData.AbortedTransaction(producer_id=pid, first_offset=first)
                            for pid, first in read.aborted]
             fields = dict(

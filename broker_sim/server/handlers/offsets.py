@@ -15,21 +15,25 @@ from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import DELETE, DESCRIBE, TOPIC, Access
 from broker_sim.errors import error_of
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+# the first ListOffsets version that knows each negative timestamp (a query, not a time); Kafka 4.1 also knows
+# -4 (earliest local, v8) and -5 (latest tiered, v9), versions broker_sim does not serve yet
+QUERY_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7}
 READ_COMMITTED = 1
 
 
 def _lookup(partition, timestamp: int, version: int, read_committed: bool) -> tuple[int, int]:
-    """(timestamp, offset) answering a ListOffsets query, (-1, -1) when no record qualifies."""
-    if timestamp == EARLIEST or timestamp == EARLIEST_LOCAL:
+    """(timestamp, offset) answering a ListOffsets query, (-1, -1) when no record qualifies.  A negative
+    timestamp this version does not know is UNSUPPORTED_VERSION, as Kafka answers it."""
+    if timestamp < 0 and QUERY_SINCE.get(timestamp, version + 1) > version:
+        raise Errors.UnsupportedVersionError(f"timestamp {timestamp} is not a query ListOffsets v{version} knows")
+    if timestamp == EARLIEST:
         return -1, partition.log_start_offset
     if timestamp == LATEST:
         return -1, partition.last_stable_offset if read_committed else partition.high_watermark
-    if timestamp == MAX_TIMESTAMP and version >= 7:
+    if timestamp == MAX_TIMESTAMP:
         found = partition.log.max_timestamp_and_offset()
         return found if found is not None else (-1, -1)
-    if timestamp < 0:
-        raise Errors.InvalidRequestError(f"timestamp {timestamp} is not a ListOffsets query this version knows")
     found = partition.log.offset_for_timestamp(timestamp)
     if found is None or found[0] >= (partition.last_stable_offset if read_committed else partition.high_watermark):
         return -1, -1
@@ -82,8 +86,10 @@ class OffsetApis:
         OffsetForLeaderEpochResponse = messages.OffsetForLeaderEpochResponse
         EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
         EpochEnd = EpochTopic.EpochEndOffset
-        # a follower's (replica_id >= 0, v3+) needs CLUSTER_ACTION; a client's DESCRIBE on each topic
-        follower = ctx.version >= 3 and request.replica_id is not None and request.replica_id >= 0
+        # with an authorizer a follower's (replica_id >= 0, v3+) needs CLUSTER_ACTION, a client's DESCRIBE on each
+        # topic; without one Kafka allows both
+        follower = (self._access.enabled and ctx.version >= 3 and request.replica_id is not None
+                    and request.replica_id >= 0)
 
         def answer(name, data):
             partition = self._replicas.get_leader(name, data.partition)
