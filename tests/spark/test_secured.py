@@ -3,11 +3,14 @@
 The query's user holds exactly the ACLs the README's table lists for a pylog source with group commits and
 an exactly-once sink — no super user — so the test also proves that table complete.  Driver and executors
 log in (the executors' raw Fetch and produce clients too); a wrong password fails the query with the
-broker's refusal instead of hanging.
+broker's refusal instead of hanging. Both tests run on broker_sim and on Apache Kafka (``secured``: the same
+listener, users and ACLs on each).
 """
 from __future__ import annotations
 
+import contextlib
 import tempfile
+from types import SimpleNamespace
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
@@ -32,16 +35,64 @@ SPARK_ACLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
+USERS = {"admin": "admin-secret", "spark": "spark-secret"}
+
+
+@contextlib.contextmanager
+def _secured_pylog(directory, ca):
     from broker_sim.server.broker import Broker
 
-    ca = CertificateAuthority(tmp_path_factory.mktemp("spark-ca"))
     config = {"listeners": "SASL_SSL://127.0.0.1:0", "ssl.keystore.location": ca.issue("broker").keystore,
               "sasl.enabled.mechanisms": "SCRAM-SHA-512", "authorizer.class.name": "AclAuthorizer",
               "super.users": "User:admin", "group.initial.rebalance.delay.ms": "0"}
-    users = ["SCRAM-SHA-512=[name=admin,password=admin-secret]", "SCRAM-SHA-512=[name=spark,password=spark-secret]"]
-    with Broker(tmp_path_factory.mktemp("spark-secured"), config=config, add_scram=users) as broker:
+    users = [f"SCRAM-SHA-512=[name={user},password={password}]" for user, password in USERS.items()]
+    with Broker(directory, config=config, add_scram=users) as broker:
+        yield broker.bootstrap_servers
+
+
+@contextlib.contextmanager
+def _secured_kafka(directory, ca):
+    """Apache Kafka with the same SASL_SSL listener and authorizer; its PLAINTEXT listener (readiness, and the
+    SCRAM users created through it) is User:ANONYMOUS, a super user, as is the KRaft controller's."""
+    from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
+
+    from broker_sim.local.kafka import KafkaServer
+    from broker_sim.local.zookeeper import free_port
+    from broker_sim.testing.requirements import require_kafka
+
+    require_kafka()
+    server = KafkaServer(directory, configs={"group.initial.rebalance.delay.ms": "0"})
+    secured_port, controller = free_port(), server.nodes[server.node_id].controller_port
+    server.configs.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{{port}},SASL_SSL://127.0.0.1:{secured_port},"
+                     f"CONTROLLER://127.0.0.1:{controller}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{{port}},SASL_SSL://127.0.0.1:{secured_port}",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram."
+                                                                 "ScramLoginModule required;",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": ca.issue("broker").keystore,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:ANONYMOUS"})
+    with server:
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap_servers)
+        try:
+            errors = admin.alter_user_scram_credentials([
+                UserScramCredentialUpsertion(user, ScramMechanism.SCRAM_SHA_512, password)
+                for user, password in USERS.items()])
+        finally:
+            admin.close()
+        assert not any(errors.values()), errors
+        yield f"127.0.0.1:{secured_port}"
+
+
+@pytest.fixture(scope="module", params=["pylog", "kafka"])
+def secured(request, tmp_path_factory):
+    """(broker, ca, the admin's kafka-python login): broker_sim's or Apache Kafka's SASL_SSL listener."""
+    ca = CertificateAuthority(tmp_path_factory.mktemp("spark-ca"))
+    start = _secured_pylog if request.param == "pylog" else _secured_kafka
+    with start(tmp_path_factory.mktemp(f"spark-secured-{request.param}"), ca) as bootstrap:
+        broker = SimpleNamespace(bootstrap_servers=bootstrap)
         login = dict(security_protocol="SASL_SSL", ssl_cafile=ca.truststore, sasl_mechanism="SCRAM-SHA-512",
                      sasl_plain_username="admin", sasl_plain_password="admin-secret")
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, **login)

@@ -1,4 +1,5 @@
-"""The pylog sink end to end: batch and streaming writes into the embedded broker, read back read_committed."""
+"""The pylog sink end to end: batch and streaming writes, read back read_committed, on broker_sim and on
+Apache Kafka (``broker``)."""
 from __future__ import annotations
 
 import tempfile
@@ -23,73 +24,81 @@ def write_batch(df, bootstrap: str, **options):
     writer.save()
 
 
-def test_batch_write_keys_values_headers_exactly_once(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "out", partitions=3)
+def test_batch_write_keys_values_headers_exactly_once(spark, broker):
+    topic = broker.name("out")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=3)
     rows = [(f"user-{i % 17}", f"event-{i}".encode(), [(f"h{i % 2}", f"{i}".encode())]) for i in range(300)]
     rows.append((None, b"no key", []))
     schema = StructType([StructField("key", StringType()), StructField("value", BinaryType()),
                          StructField("headers", HEADERS)])
-    write_batch(spark.createDataFrame(rows, schema).repartition(2), bootstrap, topic="out")
+    write_batch(spark.createDataFrame(rows, schema).repartition(2), bootstrap, topic=topic)
 
-    records = read_topic(bootstrap, "out")
+    records = read_topic(bootstrap, topic)
     assert sorted(((r[1], r[2], [(k, v) for k, v in r[3]]) for r in records), key=repr) == \
         sorted((((k.encode() if k else None), v, h) for k, v, h in rows), key=repr)
     for partition, key, _, _ in records:
         if key is not None:   # where the Java client's default partitioner puts the key
             assert partition == (murmur2(key) & 0x7FFFFFFF) % 3
     # committed: read_uncommitted sees the same records, and nothing is left open
-    assert len(read_topic(bootstrap, "out", isolation="read_uncommitted")) == len(rows)
+    assert len(read_topic(bootstrap, topic, isolation="read_uncommitted")) == len(rows)
 
 
-def test_keyed_records_land_where_kafka_python_producer_puts_them(spark, pylog_broker):
+def test_keyed_records_land_where_kafka_python_producer_puts_them(spark, broker):
+    java_like = broker.name("java-like")
+    reference_topic = broker.name("reference")
     from kafka import KafkaProducer
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "java-like", partitions=7)
-    create_topic(bootstrap, "reference", partitions=7)
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, java_like, partitions=7)
+    create_topic(bootstrap, reference_topic, partitions=7)
     keys = [f"customer-{i}" for i in range(200)] + ["", "21", "foobar", "a-little-bit-long-string"]
     producer = KafkaProducer(bootstrap_servers=bootstrap)
     for key in keys:
-        producer.send("reference", key=key.encode(), value=b"x")
+        producer.send(reference_topic, key=key.encode(), value=b"x")
     producer.flush()
     producer.close()
     df = spark.createDataFrame([(k, "x") for k in keys], "key string, value string")
-    write_batch(df, bootstrap, topic="java-like", deliveryGuarantee="at_least_once")
-    placed = {r[1]: r[0] for r in read_topic(bootstrap, "java-like")}
-    reference = {r[1]: r[0] for r in read_topic(bootstrap, "reference")}
+    write_batch(df, bootstrap, topic=java_like, deliveryGuarantee="at_least_once")
+    placed = {r[1]: r[0] for r in read_topic(bootstrap, java_like)}
+    reference = {r[1]: r[0] for r in read_topic(bootstrap, reference_topic)}
     assert placed == reference
 
 
-def test_topic_column_explicit_partitions_and_topic_option_override(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    for topic in ("left", "right", "forced"):
+def test_topic_column_explicit_partitions_and_topic_option_override(spark, broker):
+    left = broker.name("left")
+    right = broker.name("right")
+    forced = broker.name("forced")
+    bootstrap = broker.bootstrap_servers
+    for topic in (left, right, forced):
         create_topic(bootstrap, topic, partitions=4)
-    rows = [("left" if i % 2 else "right", i % 4 if i % 3 else None, f"v{i}") for i in range(60)]
+    rows = [(left if i % 2 else right, i % 4 if i % 3 else None, f"v{i}") for i in range(60)]
     df = spark.createDataFrame(rows, "topic string, partition int, value string")
     write_batch(df, bootstrap)
-    for topic in ("left", "right"):
+    for topic in (left, right):
         got = read_topic(bootstrap, topic)
         expected = [r for r in rows if r[0] == topic]
         assert values_of(got) == sorted(r[2].encode() for r in expected)
         explicit = {r[2].encode(): r[1] for r in expected if r[1] is not None}
         assert all(p == explicit[v] for p, _, v, _ in got if v in explicit)
 
-    write_batch(df, bootstrap, topic="forced")   # the option wins over the column
-    assert len(read_topic(bootstrap, "forced")) == 60
+    write_batch(df, bootstrap, topic=forced)   # the option wins over the column
+    assert len(read_topic(bootstrap, forced)) == 60
 
 
-def test_stream_pylog_to_pylog_exactly_once_and_restart(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "events", partitions=2)
-    create_topic(bootstrap, "clean", partitions=3)
-    produce(bootstrap, "events", [(i % 2, f"k{i}".encode(), f"{i}".encode()) for i in range(500)])
+def test_stream_pylog_to_pylog_exactly_once_and_restart(spark, broker):
+    events = broker.name("events")
+    clean = broker.name("clean")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, events, partitions=2)
+    create_topic(bootstrap, clean, partitions=3)
+    produce(bootstrap, events, [(i % 2, f"k{i}".encode(), f"{i}".encode()) for i in range(500)])
     checkpoint = tempfile.mkdtemp(prefix="pylog-ckpt-")
 
     def run():
-        source = stream(spark, bootstrap, subscribe="events", startingOffsets="earliest", maxOffsetsPerTrigger=120)
+        source = stream(spark, bootstrap, subscribe=events, startingOffsets="earliest", maxOffsetsPerTrigger=120)
         query = (source.selectExpr("key", "concat('seen-', CAST(value AS STRING)) AS value")
                  .writeStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-                 .option("topic", "clean").option("checkpointLocation", checkpoint).start())
+                 .option("topic", clean).option("checkpointLocation", checkpoint).start())
         try:
             query.processAllAvailable()
         finally:
@@ -98,18 +107,19 @@ def test_stream_pylog_to_pylog_exactly_once_and_restart(spark, pylog_broker):
 
     query = run()
     assert len(query.recentProgress) >= 4
-    produce(bootstrap, "events", [(i % 2, f"k{i}".encode(), f"{i}".encode()) for i in range(500, 700)])
+    produce(bootstrap, events, [(i % 2, f"k{i}".encode(), f"{i}".encode()) for i in range(500, 700)])
     run()   # restarts from the checkpoint: the new records only
-    assert values_of(read_topic(bootstrap, "clean")) == sorted(f"seen-{i}".encode() for i in range(700))
-    assert len(read_topic(bootstrap, "clean", isolation="read_uncommitted")) == 700
+    assert values_of(read_topic(bootstrap, clean)) == sorted(f"seen-{i}".encode() for i in range(700))
+    assert len(read_topic(bootstrap, clean, isolation="read_uncommitted")) == 700
 
 
-def test_stream_at_least_once_from_rate_source(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "alo", partitions=2)
+def test_stream_at_least_once_from_rate_source(spark, broker):
+    topic = broker.name("alo")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=2)
     source = spark.readStream.format("rate").option("rowsPerSecond", 200).option("numPartitions", 2).load()
     query = (source.selectExpr("CAST(value AS STRING) AS key", "CAST(value AS STRING) AS value")
-             .writeStream.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("topic", "alo")
+             .writeStream.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
              .option("deliveryGuarantee", "at_least_once")
              .option("checkpointLocation", tempfile.mkdtemp(prefix="pylog-ckpt-")).start())
     deadline = time.monotonic() + 120
@@ -121,7 +131,7 @@ def test_stream_at_least_once_from_rate_source(spark, pylog_broker):
     finally:
         query.stop()  # possibly in the middle of a batch: its rows may be written or not
     written = sum(p["numInputRows"] for p in query.recentProgress)
-    values = [int(v) for v in values_of(read_topic(bootstrap, "alo"))]
+    values = [int(v) for v in values_of(read_topic(bootstrap, topic))]
     # the rate source numbers its rows 0, 1, 2, ...: every row of a completed batch is there, once (no faults,
     # so no retries); of the batch the stop interrupted, any task's rows may follow (one task of two can have
     # written its rows, the other not: the rate source splits a batch's rows between partitions by value)

@@ -1,6 +1,6 @@
 """The source's consumer-group commits, read from the broker at each point of a batch's life: while a batch runs
 the group holds the previous batch's end, once the batch completes it holds the batch's end, and a batch that
-fails leaves the group where it was."""
+fails leaves the group where it was. On broker_sim and on Apache Kafka (``broker``)."""
 from __future__ import annotations
 
 import tempfile
@@ -14,21 +14,20 @@ from spark_helpers import create_topic, numbered, produce, stream
 
 pytestmark = pytest.mark.spark
 
-GROUP = "commit-points"
 
-
-def _committed(bootstrap: str) -> dict[int, int]:
+def _committed(bootstrap: str, name: str) -> dict[int, int]:
+    """The offsets group ``name`` holds for topic ``name``."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        answer = admin.list_group_offsets({GROUP: None}).get(GROUP, {})
+        answer = admin.list_group_offsets({name: None}).get(name, {})
     finally:
         admin.close()
-    return {tp.partition: meta.offset for tp, meta in answer.items() if tp.topic == "commit-points"}
+    return {tp.partition: meta.offset for tp, meta in answer.items() if tp.topic == name}
 
 
-def _wait_committed(bootstrap: str, wanted: dict[int, int], timeout_s: float = 60) -> dict[int, int]:
+def _wait_committed(bootstrap: str, name: str, wanted: dict[int, int], timeout_s: float = 60) -> dict[int, int]:
     deadline = time.monotonic() + timeout_s
-    while (seen := _committed(bootstrap)) != wanted and time.monotonic() < deadline:
+    while (seen := _committed(bootstrap, name)) != wanted and time.monotonic() < deadline:
         time.sleep(0.1)
     return seen
 
@@ -57,30 +56,30 @@ class GatedBatches:
 
 
 def test_the_group_holds_the_previous_end_during_a_batch_its_end_after_and_is_unchanged_by_a_failure(
-        spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "commit-points", partitions=2)
-    produce(bootstrap, "commit-points", numbered(0, 0, 5) + numbered(1, 0, 3))        # batch 0: 5 / 3
+        spark, broker):
+    bootstrap, name = broker.bootstrap_servers, broker.name("commit-points")   # the topic and its group
+    create_topic(bootstrap, name, partitions=2)
+    produce(bootstrap, name, numbered(0, 0, 5) + numbered(1, 0, 3))        # batch 0: 5 / 3
     gate = GatedBatches(hold=1, fail=2)
-    query = (stream(spark, bootstrap, subscribe="commit-points", startingOffsets="earliest", groupId=GROUP)
+    query = (stream(spark, bootstrap, subscribe=name, startingOffsets="earliest", groupId=name)
              .writeStream.foreachBatch(gate)
              .option("checkpointLocation", tempfile.mkdtemp(prefix="pylog-ckpt-")).start())
     try:
-        assert _wait_committed(bootstrap, {0: 5, 1: 3}) == {0: 5, 1: 3}, "batch 0's end after it completed"
-        produce(bootstrap, "commit-points", numbered(0, 5, 4) + numbered(1, 3, 2))    # batch 1: 9 / 5, held
+        assert _wait_committed(bootstrap, name, {0: 5, 1: 3}) == {0: 5, 1: 3}, "batch 0's end after it completed"
+        produce(bootstrap, name, numbered(0, 5, 4) + numbered(1, 3, 2))    # batch 1: 9 / 5, held
         assert gate.holding.wait(60), "batch 1 never started"
         time.sleep(1)   # the group is read while batch 1 is still held, with time for a wrong commit to land
-        assert _committed(bootstrap) == {0: 5, 1: 3}, "the group moved while batch 1 was running"
+        assert _committed(bootstrap, name) == {0: 5, 1: 3}, "the group moved while batch 1 was running"
         gate.release.set()
-        assert _wait_committed(bootstrap, {0: 9, 1: 5}) == {0: 9, 1: 5}, "batch 1's end after it completed"
+        assert _wait_committed(bootstrap, name, {0: 9, 1: 5}) == {0: 9, 1: 5}, "batch 1's end after it completed"
         assert gate.ends[1] == {0: 9, 1: 5}
-        produce(bootstrap, "commit-points", numbered(0, 9, 2))                         # batch 2: fails
+        produce(bootstrap, name, numbered(0, 9, 2))                         # batch 2: fails
         deadline = time.monotonic() + 60
         while query.isActive and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not query.isActive and query.exception() is not None, "batch 2 did not fail the query"
         assert "fails on purpose" in str(query.exception())
-        assert _committed(bootstrap) == {0: 9, 1: 5}, "a failed batch moved the group"
+        assert _committed(bootstrap, name) == {0: 9, 1: 5}, "a failed batch moved the group"
     finally:
         gate.release.set()
         query.stop()

@@ -1,4 +1,5 @@
-"""Per-query default consumer groups, offsets behind latest (connector.progress), and a broker that goes away."""
+"""Per-query default consumer groups, offsets behind latest (connector.progress), and a broker that goes away.
+Offsets behind latest runs on Apache Kafka too (``broker``)."""
 from __future__ import annotations
 
 import logging
@@ -48,12 +49,14 @@ def test_two_queries_on_the_same_topic_commit_their_progress_to_groups_of_their_
     assert _group_offsets(bootstrap, groups[0], "shared") == {("shared", 0): 25}
 
 
-def test_progress_reports_offsets_behind_latest_like_spark_kafka_metrics(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "behind", partitions=2)
-    produce(bootstrap, "behind", numbered(0, 0, 60) + numbered(1, 0, 40))
-    query, rows = run_available_now(stream(spark, bootstrap, subscribe="behind", startingOffsets="earliest",
-                                           maxOffsetsPerTrigger=50, groupId="behind-group"))
+def test_progress_reports_offsets_behind_latest_like_spark_kafka_metrics(spark, broker):
+    topic = broker.name("behind")
+    group = broker.name("behind-group")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, numbered(0, 0, 60) + numbered(1, 0, 40))
+    query, rows = run_available_now(stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
+                                           maxOffsetsPerTrigger=50, groupId=group))
     assert len(rows) == 100
     metrics = [connector.source.progress.source_progress(p)[0]["metrics"] for p in query.recentProgress
                if p["numInputRows"]]
@@ -62,7 +65,7 @@ def test_progress_reports_offsets_behind_latest_like_spark_kafka_metrics(spark, 
         {"avgOffsetsBehindLatest": 25.0, "maxOffsetsBehindLatest": 30, "minOffsetsBehindLatest": 20},
         {"avgOffsetsBehindLatest": 0.0, "maxOffsetsBehindLatest": 0, "minOffsetsBehindLatest": 0}]
     assert connector.progress(query)[0]["consumerGroup"] is None   # groupId names it
-    assert connector.progress(query)[0]["subscription"] == ["behind"]
+    assert connector.progress(query)[0]["subscription"] == [topic]
 
 
 def test_the_stream_reader_carries_its_group_in_its_offsets_and_logs_offsets_behind(pylog_broker, caplog):

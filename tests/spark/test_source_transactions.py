@@ -1,4 +1,5 @@
-"""read_committed (the default kafka.isolation.level) against transactional producers."""
+"""read_committed (the default kafka.isolation.level) against transactional producers, on broker_sim and on
+Apache Kafka (``broker``)."""
 from __future__ import annotations
 
 import pytest
@@ -32,11 +33,11 @@ EVERYTHING = [(0, b"c0"), (1, b"c1"), (3, b"a0"), (4, b"a1"), (5, b"a2"), (7, b"
 
 
 @pytest.fixture
-def transactional_topic(pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "txns", partitions=1)
-    _produce_committed_aborted_committed(bootstrap, "txns")
-    return bootstrap
+def transactional_topic(broker):
+    topic = broker.name("txns")
+    create_topic(broker.bootstrap_servers, topic, partitions=1)
+    _produce_committed_aborted_committed(broker.bootstrap_servers, topic)
+    return topic
 
 
 @pytest.mark.parametrize("isolation, expected", [
@@ -44,19 +45,19 @@ def transactional_topic(pylog_broker):
     ("read_committed", COMMITTED),
     ("read_uncommitted", EVERYTHING),
 ])
-def test_batch_read_skips_aborted_transactions_unless_read_uncommitted(spark, transactional_topic, isolation,
+def test_batch_read_skips_aborted_transactions_unless_read_uncommitted(spark, broker, transactional_topic, isolation,
                                                                        expected):
     options = {"kafka.isolation.level": isolation} if isolation else {}
-    df = batch(spark, transactional_topic, subscribe="txns", **options)
+    df = batch(spark, broker.bootstrap_servers, subscribe=transactional_topic, **options)
     assert [(r.offset, r.value) for r in df.orderBy("offset").collect()] == expected
 
 
 @pytest.mark.parametrize("isolation, expected", [(None, COMMITTED), ("read_uncommitted", EVERYTHING)])
-def test_stream_read_skips_aborted_transactions_unless_read_uncommitted(spark, transactional_topic, isolation,
-                                                                        expected):
+def test_stream_read_skips_aborted_transactions_unless_read_uncommitted(spark, broker, transactional_topic,
+                                                                        isolation, expected):
     options = {"kafka.isolation.level": isolation} if isolation else {}
-    query, rows = run_available_now(stream(spark, transactional_topic, subscribe="txns", startingOffsets="earliest",
-                                           **options))
+    query, rows = run_available_now(stream(spark, broker.bootstrap_servers, subscribe=transactional_topic,
+                                           startingOffsets="earliest", **options))
     assert [(offset, value) for _, offset, _, value in rows] == expected
     # Control markers take offsets (2, 6, 8) but are never rows: the stream still ends past the last marker.
-    assert source_progress(query, "endOffset") == {"txns": {"0": 9}}
+    assert source_progress(query, "endOffset") == {transactional_topic: {"0": 9}}

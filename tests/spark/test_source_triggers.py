@@ -1,4 +1,5 @@
-"""Trigger-related source behaviour: minOffsetsPerTrigger / maxTriggerDelay, and the latest offset in progress."""
+"""Trigger-related source behaviour: minOffsetsPerTrigger / maxTriggerDelay, and the latest offset in progress
+(on Apache Kafka too: ``broker``)."""
 from __future__ import annotations
 
 import json
@@ -123,13 +124,14 @@ def test_max_trigger_delay_releases_a_small_batch(spark, pylog_broker):
     assert decided_by - starts[0] >= DELAY_S, (starts, second)
 
 
-def test_progress_reports_the_latest_offset_beyond_a_capped_batch(spark, pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "backlog", partitions=1)
-    produce(bootstrap, "backlog", numbered(0, 0, 100))
-    query, rows = run_available_now(stream(spark, bootstrap, subscribe="backlog", startingOffsets="earliest",
+def test_progress_reports_the_latest_offset_beyond_a_capped_batch(spark, broker):
+    topic = broker.name("backlog")
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, numbered(0, 0, 100))
+    query, rows = run_available_now(stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
                                            maxOffsetsPerTrigger=30))
     assert len(rows) == 100
     first = next(i for i, p in enumerate(query.recentProgress) if p["numInputRows"])
-    assert source_progress(query, "endOffset", first) == {"backlog": {"0": 30}}
-    assert source_progress(query, "latestOffset", first) == {"backlog": {"0": 100}}
+    assert source_progress(query, "endOffset", first) == {topic: {"0": 30}}
+    assert source_progress(query, "latestOffset", first) == {topic: {"0": 100}}

@@ -1,6 +1,7 @@
 """df.write / writeStream.format("pylog") with valueFormat=avro|protobuf|json: a struct column serialized in
 Confluent's wire format, read back exactly by confluent-kafka's deserializers; a row that does not fit fails
-the write naming the field and commits nothing."""
+the write naming the field and commits nothing. On broker_sim and on Apache Kafka (``broker``: the data on Kafka,
+the registry broker_sim's)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -15,7 +16,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql.types import (ArrayType, DateType, DecimalType, IntegerType, LongType, MapType, StringType,
                                StructField, StructType, TimestampType)
-from spark_helpers import create_topic
+from spark_helpers import broker_sim_only, create_topic
 
 pytestmark = pytest.mark.spark
 UTC = dt.timezone.utc
@@ -40,8 +41,8 @@ def _row(i: int) -> dict:
 
 
 @pytest.fixture
-def registry(pylog_broker):
-    client = SchemaRegistryClient({"url": pylog_broker.schema_registry_url, "max.retries": 0})
+def registry(broker):
+    client = SchemaRegistryClient({"url": broker.schema_registry_url, "max.retries": 0})
     yield client
     client.close()
 
@@ -70,26 +71,27 @@ def _consume(bootstrap: str, topic: str, count: int, *, committed_only: bool = T
     return out
 
 
-def _write(df, pylog_broker, topic: str, **options):
-    writer = (df.write.format("pylog").mode("append").option("kafka.bootstrap.servers", pylog_broker.bootstrap_servers)
-              .option("topic", topic).option("schema.registry.url", pylog_broker.schema_registry_url))
+def _write(df, broker, topic: str, **options):
+    writer = (df.write.format("pylog").mode("append").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+              .option("topic", topic).option("schema.registry.url", broker.schema_registry_url))
     for key, value in options.items():
         writer = writer.option(key, str(value))
     writer.save()
 
 
-def test_avro_sink_registers_the_derived_schema_and_confluent_reads_every_row(spark, pylog_broker, registry):
-    create_topic(pylog_broker.bootstrap_servers, "typed-out")
+def test_avro_sink_registers_the_derived_schema_and_confluent_reads_every_row(spark, broker, registry):
+    topic = broker.name("typed-out")
+    create_topic(broker.bootstrap_servers, topic)
     rows = [_row(i) for i in range(4)]
-    _write(_frame(spark, rows).coalesce(1), pylog_broker, "typed-out", valueFormat="avro")
-    latest = registry.get_latest_version("typed-out-value")
+    _write(_frame(spark, rows).coalesce(1), broker, topic, valueFormat="avro")
+    latest = registry.get_latest_version(f"{topic}-value")
     derived = json.loads(latest.schema.schema_str)
     assert derived["name"] == "topLevelRecord"
     assert [f["name"] for f in derived["fields"]] == ["id", "name", "at", "day", "price", "tags", "attrs", "inner"]
-    messages = _consume(pylog_broker.bootstrap_servers, "typed-out", 4)
+    messages = _consume(broker.bootstrap_servers, topic, 4)
     assert all(struct.unpack(">bI", m.value()[:5]) == (0, latest.schema_id) for m in messages)
     deserialize = AvroDeserializer(registry)
-    context = SerializationContext("typed-out", MessageField.VALUE)
+    context = SerializationContext(topic, MessageField.VALUE)
     got = sorted((deserialize(m.value(), context) for m in messages), key=lambda r: r["id"])
     for value in got:
         value["attrs"] = dict(value["attrs"])
@@ -97,54 +99,60 @@ def test_avro_sink_registers_the_derived_schema_and_confluent_reads_every_row(sp
     assert sorted(m.key() for m in messages) == [b"0", b"1", b"2", b"3"]
 
 
-def test_use_latest_version_writes_with_the_registered_schema_matching_fields_by_name(spark, pylog_broker,
+def test_use_latest_version_writes_with_the_registered_schema_matching_fields_by_name(spark, broker,
                                                                                     registry):
-    create_topic(pylog_broker.bootstrap_servers, "typed-latest")
+    topic = broker.name("typed-latest")
+    create_topic(broker.bootstrap_servers, topic)
     schema = json.dumps({"type": "record", "name": "Reading", "namespace": "com.acme", "fields": [
         {"name": "name", "type": ["null", "string"], "default": None},
         {"name": "id", "type": "long"},
         {"name": "unit", "type": "string", "default": "C"}]})
-    schema_id = registry.register_schema("typed-latest-value", Schema(schema, "AVRO"))
+    schema_id = registry.register_schema(f"{topic}-value", Schema(schema, "AVRO"))
     df = spark.createDataFrame([(1, "a"), (2, None)], "id long, name string").selectExpr("struct(id, name) AS value")
-    _write(df.coalesce(1), pylog_broker, "typed-latest", valueFormat="avro", **{"use.latest.version": "true",
+    _write(df.coalesce(1), broker, topic, valueFormat="avro", **{"use.latest.version": "true",
                                                                                   "auto.register.schemas": "false"})
-    messages = _consume(pylog_broker.bootstrap_servers, "typed-latest", 2)
+    messages = _consume(broker.bootstrap_servers, topic, 2)
     assert {struct.unpack(">I", m.value()[1:5])[0] for m in messages} == {schema_id}
     deserialize = AvroDeserializer(registry)
-    context = SerializationContext("typed-latest", MessageField.VALUE)
+    context = SerializationContext(topic, MessageField.VALUE)
     assert sorted((deserialize(m.value(), context) for m in messages), key=lambda r: r["id"]) == [
         {"name": "a", "id": 1, "unit": "C"}, {"name": None, "id": 2, "unit": "C"}]
-    assert len(registry.get_versions("typed-latest-value")) == 1
+    assert len(registry.get_versions(f"{topic}-value")) == 1
 
 
-def test_a_row_that_does_not_fit_fails_the_write_naming_the_field_and_commits_nothing(spark, pylog_broker,
+def test_a_row_that_does_not_fit_fails_the_write_naming_the_field_and_commits_nothing(spark, broker,
                                                                                     registry):
-    create_topic(pylog_broker.bootstrap_servers, "typed-strict")
+    topic = broker.name("typed-strict")
+    create_topic(broker.bootstrap_servers, topic)
     schema = json.dumps({"type": "record", "name": "Strict", "fields": [
         {"name": "id", "type": "long"}, {"name": "name", "type": "string"}]})
-    registry.register_schema("typed-strict-value", Schema(schema, "AVRO"))
+    registry.register_schema(f"{topic}-value", Schema(schema, "AVRO"))
     df = spark.createDataFrame([(1, "a"), (2, None), (3, "c")], "id long, name string") \
         .selectExpr("struct(id, name) AS value").coalesce(1)
     with pytest.raises(Exception) as failure:
-        _write(df, pylog_broker, "typed-strict", valueFormat="avro", **{"use.latest.version": "true",
+        _write(df, broker, topic, valueFormat="avro", **{"use.latest.version": "true",
                                                                          "auto.register.schemas": "false"})
     assert "field 'value.name'" in str(failure.value)
-    assert _consume(pylog_broker.bootstrap_servers, "typed-strict", 0) == []
+    assert _consume(broker.bootstrap_servers, topic, 0) == []
 
 
-def test_a_struct_value_without_a_format_is_refused_before_the_write(spark, pylog_broker):
+@broker_sim_only   # refused before any broker is asked
+def test_a_struct_value_without_a_format_is_refused_before_the_write(spark, broker):
+    topic = broker.name("never-written")
     df = spark.createDataFrame([(1,)], "id long").selectExpr("struct(id) AS value")
     with pytest.raises(Exception, match="set valueFormat=avro, protobuf or json"):
-        _write(df, pylog_broker, "never-written")
+        _write(df, broker, topic)
 
 
-def test_record_name_strategy_registers_under_the_record_name(spark, pylog_broker, registry):
-    create_topic(pylog_broker.bootstrap_servers, "typed-by-record")
+@broker_sim_only   # subject naming: the registry's, not the broker's
+def test_record_name_strategy_registers_under_the_record_name(spark, broker, registry):
+    topic = broker.name("typed-by-record")
+    create_topic(broker.bootstrap_servers, topic)
     df = spark.createDataFrame([(1,)], "id long").selectExpr("struct(id) AS value")
-    _write(df, pylog_broker, "typed-by-record", valueFormat="avro", valueRecordName="Reading",
+    _write(df, broker, topic, valueFormat="avro", valueRecordName="Reading",
            valueRecordNamespace="com.acme", valueSubjectNameStrategy="RecordNameStrategy")
     assert "com.acme.Reading" in registry.get_subjects()
-    assert "typed-by-record-value" not in registry.get_subjects()
-    _write(df, pylog_broker, "typed-by-record", valueFormat="avro", valueRecordName="Reading",
+    assert f"{topic}-value" not in registry.get_subjects()
+    _write(df, broker, topic, valueFormat="avro", valueRecordName="Reading",
            valueRecordNamespace="com.acme", valueSubjectNameStrategy="TopicRecordNameStrategy")
-    assert "typed-by-record-com.acme.Reading" in registry.get_subjects()
+    assert f"{topic}-com.acme.Reading" in registry.get_subjects()
