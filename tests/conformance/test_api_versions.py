@@ -1,5 +1,5 @@
-"""ApiVersions, compared with Apache Kafka: what a client learns first about a broker, and what happens to a request
-at a version or API key the broker does not serve.
+"""ApiVersions and Metadata, compared with Apache Kafka: what a client learns first about a broker, what happens
+to a request at a version or API key the broker does not serve, and the topics Metadata answers.
 
 Every API key either broker serves must have the same [min, max] range on both, except the rows of
 ``BELOW_KAFKA``: Kafka 4 features broker_sim does not have yet (issue #39), each with the reason. A version both
@@ -14,11 +14,11 @@ import time
 import pytest
 from kafka.protocol.admin import DescribeClusterRequest
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 
 from broker_sim.protocol.apis import APIS
 from broker_sim.protocol.client import ConnectionClosed
-from differential import Scenario
+from differential import SETTLING, Scenario
 
 # pylog's advertised range (None: not served) where it is below Kafka 4.1.1's on purpose, and why
 BELOW_KAFKA = {
@@ -170,3 +170,54 @@ def test_describe_cluster_has_kafkas_shape(pair, version):
 
     kafka = pair.compare(Scenario(f"DescribeCluster v{version}", run, ignore=("authorized_operations",)))
     assert kafka["error_code"] == 0
+
+
+# -- Metadata ---------------------------------------------------------------------------------------------------
+
+METADATA_VERSIONS = [0, 1, 4, 9, 12]
+# a topic being auto-created: Kafka's first answer is UNKNOWN_TOPIC_OR_PARTITION (the creation goes to its
+# controller), broker_sim's the created topic; clients retry, so the answers are compared once settled
+CREATING = SETTLING | {3}
+
+
+def _metadata(version: int, names, *, auto_create: bool = True):
+    Topic = MetadataRequest.MetadataRequestTopic
+    return MetadataRequest[version](topics=None if names is None else [Topic(name=name) for name in names],
+                                    allow_auto_topic_creation=auto_create,
+                                    include_cluster_authorized_operations=False,
+                                    include_topic_authorized_operations=False)
+
+
+@pytest.mark.parametrize("version", METADATA_VERSIONS)
+def test_metadata_of_illegal_and_missing_topic_names(pair, version):
+    """Illegal names (a space, "..", 250 characters) are INVALID_TOPIC_EXCEPTION with or without auto-creation;
+    a missing topic without auto-creation (v4+) UNKNOWN_TOPIC_OR_PARTITION; v1+ ``topics=[]`` lists none."""
+    illegal = {"space": "bad name!", "dots": "..", "too long": "x" * 250}
+
+    def run(peer):
+        seen = {label: peer.call(_metadata(version, [name])) for label, name in illegal.items()}
+        if version >= 1:
+            seen["no topics"] = peer.call(_metadata(version, []))
+        if version >= 4:
+            seen.update({f"{label}, no auto-create": peer.call(_metadata(version, [name], auto_create=False))
+                         for label, name in illegal.items()})
+            seen["missing, no auto-create"] = peer.call(_metadata(version, [peer.name("m")], auto_create=False))
+        return seen
+
+    kafka = pair.compare(Scenario(f"Metadata v{version} illegal and missing", run,
+                                  ignore=("missing, no auto-create.topics.*.name",)))
+    assert {answer["topics"][0]["error_code"] for label, answer in kafka.items() if label in illegal} == {17}
+
+
+@pytest.mark.parametrize("version", METADATA_VERSIONS)
+def test_metadata_auto_creates_a_named_topic_and_lists_it_among_all(pair, version):
+    def run(peer):
+        name = peer.name("auto")
+        created = peer.settled(lambda: _metadata(version, [name]), codes=CREATING)
+        everything = peer.call(_metadata(version, [] if version == 0 else None))
+        return {"created": created, "listed among all": name in [t.name for t in everything.topics]}
+
+    node_ids = ("created.topics.*.partitions.*.replica_nodes", "created.topics.*.partitions.*.isr_nodes")
+    kafka = pair.compare(Scenario(f"Metadata v{version} auto-create", run,
+                                  ignore=("created.topics.*.name", *node_ids)))
+    assert kafka["listed among all"] and kafka["created"]["topics"][0]["error_code"] == 0

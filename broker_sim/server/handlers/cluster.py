@@ -11,7 +11,7 @@ from typing import Callable
 import kafka.errors as Errors
 
 from broker_sim.controller.cluster_state import BrokerEndpoint
-from broker_sim.controller.metadata import MetadataError, TopicInfo
+from broker_sim.controller.metadata import MetadataError, TopicInfo, validate_topic_name
 from broker_sim.protocol.apis import api_versions_response, messages
 from broker_sim.server.handlers.access import CREATE, DESCRIBE, TOPIC, Access
 
@@ -126,8 +126,7 @@ class ClusterApis:
                     if info is None:  # created in ZooKeeper, not in this broker's view yet: clients retry
                         topics.append(_error_topic(Errors.LeaderNotAvailableError, name=name))
                         continue
-                topics.append(self._topic_metadata(info) if info is not None
-                              else _error_topic(Errors.UnknownTopicOrPartitionError, name=name))
+                topics.append(self._topic_metadata(info) if info is not None else _missing_topic(name))
         if ctx.version >= 8 and request.include_topic_authorized_operations:
             for topic in topics:
                 if not topic.error_code and topic.name:
@@ -160,6 +159,16 @@ class ClusterApis:
             controller_id=controller_id, authorized_operations=operations,
             brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=rack)
                      for node, host, port, rack in brokers])
+
+
+def _missing_topic(name: str):
+    """A topic that does not exist (and was not created): INVALID_TOPIC_EXCEPTION when its name is not a legal
+    one, else UNKNOWN_TOPIC_OR_PARTITION, as Kafka's handleTopicMetadataRequest validates the names it misses."""
+    try:
+        validate_topic_name(name)
+    except MetadataError as exc:
+        return _error_topic(exc.error, name=name)
+    return _error_topic(Errors.UnknownTopicOrPartitionError, name=name)
 
 
 def _error_topic(error, name=None, topic_id=None):
