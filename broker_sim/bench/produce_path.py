@@ -64,7 +64,7 @@ async def _measure(data_dir: Path, args) -> list[float]:
     replicas.open_topic(TopicInfo("bench", uuid.uuid4(), 1, {}))
     api = ProduceApi(Access(None), replicas, None)
     ctx = SimpleNamespace(connection=SimpleNamespace(inter_broker=False, principal="User:ANONYMOUS"),
-                          client_id="bench-produce-path")
+                          client_id="bench-produce-path", version=9)
     records = _batch(args.records_per_batch, args.value_bytes)
     partition_data = ProduceRequest.TopicProduceData.PartitionProduceData
 

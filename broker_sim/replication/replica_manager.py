@@ -92,13 +92,13 @@ from broker_sim.errors import error_of
 from broker_sim.replication.fetcher import ReplicaFetcherManager
 from broker_sim.replication.partition import Partition
 from broker_sim.replication.throttle import ReplicationThrottles
-from broker_sim.storage.batch import BatchHeader, parse_batches
+from broker_sim.storage.batch import BatchHeader
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
 from broker_sim.storage.log_dirs import LogDirs, copy_pass, finish_copy, future_path, parse_log_dirs
 from broker_sim.storage.log import LogConfig, shared_open_segments, storage_descriptors
 from broker_sim.storage.segment import OpenSegments
 from broker_sim.storage.validator import (
-    MoveToThread, RecordInspector, RecordRules, RecordValidationError, ValidRecords, costs_a_thread, rules_for,
+    MoveToThread, RecordInspector, RecordRules, ValidRecords, check_produce_records, costs_a_thread, rules_for,
     validate_records)
 
 log = logging.getLogger(__name__)
@@ -109,13 +109,20 @@ DELETE_SUFFIX = "-delete"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 # Two threads: decompression (zlib, zstd, lz4, snappy) releases the GIL, so two bombs at once
 # still leave the loop a core; each holds at most message.max.decompressed.bytes.
+# the newest Produce version served: what ``append_records`` assumes when not told
+PRODUCE_VERSION = 9
 _VALIDATION_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="record-validation")
 # (transactional id, producer id, producer epoch, topic, partition) -> Kafka error code, 0 when it may append
 TransactionVerifier = Callable[[str, int, int, str, int], int]
 
 
 class ProduceResult(NamedTuple):
-    """One partition's answer to a produce (Kafka's ``PartitionResponse``): an error code, or where it went."""
+    """One partition's answer to a produce (Kafka's ``PartitionResponse``): an error code, or where it went.
+
+    ``error_message`` is what the response carries: as Kafka (``LogAppendResult.hasCustomErrorMessage``) only a
+    refusal of records by their own rules (KIP-467 record errors) and an unknown magic have one; ``reason`` is
+    the broker's own account of any failure, for its log and for closing an acks=0 connection.
+    """
 
     error_code: int
     error_message: str | None = None
@@ -123,6 +130,14 @@ class ProduceResult(NamedTuple):
     log_append_time: int = -1
     log_start_offset: int = -1
     record_errors: list[tuple[int, str]] = []  # KIP-467: (index in its batch, message); never mutated
+    reason: str | None = None
+
+
+# Kafka's ReplicaManager.appendToLocalLog answers these failures without the log start offset; every other
+# failure of an append to a partition it leads carries it (processFailedRecord).
+_WITHOUT_LOG_START = (Errors.UnknownTopicOrPartitionError, Errors.NotLeaderForPartitionError,
+                      Errors.MessageSizeTooLargeError, Errors.RecordListTooLargeError, Errors.CorruptRecordError,
+                      Errors.KafkaStorageError)
 
 
 class RecordScan(RecordInspector, Protocol):
@@ -366,7 +381,8 @@ class ReplicaManager:
     # -- produce (the one owner of a Produce request's appends) ------------------------
 
     async def append_records(self, entries: Iterable[tuple[str, int, bytes | None]], *, required_acks: int,
-                             timeout_ms: int, transactional_id: str | None = None) -> list[ProduceResult]:
+                             timeout_ms: int, transactional_id: str | None = None,
+                             version: int = PRODUCE_VERSION) -> list[ProduceResult]:
         """Append each (topic, partition, records) of an authorized Produce request; one result per entry, in order.
 
         See the module docstring for the rules; every failure is a result, nothing raises.
@@ -374,7 +390,8 @@ class ReplicaManager:
         results = []
         waits = []  # (position in results, partition, offset to reach, min ISR) for acks=-1
         for topic, index, records in entries:
-            result, wait = await self._append_to_leader(topic, index, records, required_acks, transactional_id)
+            result, wait = await self._append_to_leader(topic, index, records, required_acks, transactional_id,
+                                                        version)
             if wait is not None:
                 waits.append((len(results), *wait))
             results.append(result)
@@ -382,20 +399,25 @@ class ReplicaManager:
             await self._await_replication(results, waits, timeout_ms)
         return results
 
-    async def _append_to_leader(self, topic: str, index: int, records, acks: int,
-                                transactional_id: str | None) -> tuple[ProduceResult, tuple | None]:
+    async def _append_to_leader(self, topic: str, index: int, records, acks: int, transactional_id: str | None,
+                                version: int) -> tuple[ProduceResult, tuple | None]:
         """(the partition's result, (partition, offset to reach, min ISR) when acks=-1 must wait, else None)."""
-        if acks not in (-1, 0, 1):
-            return ProduceResult(Errors.InvalidRequiredAcksError.errno, f"acks={acks} is not one of -1, 0, 1"), None
-        if topic in self.internal_topics:  # only their coordinators append, not through Produce (as Kafka)
-            return ProduceResult(Errors.InvalidTopicError.errno, f"Cannot append to internal topic {topic}"), None
         try:
             partition = self.get_leader(topic, index)
-            if not records:
-                raise Errors.InvalidRecordError(f"produce to {topic}-{index} carries no records")
+            checked = check_produce_records(records or b"", version)  # KafkaApis' reading of the records
+        except Exception as exc:
+            return _failed(topic, index, exc), None
+        if acks not in (-1, 0, 1):
+            return ProduceResult(Errors.InvalidRequiredAcksError.errno,
+                                 reason=f"acks={acks} is not one of -1, 0, 1"), None
+        if topic in self.internal_topics:  # only their coordinators append, not through Produce (as Kafka)
+            return ProduceResult(Errors.InvalidTopicError.errno, log_start_offset=partition.log.log_start_offset,
+                                 reason=f"Cannot append to internal topic {topic}"), None
+        try:
+            records = checked.records
             rules = rules_for(partition.log.config, self.max_decompressed_bytes, partition.now_ms())
             scan = self._record_scan(topic)
-            valid = _validate_inline(records, rules, scan)
+            valid = _validate_inline(records, rules, scan, checked.batches)
             if not isinstance(valid, ValidRecords):  # too costly for the event loop: on a thread, then back here
                 valid = await asyncio.get_running_loop().run_in_executor(
                     _VALIDATION_THREADS, partial(validate_records, records, rules, valid, inspect=scan))
@@ -406,17 +428,12 @@ class ReplicaManager:
                 error = self.verify_transaction(transactional_id, first.producer_id, first.producer_epoch, topic,
                                                 index)
                 if error:
-                    return ProduceResult(error, (
+                    return ProduceResult(error, log_start_offset=partition.log.log_start_offset, reason=(
                         f"{topic}-{index} is not part of the ongoing transaction of {transactional_id!r} "
                         f"(producer {first.producer_id} epoch {first.producer_epoch})")), None
             appended = partition.append_records(valid.records, batches=valid.batches, required_acks=acks)
-        except RecordValidationError as exc:
-            log.debug("produce to %s-%d refused: %s", topic, index, exc)
-            return ProduceResult(exc.errno, str(exc), record_errors=exc.record_errors), None
-        except Exception as exc:  # every failure becomes this partition's error code
-            code, message = error_of(exc)
-            log.debug("produce to %s-%d failed: %s", topic, index, message)
-            return ProduceResult(code, message), None
+        except Exception as exc:
+            return _failed(topic, index, exc, partition.log.log_start_offset), None
         result = ProduceResult(0, None, appended.base_offset, appended.log_append_time, appended.log_start_offset)
         if acks == -1:
             return result, (partition, appended.last_offset + 1, partition.log.config.min_insync_replicas)
@@ -452,7 +469,7 @@ class ReplicaManager:
             if exc is not None:
                 code, message = error_of(exc)
                 log.debug("acks=all produce to %s failed: %s", partition, message)
-                results[position] = ProduceResult(code, message)
+                results[position] = ProduceResult(code, reason=message)
 
     def topic_partitions(self, topic: str) -> Iterator[Partition]:
         """The replicas of ``topic`` hosted here, by index (all of them on a single node)."""
@@ -652,14 +669,25 @@ class ReplicaManager:
         self.partitions.clear()
 
 
-def _validate_inline(records, rules: RecordRules, inspect: RecordScan | None
-                     ) -> ValidRecords | list[BatchHeader] | None:
+def _failed(topic: str, index: int, exc: Exception, log_start_offset: int = -1) -> ProduceResult:
+    """A partition's failed append as Kafka answers it: the error message only where Kafka has its own
+    (``shown``: record errors, an unknown magic), the log start offset unless Kafka leaves it out."""
+    code, message = error_of(exc)
+    log.debug("produce to %s-%d failed: %s", topic, index, message)
+    shown = exc.args[0] if getattr(exc, "shown", False) and exc.args else None
+    if isinstance(exc, _WITHOUT_LOG_START):
+        log_start_offset = -1
+    return ProduceResult(code, shown, log_start_offset=log_start_offset,
+                         record_errors=getattr(exc, "record_errors", []), reason=message)
+
+
+def _validate_inline(records, rules: RecordRules, inspect: RecordScan | None, batches: list[BatchHeader]
+                     ) -> ValidRecords | list[BatchHeader]:
     """The log's record rules (Kafka's LogValidator) applied to a client's records on the event loop when that
-    is cheap; else what to hand ``validate_records`` on a thread with them (their batch headers, or None when
-    not even parsed), so no request holds the event loop for more than ~1 ms."""
+    is cheap; else the batch headers to hand ``validate_records`` on a thread with them, so no request holds the
+    event loop for more than ~1 ms."""
     if costs_a_thread(records):
-        return None
-    batches = parse_batches(records)
+        return batches
     try:
         return validate_records(records, rules, batches, inline=True, inspect=inspect)
     except MoveToThread:

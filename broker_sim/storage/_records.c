@@ -1,113 +1,149 @@
-/* One pass over the records of a RecordBatch v2, without a Python object per record.
+/* One pass over the records of a RecordBatch v2, without a Python object per record (unless asked for).
  *
  * Theory of operation: broker_sim/storage/validator.py checks every record of a client's batch (Kafka's
- * LogValidator). Its reference walk is aiokafka's compiled reader, which builds a record object (key, value,
- * headers) for each record only for the validator to drop it: ~150 ns a record, most of the produce path.
- * ``scan(records, count)`` walks the same bytes as Kafka's DefaultRecord.readFrom reads them, keeps nothing,
- * and answers in one tuple per batch: (smallest timestamp delta, largest timestamp delta, records whose key
- * is null). It accepts only what the reference walk accepts, with the same reading of every field:
+ * LogValidator). ``scan(records, count, want)`` walks the bytes as Kafka 4.1's DefaultRecord.readFrom reads
+ * them and answers in one tuple per batch: (smallest timestamp delta, largest timestamp delta, records whose
+ * key is null, whether the offset deltas are 0, 1, 2, ..., then the keys, the values and the timestamp deltas
+ * as lists where ``want`` asks for them (bits 1, 2, 4), else None). It accepts exactly what Kafka's reader
+ * accepts, as validator.walk_records (its pure twin, which names the error of what this refuses) does:
  *
  *   - exactly ``count`` records, the last ending exactly at the end of ``records``;
- *   - each record's length a varint of at most 5 bytes, >= 0, its body inside ``records`` and read to its
- *     last byte exactly, nothing read past it;
- *   - attributes one byte below 0x80 (where a byte read and aiokafka's varint read agree), timestampDelta a
- *     varlong, offsetDelta equal to the record's index, key and value lengths (negative: null), a header
- *     count >= 0, header keys not null and ASCII (aiokafka decodes them as UTF-8; other keys go the slow way);
- *   - every varint at most 5 bytes (varlong 10) and within its type, as Kafka's ByteUtils reads them.
+ *   - each record's length a varint, >= 0, its body inside ``records`` and read to its last byte exactly;
+ *   - attributes ONE byte, any value (Kafka reads and ignores it), timestampDelta a varlong, offsetDelta a
+ *     varint of any value (Kafka does not check it in an uncompressed batch; the caller decides), key and value
+ *     lengths (any negative length: null), a header count >= 0, header keys of a length >= 0 (their bytes are
+ *     never decoded), header values (negative: null);
+ *   - a varint is at most 5 bytes, the fifth shifted into bit 28 of a 32-bit int (ByteUtils.readVarint: its
+ *     bits past the 32nd are dropped); a varlong at most 10, the tenth into bit 63; both zig-zag.
  *
- * ``varint(buffer, position)`` decodes one zigzag varint (up to 10 bytes) for the validator's other walks.
+ * ``varint(buffer, position)`` decodes one zigzag varlong (up to 10 bytes) for the validator's other walks.
  *
  * The GIL is kept: the walk runs on the event loop (it is cheaper than a thread hand-off), and a release there
  * could give the GIL to another thread for a whole switch interval (measured: 128 us instead of 14 per call).
  *
- * Anything else returns None: the caller then runs the reference walk, which names the error (or, for a
- * form only that walk admits, accepts it as before). Every read is bounds-checked against the buffer.
+ * Anything else returns None: the caller then runs the pure twin, which names the error. Every read is
+ * bounds-checked against the buffer.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 
-/* A zigzag varint of at most max_bytes at *pos (below end) into *out; 0 when malformed or truncated. */
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define ALWAYS_INLINE inline
 #endif
 
-static ALWAYS_INLINE int read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int max_bytes,
-                                     int64_t *out)
+/* ByteUtils.readVarint: a zigzag varint of at most 5 bytes at *pos (below end) into *out; 0 when too long or
+ * truncated. The fifth byte's bits past the 32nd are dropped, as Java's int shift drops them. */
+static ALWAYS_INLINE int read_varint(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
 {
-    uint64_t raw = 0;
     Py_ssize_t p = *pos;
-    if (p < end && !(buf[p] & 0x80)) {  /* one byte: most fields of most records */
-        *pos = p + 1;
-        *out = (int64_t)(buf[p] >> 1) ^ -(int64_t)(buf[p] & 1);
-        return 1;
-    }
-    for (int i = 0; i < max_bytes; i++) {
+    uint32_t raw = 0;
+    for (int i = 0; i < 5; i++) {
         if (p >= end)
             return 0;
         unsigned char b = buf[p++];
-        if (i == 9 && b > 1)
-            return 0;  /* past 64 bits */
-        raw |= (uint64_t)(b & 0x7f) << (7 * i);
+        raw |= (uint32_t)(b & 0x7f) << (7 * i);
         if (!(b & 0x80)) {
-            if (max_bytes == 5 && raw > 0xffffffffULL)
-                return 0;  /* more than 32 bits: Kafka's readVarint would not give this value */
             *pos = p;
-            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            *out = (int32_t)((raw >> 1) ^ (uint32_t)-(int32_t)(raw & 1));
             return 1;
         }
     }
     return 0;
 }
 
+/* ByteUtils.readVarlong: at most 10 bytes, the tenth shifted into bit 63 (only its lowest bit kept). */
+static ALWAYS_INLINE int read_varlong(const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
+{
+    Py_ssize_t p = *pos;
+    uint64_t raw = 0;
+    for (int i = 0; i < 10; i++) {
+        if (p >= end)
+            return 0;
+        unsigned char b = buf[p++];
+        raw |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *pos = p;
+            *out = (int64_t)((raw >> 1) ^ (uint64_t)-(int64_t)(raw & 1));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+#define WANT_KEYS 1
+#define WANT_VALUES 2
+#define WANT_TIMESTAMPS 4
+
+/* Append buf[pos:pos+len] (None when len < 0) to list; 0 on a Python error. */
+static int append_bytes(PyObject *list, const unsigned char *buf, Py_ssize_t pos, int64_t len)
+{
+    PyObject *item = len < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)buf + pos, len);
+    if (item == NULL)
+        return 0;
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return !failed;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, "y*n", &view, &count))
+    int want = 0;
+    if (!PyArg_ParseTuple(args, "y*n|i", &view, &count, &want))
         return NULL;
     const unsigned char *buf = view.buf;
     const Py_ssize_t end = view.len;
     Py_ssize_t pos = 0, nulls = 0;
     int64_t min_ts = INT64_MAX, max_ts = INT64_MIN;
-    int ok = count >= 1;  /* a client's batch has records (parse_batches) */
+    int in_order = 1, error = 0;
+    PyObject *keys = want & WANT_KEYS ? PyList_New(0) : Py_NewRef(Py_None);
+    PyObject *values = want & WANT_VALUES ? PyList_New(0) : Py_NewRef(Py_None);
+    PyObject *deltas = want & WANT_TIMESTAMPS ? PyList_New(0) : Py_NewRef(Py_None);
+    int ok = count >= 1 && keys != NULL && values != NULL && deltas != NULL;
     for (Py_ssize_t index = 0; ok && index < count; index++) {
         int64_t length, ts, offset, klen, vlen, headers, hk, hv;
         ok = 0;
-        if (!read_varint(buf, &pos, end, 5, &length) || length < 0 || length > end - pos)
+        if (!read_varint(buf, &pos, end, &length) || length < 0 || length > end - pos)
             break;
         const Py_ssize_t stop = pos + (Py_ssize_t)length;
-        if (pos >= stop || buf[pos] & 0x80)
+        if (pos >= stop)
             break;
-        pos++;  /* attributes: unused by Kafka */
-        if (!read_varint(buf, &pos, stop, 10, &ts) || !read_varint(buf, &pos, stop, 5, &offset) || offset != index)
+        pos++;  /* attributes: one byte, unused by Kafka */
+        if (!read_varlong(buf, &pos, stop, &ts) || !read_varint(buf, &pos, stop, &offset))
             break;
-        if (!read_varint(buf, &pos, stop, 5, &klen) || klen > stop - pos)
+        in_order &= offset == index;
+        if (!read_varint(buf, &pos, stop, &klen) || klen > stop - pos)
             break;
+        if (keys != Py_None && !append_bytes(keys, buf, pos, klen)) {
+            error = 1;
+            break;
+        }
         if (klen < 0)
             nulls++;
         else
             pos += (Py_ssize_t)klen;
-        if (!read_varint(buf, &pos, stop, 5, &vlen) || vlen > stop - pos)
+        if (!read_varint(buf, &pos, stop, &vlen) || vlen > stop - pos)
             break;
+        if (values != Py_None && !append_bytes(values, buf, pos, vlen)) {
+            error = 1;
+            break;
+        }
         if (vlen > 0)
             pos += (Py_ssize_t)vlen;
-        if (!read_varint(buf, &pos, stop, 5, &headers) || headers < 0)
+        if (!read_varint(buf, &pos, stop, &headers) || headers < 0)
             break;
         int good = 1;
         for (int64_t h = 0; h < headers; h++) {  /* each header takes >= 2 bytes: the loop ends at stop */
-            if (!read_varint(buf, &pos, stop, 5, &hk) || hk < 0 || hk > stop - pos) {
+            if (!read_varint(buf, &pos, stop, &hk) || hk < 0 || hk > stop - pos) {
                 good = 0;
                 break;
             }
-            for (Py_ssize_t k = pos; k < pos + (Py_ssize_t)hk; k++)
-                good &= buf[k] < 0x80;  /* ASCII: what every UTF-8 decoder reads alike */
-            if (!good)
-                break;
             pos += (Py_ssize_t)hk;
-            if (!read_varint(buf, &pos, stop, 5, &hv) || hv > stop - pos) {
+            if (!read_varint(buf, &pos, stop, &hv) || hv > stop - pos) {
                 good = 0;
                 break;
             }
@@ -116,6 +152,15 @@ static PyObject *scan(PyObject *self, PyObject *args)
         }
         if (!good || pos != stop)
             break;
+        if (deltas != Py_None) {
+            PyObject *item = PyLong_FromLongLong(ts);
+            if (item == NULL || PyList_Append(deltas, item)) {
+                Py_XDECREF(item);
+                error = 1;
+                break;
+            }
+            Py_DECREF(item);
+        }
         if (ts < min_ts)
             min_ts = ts;
         if (ts > max_ts)
@@ -123,9 +168,18 @@ static PyObject *scan(PyObject *self, PyObject *args)
         ok = 1;
     }
     PyBuffer_Release(&view);
-    if (!ok || pos != end)
-        Py_RETURN_NONE;
-    return Py_BuildValue("(LLn)", (long long)min_ts, (long long)max_ts, nulls);
+    PyObject *result = NULL;
+    if (error || keys == NULL || values == NULL || deltas == NULL)
+        result = NULL;  /* a Python error is set */
+    else if (!ok || pos != end)
+        result = Py_NewRef(Py_None);
+    else
+        result = Py_BuildValue("(LLnOOOO)", (long long)min_ts, (long long)max_ts, nulls,
+                               in_order ? Py_True : Py_False, keys, values, deltas);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(deltas);
+    return result;
 }
 
 static PyObject *varint(PyObject *self, PyObject *args)
@@ -135,7 +189,7 @@ static PyObject *varint(PyObject *self, PyObject *args)
     int64_t value;
     if (!PyArg_ParseTuple(args, "y*n", &view, &pos))
         return NULL;
-    int ok = pos >= 0 && read_varint(view.buf, &pos, view.len, 10, &value);
+    int ok = pos >= 0 && read_varlong(view.buf, &pos, view.len, &value);
     PyBuffer_Release(&view);
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "not a varint of at most 10 bytes within the buffer");
@@ -146,8 +200,9 @@ static PyObject *varint(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(records, count) -> (min timestamp delta, max timestamp delta, null keys), or None when the records "
-     "are not exactly count well-formed records with offset deltas 0, 1, 2, ..."},
+     "scan(records, count, want=0) -> (min timestamp delta, max timestamp delta, null keys, offsets in order, "
+     "keys, values, timestamp deltas), or None when the records are not exactly count records as Kafka reads "
+     "them; want: 1 keys, 2 values, 4 timestamp deltas (lists), else None"},
     {"varint", varint, METH_VARARGS,
      "varint(buffer, position) -> (zigzag varint value, position after it); ValueError when malformed"},
     {NULL, NULL, 0, NULL}

@@ -224,7 +224,10 @@ def stamp_batches(
 
     Each batch gets the offsets following the previous one. When
     `log_append_time_ms` is given the batches become LogAppendTime batches
-    with that maxTimestamp, and their CRC is recomputed.
+    with that maxTimestamp, and their CRC is recomputed. Otherwise a header
+    whose attributes or maxTimestamp differ from the bytes in `buf` (the
+    validator's, as Kafka's `setMaxTimestamp` sets them for a client batch
+    whose header lies about its records) is written there, CRC recomputed.
     """
     offset = first_offset
     for batch in batches:
@@ -234,7 +237,16 @@ def stamp_batches(
         if log_append_time_ms is not None:
             _ATTRIBUTES_FIELD.pack_into(buf, position + ATTRIBUTES_OFFSET, batch.attributes | TIMESTAMP_TYPE_MASK)
             _OFFSET_FIELD.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, log_append_time_ms)
-            crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + batch.size])
-            _CRC_FIELD.pack_into(buf, position + CRC_OFFSET, crc)
+            _restamp_crc(buf, position, batch.size)
+        elif (_ATTRIBUTES_FIELD.unpack_from(buf, position + ATTRIBUTES_OFFSET)[0] != batch.attributes
+              or _OFFSET_FIELD.unpack_from(buf, position + MAX_TIMESTAMP_OFFSET)[0] != batch.max_timestamp):
+            _ATTRIBUTES_FIELD.pack_into(buf, position + ATTRIBUTES_OFFSET, batch.attributes)
+            _OFFSET_FIELD.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, batch.max_timestamp)
+            _restamp_crc(buf, position, batch.size)
         offset += batch.last_offset_delta + 1
+
+
+def _restamp_crc(buf: bytearray, position: int, size: int) -> None:
+    crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
+    _CRC_FIELD.pack_into(buf, position + CRC_OFFSET, crc)
 

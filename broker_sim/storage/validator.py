@@ -8,10 +8,11 @@ zstd), and would make the partition unreadable once acknowledged. So, like
 Kafka's ``LogValidator`` for ``AppendOrigin.CLIENT``, each batch of a client
 append is checked at three levels before anything is written:
 
-1. the header (``batch.parse_batches``: framing, magic 2, CRC32C, recordsCount
-   = lastOffsetDelta + 1), then its size against ``max.message.bytes``, the
-   codec (0-4), a sequence number wherever a producer id is (control batches
-   are refused by ``Partition.append_records`` for every origin);
+0. the request's records as Kafka's KafkaApis reads them (:func:`check_produce_records`): whole batches only,
+   exactly one, magic 2, no zstd below Produce v7;
+1. the header: its size against ``max.message.bytes``, the CRC32C, recordsCount = lastOffsetDelta + 1 (>= 1),
+   baseOffset 0, the codec (0-4), a sequence number wherever a producer id is (control batches are refused by
+   ``Partition.append_records`` for every origin);
 2. compressed batches are decompressed *streaming*, a chunk at a time, into
    one buffer that may not grow past ``message.max.decompressed.bytes`` (a
    pylog addition: Kafka has no such bound and trusts the JVM heap), while the
@@ -19,34 +20,28 @@ append is checked at three levels before anything is written:
    soon as the buffer is bigger than that limit; a decompression bomb
    therefore costs at most the smaller bound plus one chunk, never its
    declared size;
-3. the records are walked once per batch by ``_records.scan`` (C, this
-   package's extension: ~11-22 ns a record, no Python object per record),
-   which answers only the timestamp range and the null keys; a batch it does
-   not accept, or whose rules need the records themselves, is walked again
-   with aiokafka's compiled reader (~150 ns a record), which names the error:
-   every length, varint, key/value/header size must be consistent and
-   the last record must end exactly at the batch (or decompressed) end, the
-   number of records must be recordsCount, the offset deltas 0, 1, 2, ...
-   (Kafka rewrites a compressed batch whose inner offsets are off; pylog does
-   not re-encode, so it refuses them), and on a compacted topic every record
-   needs a key; with ``message.timestamp.type=CreateTime`` every record's
-   timestamp (and the batch header's first and max timestamps, which the log
-   rolls and expires segments by) must lie within
-   ``message.timestamp.before.max.ms`` before and
-   ``message.timestamp.after.max.ms`` after the broker's clock (Kafka 4's
-   KIP-937 bounds; -1, no timestamp, passes).
+3. the records are walked once per batch by ``_records.scan`` (C, this package's extension: ~11-22 ns a
+   record, no Python object per record), which reads them as Kafka 4.1's ``DefaultRecord`` does and answers
+   the timestamp range, the null keys and whether the offset deltas are 0, 1, 2, ...; what it refuses (or
+   every batch, without the extension) goes to its pure twin :func:`walk_records`, the same rules in Python,
+   which raises Kafka's error for it. The rules then: an uncompressed batch's offset deltas are not checked
+   (Kafka does not); a compressed batch kept in its codec with deltas off is UNKNOWN_SERVER_ERROR (Kafka 4.1
+   fails rebuilding it); on a compacted topic every record needs a key; with
+   ``message.timestamp.type=CreateTime`` every record's timestamp must lie within
+   ``message.timestamp.before.max.ms`` before and ``message.timestamp.after.max.ms`` after the broker's clock
+   (Kafka 4's KIP-937 bounds; -1, no timestamp, passes; a LogAppendTime batch's records all have its
+   maxTimestamp), and the stored header gets the records' largest timestamp as its maxTimestamp, as Kafka's
+   ``setMaxTimestamp`` (a client's LogAppendTime flag is cleared); a LogAppendTime topic refuses a client's
+   LogAppendTime batch.
 
-Errors, as Kafka answers them: CORRUPT_MESSAGE for a broken batch frame, CRC,
-codec or compressed stream; INVALID_RECORD for records that do not parse or
-break a rule; MESSAGE_TOO_LARGE for a batch or record over its bound;
+Errors, as Kafka answers them: CORRUPT_MESSAGE for a broken batch frame or CRC; UNKNOWN_SERVER_ERROR for an
+unknown codec, a compressed stream that does not decompress and a record length that is not a varint (Kafka
+throws no ApiException there); INVALID_RECORD for records that do not parse or break a rule;
+MESSAGE_TOO_LARGE for a batch or record over its bound; RECORD_LIST_TOO_LARGE past ``segment.bytes``;
 INVALID_TIMESTAMP for a timestamp out of bounds. Rules about single records
 (keys, timestamps) raise :class:`RecordValidationError`, which lists
 every offending record's index in its batch: ProduceResponse v8+ carries them
 as KIP-467 ``record_errors`` so a client fails only those records.
-
-The reader of step 3 may read up to a varint (10 bytes) beyond a lying last
-record before its bounds check fires, so it always walks a private copy that
-ends in zero padding; the copy costs far less than the walk.
 
 Recompression (the topic's ``compression.type``, as Kafka's LogValidator):
 ``producer`` keeps each batch as the producer compressed it; ``uncompressed``,
@@ -80,18 +75,13 @@ from typing import NamedTuple, Protocol
 import kafka.errors as Errors
 
 from broker_sim.storage.batch import (
-    ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHeader, COMPRESSION_MASK, decode_header, parse_batches)
+    ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, TRANSACTIONAL_MASK,
+    BatchHeader, decode_header, parse_batches, verify_batch)
 
-try:  # the compiled walk (setup.py builds it; optional): without it every batch takes aiokafka's reader
-    from broker_sim.storage._records import scan as _scan, varint as _varint
+try:  # the compiled walk (setup.py builds it; optional): without it every batch takes its pure twin
+    from broker_sim.storage._records import scan as _scan
 except ImportError:  # pragma: no cover - a build without a C compiler
     _scan = None
-
-    def _varint(buf, position: int) -> tuple[int, int]:
-        """A zigzag varint at ``buf[position]`` and the position after it (aiokafka's, imported when used)."""
-        from aiokafka.record._crecords.cutil import decode_varint_cython
-
-        return decode_varint_cython(buf, position)
 
 # Output bytes asked of a decompressor per step: the most a bomb can get past a bound.
 CHUNK = 256 * 1024
@@ -106,6 +96,11 @@ TARGET_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER_SIZE = 16
 _INT32 = struct.Struct(">i")
+# Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest batchLength ByteBufferLogInputStream reads on from
+MIN_BATCH_LENGTH = 14
+# the attribute bits Kafka's DefaultRecordBatch.computeAttributes keeps when it rewrites a header: the codec,
+# transactional, control and delete-horizon bits (the timestamp type is set anew; unknown bits are dropped)
+KAFKA_ATTRIBUTES = COMPRESSION_MASK | TRANSACTIONAL_MASK | CONTROL_MASK | 0x40
 # Validating 256 KB of uncompressed records takes ~0.5 ms (measured: 100-byte records, ~200 ns each) and a
 # thread hand-off ~70 us; inputs above this are checked on a thread so the event loop keeps serving the other
 # connections, while smaller ones are not slowed by the hand-off. For compressed batches the same bound
@@ -140,6 +135,8 @@ class RecordRules(NamedTuple):
     max_decompressed_bytes: int  # message.max.decompressed.bytes: a compressed batch's records, decompressed
     codec: int | None = None  # compression.type's codec id (TARGET_CODECS); None: keep the producer's
     timestamps: tuple[int, int] | None = None  # (earliest, latest) record timestamp accepted; None: any
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime: the broker stamps the time
+    segment_bytes: int | None = None  # segment.bytes: the most one append may hold (None: no bound)
 
 
 def rules_for(config, max_decompressed_bytes: int, now_ms: int | None = None) -> RecordRules:
@@ -149,7 +146,8 @@ def rules_for(config, max_decompressed_bytes: int, now_ms: int | None = None) ->
     if now_ms is not None and config.message_timestamp_type == "CreateTime":
         timestamps = (now_ms - config.message_timestamp_before_max_ms, now_ms + config.message_timestamp_after_max_ms)
     return RecordRules(config.compact, config.max_message_bytes, max_decompressed_bytes,
-                       TARGET_CODECS.get(config.compression_type), timestamps)
+                       TARGET_CODECS.get(config.compression_type), timestamps,
+                       config.message_timestamp_type == "LogAppendTime", config.segment_bytes)
 
 
 class ValidRecords(NamedTuple):
@@ -161,6 +159,8 @@ class ValidRecords(NamedTuple):
 
 class RecordValidationError(Errors.InvalidRecordError):
     """INVALID_RECORD naming the offending records: ``record_errors`` is [(index in its batch, message)]."""
+
+    shown = True  # Kafka's response carries its message (the only refusal of records that has one)
 
     def __init__(self, message: str, record_errors: list[tuple[int, str]]):
         super().__init__(message)
@@ -216,22 +216,29 @@ def validate_records(records, rules: RecordRules, batches: list[BatchHeader] | N
     for per-record rules) and MessageSizeTooLargeError.
     """
     if batches is None:
-        batches = parse_batches(records)
+        batches = parse_batches(records, verify_crc=False)
     view = memoryview(records)
     reencoded = [b for b in batches if rules.codec is not None and not b.is_control and b.compression != rules.codec]
     if inline and (sum(b.record_count for b in reencoded) > INLINE_REENCODE_RECORDS
                    or sum(b.record_count for b in batches) > INLINE_RECORDS):
         raise MoveToThread
     decompressed = 0
+    stored = []
     for batch in batches:
-        _check_header(batch, rules)
-        decompressed += _check_records(view[batch.position:batch.position + batch.size], batch, rules, inline,
-                                       inspect)
+        _check_header(view, batch, rules)
+        size, header = _check_records(view[batch.position:batch.position + batch.size], batch, rules, inline,
+                                      inspect)
+        decompressed += size
+        stored.append(header)
+    valid = ValidRecords(records, stored)
     if reencoded:
         if inline and decompressed > INLINE_REENCODE_BYTES:
             raise MoveToThread
-        return _recompress(view, batches, rules)
-    return ValidRecords(records, batches)
+        valid = _recompress(view, stored, rules)
+    if rules.segment_bytes is not None and len(valid.records) > rules.segment_bytes:
+        raise Errors.RecordListTooLargeError(
+            f"{len(valid.records)} bytes of records are larger than segment.bytes={rules.segment_bytes}")
+    return valid
 
 
 def check_batch_sizes(batches: list[BatchHeader], max_message_bytes: int) -> None:
@@ -246,22 +253,79 @@ def _check_size(batch: BatchHeader, max_message_bytes: int) -> None:
             f"batch at byte {batch.position}: {batch.size} bytes is larger than max.message.bytes={max_message_bytes}")
 
 
-def _check_header(batch: BatchHeader, rules: RecordRules) -> None:
+def _check_header(view: memoryview, batch: BatchHeader, rules: RecordRules) -> None:
     where = f"batch at byte {batch.position}"
     _check_size(batch, rules.max_message_bytes)
+    verify_batch(view, batch.position, batch)  # the CRC, then recordsCount against lastOffsetDelta
+    if batch.base_offset != 0:
+        raise Errors.InvalidRecordError(f"{where}: the baseOffset of a client's record batch should be 0, but it "
+                                        f"is {batch.base_offset}")
     if batch.compression not in CODECS:
-        raise Errors.CorruptRecordError(f"{where}: unknown compression type id: {batch.compression}")
+        # CompressionType.forId throws IllegalArgumentException, no ApiException: Kafka answers UNKNOWN_SERVER_ERROR
+        raise Errors.UnknownError(f"{where}: unknown compression type id: {batch.compression}")
     if batch.has_producer_id and batch.base_sequence < 0:
         raise Errors.InvalidRecordError(
             f"{where}: invalid sequence number {batch.base_sequence} with producer id {batch.producer_id}")
 
 
+def check_produce_records(records, version: int) -> ValidRecords:
+    """The records of one partition of a Produce request of ``version`` that Kafka would append, and their
+    batches, read as Kafka's KafkaApis reads
+    them before any log sees them (``ByteBufferLogInputStream``, then ``ProduceRequest.validateRecords``):
+
+    1. batches are read while a batch's first 12 bytes are there: a batchLength below 14 is CORRUPT_MESSAGE, so
+       is a magic outside 0-2 ("Invalid magic found in record"); a batch that runs past the end ends the reading,
+       and its bytes, like any shorter tail, are dropped (Kafka appends only the whole batches it read);
+    2. there must be exactly one batch, of magic 2 (INVALID_RECORD), and no zstd below Produce v7
+       (UNSUPPORTED_COMPRESSION_TYPE);
+    the CRC and the record count are :func:`validate_records`' (Kafka's log checks them).
+    """
+    view = memoryview(records)
+    end, position, found = len(view), 0, []
+    while end - position >= LOG_OVERHEAD:
+        (length,) = _INT32.unpack_from(view, position + 8)
+        if length < MIN_BATCH_LENGTH:
+            raise Errors.CorruptRecordError(f"batch at byte {position}: record size {length} is less than the "
+                                            f"minimum record overhead ({MIN_BATCH_LENGTH})")
+        if end - position < LOG_OVERHEAD + 5:
+            break
+        magic = view[position + MAGIC_OFFSET]
+        if magic > 2:  # a signed byte in Kafka: 128-255 are negative
+            raise InvalidMagicError(f"Invalid magic found in record: {magic if magic < 128 else magic - 256}")
+        if end - position < LOG_OVERHEAD + length:
+            break
+        found.append((position, magic))
+        position += LOG_OVERHEAD + length
+    if not found:
+        raise Errors.InvalidRecordError(f"Produce requests with version {version} must have at least one record "
+                                        f"batch per partition")
+    if found[0][1] != 2:
+        raise Errors.InvalidRecordError(f"Produce requests with version {version} are only allowed to contain "
+                                        f"record batches with magic version 2")
+    if version < 7 and view[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == 4:
+        raise Errors.UnsupportedCompressionTypeError(
+            f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    if len(found) > 1:
+        raise Errors.InvalidRecordError(f"Produce requests with version {version} are only allowed to contain "
+                                        f"exactly one record batch per partition")
+    return ValidRecords(view[:position], parse_batches(view[:position], verify_crc=False))
+
+
+class InvalidMagicError(Errors.CorruptRecordError):
+    """CORRUPT_MESSAGE for a magic Kafka does not know, the one such refusal whose message Kafka sends."""
+
+    shown = True
+
+
 def _recompress(view: memoryview, batches: list[BatchHeader], rules: RecordRules) -> ValidRecords:
     """The records with every data batch in ``rules.codec``, and the headers of what came out.
 
-    A re-encoded batch larger than max.message.bytes is refused (MessageSizeTooLargeError), as Kafka's
-    UnifiedLog re-validates sizes after re-compression: 1.4 KB of zstd may hold 31 MB of records.
+    As Kafka's ``LogValidator.buildRecordsAndAssignOffsets``, the records get offset deltas 0, 1, 2, ... and
+    attributes 0. A re-encoded batch larger than max.message.bytes is refused (MessageSizeTooLargeError), as
+    Kafka's UnifiedLog re-validates sizes after re-compression: 1.4 KB of zstd may hold 31 MB of records.
     """
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
     codec = rules.codec
     out = bytearray()
     headers = []
@@ -271,15 +335,19 @@ def _recompress(view: memoryview, batches: list[BatchHeader], rules: RecordRules
             headers.append(header._replace(position=len(out)))
             out += raw
             continue
-        from kafka.record.default_records import DefaultRecordBatch as RecordBatchReader, DefaultRecordBatchBuilder
-
+        records = memoryview(_decompressed_copy(raw, header, rules, False))[HEADER_SIZE:-PADDING] \
+            if header.compression else raw[HEADER_SIZE:]
+        *_, keys, values, deltas, record_headers = walk_records(
+            records, header.record_count, WANT_KEYS | WANT_VALUES | WANT_TIMESTAMPS | WANT_HEADERS,
+            compressed=bool(header.compression))
         builder = DefaultRecordBatchBuilder(
             magic=2, compression_type=codec, is_transactional=header.is_transactional,
             producer_id=header.producer_id, producer_epoch=header.producer_epoch,
             base_sequence=header.base_sequence, batch_size=2**31 - 1)
-        for record in RecordBatchReader(bytes(raw)):
-            builder.append(record.offset - header.base_offset, timestamp=record.timestamp, key=record.key,
-                           value=record.value, headers=record.headers)
+        for index, (key, value, delta, pairs) in enumerate(zip(keys, values, deltas, record_headers)):
+            timestamp = header.max_timestamp if header.timestamp_type else header.base_timestamp + delta
+            builder.append(index, timestamp=timestamp, key=key, value=value,
+                           headers=[(bytes(k).decode("utf-8", "replace"), v) for k, v in pairs])
         built = builder.build()
         if len(built) > rules.max_message_bytes:
             raise Errors.MessageSizeTooLargeError(
@@ -290,130 +358,239 @@ def _recompress(view: memoryview, batches: list[BatchHeader], rules: RecordRules
     return ValidRecords(bytes(out), headers)
 
 
-def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inline: bool, inspect) -> int:
-    """Walk every record of one batch (``data`` is exactly the batch); returns its records' decompressed size.
+def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inline: bool,
+                   inspect) -> tuple[int, BatchHeader]:
+    """Walk every record of one batch (``data`` is exactly the batch) as Kafka's LogValidator does; returns its
+    records' decompressed size and its header as Kafka stores it (the max timestamp Kafka sets).
 
-    The compiled :func:`_scan` walks the records once per batch and answers with what the rules need (the
-    timestamp range, the count of null keys); whenever it does not accept them, or a rule needs the records
-    themselves (an ``inspect`` that wants keys or values, a key missing on a compacted topic, a timestamp out
-    of bounds, a client's LogAppendTime batch), aiokafka's reader walks them again and names what is wrong.
+    The walk (:func:`_scan_records`) answers the timestamp range, the count of null keys and whether the offset
+    deltas are 0, 1, 2, ...; only when a rule is broken is it asked again for what names the offending records.
     """
     if batch.compression:
         copy = _decompressed_copy(data, batch, rules, inline)
-        size = len(copy) - PADDING
-        records = memoryview(copy)[HEADER_SIZE:size]
+        records = memoryview(copy)[HEADER_SIZE:len(copy) - PADDING]
     else:
-        copy = None
-        size = len(data)
         records = data[HEADER_SIZE:]
-    wants_records = inspect is not None and (inspect.keys or inspect.values)
-    if _scan is not None and not wants_records and _scanned_ok(records, batch, rules):
-        if inspect is not None and not batch.is_control:
-            inspect(batch, None, None)
-        return size - HEADER_SIZE
-    if copy is None:
-        copy = b"".join((data, _ZEROS))
     where = f"batch at byte {batch.position}"
-    keys = [] if rules.compact or (inspect is not None and inspect.keys) else None
-    values = [] if inspect is not None and inspect.values else None
-    timestamps = [] if rules.timestamps is not None and not batch.is_control else None
-    from aiokafka.errors import CorruptRecordException  # aiokafka's client comes with it: ~75 ms, when needed
-    from aiokafka.record._crecords import DefaultRecordBatch
-
-    try:
-        offsets = _walk(DefaultRecordBatch(memoryview(copy)[:size]), keys, values, timestamps)
-    except (CorruptRecordException, ValueError) as exc:  # ValueError: a varint longer than 10 bytes
-        raise Errors.InvalidRecordError(f"{where}: {exc}") from None
-    if offsets != list(range(batch.base_offset, batch.base_offset + batch.record_count)):
-        first_bad = next(index for index, offset in enumerate(offsets) if offset != batch.base_offset + index)
-        raise Errors.InvalidRecordError(
-            f"{where}: record {first_bad} has offset delta {offsets[first_bad] - batch.base_offset}, "
-            f"expected {first_bad} (offset deltas must be 0, 1, 2, ...)")
-    if timestamps is not None:  # the records named first; then the header, which may lie about them
-        _check_timestamps(timestamps, batch, rules.timestamps)
-        _check_header_timestamps(batch, rules.timestamps)
-    if rules.compact:
-        keyless = [index for index, key in enumerate(keys) if key is None]
-        if keyless:
-            message = "Compacted topic cannot accept message without key"
-            raise RecordValidationError.of([(index, message) for index in keyless])
-    if inspect is not None and not batch.is_control:
-        inspect(batch, keys if inspect.keys else None, values)
-    return size - HEADER_SIZE
-
-
-def _scanned_ok(records: memoryview, batch: BatchHeader, rules: RecordRules) -> bool:
-    """True when the compiled walk accepts the records and every rule holds by what it answered (the header's
-    timestamps checked here); False sends the batch to the reference walk."""
-    scanned = _scan(records, batch.record_count)
-    if scanned is None:
-        return False
-    low_delta, high_delta, null_keys = scanned
+    want = (WANT_KEYS if inspect is not None and inspect.keys else 0) | (
+        WANT_VALUES if inspect is not None and inspect.values else 0)
+    low, high, null_keys, in_order, keys, values, _ = _scan_records(records, batch, rules, want)
+    if not in_order and batch.compression and rules.codec in (None, batch.compression):
+        # Kafka 4.1 then rebuilds the batch from the records its in-place walk read without keys and values,
+        # which throws (UnsupportedOperationException): UNKNOWN_SERVER_ERROR
+        raise Errors.UnknownError(f"{where}: a compressed batch whose offset deltas are not 0, 1, 2, ...")
+    errors = []  # (index, message, a timestamp error): Kafka's per-record errors, in record order
     if rules.compact and null_keys:
+        if keys is None:
+            keys = _scan_records(records, batch, rules, WANT_KEYS)[4]
+        errors += [(index, "Compacted topic cannot accept message without key", False)
+                   for index, key in enumerate(keys) if key is None]
+    if batch.timestamp_type:  # Kafka reads every record's timestamp of a LogAppendTime batch as its maxTimestamp
+        low = high = batch.max_timestamp
+    else:
+        low, high = batch.base_timestamp + low, batch.base_timestamp + high
+    if _timestamps_refused(batch, rules, low, high):
+        errors += _timestamp_errors(records, batch, rules)
+    if errors:
+        _raise_record_errors(errors)
+    if inspect is not None and not batch.is_control:
+        inspect(batch, keys, values)
+    return len(records), _stored_header(batch, rules, high)
+
+
+def _stored_header(batch: BatchHeader, rules: RecordRules, max_timestamp: int) -> BatchHeader:
+    """The header Kafka stores for a client batch of a CreateTime log: ``setMaxTimestamp(CREATE_TIME, the
+    records' largest timestamp)``, which, when that differs from the header, rewrites the attributes as Kafka
+    computes them (codec, transactional, control, delete horizon; timestamp type CreateTime, unknown bits
+    dropped) and the max timestamp (the CRC then recomputed by ``batch.stamp_batches``)."""
+    max_timestamp = max(max_timestamp, -1)  # Kafka's maximum starts at NO_TIMESTAMP
+    if rules.log_append_time or (batch.max_timestamp == max_timestamp and not batch.timestamp_type):
+        return batch
+    return batch._replace(attributes=batch.attributes & KAFKA_ATTRIBUTES, max_timestamp=max_timestamp)
+
+
+def _timestamps_refused(batch: BatchHeader, rules: RecordRules, low: int, high: int) -> bool:
+    """True when some record of the batch breaks LogValidator.validateTimestamp (its records' timestamps
+    between ``low`` and ``high``)."""
+    if batch.is_control:
         return False
-    bounds = rules.timestamps
-    if bounds is None or batch.is_control:
+    if rules.log_append_time:
+        return bool(batch.timestamp_type)
+    if batch.timestamp_type and batch.max_timestamp == -1:
         return True
-    base = batch.base_timestamp
-    if batch.timestamp_type or not (bounds[0] <= base + low_delta and base + high_delta <= bounds[1]):
-        return False
-    _check_header_timestamps(batch, bounds)
-    return True
+    return rules.timestamps is not None and not (rules.timestamps[0] <= low and high <= rules.timestamps[1])
 
 
-def _out_of_range(timestamp: int, offset: int, bounds: tuple[int, int]) -> str:
-    """Kafka's message for a timestamp outside its bounds."""
-    return (f"Timestamp {timestamp} of message with offset {offset} is out of range. The timestamp should be within "
-            f"[{bounds[0]}, {bounds[1]}]")
+def _timestamp_errors(records, batch: BatchHeader, rules: RecordRules) -> list[tuple[int, str, bool]]:
+    """Kafka's INVALID_TIMESTAMP record errors of the batch, naming each record."""
+    deltas = _scan_records(records, batch, rules, WANT_TIMESTAMPS)[6]
+    errors = []
+    for index, delta in enumerate(deltas):
+        timestamp = batch.max_timestamp if batch.timestamp_type else batch.base_timestamp + delta
+        if not rules.log_append_time and timestamp != -1:
+            low, high = rules.timestamps or (-2**63, 2**63 - 1)
+            if not low <= timestamp <= high:
+                errors.append((index, f"Timestamp {timestamp} of message with offset {batch.base_offset + index} "
+                                      f"is out of range. The timestamp should be within [{low}, {high}]", True))
+        elif batch.timestamp_type:
+            errors.append((index, "Invalid timestamp type in message. Producer should not set timestamp type to "
+                                  "LogAppendTime.", True))
+    return errors
 
 
-def _check_header_timestamps(batch: BatchHeader, bounds: tuple[int, int]) -> None:
-    """The header's first and max timestamps (the log rolls and expires segments by them) within ``bounds``."""
-    for timestamp in (batch.base_timestamp, batch.max_timestamp):
-        if timestamp != -1 and not bounds[0] <= timestamp <= bounds[1]:
-            raise TimestampOutOfRangeError(
-                f"batch at byte {batch.position}: {_out_of_range(timestamp, batch.base_offset, bounds)}", [])
+def _raise_record_errors(errors: list[tuple[int, str, bool]]) -> None:
+    """Kafka's LogValidator.processRecordErrors: INVALID_TIMESTAMP when any record's timestamp is refused,
+    else INVALID_RECORD, each naming every refused record."""
+    named = [(index, message) for index, message, _ in errors]
+    if any(timestamp for *_, timestamp in errors):
+        raise TimestampOutOfRangeError("One or more records have been rejected due to invalid timestamp", named)
+    raise RecordValidationError.of(named)
 
 
-def _check_timestamps(timestamps: list[int], batch: BatchHeader, bounds: tuple[int, int]) -> None:
-    """Every record's timestamp within ``bounds`` (-1: none, as Kafka skips it); the offending ones named."""
-    low, high = bounds
-    if not timestamps or (low <= min(timestamps) and max(timestamps) <= high):
-        return
-    bad = [(index, _out_of_range(timestamp, batch.base_offset + index, bounds))
-           for index, timestamp in enumerate(timestamps) if timestamp != -1 and not low <= timestamp <= high]
-    if bad:  # Kafka's LogValidator.processRecordErrors
-        raise TimestampOutOfRangeError(f"One or more records have been rejected due to invalid timestamp: "
-                                       f"{bad[0][1]}", bad)
+def _scan_records(records, batch: BatchHeader, rules: RecordRules, want: int) -> tuple:
+    """The compiled walk's answer for a batch's records; where it refuses them (or is not built), its pure twin
+    :func:`walk_records`, which raises Kafka's error for them (or accepts what only Kafka's partial walk of a
+    compressed batch kept in its codec accepts)."""
+    scanned = _scan(records, batch.record_count, want) if _scan is not None else None
+    if scanned is None:
+        compressed = bool(batch.compression)
+        try:
+            scanned = walk_records(records, batch.record_count, want, compressed=compressed,
+                                   partial=compressed and rules.codec in (None, batch.compression))[:7]
+        except (Errors.InvalidRecordError, Errors.UnknownError) as exc:
+            raise type(exc)(f"batch at byte {batch.position}: {exc.args[0]}") from None
+    return scanned
 
 
-def _walk(reader, keys: list | None, values: list | None, timestamps: list | None = None) -> list[int]:
-    """The offsets of a batch's records, from one walk that also fills ``keys``, ``values`` and ``timestamps``
-    when given (the records themselves are dropped as the walk goes: thousands kept alive would cost the
-    garbage collector more than the walk)."""
-    if timestamps is not None:
-        keep_timestamp = timestamps.append
-        if keys is None and values is None:
-            return [keep_timestamp(record.timestamp) or record.offset for record in reader]
-        offsets = []
-        for record in reader:
-            offsets.append(record.offset)
-            keep_timestamp(record.timestamp)
-            if keys is not None:
-                keys.append(record.key)
-            if values is not None:
-                values.append(record.value)
-        return offsets
-    if keys is None and values is None:
-        return [record.offset for record in reader]
-    if values is None:
-        keep_key = keys.append
-        return [keep_key(record.key) or record.offset for record in reader]
-    keep_value = values.append
-    if keys is None:
-        return [keep_value(record.value) or record.offset for record in reader]
-    keep_key = keys.append
-    return [keep_key(record.key) or keep_value(record.value) or record.offset for record in reader]
+# What a walk is asked to list besides its summary: the keys, the values, the timestamp deltas, the headers.
+WANT_KEYS, WANT_VALUES, WANT_TIMESTAMPS, WANT_HEADERS = 1, 2, 4, 8
+
+
+class _Underflow(Exception):
+    """Kafka's BufferUnderflowException: a read past the end of the records."""
+
+
+class _TooLong(Exception):
+    """ByteUtils' IllegalArgumentException: a varint of more than 5 bytes, a varlong of more than 10."""
+
+
+def _read_unsigned(buf, pos: int, end: int, width: int) -> tuple[int, int]:
+    """ByteUtils.readUnsignedVarint/Varlong: at most ``width`` bytes (5, 10), the last one's bits past 32/64
+    dropped, as Java's shift drops them."""
+    raw = 0
+    for shift in range(0, 7 * width, 7):
+        if pos >= end:
+            raise _Underflow
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return raw & ((1 << (width * 32 // 5)) - 1), pos
+    raise _TooLong
+
+
+def read_varint(buf, pos: int, end: int) -> tuple[int, int]:
+    """A zig-zag varint (32-bit) at ``buf[pos]``, as Kafka reads it, and the position after it."""
+    raw, pos = _read_unsigned(buf, pos, end, 5)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def read_varlong(buf, pos: int, end: int) -> tuple[int, int]:
+    """A zig-zag varlong (64-bit) at ``buf[pos]``, as Kafka reads it, and the position after it."""
+    raw, pos = _read_unsigned(buf, pos, end, 10)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def walk_records(records, count: int, want: int = 0, *, compressed: bool = False, partial: bool = False) -> tuple:
+    """The pure twin of ``_records.scan`` (the one definition of a record: Kafka 4.1's ``DefaultRecord`` and the
+    ``DefaultRecordBatch`` iterator): the same answer for what it accepts, plus the records' headers ((key,
+    value) lists) with ``want & WANT_HEADERS``; for what it refuses, Kafka's error:
+
+    1. ``count`` records must be there and nothing after them (INVALID_RECORD);
+    2. a record length that is not a varint of at most 5 bytes is UNKNOWN_SERVER_ERROR: Kafka reads it outside
+       the checks that turn a bad record into an InvalidRecordException; so is a negative length in a
+       ``compressed`` batch (the buffer Kafka allocates for the record);
+    3. anything else wrong inside a record (its fields past its length, a varint too long, a header count or
+       header key length below 0, bytes left in its length) is INVALID_RECORD.
+
+    ``partial``: a compressed batch kept in its codec, which Kafka walks with ``readPartiallyFrom``: the fields
+    one after the other, the length read but never compared with them (nor the header count with what is
+    left), every error INVALID_RECORD. What the length rules accept, this accepts alike, so the compiled walk
+    (length rules only) answers for it wherever it accepts.
+    Attributes are one byte, never read further; negative key and value lengths are null; header keys are
+    never decoded.
+    """
+    buf = memoryview(records)
+    end = len(buf)
+    lists = [[] if want & bit else None for bit in (WANT_KEYS, WANT_VALUES, WANT_TIMESTAMPS, WANT_HEADERS)]
+    low, high, nulls, in_order, pos = None, None, 0, True, 0
+    if count < 1:
+        raise Errors.InvalidRecordError(f"Invalid reported count for record batch: {count}")
+    for index in range(count):
+        try:
+            length, pos = read_varint(buf, pos, end)
+        except _Underflow:
+            raise Errors.InvalidRecordError("Incorrect declared batch size, premature EOF reached") from None
+        except _TooLong:
+            if partial:
+                raise Errors.InvalidRecordError(f"record {index}: Found invalid record structure") from None
+            raise Errors.UnknownError(f"record {index}: its length is not a varint of at most 5 bytes") from None
+        if not partial:
+            if length < 0 and compressed:
+                raise Errors.UnknownError(f"record {index}: negative record length {length}")
+            if end - pos < length:
+                raise Errors.InvalidRecordError(f"record {index}: Invalid record size: expected {length} bytes in "
+                                                f"record payload, but only {end - pos} remain")
+        start = pos
+        try:
+            delta, offset, key, value, pairs, pos = _read_fields(buf, pos + 1, end, index, partial)  # past attributes
+        except (_Underflow, _TooLong):
+            raise Errors.InvalidRecordError(f"record {index}: Found invalid record structure") from None
+        if not partial and pos - start != length:
+            raise Errors.InvalidRecordError(f"record {index}: Invalid record size: expected to read {length} bytes "
+                                            f"in record payload, but instead read {pos - start}")
+        in_order &= offset == index
+        nulls += key is None
+        low = delta if low is None else min(low, delta)
+        high = delta if high is None else max(high, delta)
+        for kept, item in zip(lists, (key, value, delta, pairs)):
+            if kept is not None:
+                kept.append(item)
+    if pos != end:
+        raise Errors.InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+    return (low, high, nulls, in_order, *lists)
+
+
+def _read_fields(buf, pos: int, end: int, index: int, partial: bool) -> tuple:
+    """(timestampDelta, offsetDelta, key, value, headers, position after them) of the record whose fields start
+    at ``pos``; raises _Underflow/_TooLong, or InvalidRecordError for a header count or header key length."""
+    delta, pos = read_varlong(buf, pos, end)
+    offset, pos = read_varint(buf, pos, end)
+    key, pos = _read_bytes(buf, pos, end)
+    value, pos = _read_bytes(buf, pos, end)
+    header_count, pos = read_varint(buf, pos, end)
+    if header_count < 0 or (not partial and header_count > end - pos):
+        raise Errors.InvalidRecordError(f"record {index}: Found invalid number of record headers {header_count}")
+    pairs = []
+    for _ in range(header_count):
+        key_size, pos = read_varint(buf, pos, end)
+        if key_size < 0:
+            raise Errors.InvalidRecordError(f"record {index}: Invalid negative header key size {key_size}")
+        header_key, pos = _read_bytes(buf, pos, end, key_size)
+        header_value, pos = _read_bytes(buf, pos, end)
+        pairs.append((header_key, header_value))
+    return delta, offset, key, value, pairs, pos
+
+
+def _read_bytes(buf, pos: int, end: int, size: int | None = None) -> tuple[bytes | None, int]:
+    """Utils.readBytes after a varint size (or ``size``): None for a negative size; past ``end`` is refused."""
+    if size is None:
+        size, pos = read_varint(buf, pos, end)
+    if size < 0:
+        return None, pos
+    if size > end - pos:
+        raise _Underflow
+    return bytes(buf[pos:pos + size]), pos + size
 
 
 def _import_codecs() -> None:
@@ -455,8 +632,9 @@ def _decompressed_copy(data: memoryview, batch: BatchHeader, rules: RecordRules,
             f"{where}: {codec} records decompress to more than "
             f"message.max.decompressed.bytes={rules.max_decompressed_bytes}") from None
     except (zlib.error, zstandard.ZstdError, RuntimeError, cramjam.DecompressionError, EOFError) as exc:
-        # lz4.frame raises RuntimeError for a corrupt frame
-        raise Errors.CorruptRecordError(f"{where}: {codec} data is corrupt: {exc}") from None
+        # lz4.frame raises RuntimeError for a corrupt frame. Kafka's decompressing streams throw a KafkaException,
+        # no ApiException: UNKNOWN_SERVER_ERROR (not CORRUPT_MESSAGE, which the Java client would retry)
+        raise Errors.UnknownError(f"{where}: {codec} data is corrupt: {exc}") from None
     out += _ZEROS
     return out
 
@@ -483,9 +661,9 @@ class _RecordSizes:
             if self.records_left == 0:
                 raise Errors.InvalidRecordError(f"{self.where}: more records than its recordsCount")
             try:
-                length, after = _varint(out, cursor)
-            except ValueError:
-                raise Errors.InvalidRecordError(f"{self.where}: record length is not a varint") from None
+                length, after = read_varint(out, cursor, end)
+            except _TooLong:
+                raise Errors.UnknownError(f"{self.where}: a record length is not a varint of at most 5 bytes") from None
             if length > self.limit:
                 raise Errors.MessageSizeTooLargeError(
                     f"{self.where}: a record of {length} bytes uncompressed is larger than "
@@ -531,12 +709,14 @@ def _snappy(data: memoryview, reserve):
 
 def _snappy_block(block: memoryview, reserve):
     """One raw snappy block, refused from its length preamble before anything is decompressed."""
-    try:  # decoded from a padded copy: the preamble may claim to run past the block
-        declared, _ = _varint(b"".join((block[:10], _ZEROS)), 0)
-    except ValueError:
-        raise EOFError("snappy block length is not a varint") from None
-    # the preamble is an unsigned varint; _varint decodes zigzag, so undo it
-    reserve(declared * 2 if declared >= 0 else -declared * 2 - 1)
+    declared = 0
+    for shift, byte in zip(range(0, 35, 7), bytes(block[:5])):  # an unsigned varint, all its bits kept
+        declared |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+    else:
+        raise EOFError("snappy block length is not a varint of at most 5 bytes")
+    reserve(declared)
     return cramjam.snappy.decompress_raw(bytes(block))
 
 

@@ -17,7 +17,7 @@ from hostile import assert_serving, peak_rss_bytes, rss_bytes
 from kafka.protocol.metadata import MetadataRequest
 from kafka_wire import WireClient, crafted_batch, crafted_record, one_record_bomb, produce_request
 
-CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD = 2, 10, 87
+UNKNOWN_SERVER_ERROR, MESSAGE_TOO_LARGE, INVALID_RECORD = -1, 10, 87
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 GOOD = [Record(b"key %d" % i, b"acknowledged %d" % i) for i in range(5)]
 # What a bomb may add to the broker's peak resident memory: the bound that stops it
@@ -55,7 +55,8 @@ def produce_raw(bootstrap: str, topic: str, records: bytes):
 
 
 def lying_batches() -> dict[str, tuple[bytes, int]]:
-    """name -> (batch with a valid CRC, the error code Kafka answers it with)."""
+    """name -> (batch with a valid CRC, the error code Kafka answers it with; tests/conformance/batch_corpus.py
+    has these and more, compared with Apache Kafka itself)."""
     good = crafted_record(0, b"k", b"v")
     return {
         "count larger than the records": (crafted_batch(good, 3), INVALID_RECORD),
@@ -64,11 +65,11 @@ def lying_batches() -> dict[str, tuple[bytes, int]]:
                                    INVALID_RECORD),
         "value length past the end": (crafted_batch(crafted_record(0, b"k", b"v", value_length=1 << 30), 1),
                                       INVALID_RECORD),
-        "varint of 12 bytes": (crafted_batch(b"\xff" * 12 + b"\x01", 1), INVALID_RECORD),
-        "offset deltas 0, 5": (crafted_batch(good + crafted_record(5, b"k", b"v"), 2), INVALID_RECORD),
-        "codec 7": (crafted_batch(good, 1, codec=7), CORRUPT_MESSAGE),
-        "garbage zstd": (crafted_batch(b"\x28\xb5\x2f\xfd" + b"not zstd at all" * 8, 1, codec=4), CORRUPT_MESSAGE),
-        "garbage gzip": (crafted_batch(b"\x1f\x8b" + b"not gzip at all" * 8, 1, codec=1), CORRUPT_MESSAGE),
+        "varint of 12 bytes": (crafted_batch(b"\xff" * 12 + b"\x01", 1), UNKNOWN_SERVER_ERROR),
+        "codec 7": (crafted_batch(good, 1, codec=7), UNKNOWN_SERVER_ERROR),
+        "garbage zstd": (crafted_batch(b"\x28\xb5\x2f\xfd" + b"not zstd at all" * 8, 1, codec=4),
+                         UNKNOWN_SERVER_ERROR),
+        "garbage gzip": (crafted_batch(b"\x1f\x8b" + b"not gzip at all" * 8, 1, codec=1), UNKNOWN_SERVER_ERROR),
     }
 
 
@@ -93,7 +94,7 @@ def test_lying_batches_are_refused_and_the_partitions_stay_readable(hostile_brok
         for topic in (plain, compacted):
             answer = produce_raw(broker.bootstrap_servers, topic, data)
             assert (answer.error_code, answer.base_offset) == (code, -1), (name, topic, answer)
-            assert answer.error_message, (name, topic)
+            assert answer.error_message is None, (name, topic)  # as Kafka: only record errors have one
 
     log = broker.log_path.read_text(errors="replace")
     assert "Traceback" not in log, log[-3000:]  # every case is an answer, none an unexpected error
@@ -122,7 +123,6 @@ def test_zstd_bombs_cost_bounded_memory_and_do_not_stall_other_clients(hostile_b
             for _ in range(3):
                 answer = produce_raw(broker.bootstrap_servers, topic, bomb)
                 assert answer.error_code == MESSAGE_TOO_LARGE, answer
-                assert "max.message.bytes" in answer.error_message, answer.error_message
 
     growth = peak_rss_bytes(broker.process.pid) - peak_before
     # stopped at the record's length prefix past max.message.bytes (1 MB), so what remains is the request
@@ -161,7 +161,6 @@ def test_many_records_bomb_is_validated_off_the_event_loop(hostile_broker):
         bomb_seconds = (time.monotonic() - started) / 2
     for answer in answers:
         assert answer.error_code == MESSAGE_TOO_LARGE, answer
-        assert "message.max.decompressed.bytes=33554432" in answer.error_message
     growth = peak_rss_bytes(broker.process.pid) - peak_before
     assert growth < BOMB_RSS_GROWTH, f"peak RSS grew by {growth >> 20} MiB"
     # validated on the loop, every request of the normal client would wait for a whole bomb

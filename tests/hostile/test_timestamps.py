@@ -1,8 +1,9 @@
 """Record timestamps a producer may not set (Kafka 4's message.timestamp.before.max.ms / after.max.ms, KIP-937,
 after.max.ms one hour by default): a record timestamped 2^63-1 would keep its segment from rolling or expiring
 for ever. With CreateTime each such record fails its batch with INVALID_TIMESTAMP and a KIP-467 record error
-naming it; so does a batch header whose first or max timestamp (what the log rolls by) lies out of bounds;
-LogAppendTime topics take any timestamp (the broker's replaces it)."""
+naming it. A batch header's max timestamp (what the log rolls by) is not trusted: as Kafka's
+``setMaxTimestamp``, the broker stores the records' own maximum in its place. LogAppendTime topics take any
+timestamp (the broker's replaces it)."""
 from __future__ import annotations
 
 import struct
@@ -41,19 +42,20 @@ def test_records_timestamped_out_of_bounds_are_refused(hostile_broker):
     refused = [
         (plain, record_batch([b"a", b"b", b"c"], timestamps=[now, LONG_MAX, now]), [1]),
         (plain, record_batch([b"a", b"b"], timestamps=[now + 2 * HOUR, now + 3 * HOUR]), [0, 1]),
-        (plain, with_max_timestamp(record_batch([b"a"], timestamps=[now]), LONG_MAX), []),
         (bounded, record_batch([b"a", b"b"], timestamps=[now, 1000]), [1]),
     ]
     for topic, batch, bad in refused:
         answer = produce_raw(bootstrap, topic, batch)
         assert (answer.error_code, answer.base_offset) == (INVALID_TIMESTAMP, -1), (topic, bad, answer)
         assert [e.batch_index for e in answer.record_errors] == bad, answer
-        assert "is out of range" in answer.error_message, answer.error_message
+        assert answer.error_message == "One or more records have been rejected due to invalid timestamp"
+        assert all("is out of range" in e.batch_index_error_message for e in answer.record_errors), answer
 
     accepted = [(plain, record_batch([b"a", b"b"], timestamps=[now + HOUR // 2, 1000])),  # before: unbounded
                 (plain, record_batch([b"a"], timestamps=[-1])),
                 (bounded, record_batch([b"a"], timestamps=[now - HOUR])),
-                (append_time, record_batch([b"a"], timestamps=[LONG_MAX]))]
+                (append_time, record_batch([b"a"], timestamps=[LONG_MAX])),
+                (plain, with_max_timestamp(record_batch([b"a"], timestamps=[now]), LONG_MAX))]
     for topic, batch in accepted:
         answer = produce_raw(bootstrap, topic, batch)
         assert answer.error_code == 0, (topic, answer)

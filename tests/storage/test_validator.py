@@ -11,7 +11,7 @@ import cramjam
 import lz4.frame
 import pytest
 import zstandard
-from kafka.errors import CorruptRecordError, InvalidRecordError, MessageSizeTooLargeError
+from kafka.errors import InvalidRecordError, MessageSizeTooLargeError, UnknownError
 
 from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.validator import (
@@ -92,34 +92,35 @@ def test_a_value_length_past_the_batch_end_is_refused():
         validate_records(batch(record(0, b"k", b"v", value_length=1 << 30), 1), RULES)
 
 
-def test_a_varint_longer_than_ten_bytes_is_refused():
-    payload = b"\xff" * 12 + b"\x01"
-    with pytest.raises(InvalidRecordError):
+def test_a_record_length_longer_than_five_bytes_is_an_unknown_server_error_as_in_kafka():
+    payload = b"\xff" * 12 + b"\x01"  # Kafka reads the length outside its record checks: UNKNOWN_SERVER_ERROR
+    with pytest.raises(UnknownError, match="not a varint of at most 5 bytes"):
         validate_records(batch(payload, 1), RULES)
 
 
-def test_offset_deltas_must_be_0_1_2():
+def test_offset_deltas_off_are_kept_uncompressed_and_refused_compressed_as_in_kafka():
     payload = record(0, b"k", b"a") + record(2, b"k", b"b")
-    with pytest.raises(InvalidRecordError, match="offset delta 2, expected 1"):
-        validate_records(batch(payload, 2), RULES)
+    assert validate_records(batch(payload, 2), RULES).records == batch(payload, 2)
+    with pytest.raises(UnknownError, match="offset deltas are not 0, 1, 2"):
+        validate_records(batch(compress(GZIP, payload), 2, codec=GZIP), RULES)
 
 
 @pytest.mark.parametrize("codec", [5, 6, 7])
-def test_unknown_codec_is_corrupt(codec):
-    with pytest.raises(CorruptRecordError, match=f"unknown compression type id: {codec}"):
+def test_unknown_codec_is_an_unknown_server_error_as_in_kafka(codec):
+    with pytest.raises(UnknownError, match=f"unknown compression type id: {codec}"):
         validate_records(batch(records(1), 1, codec=codec), RULES)
 
 
 @pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
-def test_garbage_in_place_of_compressed_data_is_corrupt(codec):
-    with pytest.raises(CorruptRecordError, match="corrupt"):
+def test_garbage_in_place_of_compressed_data_is_an_unknown_server_error_as_in_kafka(codec):
+    with pytest.raises(UnknownError, match="corrupt"):
         validate_records(batch(b"\x28\xb5\x2f\xfd garbage, not compressed at all" * 3, 1, codec=codec), RULES)
 
 
 @pytest.mark.parametrize("codec", [GZIP, LZ4, ZSTD])
 def test_truncated_compressed_data_is_refused(codec):
     data = compress(codec, records(200))
-    with pytest.raises((CorruptRecordError, InvalidRecordError)):
+    with pytest.raises((UnknownError, InvalidRecordError)):
         validate_records(batch(data[:len(data) // 2], 200, codec=codec), RULES)
 
 

@@ -1,8 +1,10 @@
 """Produce: authorize, hand the partitions to ``ReplicaManager.append_records``, answer.
 
 As Kafka's ``KafkaApis.handleProduceRequest``: WRITE on the transactional id
-(and, with an authorizer, a transactional batch needs one: without it a client
-allowed only WRITE on a topic could open transactions that hold back the LSO),
+(and a transactional batch needs one, authorizer or not: Kafka answers a
+request without one TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which also keeps a
+client allowed only WRITE on a topic from opening transactions that hold back
+the LSO),
 then WRITE on each topic; a refused partition gets the refusal's error, the
 others go to the replica manager, which owns every Kafka rule of the append
 (acks, internal topics, transaction verification, min.insync.replicas,
@@ -23,7 +25,9 @@ from broker_sim.replication.replica_manager import ProduceResult
 from broker_sim.security.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from broker_sim.server.handlers.access import TOPIC, TXN, WRITE, Access
 from broker_sim.server.network import CloseConnection
-from broker_sim.storage.batch import decode_header
+from broker_sim.storage.batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
+
+ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes are a big-endian int16
 
 
 
@@ -37,20 +41,19 @@ class ProduceApi:
 
     async def produce(self, ctx, request):
         allowed = self._access.allowed
-        txn_denied = request.transactional_id is not None and not allowed(
-            ctx, WRITE, TXN, request.transactional_id)
-        if (request.transactional_id is None and self._access.enabled and not ctx.connection.inter_broker
-                and _has_transactional_batches(request)):
-            txn_denied = True
+        if request.transactional_id is None:
+            txn_denied = _has_transactional_batches(request)
+        else:
+            txn_denied = not allowed(ctx, WRITE, TXN, request.transactional_id)
         refusals = []  # per topic: the result of its refusal, or None
         wanted = []  # (topic, partition, records) of the allowed partitions, in request order
         for topic in request.topic_data:
             if txn_denied:
                 denied = ProduceResult(Errors.TransactionalIdAuthorizationFailedError.errno,
-                                       f"WRITE on transactional id {request.transactional_id!r} is not allowed")
+                                       reason=f"WRITE on transactional id {request.transactional_id!r} is not allowed")
             elif not allowed(ctx, WRITE, TOPIC, topic.name):
                 denied = ProduceResult(Errors.TopicAuthorizationFailedError.errno,
-                                       f"WRITE on topic {topic.name!r} is not allowed")
+                                       reason=f"WRITE on topic {topic.name!r} is not allowed")
             else:
                 denied = None
                 for data in topic.partition_data:
@@ -58,19 +61,20 @@ class ProduceApi:
             refusals.append(denied)
         results = iter(await self._replicas.append_records(
             wanted, required_acks=request.acks, timeout_ms=request.timeout_ms,
-            transactional_id=request.transactional_id))
+            transactional_id=request.transactional_id, version=ctx.version))
 
         responses = []
         failed = None
         for topic, denied in zip(request.topic_data, refusals):
             partitions = []
             for data in topic.partition_data:
-                code, message, base_offset, log_append_time, log_start_offset, record_errors = denied or next(results)
-                if code:
-                    failed = failed or f"{topic.name}-{data.index}: {message}"
+                result = denied or next(results)
+                if result.error_code:
+                    failed = failed or f"{topic.name}-{data.index}: {result.reason or result.error_message}"
                 partitions.append(PartitionAnswer(
-                    data.index, code, base_offset, log_append_time, log_start_offset, message,
-                    [RecordErrorAnswer(i, m) for i, m in record_errors] if record_errors else []))
+                    data.index, result.error_code, result.base_offset, result.log_append_time,
+                    result.log_start_offset, result.error_message,
+                    [RecordErrorAnswer(i, m) for i, m in result.record_errors] if result.record_errors else []))
             responses.append(TopicAnswer(topic.name, partitions))
         throttle = _throttle(self._quotas, ctx, request)
         if request.acks == 0:
@@ -81,16 +85,13 @@ class ProduceApi:
 
 
 def _has_transactional_batches(request) -> bool:
-    """Kafka's ProduceRequest.hasTransactionalRecords: a partition whose first batch is transactional
-    (a malformed one is left to the validator)."""
+    """Kafka's ProduceRequest.hasTransactionalRecords: a partition whose first batch is transactional (its
+    attributes' low byte read in place: a malformed batch is left to the validator)."""
     for topic in request.topic_data:
         for data in topic.partition_data:
-            records = data.records or b""
-            try:
-                if decode_header(records, 0, 0, len(records)).is_transactional:
-                    return True
-            except Errors.KafkaError:
-                continue
+            records = data.records
+            if records is not None and len(records) > ATTRIBUTES_LOW and records[ATTRIBUTES_LOW] & TRANSACTIONAL_MASK:
+                return True
     return False
 
 
