@@ -85,13 +85,15 @@ def _fetch_answer(response) -> dict:
 
 def _fetch(peer, version: int, topic: str, offset: int, *, partition: int = 0, max_bytes: int = 1 << 20,
            partition_max_bytes: int = 1 << 20, min_bytes: int = 1, max_wait_ms: int = 0, isolation_level: int = 0,
-           session_id: int = 0, session_epoch: int = -1, replica_id: int = -1) -> dict:
+           session_id: int = 0, session_epoch: int = -1, replica_id: int = -1, current_leader_epoch: int = -1,
+           last_fetched_epoch: int = -1) -> dict:
     Topic = FetchRequest.FetchTopic
     request = FetchRequest[version](
         replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
         isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
         topics=[Topic(topic=topic, partitions=[Topic.FetchPartition(
-            partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+            partition=partition, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
+            last_fetched_epoch=last_fetched_epoch,
             log_start_offset=-1, partition_max_bytes=partition_max_bytes)])],
         forgotten_topics_data=[], rack_id="")
     return _fetch_answer(peer.call(request))
@@ -126,6 +128,22 @@ def test_fetch_unknown_topic_and_partition(pair, version):
                 "unknown partition": _fetch(peer, version, topic, 0, partition=5)}
 
     pair.compare(Scenario(f"fetch unknown v{version}", run, ignore=("*.responses.*.topic",)))
+
+
+@pytest.mark.parametrize("version", [9, 12])
+def test_fetch_leader_epoch_checks(pair, version):
+    """current_leader_epoch (v9+) ahead of the leader's is UNKNOWN_LEADER_EPOCH, equal is served; v12's
+    last_fetched_epoch above the log's epochs answers a diverging epoch instead of records."""
+    def run(peer):
+        topic = _fill(peer)
+        seen = {"current 0": _fetch(peer, version, topic, 0, current_leader_epoch=0),
+                "current 4 (ahead)": _fetch(peer, version, topic, 0, current_leader_epoch=4)}
+        if version >= 12:
+            seen["last fetched epoch 3"] = _fetch(peer, version, topic, 6, last_fetched_epoch=3)
+            seen["last fetched epoch 0"] = _fetch(peer, version, topic, 4, last_fetched_epoch=0)
+        return seen
+
+    pair.compare(Scenario(f"fetch leader epochs v{version}", run, ignore=("*.responses.*.topic",)))
 
 
 @pytest.mark.parametrize("version", [4, 12])

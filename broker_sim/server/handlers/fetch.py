@@ -244,6 +244,7 @@ class FetchApis:
                         continue
                     if version >= 12 and data.last_fetched_epoch >= 0:
                         epoch, end = partition.end_offset_for_epoch(data.last_fetched_epoch)
+                        _check_epoch_end(partition, data, epoch, end)
                         if epoch < data.last_fetched_epoch or end < data.fetch_offset:
                             reads.append(_Read(data.partition, partition=partition, diverging=(epoch, end)))
                             continue
@@ -275,6 +276,18 @@ class FetchApis:
                 reads.append(_Read(data.partition, partition=partition, regions=regions, size=size, aborted=aborted))
             topics.append((name, reads))
         return topics, total
+
+
+def _check_epoch_end(partition, data, epoch: int, end: int) -> None:
+    """Kafka's Partition.readRecords before it compares epochs: OFFSET_OUT_OF_RANGE when the end of the
+    last fetched epoch is unknown (an epoch above the leader's latest) or the fetch offset is below the log
+    start offset, diverging or not."""
+    if epoch < 0 or end < 0:
+        raise Errors.OffsetOutOfRangeError(f"{partition}: could not determine the end offset of the last fetched "
+                                           f"epoch {data.last_fetched_epoch}")
+    if data.fetch_offset < partition.log_start_offset:
+        raise Errors.OffsetOutOfRangeError(f"{partition}: fetch offset {data.fetch_offset} is below the log start "
+                                           f"offset {partition.log_start_offset}")
 
 
 def _offsets(partition) -> tuple[int, int, int]:
