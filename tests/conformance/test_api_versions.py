@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import time
+import uuid
 
 import pytest
 from kafka.protocol.admin import DescribeClusterRequest
@@ -221,3 +222,28 @@ def test_metadata_auto_creates_a_named_topic_and_lists_it_among_all(pair, versio
     kafka = pair.compare(Scenario(f"Metadata v{version} auto-create", run,
                                   ignore=("created.topics.*.name", *node_ids)))
     assert kafka["listed among all"] and kafka["created"]["topics"][0]["error_code"] == 0
+
+
+@pytest.mark.parametrize("version", [10, 11, 12])
+def test_metadata_by_topic_id(pair, version):
+    """v12 names a topic by id: a known id answers the topic with its name, an unknown one UNKNOWN_TOPIC_ID. v10-11
+    carry the field but Kafka refuses it: every topic INVALID_REQUEST."""
+    Topic = MetadataRequest.MetadataRequestTopic
+
+    def by_id(peer, topic_id):
+        return peer.call(MetadataRequest[version](topics=[Topic(name=None, topic_id=topic_id)],
+                                                  allow_auto_topic_creation=False,
+                                                  include_topic_authorized_operations=False))
+
+    def run(peer):
+        name = peer.name("byid")
+        created = peer.settled(lambda: _metadata(version, [name]), codes=CREATING)
+        known = by_id(peer, created.topics[0].topic_id)
+        return {"known": known, "named": known.topics[0].name == name, "unknown": by_id(peer, uuid.uuid4())}
+
+    node_ids = ("known.topics.*.partitions.*.replica_nodes", "known.topics.*.partitions.*.isr_nodes")
+    kafka = pair.compare(Scenario(f"Metadata v{version} by topic id", run, ignore=("known.topics.*.name", *node_ids)))
+    if version >= 12:
+        assert kafka["named"] and kafka["unknown"]["topics"][0]["error_code"] == 100
+    else:
+        assert {kafka[k]["topics"][0]["error_code"] for k in ("known", "unknown")} == {42}

@@ -280,19 +280,35 @@ def test_offset_for_leader_epoch(pair, version):
 
 # -- DescribeLogDirs ------------------------------------------------------------------------------------------
 
+# paths, names and sizes differ by broker
+LOG_DIR_SIZES = ("results.*.log_dir", "results.*.topics.*.name", "results.*.topics.*.partitions.*.partition_size",
+                 "results.*.total_bytes", "results.*.usable_bytes")
+
+
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_describe_log_dirs_shape(pair, version):
-    """One log dir with the asked partition (its size, lag 0); sizes and paths differ by broker and are ignored."""
+    """One log dir with the asked partition (its size, lag 0)."""
     def run(peer):
         topic = _fill(peer, batches=1)
         asked = DescribeLogDirsRequest[version](topics=[DescribeLogDirsRequest.DescribableLogDirTopic(
             topic=topic, partitions=[0])])
         return peer.call(asked)
 
-    kafka = pair.compare(Scenario(f"describe log dirs v{version}", run, ignore=(
-        "results.*.log_dir", "results.*.topics.*.name", "results.*.topics.*.partitions.*.partition_size",
-        "results.*.total_bytes", "results.*.usable_bytes")))
+    kafka = pair.compare(Scenario(f"describe log dirs v{version}", run, ignore=LOG_DIR_SIZES))
     assert len(kafka["results"]) == 1
+
+
+@pytest.mark.parametrize("version", [1, 4])
+def test_describe_log_dirs_of_every_topic_lists_ours(pair, version):
+    """topics=null: every partition of the broker, ours among them (the others differ by broker and are left out)."""
+    def run(peer):
+        topic = _fill(peer, batches=1)
+        answer = peer.call(DescribeLogDirsRequest[version](topics=None))
+        for result in answer.results:
+            result.topics = [t for t in result.topics if t.name == topic]
+        return answer
+
+    pair.compare(Scenario(f"describe every log dir v{version}", run, ignore=LOG_DIR_SIZES))
 
 
 # -- retention timing -----------------------------------------------------------------------------------------

@@ -91,6 +91,12 @@ class ClusterApis:
         CREATE on the cluster or the topic."""
         MetadataResponse = messages.MetadataResponse
         access, store = self._access, self._metadata
+        if 10 <= ctx.version < 12 and any(t.name is None or t.topic_id is not None for t in request.topics or ()):
+            # Kafka: topic ids are served from v12; before, a null name or a topic id is an InvalidRequestException,
+            # every topic answered INVALID_REQUEST (MetadataRequest.getErrorResponse: a null name as "")
+            return MetadataResponse(throttle_time_ms=0, cluster_id=None, controller_id=-1, brokers=[], topics=[
+                _error_topic(Errors.InvalidRequestError, name=t.name or "", topic_id=t.topic_id)
+                for t in request.topics])
         if request.topics is None or (ctx.version == 0 and not request.topics):
             topics = [self._topic_metadata(info) for info in list(store.topics.values())
                       if self._describable(ctx, info.name)]
@@ -99,7 +105,7 @@ class ClusterApis:
             topics = []
             for wanted in request.topics:
                 name = wanted.name
-                if name is None and ctx.version >= 10:
+                if name is None and ctx.version >= 12:
                     info = store.topics_by_id.get(wanted.topic_id)
                     if info is not None and not self._describable(ctx, info.name):
                         # Kafka: ids are not sensitive, names are: the id answered, the name withheld
