@@ -233,6 +233,27 @@ def test_list_offsets_queries(pair, version):
     pair.compare(Scenario(f"list offsets v{version}", run, ignore=("*.topics.*.name",)))
 
 
+@pytest.mark.parametrize("layout", ["ties in one batch", "ties across batches", "max in a middle batch"])
+def test_list_offsets_max_timestamp_among_equal_timestamps(pair, layout):
+    """ListOffsets -3 when several records share the largest timestamp: Kafka takes the first batch whose max
+    timestamp is the partition's and, in it, the first record with that timestamp."""
+    def run(peer):
+        topic = _topic(peer)
+        if layout == "ties in one batch":
+            _produce(peer, topic, ["a", "b", "c"], first_timestamp=T0, step_ms=0)
+        elif layout == "ties across batches":
+            for value in ("a", "b", "c"):
+                _produce(peer, topic, [value, value + "2"], first_timestamp=T0, step_ms=0)
+        else:
+            _produce(peer, topic, ["a", "b"], first_timestamp=T0)
+            _produce(peer, topic, ["c", "d", "e"], first_timestamp=T0 + 9000, step_ms=0)
+            _produce(peer, topic, ["f"], first_timestamp=T0 + 5000)
+            _produce(peer, topic, ["g", "h"], first_timestamp=T0 + 9000, step_ms=0)
+        return _list_offsets(peer, 7, topic, [MAX_TIMESTAMP])
+
+    pair.compare(Scenario(f"max timestamp, {layout}", run, ignore=("topics.*.name",)))
+
+
 @pytest.mark.parametrize("version", [1, 7])
 def test_list_offsets_unknown_partition_and_topic(pair, version):
     def run(peer):
