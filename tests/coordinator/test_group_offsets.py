@@ -114,7 +114,7 @@ def test_commits_are_appended_to_the_groups_partition_before_returning(make_coor
     assert all(p.log_end_offset == 0 for p in others)
 
 
-def test_replay_rebuilds_offsets_and_groups_as_empty_with_their_generation(make_coordinator, offsets_topic):
+def test_replay_rebuilds_offsets_and_groups_with_their_members_as_kafka_does(make_coordinator, offsets_topic):
     coordinator = make_coordinator()
     member, generation = stable_member(coordinator, "active")
     commit(coordinator, "active", member=member, generation=generation, offsets=[("events", 2, 7)])
@@ -127,14 +127,17 @@ def test_replay_rebuilds_offsets_and_groups_as_empty_with_their_generation(make_
     restarted = make_coordinator()
     assert set(restarted.groups) == {"active", "simple"}
     active = restarted.groups["active"]
-    assert (active.state, active.generation_id, active.protocol_type, active.members) == (
-        EMPTY, generation, "consumer", {})
+    # Kafka's ClassicGroup.fromRecord: Stable with the stored members, protocol, leader and assignments
+    assert (active.state, active.generation_id, active.protocol_type, active.protocol_name, active.leader_id,
+            list(active.members)) == (STABLE, generation, "consumer", "range", member, [member])
+    assert active.members[member].assignment == b"assignment"
+    assert restarted.groups["simple"].state is EMPTY
     assert fetched(restarted, "active") == {("events", 2): 7}
     assert fetched(restarted, "simple") == {("other", 1): 6}
-    # the old member must rejoin; its stale generation is refused
-    assert commit(restarted, "active", member=member, generation=generation) == {("events", 0): UNKNOWN_MEMBER_ID}
-    [(_, rejoined)] = restarted.join("active", join_request(v4=False), restarted.new_ticket())
-    assert rejoined.generation_id == generation + 1
+    # the member carries on in its generation: no rebalance because the coordinator restarted
+    assert restarted.heartbeat("active", member, None, generation) == NONE
+    assert commit(restarted, "active", member=member, generation=generation) == {("events", 0): NONE}
+    assert commit(restarted, "active", member=member, generation=generation + 1) == {("events", 0): ILLEGAL_GENERATION}
 
 
 def test_delete_groups_only_empty_ones(make_coordinator):

@@ -218,12 +218,26 @@ class ClassicGroup:
 
     @classmethod
     def restored(cls, group_id: str, stored: StoredGroup, now_ms: int, config: GroupConfig) -> "ClassicGroup":
-        """A group read back from its record: Empty, its generation kept; members must rejoin."""
+        """A group read back from its record, as Kafka's ClassicGroup.fromRecord: Stable with its members,
+        generation, protocol and leader when it had members, else Empty. A member's session starts again at
+        load (Kafka's onLoaded reschedules every member's heartbeat), so its next Heartbeat or commit with the
+        stored generation is taken and a coordinator's restart costs no rebalance."""
         group = cls(group_id, now_ms, config)
         group.generation_id = stored.generation
         group.protocol_type = stored.protocol_type or None
-        if not stored.members and stored.current_state_timestamp >= 0:
-            group.state_timestamp = stored.current_state_timestamp  # it was Empty already: keep when it became so
+        if stored.current_state_timestamp >= 0:
+            group.state_timestamp = stored.current_state_timestamp
+        if not stored.members or stored.protocol is None:
+            return group
+        for m in stored.members:
+            group.members[m.member_id] = Member(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                m.session_timeout_ms, stored.protocol_type, ((stored.protocol, m.subscription),),
+                heartbeat_deadline_ms=now_ms + m.session_timeout_ms, assignment=m.assignment, is_new=False)
+            if m.group_instance_id is not None:
+                group.static_members[m.group_instance_id] = m.member_id
+        group.state, group.protocol_name, group.leader_id = STABLE, stored.protocol, stored.leader
+        group.subscribed_topics = group._decode_subscriptions()
         return group
 
     # --- JoinGroup ----------------------------------------------------------------
