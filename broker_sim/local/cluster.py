@@ -296,7 +296,78 @@ class ClusterQueries:
                              topics=[topic])
 
 
-class LocalCluster(ClusterQueries):
+class NodeSignals:
+    """Faults and stops by signal for a cluster of node processes, each in its own process group.
+
+    A subclass gives ``_node(broker_id)`` (an object with ``process``, ``paused`` and ``running``), ``_lock``,
+    ``stop_timeout_s`` and ``node_kind`` (how messages name a node). Signals go to the node's process group only.
+    """
+    node_kind = "broker"
+    stop_timeout_s = STOP_TIMEOUT_S
+
+    def _node(self, broker_id: int):
+        raise NotImplementedError
+
+    def _signal(self, node, sig: int) -> None:
+        if node.process is None:
+            return
+        try:
+            os.killpg(node.process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def kill(self, broker_id: int) -> None:
+        """SIGKILL node *broker_id* (no controlled shutdown) and reap it."""
+        node = self._node(broker_id)
+        with self._lock:
+            if not node.running:
+                raise ClusterError(f"{self.node_kind} {broker_id} is not running")
+            self._signal(node, signal.SIGKILL)
+            node.process.wait(KILL_WAIT_S)
+            node.paused = False
+
+    def pause(self, broker_id: int) -> None:
+        """SIGSTOP node *broker_id*: frozen, it stops answering (and its ZooKeeper session or KRaft
+        registration expires)."""
+        node = self._node(broker_id)
+        with self._lock:
+            if not node.running:
+                raise ClusterError(f"{self.node_kind} {broker_id} is not running")
+            self._signal(node, signal.SIGSTOP)
+            node.paused = True
+
+    def resume(self, broker_id: int) -> None:
+        """SIGCONT a paused node."""
+        node = self._node(broker_id)
+        with self._lock:
+            if node.running:
+                self._signal(node, signal.SIGCONT)
+            node.paused = False
+
+    def stop(self, broker_id: int, timeout_s: float | None = None) -> int | None:
+        """SIGTERM node *broker_id* (controlled shutdown), wait, SIGKILL after *timeout_s*.
+
+        Returns the exit status (negative signal number if killed), None if it was not running.
+        """
+        node = self._node(broker_id)
+        timeout_s = self.stop_timeout_s if timeout_s is None else timeout_s
+        with self._lock:
+            if node.process is None:
+                return None
+            if node.process.poll() is None:
+                if node.paused:
+                    self._signal(node, signal.SIGCONT)
+                self._signal(node, signal.SIGTERM)
+                try:
+                    node.process.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    self._signal(node, signal.SIGKILL)
+                    node.process.wait(KILL_WAIT_S)
+            node.paused = False
+            return node.process.returncode
+
+
+class LocalCluster(ClusterQueries, NodeSignals):
     """ZooKeeper plus *brokers* broker processes on 127.0.0.1; see the module docstring.
 
     *configs* are Kafka broker configs given to every broker (``--config k=v``); ``{port}`` in a value is the
@@ -613,63 +684,6 @@ class LocalCluster(ClusterQueries):
                     f"(it lists {listed}); log {self.nodes[broker_id].log_path} ends with:\n"
                     f"{file_tail(self.nodes[broker_id].log_path)}")
             time.sleep(POLL_S)
-
-    def _signal(self, node: BrokerNode, sig: int) -> None:
-        if node.process is None:
-            return
-        try:
-            os.killpg(node.process.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def kill(self, broker_id: int) -> None:
-        """SIGKILL broker *broker_id* (no controlled shutdown) and reap it."""
-        node = self._node(broker_id)
-        with self._lock:
-            if not node.running:
-                raise ClusterError(f"broker {broker_id} is not running")
-            self._signal(node, signal.SIGKILL)
-            node.process.wait(KILL_WAIT_S)
-            node.paused = False
-
-    def pause(self, broker_id: int) -> None:
-        """SIGSTOP broker *broker_id*: frozen, its ZooKeeper session will expire."""
-        node = self._node(broker_id)
-        with self._lock:
-            if not node.running:
-                raise ClusterError(f"broker {broker_id} is not running")
-            self._signal(node, signal.SIGSTOP)
-            node.paused = True
-
-    def resume(self, broker_id: int) -> None:
-        """SIGCONT a paused broker."""
-        node = self._node(broker_id)
-        with self._lock:
-            if node.running:
-                self._signal(node, signal.SIGCONT)
-            node.paused = False
-
-    def stop(self, broker_id: int, timeout_s: float | None = None) -> int | None:
-        """SIGTERM broker *broker_id* (controlled shutdown), wait, SIGKILL after *timeout_s*.
-
-        Returns the exit status (negative signal number if killed), None if it was not running.
-        """
-        node = self._node(broker_id)
-        timeout_s = self.stop_timeout_s if timeout_s is None else timeout_s
-        with self._lock:
-            if node.process is None:
-                return None
-            if node.process.poll() is None:
-                if node.paused:
-                    self._signal(node, signal.SIGCONT)
-                self._signal(node, signal.SIGTERM)
-                try:
-                    node.process.wait(timeout_s)
-                except subprocess.TimeoutExpired:
-                    self._signal(node, signal.SIGKILL)
-                    node.process.wait(KILL_WAIT_S)
-            node.paused = False
-            return node.process.returncode
 
     def restart(self, broker_id: int, *, wait: bool = True, timeout_s: float | None = None) -> None:
         """Start broker *broker_id* again (same id, port, data dir); stop it first if it runs.

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from broker_sim.local.cluster import HOST, ClusterError, ClusterQueries, fetch_metadata, file_tail
+from broker_sim.local.cluster import HOST, ClusterError, ClusterQueries, NodeSignals, fetch_metadata, file_tail
 from broker_sim.local.zookeeper import free_port
 
 KAFKA_VERSION = os.environ.get("PYLOG_KAFKA_VERSION", "4.1.1")
@@ -388,8 +388,11 @@ def _defaults(nodes: int) -> dict[str, str]:
     }
 
 
-class KafkaCluster(ClusterQueries):
+class KafkaCluster(ClusterQueries, NodeSignals):
     """``brokers`` Apache Kafka nodes on 127.0.0.1, each a broker and a controller (KRaft voter).
+
+    Faults as ``LocalCluster``'s (``NodeSignals``): ``kill`` SIGKILL, ``pause``/``resume`` SIGSTOP/SIGCONT (the
+    quorum fences a paused node), ``stop`` SIGTERM then SIGKILL; ``restart`` keeps the id, ports and log directory.
 
     *configs* are broker configs for every node (Kafka's names), over ``_defaults``; ``{port}`` in a value is
     the node's own client port. Node ids are ``1..brokers``. Use as a context manager, or ``start``/``stop_all``.
@@ -404,6 +407,7 @@ class KafkaCluster(ClusterQueries):
         self.version = version
         self.heap = heap
         self.start_timeout_s = start_timeout_s
+        self.stop_timeout_s = STOP_TIMEOUT_S
         self.jvm_options = tuple(jvm_options)
         self.use_class_archive = use_class_archive
         self.configs = {**_defaults(brokers), **{str(k): str(v) for k, v in (configs or {}).items()}}
@@ -412,11 +416,19 @@ class KafkaCluster(ClusterQueries):
                       for i in range(brokers)}
         self._lock = threading.RLock()
 
+    node_kind = "Kafka node"
+
     # ----------------------------------------------------------------- addresses
 
     @property
     def broker_ids(self) -> list[int]:
         return sorted(self.nodes)
+
+    def _node(self, broker_id: int) -> _Node:
+        try:
+            return self.nodes[broker_id]
+        except KeyError:
+            raise ClusterError(f"no Kafka node {broker_id} in this cluster (ids {self.broker_ids})") from None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -522,57 +534,9 @@ class KafkaCluster(ClusterQueries):
                                    f"{timeout_s:g} s; {node.log_path} ends with:\n{file_tail(node.log_path)}")
             time.sleep(POLL_S)
 
-    def _signal(self, node: _Node, sig: int) -> None:
-        if node.process is not None:
-            _kill_group(node.process, sig)
-
-    def kill(self, broker_id: int) -> None:
-        """SIGKILL node *broker_id* (no controlled shutdown) and reap it."""
-        node = self.nodes[broker_id]
-        with self._lock:
-            if not node.running:
-                raise ClusterError(f"Kafka node {broker_id} is not running")
-            self._signal(node, signal.SIGKILL)
-            node.process.wait(KILL_WAIT_S)
-            node.paused = False
-
-    def pause(self, broker_id: int) -> None:
-        """SIGSTOP node *broker_id*: it stops answering and the quorum fences it."""
-        node = self.nodes[broker_id]
-        with self._lock:
-            if not node.running:
-                raise ClusterError(f"Kafka node {broker_id} is not running")
-            self._signal(node, signal.SIGSTOP)
-            node.paused = True
-
-    def resume(self, broker_id: int) -> None:
-        node = self.nodes[broker_id]
-        with self._lock:
-            if node.running:
-                self._signal(node, signal.SIGCONT)
-            node.paused = False
-
-    def stop(self, broker_id: int, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
-        """SIGTERM node *broker_id* (controlled shutdown), SIGKILL after *timeout_s*; its exit status."""
-        node = self.nodes[broker_id]
-        with self._lock:
-            if node.process is None:
-                return None
-            if node.process.poll() is None:
-                if node.paused:
-                    self._signal(node, signal.SIGCONT)
-                self._signal(node, signal.SIGTERM)
-                try:
-                    node.process.wait(timeout_s)
-                except subprocess.TimeoutExpired:
-                    self._signal(node, signal.SIGKILL)
-                    node.process.wait(KILL_WAIT_S)
-            node.paused = False
-            return node.process.returncode
-
     def restart(self, broker_id: int, *, wait: bool = True, timeout_s: float | None = None) -> None:
         """Start node *broker_id* again (same id, ports, log directory); stop it first if it runs."""
-        node = self.nodes[broker_id]
+        node = self._node(broker_id)
         if node.running:
             self.stop(broker_id)
         self._spawn(node)
@@ -644,7 +608,7 @@ class KafkaServer(KafkaCluster):
     def port(self) -> int:
         return self.nodes[1].port
 
-    def stop(self, broker_id: int = 1, timeout_s: float = STOP_TIMEOUT_S) -> int | None:  # type: ignore[override]
+    def stop(self, broker_id: int = 1, timeout_s: float | None = None) -> int | None:
         return super().stop(broker_id, timeout_s)
 
 
