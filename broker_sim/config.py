@@ -229,7 +229,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
     TopicConfigDef("unclean.leader.election.enable", "unclean.leader.election.enable", "false", _parse_bool,
                    "Elect a leader outside the ISR when no ISR member is alive.", None,
                    "Elect a leader outside the ISR when no ISR member is alive (may lose committed data)."),
-    # Kafka's other topic configs: accepted and described, not enforced (each row's doc says why)
+    # Kafka's other topic configs: accepted and described, not enforced (each row's doc says why). Kafka 4 removed
+    # message.format.version, message.downconversion.enable and message.timestamp.difference.max.ms: unknown here too
     TopicConfigDef("file.delete.delay.ms", "log.segment.delete.delay.ms", "60000", _parse_int(0),
                    "Accepted, not enforced: deleted segments go at once.", "file_delete_delay_ms",
                    "Accepted, not enforced: segments are deleted at once, not renamed .deleted first."),
@@ -239,9 +240,6 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    "Accepted, not enforced.", None, "Accepted, not enforced: offset indexes grow as needed."),
     TopicConfigDef("segment.jitter.ms", "log.roll.jitter.ms", "0", _parse_int(0), "Accepted, not enforced.", None,
                    "Accepted, not enforced: segments roll at segment.ms."),
-    TopicConfigDef("message.timestamp.difference.max.ms", "log.message.timestamp.difference.max.ms", str(LONG_MAX),
-                   _parse_int(0), "Accepted, not enforced.", None,
-                   "Accepted, not enforced: record timestamps are not checked against the broker's clock."),
     # KIP-937, with Kafka 4.0's defaults (KIP-1030: a record at most an hour ahead of the broker's clock)
     TopicConfigDef("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", str(LONG_MAX),
                    _parse_int(0), "With CreateTime, a record timestamped more than this before the broker's clock "
@@ -250,11 +248,6 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    _parse_int(0), "With CreateTime, a record timestamped more than this after the broker's clock "
                    "fails its batch with INVALID_TIMESTAMP (a timestamp of 2^63-1 would keep its segment from "
                    "rolling or expiring).", "message_timestamp_after_max_ms"),
-    TopicConfigDef("message.downconversion.enable", "log.message.downconversion.enable", "true", _parse_bool,
-                   "Accepted: nothing is down-converted (record batch v2 only).", None,
-                   "Accepted: pylog serves only record batch v2 (Fetch v4+), so nothing is down-converted."),
-    TopicConfigDef("message.format.version", "log.message.format.version", "3.0-IV1", str,
-                   "Accepted, ignored (deprecated).", None, "Accepted, ignored (deprecated in Kafka 3)."),
     TopicConfigDef("follower.replication.throttled.replicas", "follower.replication.throttled.replicas", "",
                    _throttled_replicas_text,
                    "Replicas whose fetching from their leader counts against their broker's "
@@ -273,6 +266,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {row.name: row for row in (
                    "Accepted: no tiered storage."),
     TopicConfigDef("remote.storage.enable", "remote.storage.enable", "false", _parse_choice("false"),
                    "Tiered storage is not available: only false is accepted."),
+    TopicConfigDef("remote.log.copy.disable", "remote.log.copy.disable", "false", _parse_bool,
+                   "Accepted: no tiered storage (KIP-950)."),
+    TopicConfigDef("remote.log.delete.on.disable", "remote.log.delete.on.disable", "false", _parse_bool,
+                   "Accepted: no tiered storage (KIP-950)."),
     TopicConfigDef("compression.gzip.level", "compression.gzip.level", "-1", _parse_int(-1, INT_MAX),
                    "Accepted (default level used).", None, "Accepted; re-encoding uses the codec's default level."),
     TopicConfigDef("compression.lz4.level", "compression.lz4.level", "9", _parse_int(1, INT_MAX),

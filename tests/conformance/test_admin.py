@@ -152,6 +152,10 @@ def topic_config_values(peer):
              "retention_below_minus_one": {"retention.ms": "-5"}, "broker_name_on_topic": {"log.retention.ms": "1"},
              "policy_unknown": {"cleanup.policy": "shred"}, "min_isr_zero": {"min.insync.replicas": "0"},
              "bool_not_bool": {"unclean.leader.election.enable": "maybe"}, "null_value": {"retention.ms": None},
+             "removed_in_kafka_4": {"message.format.version": "3.0-IV1"},
+             "downconversion_removed": {"message.downconversion.enable": "true"},
+             "difference_removed": {"message.timestamp.difference.max.ms": "1000"},
+             "kip_950": {"remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false"},
              "good": {"retention.ms": "1000", "cleanup.policy": "compact,delete"}}
     return {label: {"create": create(peer, peer.name("c"), configs=configs),
                     "validate_only": create(peer, peer.name("c"), configs=configs, validate_only=True)}
