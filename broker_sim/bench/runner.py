@@ -161,8 +161,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "workloads rdkafka_produce_acks1 and rdkafka_produce_acksall (throughput workload)")
     from broker_sim.bench import spark_latency  # spark-latency: end-to-end latency through Spark
     spark_latency.add_arguments(parser)
-    from broker_sim.bench import kafka_start
-    kafka_start.add_arguments(parser)
 
 
 def _broker_list(text: str) -> list[str]:

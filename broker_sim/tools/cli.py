@@ -309,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_groups.add_arguments(bench_parser)
     bench_replication.add_arguments(bench_parser)
     bench_partitions.add_arguments(bench_parser)
+    bench_kafka_start.add_arguments(bench_parser)
 
     schemas_parser = commands.add_parser("schemas", help="a Schema Registry's subjects, schemas, compatibility, "
                                                          "config and mode (REST API v1)")
