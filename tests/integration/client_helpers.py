@@ -226,6 +226,25 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, configs: dict |
                                       topic_configs=configs or {})])
     finally:
         admin.close()
+    wait_for_leaders(bootstrap, name, partitions)
+
+
+def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = 15) -> None:
+    """Wait until Metadata names a leader for each of ``topic``'s partitions.
+
+    Apache Kafka answers CreateTopics once its controller committed the topic; its broker serves the
+    partitions a moment later (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE until then), where
+    broker_sim serves them at once.  Clients retry those codes; raw-wire tests wait here instead.
+    """
+    from kafka_wire import WireClient, metadata
+
+    def led() -> bool:
+        with WireClient(bootstrap) as client:
+            (answer,) = metadata(client, [topic], auto_create=False).topics
+        return answer.error_code == 0 and len(answer.partitions) == partitions and all(
+            p.error_code == 0 and p.leader_id >= 0 for p in answer.partitions)
+
+    wait_until(led, timeout, message=f"a leader for every partition of {topic}")
 
 
 def wait_until(condition, timeout: float, interval: float = 0.1, message: str = "condition"):

@@ -1,5 +1,8 @@
-"""Integration fixtures: a broker subprocess for kill/restart tests (the plugin gives in-process ones)."""
+"""Integration fixtures: a broker subprocess for kill/restart tests (the plugin gives in-process ones), and
+names of a test's own for the tests that also run on the session's shared Apache Kafka node (``any_broker``)."""
 from __future__ import annotations
+
+import uuid
 
 import pytest
 
@@ -20,3 +23,10 @@ def broker_process(tmp_path):
     yield start
     for broker in started:
         broker.kill()
+
+
+@pytest.fixture
+def unique():
+    """``unique("events")`` is a name no other test uses: Kafka's node is shared by the whole session, so topics,
+    groups and transactional ids a test creates there must be its own."""
+    return lambda prefix: f"{prefix}-{uuid.uuid4().hex[:8]}"
