@@ -33,14 +33,14 @@ def _produce(bootstrap: str, topic: str, partition: int, values) -> int:
 WAKE_MAX_WAIT_MS = 20_000  # the woken poll must come back far inside this
 
 
-def test_long_poll_returns_soon_after_a_record_is_produced(pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "poll")
-    producer = threading.Timer(0.3, _produce, args=(bootstrap, "poll", 0, [b"wake up"]))
+def test_long_poll_returns_soon_after_a_record_is_produced(any_broker, unique):
+    bootstrap, topic = any_broker.bootstrap_servers, unique("poll")
+    create_topic(bootstrap, topic)
+    producer = threading.Timer(0.3, _produce, args=(bootstrap, topic, 0, [b"wake up"]))
     with WireClient(bootstrap, timeout=60) as client:
         started = time.monotonic()
         producer.start()
-        response = client.call(fetch_request("poll", 0, 0, max_wait_ms=WAKE_MAX_WAIT_MS, min_bytes=1))
+        response = client.call(fetch_request(topic, 0, 0, max_wait_ms=WAKE_MAX_WAIT_MS, min_bytes=1))
         elapsed = time.monotonic() - started
     producer.join()
     (partition,) = fetched_partitions(response)
@@ -49,12 +49,12 @@ def test_long_poll_returns_soon_after_a_record_is_produced(pylog_broker):
         f"answered after {elapsed:.2f} s: the append at 0.3 s did not end the {WAKE_MAX_WAIT_MS} ms wait"
 
 
-def test_long_poll_on_an_idle_partition_answers_after_max_wait(pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "idle")
+def test_long_poll_on_an_idle_partition_answers_after_max_wait(any_broker, unique):
+    bootstrap, topic = any_broker.bootstrap_servers, unique("idle")
+    create_topic(bootstrap, topic)
     with WireClient(bootstrap) as client:
         started = time.monotonic()
-        response = client.call(fetch_request("idle", 0, 0, max_wait_ms=MAX_WAIT_MS, min_bytes=1))
+        response = client.call(fetch_request(topic, 0, 0, max_wait_ms=MAX_WAIT_MS, min_bytes=1))
         elapsed = time.monotonic() - started
     (partition,) = fetched_partitions(response)
     assert partition.error_code == 0 and not partition.records
@@ -62,13 +62,13 @@ def test_long_poll_on_an_idle_partition_answers_after_max_wait(pylog_broker):
     assert elapsed < MAX_WAIT_MS / 1000 + 10, f"answered after {elapsed:.2f} s, long past max_wait_ms"
 
 
-def test_min_bytes_not_reached_waits_for_max_wait_and_returns_what_there_is(pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "few")
-    _produce(bootstrap, "few", 0, [b"small"])
+def test_min_bytes_not_reached_waits_for_max_wait_and_returns_what_there_is(any_broker, unique):
+    bootstrap, topic = any_broker.bootstrap_servers, unique("few")
+    create_topic(bootstrap, topic)
+    _produce(bootstrap, topic, 0, [b"small"])
     with WireClient(bootstrap) as client:
         started = time.monotonic()
-        response = client.call(fetch_request("few", 0, 0, max_wait_ms=500, min_bytes=1_000_000))
+        response = client.call(fetch_request(topic, 0, 0, max_wait_ms=500, min_bytes=1_000_000))
         elapsed = time.monotonic() - started
     (partition,) = fetched_partitions(response)
     assert [r.value for b in batches_of(partition.records) for r in b] == [b"small"]
@@ -76,39 +76,39 @@ def test_min_bytes_not_reached_waits_for_max_wait_and_returns_what_there_is(pylo
     assert elapsed < 10, f"answered after {elapsed:.2f} s, long past max_wait_ms"
 
 
-def test_partition_max_bytes_bounds_the_response_in_whole_batches(pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "bounded")
+def test_partition_max_bytes_bounds_the_response_in_whole_batches(any_broker, unique):
+    bootstrap, topic = any_broker.bootstrap_servers, unique("bounded")
+    create_topic(bootstrap, topic)
     for i in range(5):
-        _produce(bootstrap, "bounded", 0, [bytes([65 + i]) * 1000])
+        _produce(bootstrap, topic, 0, [bytes([65 + i]) * 1000])
     batch_size = len(record_batch([b"x" * 1000]))
     limit = int(batch_size * 2.5)
     with WireClient(bootstrap) as client:
         (partition,) = fetched_partitions(client.call(
-            fetch_request("bounded", 0, 0, partition_max_bytes=limit, max_bytes=1 << 20)))
+            fetch_request(topic, 0, 0, partition_max_bytes=limit, max_bytes=1 << 20)))
         assert 0 < len(partition.records) <= limit
         assert [b.base_offset for b in batches_of(partition.records)] == [0, 1]
 
         (partition,) = fetched_partitions(client.call(
-            fetch_request("bounded", 0, 0, partition_max_bytes=1 << 20, max_bytes=limit)))
+            fetch_request(topic, 0, 0, partition_max_bytes=1 << 20, max_bytes=limit)))
         assert 0 < len(partition.records) <= limit
 
 
-def test_first_batch_is_returned_whole_even_when_larger_than_the_limits(pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "oversized", partitions=2)
+def test_first_batch_is_returned_whole_even_when_larger_than_the_limits(any_broker, unique):
+    bootstrap, topic = any_broker.bootstrap_servers, unique("oversized")
+    create_topic(bootstrap, topic, partitions=2)
     big = b"B" * 100_000
-    _produce(bootstrap, "oversized", 0, [big])
-    _produce(bootstrap, "oversized", 0, [b"after"])
-    _produce(bootstrap, "oversized", 1, [big])
+    _produce(bootstrap, topic, 0, [big])
+    _produce(bootstrap, topic, 0, [b"after"])
+    _produce(bootstrap, topic, 1, [big])
     with WireClient(bootstrap) as client:
         (partition,) = fetched_partitions(client.call(
-            fetch_request("oversized", 0, 0, partition_max_bytes=1000, max_bytes=1000)))
+            fetch_request(topic, 0, 0, partition_max_bytes=1000, max_bytes=1000)))
         batches = batches_of(partition.records)
         assert [r.value for b in batches for r in b] == [big]
 
         # two partitions and a response limit smaller than one batch: only the first partition gets data
-        request = fetch_request("oversized", 0, 0, partition_max_bytes=1000, max_bytes=1000)
+        request = fetch_request(topic, 0, 0, partition_max_bytes=1000, max_bytes=1000)
         request.topics[0].partitions.append(type(request.topics[0].partitions[0])(
             partition=1, fetch_offset=0, partition_max_bytes=1000, current_leader_epoch=-1, last_fetched_epoch=-1,
             log_start_offset=-1))

@@ -30,17 +30,18 @@ EXPECTED = {T - 1000: 0, T: 0, T + 1: 1, T + 15: 2, T + 20: 2, T + 21: 3, T + 40
 
 
 @pytest.fixture
-def stamped_topic(pylog_broker):
-    create_topic(pylog_broker.bootstrap_servers, "stamped")
-    with WireClient(pylog_broker.bootstrap_servers) as client:
+def stamped_topic(any_broker, unique):
+    topic = unique("stamped")
+    create_topic(any_broker.bootstrap_servers, topic)
+    with WireClient(any_broker.bootstrap_servers) as client:
         for timestamps, base in (([T, T + 10, T + 20], 0), ([T + 30, T + 40], 3), ([T + 100, T + 50], 5)):
             batch = record_batch([b"v%d" % t for t in timestamps], timestamps=timestamps)
-            assert produce_result(client.call(produce_request("stamped", 0, batch))) == (0, base)
-    return "stamped"
+            assert produce_result(client.call(produce_request(topic, 0, batch))) == (0, base)
+    return topic
 
 
-def test_earliest_latest_and_timestamp_queries_over_the_wire(pylog_broker, stamped_topic):
-    with WireClient(pylog_broker.bootstrap_servers) as client:
+def test_earliest_latest_and_timestamp_queries_over_the_wire(any_broker, stamped_topic):
+    with WireClient(any_broker.bootstrap_servers) as client:
         assert list_offsets(client, stamped_topic, 0, EARLIEST)[::2] == (0, 0)
         assert list_offsets(client, stamped_topic, 0, LATEST)[::2] == (0, 7)
         for query, offset in EXPECTED.items():
@@ -50,19 +51,20 @@ def test_earliest_latest_and_timestamp_queries_over_the_wire(pylog_broker, stamp
             assert list_offsets(client, stamped_topic, 0, T + 15, version=version)[::2] == (0, 2)
 
 
-def test_max_timestamp_query_answers_the_record_with_the_largest_timestamp(pylog_broker, stamped_topic):
-    with WireClient(pylog_broker.bootstrap_servers) as client:
+def test_max_timestamp_query_answers_the_record_with_the_largest_timestamp(any_broker, stamped_topic):
+    with WireClient(any_broker.bootstrap_servers) as client:
         assert list_offsets(client, stamped_topic, 0, MAX_TIMESTAMP, version=7) == (0, T + 100, 5)
 
 
-def test_max_timestamp_of_an_empty_partition_is_unknown(pylog_broker):
-    create_topic(pylog_broker.bootstrap_servers, "empty")
-    with WireClient(pylog_broker.bootstrap_servers) as client:
-        assert list_offsets(client, "empty", 0, MAX_TIMESTAMP, version=7) == (0, -1, -1)
+def test_max_timestamp_of_an_empty_partition_is_unknown(any_broker, unique):
+    topic = unique("empty")
+    create_topic(any_broker.bootstrap_servers, topic)
+    with WireClient(any_broker.bootstrap_servers) as client:
+        assert list_offsets(client, topic, 0, MAX_TIMESTAMP, version=7) == (0, -1, -1)
 
 
-def test_kafka_python_offsets_for_times_and_watermarks(pylog_broker, stamped_topic):
-    consumer = KafkaConsumer(bootstrap_servers=pylog_broker.bootstrap_servers, group_id=None,
+def test_kafka_python_offsets_for_times_and_watermarks(any_broker, stamped_topic):
+    consumer = KafkaConsumer(bootstrap_servers=any_broker.bootstrap_servers, group_id=None,
                              enable_auto_commit=False)
     try:
         tp = TopicPartition(stamped_topic, 0)
@@ -76,8 +78,8 @@ def test_kafka_python_offsets_for_times_and_watermarks(pylog_broker, stamped_top
         consumer.close()
 
 
-def test_confluent_offsets_for_times_and_watermarks(pylog_broker, stamped_topic):
-    consumer = Consumer({"bootstrap.servers": pylog_broker.bootstrap_servers, "group.id": "pylog-list-offsets",
+def test_confluent_offsets_for_times_and_watermarks(any_broker, stamped_topic):
+    consumer = Consumer({"bootstrap.servers": any_broker.bootstrap_servers, "group.id": "pylog-list-offsets",
                          "enable.auto.commit": False})
     try:
         assert consumer.get_watermark_offsets(ConfluentTopicPartition(stamped_topic, 0), timeout=10) == (0, 7)
