@@ -15,7 +15,7 @@ from kafka import KafkaProducer
 from kafka.errors import MessageSizeTooLargeError
 
 from client_helpers import Record, consume_confluent, consume_kafka_python, create_topic, produce_kafka_python
-from kafka_wire import WireClient, produce_request, produce_result, record_batch
+from kafka_wire import LATEST, WireClient, list_offsets, produce_request, produce_result, record_batch
 
 LIMIT = 200_000  # above the 64 KiB where Fetch switches to sendfile, so that path is covered too
 MESSAGE_TOO_LARGE = 10
@@ -34,27 +34,28 @@ def batch_of_exactly(size: int) -> tuple[bytes, bytes]:
 
 
 @pytest.fixture
-def limited_topic(pylog_broker):
-    create_topic(pylog_broker.bootstrap_servers, "big", configs={"max.message.bytes": str(LIMIT)})
-    return "big"
+def limited_topic(any_broker, unique):
+    topic = unique("big")
+    create_topic(any_broker.bootstrap_servers, topic, configs={"max.message.bytes": str(LIMIT)})
+    return topic
 
 
-def test_batch_of_exactly_the_limit_is_accepted_and_one_byte_more_is_rejected(pylog_broker, limited_topic):
+def test_batch_of_exactly_the_limit_is_accepted_and_one_byte_more_is_rejected(any_broker, limited_topic):
     (at_limit, value), (over_limit, _) = batch_of_exactly(LIMIT), batch_of_exactly(LIMIT + 1)
-    with WireClient(pylog_broker.bootstrap_servers) as client:
+    with WireClient(any_broker.bootstrap_servers) as client:
         assert produce_result(client.call(produce_request(limited_topic, 0, at_limit))) == (0, 0)
         code, _ = produce_result(client.call(produce_request(limited_topic, 0, over_limit)))
         assert code == MESSAGE_TOO_LARGE
         # the same connection goes on serving
         assert produce_result(client.call(produce_request(limited_topic, 0, record_batch([b"small"])))) == (0, 1)
-    log = pylog_broker.replicas.get(limited_topic, 0).log
-    assert log.log_end_offset == 2
-    got = consume_kafka_python(pylog_broker.bootstrap_servers, limited_topic, 2)
+        assert list_offsets(client, limited_topic, 0, LATEST)[::2] == (0, 2)
+    got = consume_kafka_python(any_broker.bootstrap_servers, limited_topic, 2)
     assert [r.value for r in got] == [value, b"small"]
 
 
-def test_broker_wide_message_max_bytes_applies_to_topics_without_override(pylog_broker_factory):
-    broker = pylog_broker_factory(config={"message.max.bytes": str(LIMIT)})
+@pytest.mark.parametrize("factory", ["pylog_broker_factory", "kafka_broker_factory"], ids=["pylog", "kafka"])
+def test_broker_wide_message_max_bytes_applies_to_topics_without_override(request, factory):
+    broker = request.getfixturevalue(factory)(config={"message.max.bytes": str(LIMIT)})
     create_topic(broker.bootstrap_servers, "plain")
     with WireClient(broker.bootstrap_servers) as client:
         assert produce_result(client.call(produce_request("plain", 0, batch_of_exactly(LIMIT)[0])))[0] == 0
@@ -62,9 +63,9 @@ def test_broker_wide_message_max_bytes_applies_to_topics_without_override(pylog_
             MESSAGE_TOO_LARGE
 
 
-def test_kafka_python_near_limit_round_trips_and_over_limit_raises_message_size_too_large(pylog_broker,
+def test_kafka_python_near_limit_round_trips_and_over_limit_raises_message_size_too_large(any_broker,
                                                                                           limited_topic):
-    bootstrap = pylog_broker.bootstrap_servers
+    bootstrap = any_broker.bootstrap_servers
     near = b"n" * (LIMIT - 150)
     produce_kafka_python(bootstrap, limited_topic, [Record(b"near", near)])
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=0)
@@ -80,8 +81,8 @@ def test_kafka_python_near_limit_round_trips_and_over_limit_raises_message_size_
     assert [(r.key, r.value) for r in got] == [(b"near", near), (b"after", b"still serving")]
 
 
-def test_confluent_near_limit_round_trips_and_over_limit_reports_msg_size_too_large(pylog_broker, limited_topic):
-    bootstrap = pylog_broker.bootstrap_servers
+def test_confluent_near_limit_round_trips_and_over_limit_reports_msg_size_too_large(any_broker, limited_topic):
+    bootstrap = any_broker.bootstrap_servers
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.max.bytes": 1_000_000,
                          "linger.ms": 0})
     results = {}
