@@ -62,9 +62,19 @@ def produce_result(response):
     return partition.error_code, partition.base_offset
 
 
-def init_producer_id(client: WireClient) -> tuple[int, int]:
-    response = client.call(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=60000,
-                                                    producer_id=-1, producer_epoch=-1))
+COORDINATOR_LOAD_IN_PROGRESS = 14
+
+
+def init_producer_id(client: WireClient, timeout: float = 15) -> tuple[int, int]:
+    """An idempotent producer id and epoch, retrying COORDINATOR_LOAD_IN_PROGRESS as Kafka's clients do (a fresh
+    Apache Kafka answers it until its controller granted the broker a block of producer ids)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = client.call(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=60000,
+                                                        producer_id=-1, producer_epoch=-1))
+        if response.error_code != COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
     assert response.error_code == 0, response
     return response.producer_id, response.producer_epoch
 
