@@ -109,117 +109,126 @@ def _state(broker, txn_id: str) -> str:
 # --- commit and abort -------------------------------------------------------------------------------
 
 @pytest.fixture
-def mixed_log(pylog_broker):
+def mixed_log(any_broker, unique):
     """Partition 0 of ``mixed``: committed, aborted, committed again, interleaved with an aborted
     transaction of a second producer and plain records; what read_committed must return."""
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "mixed", 1)
-    first = _producer(bootstrap, "first")
-    second = _producer(bootstrap, "second")
+    bootstrap = any_broker.bootstrap_servers
+    mixed = unique("mixed")
+    create_topic(bootstrap, mixed, 1)
+    first = _producer(bootstrap, unique("first"))
+    second = _producer(bootstrap, unique("second"))
     plain = KafkaProducer(bootstrap_servers=bootstrap)
     try:
         first.begin_transaction()
-        _send(first, "mixed", [b"c0", b"c1"])
+        _send(first, mixed, [b"c0", b"c1"])
         second.begin_transaction()
-        _send(second, "mixed", [b"x0"])
-        _send(plain, "mixed", [b"p0"])
-        _send(first, "mixed", [b"c2"])
+        _send(second, mixed, [b"x0"])
+        _send(plain, mixed, [b"p0"])
+        _send(first, mixed, [b"c2"])
         first.commit_transaction()
         first.begin_transaction()
-        _send(first, "mixed", [b"a0", b"a1"])
-        _send(second, "mixed", [b"x1"])
+        _send(first, mixed, [b"a0", b"a1"])
+        _send(second, mixed, [b"x1"])
         first.abort_transaction()
         second.abort_transaction()
         first.begin_transaction()
-        _send(first, "mixed", [b"c3"])
+        _send(first, mixed, [b"c3"])
         first.commit_transaction()
     finally:
         for producer in (first, second, plain):
             producer.close(timeout=5)
-    return bootstrap, [b"c0", b"c1", b"p0", b"c2", b"c3"], [b"c0", b"c1", b"x0", b"p0", b"c2", b"a0", b"a1", b"x1",
-                                                            b"c3"]
+    return bootstrap, mixed, [b"c0", b"c1", b"p0", b"c2", b"c3"], [b"c0", b"c1", b"x0", b"p0", b"c2", b"a0", b"a1",
+                                                                   b"x1", b"c3"]
 
 
 def test_read_committed_kafka_python_sees_only_committed_records_in_order(mixed_log):
-    bootstrap, committed, everything = mixed_log
-    assert consume_kafka_python(bootstrap, "mixed", len(committed)) == committed
-    assert consume_kafka_python(bootstrap, "mixed", len(everything), isolation="read_uncommitted") == everything
+    bootstrap, mixed, committed, everything = mixed_log
+    assert consume_kafka_python(bootstrap, mixed, len(committed)) == committed
+    assert consume_kafka_python(bootstrap, mixed, len(everything), isolation="read_uncommitted") == everything
 
 
 def test_read_committed_confluent_sees_only_committed_records_in_order(mixed_log):
-    bootstrap, committed, _ = mixed_log
-    assert consume_confluent(bootstrap, "mixed", len(committed)) == committed
+    bootstrap, mixed, committed, _ = mixed_log
+    assert consume_confluent(bootstrap, mixed, len(committed)) == committed
 
 
 def test_read_committed_aiokafka_sees_only_committed_records_in_order(mixed_log):
-    bootstrap, committed, _ = mixed_log
-    assert consume_aiokafka(bootstrap, "mixed", len(committed)) == committed
+    bootstrap, mixed, committed, _ = mixed_log
+    assert consume_aiokafka(bootstrap, mixed, len(committed)) == committed
 
 
 def test_read_committed_kcat_sees_only_committed_records(mixed_log):
-    bootstrap, committed, _ = mixed_log
-    out = kcat("-b", bootstrap, "-C", "-t", "mixed", "-p", "0", "-o", "beginning", "-e", "-J",
+    bootstrap, mixed, committed, _ = mixed_log
+    out = kcat("-b", bootstrap, "-C", "-t", mixed, "-p", "0", "-o", "beginning", "-e", "-J",
                "-X", "isolation.level=read_committed")
     assert [json.loads(line)["payload"].encode() for line in out.decode().splitlines()] == committed
 
 
-def test_confluent_transactional_producer_commits_and_aborts(pylog_broker):
+def test_confluent_transactional_producer_commits_and_aborts(any_broker, unique):
     from confluent_kafka import Producer
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "conf", 2)
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "conf-tx", "linger.ms": 5})
+    bootstrap = any_broker.bootstrap_servers
+    conf = unique("conf")
+    conf_tx = unique("conf-tx")
+    create_topic(bootstrap, conf, 2)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": conf_tx, "linger.ms": 5})
     producer.init_transactions(10)
     producer.begin_transaction()
     for i in range(4):
-        producer.produce("conf", b"c%d" % i, partition=i % 2)
+        producer.produce(conf, b"c%d" % i, partition=i % 2)
     producer.commit_transaction(10)
     producer.begin_transaction()
     for i in range(4):
-        producer.produce("conf", b"a%d" % i, partition=i % 2)
+        producer.produce(conf, b"a%d" % i, partition=i % 2)
     producer.flush(10)
     producer.abort_transaction(10)
-    assert sorted(consume_kafka_python(bootstrap, "conf", 4, partitions=(0, 1))) == [b"c0", b"c1", b"c2", b"c3"]
-    assert _state(pylog_broker, "conf-tx") == "CompleteAbort"
+    assert sorted(consume_kafka_python(bootstrap, conf, 4, partitions=(0, 1))) == [b"c0", b"c1", b"c2", b"c3"]
+    if any_broker.kind == "pylog":  # the in-process coordinator's state
+        assert _state(any_broker.server, conf_tx) == "CompleteAbort"
 
 
-def test_aiokafka_transactional_producer_commits_aborts_and_sends_offsets(pylog_broker):
+def test_aiokafka_transactional_producer_commits_aborts_and_sends_offsets(any_broker, unique):
     from aiokafka import AIOKafkaProducer, TopicPartition as ATopicPartition
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "aio", 1)
+    bootstrap = any_broker.bootstrap_servers
+    aio = unique("aio")
+    aio_tx = unique("aio-tx")
+    aio_group = unique("aio-group")
+    create_topic(bootstrap, aio, 1)
 
     async def run():
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-tx")
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=aio_tx)
         await producer.start()
         try:
             async with producer.transaction():
-                await producer.send_and_wait("aio", b"c0")
+                await producer.send_and_wait(aio, b"c0")
             await producer.begin_transaction()
-            await producer.send_and_wait("aio", b"a0")
+            await producer.send_and_wait(aio, b"a0")
             await producer.abort_transaction()
             async with producer.transaction():
-                await producer.send_and_wait("aio", b"c1")
-                await producer.send_offsets_to_transaction({ATopicPartition("aio", 0): 1}, "aio-group")
+                await producer.send_and_wait(aio, b"c1")
+                await producer.send_offsets_to_transaction({ATopicPartition(aio, 0): 1}, aio_group)
         finally:
             await producer.stop()
 
     asyncio.run(asyncio.wait_for(run(), 30))
-    assert consume_kafka_python(bootstrap, "aio", 2) == [b"c0", b"c1"]
-    assert _committed(bootstrap, "aio-group", TopicPartition("aio", 0)) == 1
+    assert consume_kafka_python(bootstrap, aio, 2) == [b"c0", b"c1"]
+    assert _committed(bootstrap, aio_group, TopicPartition(aio, 0)) == 1
 
 
-def test_a_read_committed_consumer_waits_for_the_commit(pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "pending", 1)
-    producer = _producer(bootstrap, "slow")
+def test_a_read_committed_consumer_waits_for_the_commit(any_broker, unique):
+    bootstrap = any_broker.bootstrap_servers
+    pending = unique("pending")
+    slow = unique("slow")
+    create_topic(bootstrap, pending, 1)
+    producer = _producer(bootstrap, slow)
     try:
         producer.begin_transaction()
-        _send(producer, "pending", [b"v0", b"v1"])
-        assert consume_kafka_python(bootstrap, "pending", 1, timeout=1.5) == []
-        assert consume_kafka_python(bootstrap, "pending", 2, isolation="read_uncommitted") == [b"v0", b"v1"]
+        _send(producer, pending, [b"v0", b"v1"])
+        assert consume_kafka_python(bootstrap, pending, 1, timeout=1.5) == []
+        assert consume_kafka_python(bootstrap, pending, 2, isolation="read_uncommitted") == [b"v0", b"v1"]
         producer.commit_transaction()
     finally:
         producer.close(timeout=5)
-    assert consume_kafka_python(bootstrap, "pending", 2) == [b"v0", b"v1"]
+    assert consume_kafka_python(bootstrap, pending, 2) == [b"v0", b"v1"]
 
 
 # --- offsets in transactions ----------------------------------------------------------------------------
@@ -232,47 +241,54 @@ def _committed(bootstrap: str, group: str, tp: TopicPartition):
         consumer.close()
 
 
-def test_consume_transform_produce_commits_offsets_only_with_the_transaction(pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "in", 1)
-    create_topic(bootstrap, "out", 1)
-    source = TopicPartition("in", 0)
+def test_consume_transform_produce_commits_offsets_only_with_the_transaction(any_broker, unique):
+    bootstrap = any_broker.bootstrap_servers
+    in_topic = unique("in")
+    out_topic = unique("out")
+    ctp = unique("ctp")
+    ctp_group = unique("ctp-group")
+    create_topic(bootstrap, in_topic, 1)
+    create_topic(bootstrap, out_topic, 1)
+    source = TopicPartition(in_topic, 0)
     plain = KafkaProducer(bootstrap_servers=bootstrap)
-    _send(plain, "in", [b"r%d" % i for i in range(6)])
+    _send(plain, in_topic, [b"r%d" % i for i in range(6)])
     plain.close(timeout=5)
-    producer = _producer(bootstrap, "ctp")
+    producer = _producer(bootstrap, ctp)
     try:
         producer.begin_transaction()
-        _send(producer, "out", [b"R0", b"R1", b"R2"])
-        producer.send_offsets_to_transaction({source: OffsetAndMetadata(3, "", -1)}, "ctp-group")
-        assert _committed(bootstrap, "ctp-group", source) is None
+        _send(producer, out_topic, [b"R0", b"R1", b"R2"])
+        producer.send_offsets_to_transaction({source: OffsetAndMetadata(3, "", -1)}, ctp_group)
+        assert _committed(bootstrap, ctp_group, source) is None
         producer.commit_transaction()
-        assert _committed(bootstrap, "ctp-group", source) == 3
+        assert _committed(bootstrap, ctp_group, source) == 3
 
         producer.begin_transaction()
-        _send(producer, "out", [b"R3"])
-        producer.send_offsets_to_transaction({source: OffsetAndMetadata(4, "", -1)}, "ctp-group")
+        _send(producer, out_topic, [b"R3"])
+        producer.send_offsets_to_transaction({source: OffsetAndMetadata(4, "", -1)}, ctp_group)
         producer.abort_transaction()
-        assert _committed(bootstrap, "ctp-group", source) == 3
+        assert _committed(bootstrap, ctp_group, source) == 3
     finally:
         producer.close(timeout=5)
-    assert consume_kafka_python(bootstrap, "out", 3) == [b"R0", b"R1", b"R2"]
+    assert consume_kafka_python(bootstrap, out_topic, 3) == [b"R0", b"R1", b"R2"]
 
 
-def test_confluent_send_offsets_to_transaction(pylog_broker):
+def test_confluent_send_offsets_to_transaction(any_broker, unique):
     from confluent_kafka import Consumer, Producer, TopicPartition as CTopicPartition
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "cin", 1)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "conf-group", "enable.auto.commit": False,
+    bootstrap = any_broker.bootstrap_servers
+    cin = unique("cin")
+    conf_group = unique("conf-group")
+    conf_ctp = unique("conf-ctp")
+    create_topic(bootstrap, cin, 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": conf_group, "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "conf-ctp"})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": conf_ctp})
     try:
         producer.init_transactions(10)
         producer.begin_transaction()
-        producer.produce("cin", b"x")
-        producer.send_offsets_to_transaction([CTopicPartition("cin", 0, 1)], consumer.consumer_group_metadata(), 10)
+        producer.produce(cin, b"x")
+        producer.send_offsets_to_transaction([CTopicPartition(cin, 0, 1)], consumer.consumer_group_metadata(), 10)
         producer.commit_transaction(10)
-        (committed,) = consumer.committed([CTopicPartition("cin", 0)], timeout=10)
+        (committed,) = consumer.committed([CTopicPartition(cin, 0)], timeout=10)
         assert committed.offset == 1
     finally:
         consumer.close()
@@ -280,24 +296,26 @@ def test_confluent_send_offsets_to_transaction(pylog_broker):
 
 # --- fencing, timeouts, restarts ------------------------------------------------------------------------------
 
-def test_a_zombie_with_an_open_transaction_is_fenced_and_its_records_aborted(pylog_broker):
+def test_a_zombie_with_an_open_transaction_is_fenced_and_its_records_aborted(any_broker, unique):
     """Mutation: the produce path's epoch check and partition verification off -> the zombie's send failed
     with OutOfOrderSequenceNumberError, which the old `pytest.raises(KafkaError)` accepted; now it fails."""
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "zombies", 1)
-    zombie = _producer(bootstrap, "worker-1")
+    bootstrap = any_broker.bootstrap_servers
+    zombies = unique("zombies")
+    worker_1 = unique("worker-1")
+    create_topic(bootstrap, zombies, 1)
+    zombie = _producer(bootstrap, worker_1)
     successor = None
     try:
         zombie.begin_transaction()
-        _send(zombie, "zombies", [b"zombie"])
-        successor = _producer(bootstrap, "worker-1")  # fences the zombie, aborting its transaction
+        _send(zombie, zombies, [b"zombie"])
+        successor = _producer(bootstrap, worker_1)  # fences the zombie, aborting its transaction
         successor.begin_transaction()
-        _send(successor, "zombies", [b"fresh"])
+        _send(successor, zombies, [b"fresh"])
         successor.commit_transaction()
         # the fencing error itself: the broker refuses the zombie's old epoch (Kafka's INVALID_PRODUCER_EPOCH
         # on the produce path), not a timeout or any other error
         with pytest.raises(InvalidProducerEpochError):
-            zombie.send("zombies", value=b"late").get(timeout=10)
+            zombie.send(zombies, value=b"late").get(timeout=10)
         with pytest.raises(KafkaError) as raised:
             zombie.commit_transaction()
         assert not isinstance(raised.value, KafkaTimeoutError), raised.value
@@ -305,7 +323,7 @@ def test_a_zombie_with_an_open_transaction_is_fenced_and_its_records_aborted(pyl
         zombie.close(timeout=2)
         if successor is not None:
             successor.close(timeout=5)
-    assert consume_kafka_python(bootstrap, "zombies", 1) == [b"fresh"]
+    assert consume_kafka_python(bootstrap, zombies, 1) == [b"fresh"]
 
 
 def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(pylog_broker_factory):
