@@ -96,9 +96,9 @@ def test_records_round_trip_through_every_client_with_codec(pylog_broker, produc
 
 
 @pytest.mark.parametrize("producer", ["kafka-python", "confluent-kafka", "aiokafka"])
-def test_log_append_time_topic_returns_broker_time_not_producer_time(pylog_broker, producer):
-    bootstrap = pylog_broker.bootstrap_servers
-    topic = f"append-time-{producer}"
+def test_log_append_time_topic_returns_broker_time_not_producer_time(any_broker, unique, producer):
+    bootstrap = any_broker.bootstrap_servers
+    topic = unique(f"append-time-{producer}")
     create_topic(bootstrap, topic, configs={"message.timestamp.type": "LogAppendTime"})
     old = 1_000_000_000_000  # 2001: far from the broker's clock
     records = [Record(b"k%d" % i, b"v%d" % i, (), old + i) for i in range(3)]
@@ -121,12 +121,12 @@ def test_log_append_time_topic_returns_broker_time_not_producer_time(pylog_broke
             f"{consumer} saw {[r.timestamp for r in got]}, not the broker's append time"
 
 
-def test_records_spread_over_partitions_keep_their_partition_and_order(pylog_broker):
-    bootstrap = pylog_broker.bootstrap_servers
-    create_topic(bootstrap, "explicit-partitions", partitions=3)
+def test_records_spread_over_partitions_keep_their_partition_and_order(any_broker, unique):
+    bootstrap, topic = any_broker.bootstrap_servers, unique("explicit-partitions")
+    create_topic(bootstrap, topic, partitions=3)
     records = [Record(b"k%d" % i, b"v%d" % i, partition=i % 3) for i in range(30)]
-    produce_confluent(bootstrap, "explicit-partitions", records)
-    got = consume_kafka_python(bootstrap, "explicit-partitions", 30, partitions=(0, 1, 2))
+    produce_confluent(bootstrap, topic, records)
+    got = consume_kafka_python(bootstrap, topic, 30, partitions=(0, 1, 2))
     for p in range(3):
         assert [(r.key, r.value) for r in got if r.partition == p] == \
             [(r.key, r.value) for r in records if r.partition == p]
