@@ -39,6 +39,10 @@ from kafka_wire import (
 
 BROKER = {"log.cleaner.backoff.ms": "100"}
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "internal.segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
+# a produced batch larger than its topic's segment is refused (RECORD_LIST_TOO_LARGE), as on Kafka: the producers
+# of these 1 KB-segment topics keep their batches well below that
+KAFKA_PYTHON_SMALL_BATCHES = {"batch_size": 400}
+CONFLUENT_SMALL_BATCHES = {"batch.size": 400}
 
 
 def _updates(round_: int, keys: int = 20) -> list[Record]:
@@ -75,9 +79,9 @@ def test_compacted_topic_keeps_latest_value_per_key_across_restart(pylog_broker_
     create_topic(broker.bootstrap_servers, "table", configs={**TOPIC_CONFIGS, "delete.retention.ms": "600000"})
     written = [r for round_ in range(5) for r in _updates(round_)]
     written += [Record(f"key-{k}".encode(), None) for k in range(5)]  # tombstones
-    produce_kafka_python(broker.bootstrap_servers, "table", written)
+    produce_kafka_python(broker.bootstrap_servers, "table", written, **KAFKA_PYTHON_SMALL_BATCHES)
     data_end = _end_offset(broker, "table")
-    produce_kafka_python(broker.bootstrap_servers, "table", _fillers(0))
+    produce_kafka_python(broker.bootstrap_servers, "table", _fillers(0), **KAFKA_PYTHON_SMALL_BATCHES)
     _wait_cleaned_past(broker, "table", data_end - 1)
 
     expected = _latest(written)
@@ -95,9 +99,9 @@ def test_compacted_topic_keeps_latest_value_per_key_across_restart(pylog_broker_
     assert [(r.offset, r.key, r.value) for r in again] == [(r.offset, r.key, r.value) for r in got]
 
     more = [r for round_ in range(5, 8) for r in _updates(round_, keys=10)]
-    produce_confluent(broker.bootstrap_servers, "table", more)
+    produce_confluent(broker.bootstrap_servers, "table", more, **CONFLUENT_SMALL_BATCHES)
     data_end = _end_offset(broker, "table")
-    produce_confluent(broker.bootstrap_servers, "table", _fillers(40))
+    produce_confluent(broker.bootstrap_servers, "table", _fillers(40), **CONFLUENT_SMALL_BATCHES)
     _wait_cleaned_past(broker, "table", data_end - 1)
     expected = _latest(written + more)
     final = consume_kafka_python(broker.bootstrap_servers, "table", len(expected) + 80)
@@ -109,9 +113,9 @@ def test_tombstones_disappear_after_delete_retention(pylog_broker_factory):
     broker = pylog_broker_factory(config=BROKER)
     create_topic(broker.bootstrap_servers, "deletes", configs={**TOPIC_CONFIGS, "delete.retention.ms": "300"})
     written = _updates(0) + [Record(f"key-{k}".encode(), None) for k in range(10)]
-    produce_kafka_python(broker.bootstrap_servers, "deletes", written)
+    produce_kafka_python(broker.bootstrap_servers, "deletes", written, **KAFKA_PYTHON_SMALL_BATCHES)
     data_end = _end_offset(broker, "deletes")
-    produce_kafka_python(broker.bootstrap_servers, "deletes", _fillers(0))
+    produce_kafka_python(broker.bootstrap_servers, "deletes", _fillers(0), **KAFKA_PYTHON_SMALL_BATCHES)
     _wait_cleaned_past(broker, "deletes", data_end - 1)
     directory = broker.replicas.get("deletes", 0).log.directory
     wait_until(lambda: not any(r.tombstones for r in read_cleaner_checkpoint(directory)), 15, 0.05,
@@ -131,7 +135,7 @@ def test_unkeyed_record_to_a_compacted_topic_is_rejected(pylog_broker_factory):
         producer.close(timeout=5)
     with pytest.raises(AssertionError, match="INVALID_RECORD|Invalid record|InvalidRecord"):
         produce_confluent(broker.bootstrap_servers, "needs-keys", [Record(None, b"no key")])
-    produce_kafka_python(broker.bootstrap_servers, "needs-keys", [Record(b"k", b"keyed")])
+    produce_kafka_python(broker.bootstrap_servers, "needs-keys", [Record(b"k", b"keyed")], **KAFKA_PYTHON_SMALL_BATCHES)
     assert _end_offset(broker, "needs-keys") == 1
 
 
@@ -203,7 +207,7 @@ def test_an_idempotent_producers_superseded_last_batch_is_an_empty_batch_every_c
         assert _produce(client, topic, _keyed_batch([(b"c", b"c2"), (b"d", b"d2"), (b"e", b"e2")])) == (0, 4)
     finally:
         client.close()
-    produce_kafka_python(broker.bootstrap_servers, topic, _fillers(0))
+    produce_kafka_python(broker.bootstrap_servers, topic, _fillers(0), **KAFKA_PYTHON_SMALL_BATCHES)
     _wait_cleaned_past(broker, topic, 6)
 
     empty = _stored_batches(broker, topic)[1]
