@@ -147,8 +147,10 @@ def test_tiny_segments_keep_descriptors_bounded_and_data_readable(hostile_broker
     with WireClient(broker.bootstrap_servers) as client:
         assert create_topics(client, {"tiny": 1})["tiny"] == (0, None)
         fds_before, rss_before = open_fds(pid), rss_bytes(pid)
-        for i in range(400):  # every batch (~1.1 KB) fills a segment
-            code, offset = produce_result(client.call(produce_request("tiny", 0, record_batch([b"%04d" % i * 250]))))
+        # every batch (~0.95 KB) fills a segment: two do not fit in one, and a batch larger than its segment
+        # would be refused (RECORD_LIST_TOO_LARGE, as on Kafka)
+        for i in range(400):
+            code, offset = produce_result(client.call(produce_request("tiny", 0, record_batch([b"%04d" % i * 220]))))
             assert (code, offset) == (0, i)
         segments = [p for p in (broker.data_dir / "tiny-0").iterdir() if p.suffix == ".log"]
         assert len(segments) >= 399
@@ -157,14 +159,14 @@ def test_tiny_segments_keep_descriptors_bounded_and_data_readable(hostile_broker
         assert fetched.error_code == 0 and batches_of(fetched.records)[0].base_offset == 150
     assert rss_bytes(pid) - rss_before < 64 * MIB
     values = [r.value for r in consume_kafka_python(broker.bootstrap_servers, "tiny", 400, timeout=60)]
-    assert values == [b"%04d" % i * 250 for i in range(400)]
+    assert values == [b"%04d" % i * 220 for i in range(400)]
     # 5: FDS_PER_PARTITION, whatever the segment count, once the consumer's last responses have left
     wait_until(lambda: open_fds(pid) <= 5 * partition_count(broker), 10, message="<= 5 files per partition")
     assert_serving(broker)
     broker = hostile_broker.restart(broker)
     assert open_fds(broker.process.pid) <= 5 * partition_count(broker)  # loading: a segment at a time
     values = [r.value for r in consume_kafka_python(broker.bootstrap_servers, "tiny", 400, timeout=60)]
-    assert values == [b"%04d" % i * 250 for i in range(400)]
+    assert values == [b"%04d" % i * 220 for i in range(400)]
 
 
 def test_full_disk_fails_topic_changes_whole_and_leaves_no_ghost(hostile_broker):

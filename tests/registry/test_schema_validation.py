@@ -334,7 +334,7 @@ def test_the_produce_path_checks_validated_topics_only(replicas, registry):
 
 def test_a_validated_topic_on_a_broker_without_a_check_refuses_everything(replicas):
     result = _append(replicas, "orders", batch((None, framed(1))))
-    assert result.error_code == 87 and "schema.registry.listeners is not set" in result.error_message
+    assert result.error_code == 87 and "schema.registry.listeners is not set" in result.reason
 
 
 def test_turning_validation_off_stops_the_check(replicas, registry):

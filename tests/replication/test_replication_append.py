@@ -53,7 +53,7 @@ def test_each_partition_gets_its_rules_answer_in_request_order(manager):
 def test_acks_all_below_min_insync_replicas_is_refused_by_the_partition_else_waits_for_the_isr(manager):
     (result,) = append(manager, [("t", 0, build_batch([b"a"]))], acks=-1)
     assert result.error_code == Errors.NotEnoughReplicasError.errno
-    assert "min.insync.replicas=2" in result.error_message
+    assert "min.insync.replicas=2" in result.reason
     with pytest.raises(Errors.NotEnoughReplicasError):
         manager.get("t", 1).append_records(build_batch([b"b"]), required_acks=-1)
     manager.get("t", 0).make_leader(PartitionState(0, 1, (0, 1), 0, 1), [0, 1])
