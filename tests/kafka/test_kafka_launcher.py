@@ -32,8 +32,12 @@ def _roundtrip(bootstrap: str, topic: str, count: int = 20, partitions: int = 1,
     producer.close()
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              consumer_timeout_ms=10000, enable_auto_commit=False)
+    values = []
     try:
-        values = [record.value for record in consumer]
+        for record in consumer:   # ends after consumer_timeout_ms without a record
+            values.append(record.value)
+            if len(values) == count:
+                break
     finally:
         consumer.close()
     return values
@@ -100,7 +104,7 @@ def test_kafka_cluster_survives_the_leader_being_killed(kafka_cluster):
     consumer = KafkaConsumer(topic, bootstrap_servers=kafka_cluster.bootstrap_servers, auto_offset_reset="earliest",
                              consumer_timeout_ms=10000, enable_auto_commit=False)
     try:
-        assert len([r for r in consumer]) == 50
+        assert len([r for _, r in zip(range(50), consumer)]) == 50
     finally:
         consumer.close()
     kafka_cluster.restart(leader)
