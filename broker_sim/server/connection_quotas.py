@@ -91,6 +91,8 @@ class ConnectionQuotas:
         if rate is None:
             if len(self._rates) >= MAX_IP_RATES:
                 self._rates = {k: r for k, r in self._rates.items() if not r.idle_since(now, RATE_SAMPLES)}
+                while len(self._rates) >= MAX_IP_RATES:   # every one busy (many source addresses): oldest first
+                    self._rates.pop(next(iter(self._rates)))
             rate = self._rates[ip] = Rate(RATE_SAMPLES, 1.0)
         rate.record(1.0, now)
         if rate.measure(now) > quota:

@@ -57,3 +57,16 @@ def test_overrides_syntax_is_checked_at_config_parse():
     for bad in ("host1", "host1:x", "host1:-1", ":5"):
         with pytest.raises(ConfigError, match="max.connections.per.ip.overrides"):
             BrokerConfig({"max.connections.per.ip.overrides": bad})
+
+
+def test_connection_rates_kept_per_ip_are_bounded_when_every_ip_is_busy():
+    """A default IP quota (ips/<default>) gives every source address a rate: connections from more addresses
+    than MAX_IP_RATES, all within the window, keep at most MAX_IP_RATES rates (the oldest go first)."""
+    from broker_sim.server.connection_quotas import MAX_IP_RATES
+
+    quotas = ConnectionQuotas(10 * MAX_IP_RATES, 10, clock=lambda: 1000.0)
+    quotas.ip_rate = lambda ip: 100.0
+    for i in range(MAX_IP_RATES + 500):
+        assert quotas.admit(f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}") is None
+    assert len(quotas._rates) <= MAX_IP_RATES
+    assert quotas.admit("10.0.0.1") is None   # a dropped address starts a rate again
