@@ -74,7 +74,7 @@ from typing import Iterable, Mapping, Sequence, TextIO
 
 from broker_sim.arguments import key_value, positive_int
 from broker_sim.arguments import port as port_number
-from broker_sim.local.zookeeper import ZooKeeperServer, free_port
+from broker_sim.local.zookeeper import ZooKeeperServer, free_port, free_ports
 from broker_sim.protocol.client import WireConnection
 
 HOST = "127.0.0.1"
@@ -408,10 +408,10 @@ class LocalCluster(ClusterQueries, NodeSignals):
         self._zk = None  # kazoo client for reading registrations
         self._lock = threading.RLock()
         ports = ([base_port + i for i in range(brokers)] if base_port is not None
-                 else self._free_ports(brokers))
+                 else free_ports(brokers))
         registry = schema_registry and "schema.registry.listeners" not in self.configs
         registry_ports = (([registry_base_port + i for i in range(brokers)] if registry_base_port is not None
-                           else [p for p in self._free_ports(brokers * 2) if p not in ports][:brokers])
+                           else [p for p in free_ports(brokers * 2) if p not in ports][:brokers])
                           if registry else [None] * brokers)
         self.nodes: dict[int, BrokerNode] = {
             i: BrokerNode(i, ports[i], self.data_dir / f"broker-{i}", registry_ports[i]) for i in range(brokers)}
@@ -420,7 +420,7 @@ class LocalCluster(ClusterQueries, NodeSignals):
         if metrics:
             taken = set(ports) | set(registry_ports)
             for node, port in zip(self.nodes.values(),
-                                  [p for p in self._free_ports(brokers * 3) if p not in taken][:brokers]):
+                                  [p for p in free_ports(brokers * 3) if p not in taken][:brokers]):
                 node.metrics_port = port
 
     def _pick_ports_again(self, nodes: list[BrokerNode]) -> bool:
@@ -430,7 +430,7 @@ class LocalCluster(ClusterQueries, NodeSignals):
         if not brokers_picked or (not registry_picked and any(n.registry_port is not None for n in nodes)):
             return False
         taken = {port for n in self.nodes.values() for port in (n.port, n.registry_port, n.metrics_port) if port}
-        fresh = iter([p for p in self._free_ports(len(taken) + 3 * len(nodes)) if p not in taken])
+        fresh = iter([p for p in free_ports(len(taken) + 3 * len(nodes)) if p not in taken])
         for node in nodes:
             log.warning("broker %d could not listen on a port another process took; starting it on new ports",
                         node.broker_id)
@@ -440,15 +440,6 @@ class LocalCluster(ClusterQueries, NodeSignals):
             if node.metrics_port is not None:
                 node.metrics_port = next(fresh)
         return True
-
-    @staticmethod
-    def _free_ports(count: int) -> list[int]:
-        ports: list[int] = []
-        while len(ports) < count:
-            port = free_port()
-            if port not in ports:
-                ports.append(port)
-        return ports
 
     # ----------------------------------------------------------------- addresses
 
@@ -563,7 +554,7 @@ class LocalCluster(ClusterQueries, NodeSignals):
             if new_id < 0 or new_id in self.nodes:
                 raise ClusterError(f"broker id {new_id} is taken or negative (ids {self.broker_ids})")
             taken = {n.port for n in self.nodes.values()} | {n.registry_port for n in self.nodes.values()}
-            ports = [p for p in self._free_ports(4) if p not in taken]
+            ports = [p for p in free_ports(4) if p not in taken]
             registry = any(n.registry_port is not None for n in self.nodes.values())
             node = BrokerNode(new_id, ports[0], self.data_dir / f"broker-{new_id}", ports[1] if registry else None)
             self.nodes[new_id] = node

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from broker_sim.local.cluster import HOST, ClusterError, ClusterQueries, NodeSignals, fetch_metadata, file_tail
-from broker_sim.local.zookeeper import free_port
+from broker_sim.local.zookeeper import free_ports
 
 KAFKA_VERSION = os.environ.get("PYLOG_KAFKA_VERSION", "4.1.1")
 START_TIMEOUT_S = 90.0
@@ -411,7 +411,7 @@ class KafkaCluster(ClusterQueries, NodeSignals):
         self.jvm_options = tuple(jvm_options)
         self.use_class_archive = use_class_archive
         self.configs = {**_defaults(brokers), **{str(k): str(v) for k, v in (configs or {}).items()}}
-        ports = _free_ports(2 * brokers)
+        ports = free_ports(2 * brokers)
         self.nodes = {i + 1: _Node(i + 1, ports[2 * i], ports[2 * i + 1], self.data_dir / f"kafka-{i + 1}")
                       for i in range(brokers)}
         self._lock = threading.RLock()
@@ -611,15 +611,6 @@ class KafkaServer(KafkaCluster):
     def stop(self, broker_id: int = 1, timeout_s: float | None = None) -> int | None:
         return super().stop(broker_id, timeout_s)
 
-
-
-def _free_ports(count: int) -> list[int]:
-    ports: list[int] = []
-    while len(ports) < count:
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    return ports
 
 
 # --------------------------------------------------------------------------- command line

@@ -39,6 +39,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports that were free a moment ago on ``host``."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port(host)
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 def four_letter_word(host: str, port: int, word: str, timeout_s: float = 10.0) -> str:
     """Send a ZooKeeper four-letter command (``ruok``, ``stat``) and return the reply text (a loaded machine
     has kept a JVM from answering within 1 s; the start-up poll passes a short timeout of its own)."""
