@@ -684,7 +684,15 @@ class Partition:
         return self.epochs.end_offset_for(epoch, self.log.log_end_offset)
 
     def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords on the leader (Kafka's ``Partition.deleteRecordsOnLeader``): the new log start offset.
+
+        Refused with POLICY_VIOLATION when the topic's cleanup.policy has no ``delete`` (a compacted log, such
+        as ``_schemas`` or ``__consumer_offsets``, keeps the last record of every key; deleting its head would
+        drop state that no later record restores)."""
         self._check_leader()
+        if not self.log.config.delete:
+            raise Errors.PolicyViolationError(
+                f"Records of partition {self.topic}-{self.index} can not be deleted due to the configured policy")
         if offset == -1:
             offset = self.high_watermark
         if offset > self.high_watermark or offset < 0:

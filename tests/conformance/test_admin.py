@@ -114,11 +114,11 @@ def _quotas_once(peer, entity_type, match):
          tuple(sorted((v.key, v.value) for v in entry.values))) for entry in answer.entries or [])
 
 
-def produce(peer, topic, count):
+def produce(peer, topic, count, keyed=False):
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
     for i in range(count):
-        builder.append(i, timestamp=None, key=None, value=b"v%d" % i, headers=[])
+        builder.append(i, timestamp=None, key=b"k%d" % i if keyed else None, value=b"v%d" % i, headers=[])
     data = ProduceRequest[8].TopicProduceData
     request = ProduceRequest[8](transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[data(
         name=topic, partition_data=[data.PartitionProduceData(index=0, records=bytes(builder.build()))])])
@@ -339,6 +339,24 @@ def delete_records(peer):
             "unknown_topic": delete(peer.name("gone"), 0, 0)}
 
 
+def delete_records_compacted(peer):
+    """A log without ``delete`` in cleanup.policy refuses DeleteRecords (POLICY_VIOLATION), at any offset;
+    compact,delete accepts it."""
+    topic = DeleteRecordsRequest.DeleteRecordsTopic
+
+    def delete(topic_name, offset):
+        request = DeleteRecordsRequest[2](timeout_ms=30000, topics=[topic(name=topic_name, partitions=[
+            topic.DeleteRecordsPartition(partition_index=0, offset=offset)])])
+        result = peer.call(request).topics[0].partitions[0]
+        return result.error_code, result.low_watermark
+    compacted = created_topic(peer, "compacted", configs={"cleanup.policy": "compact"})
+    both = created_topic(peer, "compact-delete", configs={"cleanup.policy": "compact,delete"})
+    assert produce(peer, compacted, 5, keyed=True) == 0
+    assert produce(peer, both, 5, keyed=True) == 0
+    return {"compact_to_two": delete(compacted, 2), "compact_high_watermark": delete(compacted, -1),
+            "compact_zero": delete(compacted, 0), "compact_delete_to_two": delete(both, 2)}
+
+
 SCENARIOS = [
     Scenario("create-topics invalid names", invalid_topic_names),
     Scenario("create-topics existing topic", existing_topic),
@@ -358,6 +376,7 @@ SCENARIOS = [
     Scenario("elect-leaders on a single node", elect_leaders),
     Scenario("alter-partition-reassignments errors", alter_reassignments),
     Scenario("delete-records offsets", delete_records),
+    Scenario("delete-records on compacted topics", delete_records_compacted),
 ]
 
 
