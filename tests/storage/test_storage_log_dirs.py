@@ -53,3 +53,31 @@ def test_a_future_copy_brought_up_to_date_on_the_loop_holds_every_record(tmp_pat
         assert moved.recovered_bytes_truncated == 0
     finally:
         moved.close()
+
+
+def test_segments_the_source_deleted_during_a_move_do_not_come_back_on_the_target(tmp_path, batches, clock):
+    """Retention / DeleteRecords on the source between the copy pass and ``finish_copy``: the target ends with
+    exactly the source's files (no deleted segment resurrected, its disk space and records gone for good)."""
+    config = LogConfig(segment_bytes=1024)
+    source = PartitionLog(tmp_path / "a" / "t-0", config, now_ms=clock)
+    for i in range(100):
+        records = batches.build([b"r%04d" % i])
+        source.append(records, parse_batches(records), leader_epoch=0)
+    future = future_path(tmp_path / "b", "t-0")
+    copy_pass(source.directory, future)
+    copied_segments = sorted(p.name for p in future.glob("*.log"))
+    start = source.segments[2].base_offset  # the first two segments go, as DeleteRecords would drop them
+    source.delete_records_before(start)
+    kept = sorted(p.name for p in source.directory.iterdir())
+    kept_segments = [s.base_offset for s in source.segments]
+    assert len(copied_segments) > len([name for name in kept if name.endswith(".log")])
+    finish_copy(source.directory, future, tmp_path / "b" / "t-0")
+    source.close()
+    assert sorted(p.name for p in (tmp_path / "b" / "t-0").iterdir()) == kept
+    moved = PartitionLog(tmp_path / "b" / "t-0", config, now_ms=clock)
+    try:
+        assert [s.base_offset for s in moved.segments] == kept_segments
+        assert moved.log_start_offset == start and moved.log_end_offset == 100
+        assert parse_batches(moved.read_bytes(start, 1 << 20))[0].base_offset == start
+    finally:
+        moved.close()
