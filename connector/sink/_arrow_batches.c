@@ -56,8 +56,11 @@ static int column_from(PyObject *spec, Column *c) {
         }
         c->has_valid = 1;
     }
-    if (c->offset < 0 || c->length < 0 || (c->offset + c->length + 1) * 4 > c->offs.len ||
-        (c->has_valid && (c->offset + c->length + 7) / 8 > c->valid.len)) {
+    /* offset + length + 1 int32 offsets and offset + length validity bits, compared without forming
+     * offset + length (both come from the caller: their sum, times 4, could overflow) */
+    if (c->offset < 0 || c->length < 0 || c->offset > c->offs.len / 4 - 1 ||
+        c->length > c->offs.len / 4 - 1 - c->offset ||
+        (c->has_valid && (c->offset > c->valid.len * 8 || c->length > c->valid.len * 8 - c->offset))) {
         PyErr_SetString(PyExc_ValueError, "a column's buffers are shorter than its length");
         release(c);
         return -1;

@@ -73,3 +73,22 @@ def test_the_compiled_encoder_writes_aiokafkas_bytes(pylog_broker, monkeypatch):
     compiled = _ready(pylog_broker, same, True, monkeypatch, False, batch_size=61 + 10 * 109)
     assert compiled == _ready(pylog_broker, same, False, monkeypatch, False, batch_size=61 + 10 * 109)
     assert {len(b) for batches in compiled[0].values() for b in batches} == {61 + 9 * 109, 61 + 5 * 109}
+
+
+@pytest.mark.parametrize("offset, length", [
+    (2**62 - 1, 0),        # (offset + length + 1) * 4 wraps to 0: the old check passed and read nothing
+    (0, 2**62 - 1),        # wraps to -4: the old check passed, then a negative size for the result
+    (2**61, 2**61 - 1),    # another sum whose (sum + 1) * 4 wraps to 0
+    (0, 3),                # no overflow: one offset short
+])
+def test_a_columns_offset_and_length_are_checked_without_overflow(offset, length):
+    """The size check compares offset and length with the buffers without forming (offset + length + 1) * 4,
+    which overflows for values no Arrow array has: they raise ValueError, never pass the check."""
+    offsets = pa.array([b"a", b"b"], pa.binary()).buffers()[1].to_pybytes()   # 3 offsets: 2 rows
+    data = b"ab"
+    encode = producer_module._arrow_batches
+    with pytest.raises(ValueError, match="shorter than its length"):
+        encode.partitions((None, offsets, data, offset, length), 3)
+    with pytest.raises(ValueError, match="shorter than its length"):
+        encode.partitions((b"\xff", offsets, data, 2**60 + offset % 8, length + 2**60), 3)  # validity bits too
+    assert encode.partitions((None, offsets, data, 0, 2), 3) == encode.partitions((b"\xff", offsets, data, 0, 2), 3)
