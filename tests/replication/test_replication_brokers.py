@@ -22,6 +22,7 @@ from kafka import KafkaProducer
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 
+from broker_sim.config import RACK_AWARE_REPLICA_SELECTOR
 from broker_sim.controller.cluster_state import BrokerEndpoint, PartitionState
 from broker_sim.replication.client import BrokerClient
 from broker_sim.server.broker import Broker
@@ -59,9 +60,11 @@ class TestCluster:
 
     __test__ = False
 
-    def __init__(self, size: int, tmp_path, config=None) -> None:
-        self.brokers = [Broker(tmp_path / f"broker-{i}", broker_id=i, config={**BROKER_CONFIG, **(config or {})})
-                        for i in range(size)]
+    def __init__(self, size: int, tmp_path, config=None, racks=None) -> None:
+        self.racks = list(racks) if racks is not None else [None] * size  # broker i in racks[i] (broker.rack)
+        self.brokers = [Broker(tmp_path / f"broker-{i}", broker_id=i, config={
+            **BROKER_CONFIG, **(config or {}), **({"broker.rack": self.racks[i]} if self.racks[i] else {})})
+            for i in range(size)]
         self.isr_writes: list[tuple[int, tuple]] = []
         self.states: dict[tuple[str, int], PartitionState] = {}
         self._lock = threading.Lock()
@@ -86,7 +89,7 @@ class TestCluster:
 
     def endpoint(self, broker_id: int) -> BrokerEndpoint | None:
         if 0 <= broker_id < len(self.brokers) and self.brokers[broker_id]._thread is not None:
-            return BrokerEndpoint(broker_id, "127.0.0.1", self.brokers[broker_id].port)
+            return BrokerEndpoint(broker_id, "127.0.0.1", self.brokers[broker_id].port, rack=self.racks[broker_id])
         return None
 
     async def _isr_writer(self, partition, new_isr):
@@ -157,8 +160,8 @@ class TestCluster:
 def cluster(tmp_path):
     made = []
 
-    def make(size: int, **config) -> TestCluster:
-        made.append(TestCluster(size, tmp_path, config))
+    def make(size: int, racks=None, **config) -> TestCluster:
+        made.append(TestCluster(size, tmp_path, config, racks))
         return made[-1]
 
     yield make
@@ -190,14 +193,14 @@ def produce_error(response) -> tuple[int, int]:
     return answer.error_code, answer.base_offset
 
 
-def fetch_request(offset: int, *, max_wait_ms: int = 0, version: int = 12):
+def fetch_request(offset: int, *, max_wait_ms: int = 0, version: int = 12, rack: str = ""):
     return FetchRequest[version](
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
         session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[
             FetchRequest.FetchTopic.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20,
                                                    current_leader_epoch=-1, last_fetched_epoch=-1,
                                                    log_start_offset=-1)])],
-        forgotten_topics_data=[], rack_id="")
+        forgotten_topics_data=[], rack_id=rack)
 
 
 def list_latest_request():
@@ -392,6 +395,74 @@ def test_followers_refuse_client_requests_and_replica_fetches(cluster):
     assert fetched_v12.responses[0].partitions[0].error_code == 0
     assert latest.topics[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
     assert from_replica.responses[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_follower_serves_consumers_only_below_its_own_high_watermark(cluster):
+    """KIP-392: a follower answering a v11+ consumer fetch reads up to its high watermark (the leader's, as
+    the follower last learned it, at most its log end offset), never the records it holds above it."""
+    c = cluster(3, **{"replica.lag.time.max.ms": 60000})
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0, 1, 2])
+    wire(c.bootstrap(0), produce_request([b"a", b"b"], acks=-1))
+    c.stop_fetching(2)  # in the ISR but no longer fetching: the high watermark stays at 2
+    wire(c.bootstrap(0), produce_request([b"c", b"d", b"e"], acks=1))
+    follower = wait_until(lambda: (i := c.partition_info(1))["leo"] == 5 and i, what="follower 1 holding 2-4")
+    assert c.partition_info(0)["hw"] == 2 and follower["leader"] is False
+    fetched, at_hw = wire(c.bootstrap(1), fetch_request(0), fetch_request(2, max_wait_ms=200))
+    assert fetched_records(at_hw) == (0, 2, []), "a follower served records above its high watermark"
+    assert fetched_records(fetched) == (0, 2, [(0, b"a"), (1, b"b")])
+    assert c.partition_info(1)["hw"] == 2
+
+
+RACKS = ["r0", "r1", "r2"]
+
+
+def preferred_read_replica(c, rack: str) -> int:
+    """The leader's (broker 0's) answer to a consumer in ``rack`` fetching offset 0 (-1: read from me)."""
+    (response,) = wire(c.bootstrap(0), fetch_request(0, rack=rack))
+    answer = response.responses[0].partitions[0]
+    assert answer.error_code == 0
+    return answer.preferred_read_replica
+
+
+def test_the_preferred_read_replica_is_never_a_follower_outside_the_isr(cluster):
+    """KIP-392 (``replica_selector``): the leader names only followers in the ISR (Kafka's
+    ``ReplicaManager.findPreferredReadReplica``); one that left it is no longer named, though it is in the
+    consumer's rack and was named while in sync."""
+    c = cluster(3, racks=RACKS, **{"replica.selector.class": RACK_AWARE_REPLICA_SELECTOR})
+    c.create_topic()
+    c.elect(leader=0, epoch=1, isr=[0, 1, 2])
+    wire(c.bootstrap(0), produce_request([b"a", b"b"], acks=-1))  # both followers have fetched offset 2
+    assert [preferred_read_replica(c, rack) for rack in RACKS] == [-1, 1, 2]
+    c.stop_fetching(2)
+    wire(c.bootstrap(0), produce_request([b"c"], acks=1))  # follower 2 falls behind, out after replica.lag.time.max.ms
+    wait_until(lambda: c.partition_info(0)["isr"] == (0, 1), timeout=30, what="follower 2 leaving the ISR")
+    assert [preferred_read_replica(c, rack) for rack in RACKS] == [-1, 1, -1], \
+        "a follower outside the ISR was named the preferred read replica"
+
+
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_a_replication_throttle_never_holds_back_a_replica_in_the_isr(cluster, side):
+    """KIP-73 (``replication/throttle.py``): with ``<side>.replication.throttled.rate`` far exceeded, a
+    throttled follower that is in the ISR still gets every record at once (its bytes counted), so acks=all
+    produces keep their latency; only replicas outside the ISR wait for the quota."""
+    c = cluster(2, **{f"{side}.replication.throttled.rate": 1, "replica.lag.time.max.ms": 60000})
+    c.create_topic({f"{side}.replication.throttled.replicas": "*"})
+    c.elect(leader=0, epoch=1, isr=[0, 1])
+    throttling = c.brokers[0 if side == "leader" else 1]
+    quota = getattr(throttling.replicas.throttles, side)
+    value = b"x" * 10_000
+    latencies = []
+    for i in range(10):
+        started = time.monotonic()
+        (response,) = wire(c.bootstrap(0), produce_request([value], acks=-1, timeout_ms=5000))
+        latencies.append(time.monotonic() - started)
+        assert produce_error(response) == (0, i), f"acks=all produce {i} with the in-sync follower throttled"
+    assert max(latencies) < 2.5, f"acks=all latencies {latencies}: the in-sync follower was held back"
+    assert c.partition_info(1)["leo"] == 10
+    counted = c.call(throttling, lambda: (quota.recorded_bytes, quota.exceeded()))
+    assert counted[0] >= 10 * len(value) and counted[1], \
+        f"the {side} quota (1 byte/s) was not in force: {counted} (recorded bytes, exceeded)"
 
 
 def test_stopping_a_broker_stops_its_fetchers(cluster):
