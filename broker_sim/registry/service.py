@@ -12,6 +12,9 @@ makes ids unique and versions dense: no second decision is taken before the firs
 state.  While an append waits for its commit, reads (which catch up too) stop before it: the writer's log
 serves its end, and nobody may learn an id that a leader change could still take back.
 
+Ids are never reused: besides the log's own mark (``state``), a broker's ``IdCheckpoint`` keeps the highest
+id it ever applied, and a replay that ends below it (the log emptied or recreated) is raised to it.
+
 Only the broker leading ``_schemas`` partition 0 appends (``SchemaLog.is_writer``); elsewhere the REST layer
 forwards the request to it (``forward``), and ``NotWriterError`` from ``append`` (leadership moved during the
 write) is answered the same way.  ``registered`` is Confluent's first step of a registration, taken on any
@@ -29,6 +32,7 @@ from typing import Awaitable, Callable, Iterator, Protocol
 
 from broker_sim.registry import errors, records, types
 from broker_sim.registry.errors import NotWriterError, RegistryError
+from broker_sim.registry.id_checkpoint import IdCheckpoint
 from broker_sim.registry.records import (
     ClearSubjectValue, ConfigValue, DeleteSubjectValue, IdHighWaterValue, ModeValue, Reference, SchemaValue,
 )
@@ -92,10 +96,12 @@ def config_entity(config: ConfigValue | None, default_level: str = "BACKWARD") -
 
 class RegistryService:
     def __init__(self, log: SchemaLog, clock: Callable[[], float],
-                 forward: Callable[[object], Awaitable[object]] | None = None) -> None:
+                 forward: Callable[[object], Awaitable[object]] | None = None,
+                 id_checkpoint: IdCheckpoint | None = None) -> None:
         self.log = log
         self.clock = clock
         self.forward = forward
+        self.id_checkpoint = id_checkpoint  # the id high-water mark that outlives the log (``id_checkpoint``)
         self.state = RegistryState()
         self._position = 0  # the next offset to apply
         self._hold: int | None = None  # while an append waits for its commit: apply nothing from here on
@@ -133,7 +139,18 @@ class RegistryService:
             self.state.apply(offset, key, value)
             self._position = offset + 1
             applied += 1
+        self._keep_id_high_water()
         return applied
+
+    def _keep_id_high_water(self) -> None:
+        """Ids stay above every id this broker ever applied, even when the log no longer holds them."""
+        checkpoint = self.id_checkpoint
+        if checkpoint is None:
+            return
+        if self.state.id_high_water > checkpoint.value:
+            checkpoint.raise_to(self.state.id_high_water)
+        elif self.state.id_high_water < checkpoint.value:
+            self.state.id_high_water = checkpoint.value
 
     async def _write(self, decide: Callable[[RegistryState], tuple[list, object]]) -> object:
         async with self._lock:

@@ -23,7 +23,9 @@ Ids are never reused.  ``next_id`` is one past the highest id this state ever sa
 SCHEMA records, and compaction may then drop the record of the highest id, so the writer appends an
 ID_HIGH_WATER record with every permanent delete (``records`` says why Confluent's reader tolerates it): the
 last one survives compaction and keeps the mark.  (Confluent's own ``IncrementalIdGenerator`` takes the
-highest id still in the store, and would reuse ids after such a compaction.)
+highest id still in the store, and would reuse ids after such a compaction.)  A log that lost records
+outright (emptied, truncated) cannot keep the mark: the service raises ``id_high_water`` to its
+``IdCheckpoint`` after each replay.
 
 Each stored schema is parsed once, when its first record is applied, with its references resolved to the
 (subject, version) they name; a schema the parsers refuse (written by another registry, say) is kept with

@@ -104,6 +104,26 @@ def test_ids_are_never_reused_even_after_permanent_deletes_and_compaction():
     second.close()
 
 
+def test_ids_stay_above_the_checkpoint_when_the_log_lost_its_records(tmp_path):
+    from broker_sim.registry.id_checkpoint import IdCheckpoint
+
+    first = Registry()
+    first.service.id_checkpoint = IdCheckpoint(tmp_path)
+    for i in range(1, 4):
+        assert first.run(first.service.register(f"s{i}", schema_text(i))) == {"id": i}
+    assert IdCheckpoint(tmp_path).value == 3  # on disk before the registration was answered
+    emptied = Registry(MemoryLog())  # a log that lost every record, the same data dir
+    emptied.service.id_checkpoint = IdCheckpoint(tmp_path)
+    assert emptied.run(emptied.service.register("later", schema_text(9))) == {"id": 4}
+    with pytest.raises(RegistryError):  # an old id is unknown, never the new schema
+        emptied.run(emptied.service.schema_by_id(1))
+    assert IdCheckpoint(tmp_path).value == 4
+    (tmp_path / "schema-registry-id-checkpoint").write_text("garbage")
+    assert IdCheckpoint(tmp_path).value == 0  # unreadable: logged, the log alone decides
+    first.close()
+    emptied.close()
+
+
 def test_concurrent_registrations_get_unique_ids_and_dense_versions(reg):
     svc = reg.service
     reg.run(svc.set_config(None, "NONE"))

@@ -9,7 +9,8 @@ are created in slices between which the event loop serves other requests.  The p
 the internal topics (``__consumer_offsets``, ``__transaction_state``, and the registry's ``_schemas``)
 are never changed by clients: more partitions would re-home groups and transactional ids (their
 partition is a hash modulo the count) and the registry reads ``_schemas``-0 only (INVALID_REQUEST,
-as Kafka's TopicCommand refuses it).
+as Kafka's TopicCommand refuses it).  On a broker serving the registry, ``_schemas`` keeps
+cleanup.policy=compact: an alteration to anything else is POLICY_VIOLATION.
 """
 from __future__ import annotations
 
@@ -474,8 +475,24 @@ class TopicApis:
 
     def _alter_topic_configs(self, info, configs: dict[str, str], validate_only: bool) -> None:
         self._check_topic_configs(configs)
+        self._check_schemas_policy(info.name, configs)
         if not validate_only:
             self._set_topic_configs(info.name, configs)
+
+    def _check_schemas_policy(self, name: str, configs: dict[str, str]) -> None:
+        """POLICY_VIOLATION for ``_schemas`` overrides whose cleanup.policy is not exactly ``compact``, on a
+        broker serving the registry: its log must keep the last record of every key (Confluent's registry
+        refuses to start on another policy, ``KafkaStore.verifySchemaTopic``).  Under ``compact`` alone,
+        retention.ms and retention.bytes do not apply, so they may still be altered."""
+        from broker_sim.registry.schema_log import SCHEMAS_TOPIC  # here: the registry's modules load only if used
+
+        if name != SCHEMAS_TOPIC or SCHEMAS_TOPIC not in self._internal_topics:  # no registry here: a plain topic
+            return
+        policy = configs.get("cleanup.policy", self._config.topic_default("cleanup.policy"))
+        if {p.strip() for p in policy.split(",")} != {"compact"}:
+            raise MetadataError(Errors.PolicyViolationError,
+                                f"Topic {SCHEMAS_TOPIC} must keep cleanup.policy=compact (it would be {policy!r}): "
+                                f"it is the schema registry's log")
 
     async def alter_configs(self, ctx, request):
         """AlterConfigs (API 33), Kafka's legacy form: the given configs *replace* the resource's overrides."""
