@@ -53,7 +53,7 @@ class EntityConfigs:
     def __init__(self) -> None:
         self._configs: dict[str, dict[str, dict[str, str]]] = {t: {} for t in ENTITY_TYPES}
         self._callbacks: list[Callable[[], None]] = []
-        self._iterations: dict[str, int] = {}  # SCRAM mechanism -> usual_iterations of its credentials
+        self._iterations: dict[str, tuple] = {}  # SCRAM mechanism -> iteration_shares of its credentials
         self._mock_secret: bytes | None = None  # see mock_secret
 
     @property
@@ -66,14 +66,15 @@ class EntityConfigs:
     def _settle_mock_secret(self) -> bytes:
         raise NotImplementedError
 
-    def scram_iterations(self, mechanism: str) -> int:
-        """The iteration count most users' ``mechanism`` credentials have (an unknown user's fake one says it)."""
-        from broker_sim.security.scram import usual_iterations
+    def scram_iterations(self, mechanism: str) -> tuple[tuple[int, int], ...]:
+        """How many users' ``mechanism`` credentials have each iteration count (an unknown user's fake one draws
+        from them: ``scram.iteration_shares``)."""
+        from broker_sim.security.scram import iteration_shares
 
         found = self._iterations.get(mechanism)
         if found is None:
             users = self._configs["users"].values()
-            found = self._iterations[mechanism] = usual_iterations(c[mechanism] for c in users if mechanism in c)
+            found = self._iterations[mechanism] = iteration_shares(c[mechanism] for c in users if mechanism in c)
         return found
 
     def get(self, entity_type: str, name: str) -> dict[str, str]:

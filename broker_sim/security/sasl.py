@@ -14,8 +14,8 @@ a message, after ``connection.failed.authentication.delay.ms``, and the
 connection closes.  The answer does not tell whether the user exists: an
 unknown SCRAM user gets a server-first message with a salt derived from the
 name and the cluster's mock secret (``scram.fake_credential``: stable across
-attempts, listeners, brokers and restarts, as a real user's, with the iteration
-count of the real users) and fails at the proof like a wrong password; an unknown PLAIN user's password is
+attempts, listeners, brokers and restarts, as a real user's, with an iteration
+count drawn from the real users' counts in their proportions) and fails at the proof like a wrong password; an unknown PLAIN user's password is
 compared against a dummy in constant time.
 
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0, SaslAuthenticate

@@ -9,11 +9,16 @@ the value ZooKeeper keeps at ``/config/users/<user>`` under the mechanism name.
 
 An unknown user gets :func:`fake_credential`: a salt and keys derived from the
 name and the cluster's mock secret (``EntityConfigs.mock_secret``, kept with the
-credentials: the same on every listener and broker and after a restart), with
-the iteration count the cluster's real credentials have (:func:`usual_iterations`),
-so the server-first message does not tell whether the user exists (RFC 5802
-section 9, as PostgreSQL's mock authentication; Kafka itself fails an unknown
-user at once).
+credentials: the same on every listener and broker and after a restart), so the
+server-first message does not tell whether the user exists (RFC 5802 section 9,
+as PostgreSQL's mock authentication; Kafka itself fails an unknown user at once).
+Its iteration count is drawn, by a value derived from the name and the secret,
+from the counts the cluster's real credentials have, each as often as real users
+have it (:func:`iteration_shares`): a real user whose count few others share
+answers what that share of unknown names answers too, so a prober cannot tell
+it from them (one fixed count for every unknown name would single it out).  A
+real credential's count cannot be hidden (the client needs it); a change of the
+shares moves only the unknown names whose draw falls where the shares moved.
 
 ``parse_add_scram`` reads Kafka's ``kafka-storage format --add-scram`` syntax
 (``SCRAM-SHA-256=[name=admin,password=admin-secret]``, optionally with
@@ -104,26 +109,34 @@ class ScramCredential:
 SALT_BYTES = 24  # os.urandom(24): the salt of every credential pylog generates
 
 
-def fake_credential(secret: bytes, mechanism: str, name: str, iterations: int) -> ScramCredential:
+def fake_credential(secret: bytes, mechanism: str, name: str,
+                    shares: tuple[tuple[int, int], ...]) -> ScramCredential:
     """The credential an unknown ``name`` appears to have: the same for the same secret, whichever broker,
-    listener or process computes it, and shaped as a real one (salt length, key lengths, iterations)."""
+    listener or process computes it, and shaped as a real one (salt length, key lengths), with an iteration
+    count drawn from ``shares`` (``iteration_shares`` of the real credentials)."""
     def derive(purpose: str, size: int) -> bytes:
         digest = hmac.new(secret, f"pylog scram mock {purpose}\x00{mechanism}\x00{name}".encode(), "sha512").digest()
         return digest[:size]
     size = hashlib.new(MECHANISMS[mechanism]).digest_size
+    total = sum(users for _, users in shares)
+    draw = int.from_bytes(derive("iterations", 8), "big") * total >> 64  # uniform in [0, total)
+    for iterations, users in shares:
+        if draw < users:
+            break
+        draw -= users
     return ScramCredential(derive("salt", SALT_BYTES), derive("stored key", size), derive("server key", size),
                            iterations)
 
 
-def usual_iterations(texts) -> int:
-    """The iteration count most of these credential texts have (the larger on a tie), DEFAULT_ITERATIONS for none:
-    what an unknown user's fake credential says, so it looks like the real users' of the cluster."""
+def iteration_shares(texts) -> tuple[tuple[int, int], ...]:
+    """(iteration count, how many of these credential texts have it), by count; ``((DEFAULT_ITERATIONS, 1),)``
+    for none: the draw an unknown user's fake credential makes, so it looks like one of the cluster's users."""
     counts: dict[int, int] = {}
     for text in texts:
         _, _, rest = text.rpartition("iterations=")
         if rest.isdigit():
             counts[int(rest)] = counts.get(int(rest), 0) + 1
-    return max(counts, key=lambda n: (counts[n], n)) if counts else DEFAULT_ITERATIONS
+    return tuple(sorted(counts.items())) or ((DEFAULT_ITERATIONS, 1),)
 
 
 def check_mechanism(mechanism: str) -> None:

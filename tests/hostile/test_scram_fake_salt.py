@@ -62,3 +62,23 @@ def test_an_unknown_users_salt_is_the_same_on_every_broker_of_a_cluster(zookeepe
         for client in clients:
             client.stop()
             client.close()
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_a_user_with_a_minority_iteration_count_does_not_stand_out_from_unknown_names(tmp_path, mechanism):
+    """Nine users at 4096 iterations and one at 8192: unknown names answer 8192 about as often as one user in
+    ten does, so seeing 8192 for a name says no more about whether it exists than seeing 4096 (with one count
+    for every unknown name, the 8192 user was the only name ever to answer 8192)."""
+    credentials = FileEntityConfigs(tmp_path)
+    for index in range(9):
+        credentials.alter("users", f"usual-{index}", {mechanism: ScramCredential.generate(
+            mechanism, "secret", 4096).to_text()})
+    credentials.alter("users", "odd", {mechanism: ScramCredential.generate(mechanism, "secret", 8192).to_text()})
+    assert server_first(credentials, "CLIENTS", mechanism, "odd")["i"] == "8192"
+    assert server_first(credentials, "CLIENTS", mechanism, "usual-0")["i"] == "4096"
+    probes = [server_first(credentials, "CLIENTS", mechanism, f"probe-{n}")["i"] for n in range(2000)]
+    share = probes.count("8192") / len(probes)
+    assert set(probes) == {"4096", "8192"}
+    assert 0.07 < share < 0.13, f"{share:.3f} of unknown names answer 8192, one real user in ten does"
+    again = [server_first(FileEntityConfigs(tmp_path), "INTERNAL", mechanism, f"probe-{n}")["i"] for n in range(50)]
+    assert again == probes[:50], "an unknown name's iteration count changed between listeners or a restart"
