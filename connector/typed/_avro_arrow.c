@@ -8,9 +8,16 @@
  * with pyarrow.Array.from_buffers.
  *
  * Every read is bounds-checked against the payload; varints are at most 10 bytes; block counts of
- * arrays and maps are bounded by what the remaining bytes could encode; strings are checked to be valid
- * UTF-8; bytes left after a record are corruption. A bad record raises ValueError naming its index and
- * the reason (the caller then falls back to the per-record decoder, which attributes it exactly).
+ * arrays and maps are bounded by what the remaining bytes could encode, and items that encode in no bytes
+ * at all (null, fixed(0), records of those) by one budget per record, ZERO_SIZE_ITEMS_MAX, shared by every
+ * array of the record however they nest; strings are checked to be valid UTF-8; bytes left after a record
+ * are corruption. A bad record raises ValueError naming its index and the reason (the caller then falls
+ * back to the per-record decoder, which attributes it exactly).
+ *
+ * A map's keys must be distinct (a dict would merge duplicates): a hash table over the keys, hashed with
+ * SipHash-1-3 under a key drawn from os.urandom when the module loads, so keys chosen to collide (in a
+ * known hash, or with a known seed such as the PYTHONHASHSEED=0 Spark gives its Python workers) cannot turn
+ * the check quadratic.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,6 +38,7 @@ enum { T_SKIP = 0, T_I32 = 1, T_I64 = 2, T_F32 = 3, T_F64 = 4 };
 /* OP_LONG range checks (what Python's date / datetime accept, as the per-record path converts) */
 enum { R_NONE = 0, R_DATE = 1, R_DT_MILLIS = 2, R_DT_MICROS = 3 };
 
+/* zero-size array items one record may declare, over all its arrays */
 #define ZERO_SIZE_ITEMS_MAX (1 << 20)
 
 typedef struct {
@@ -78,6 +86,7 @@ typedef struct {
     Col *cols;
     char err[256];
     int nomem;
+    int64_t zero_left;   /* zero-size items this record may still declare */
     int *dup_table;
     Py_ssize_t dup_cap;
 } Dec;
@@ -296,10 +305,39 @@ static int put_decimal(Dec *d, Col *c, const uint8_t *s, Py_ssize_t n, int preci
 
 static int run(Dec *d, const Op *op);
 
+/* SipHash-1-3 (as CPython's str hash) under sip_k0, sip_k1: random per process (see PyInit) */
+static uint64_t sip_k0, sip_k1;
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                        \
+    do {                                                                                \
+        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                       \
+        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                          \
+        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                          \
+        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                       \
+    } while (0)
+
 static uint64_t hash_bytes(const uint8_t *s, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) { h ^= s[i]; h *= 1099511628211ULL; }
-    return h;
+    uint64_t v0 = sip_k0 ^ 0x736f6d6570736575ULL, v1 = sip_k1 ^ 0x646f72616e646f6dULL;
+    uint64_t v2 = sip_k0 ^ 0x6c7967656e657261ULL, v3 = sip_k1 ^ 0x7465646279746573ULL;
+    uint64_t b = (uint64_t)n << 56;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t m;
+        memcpy(&m, s + i, 8);   /* little-endian hosts: the reference's byte order; elsewhere still keyed */
+        v3 ^= m;
+        SIPROUND;
+        v0 ^= m;
+    }
+    for (int k = 0; i < n; i++, k++) b |= (uint64_t)s[i] << (8 * k);
+    v3 ^= b;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
 }
 
 /* keys [first, last) of a map's key column must be distinct (a dict would merge duplicates) */
@@ -343,9 +381,9 @@ static int check_distinct(Dec *d, Col *keys, Py_ssize_t first, Py_ssize_t last) 
 }
 
 /* the item count of the next block (0: the end; -1: a block skipped whole); *count bounded by the bytes
- * left. An array or map the reader skips (skipping) has its blocks with a byte size skipped by that size,
- * as fastavro does. */
-static int rd_block(Dec *d, int skipping, int64_t min_size, int64_t *count, int64_t *seen) {
+ * left, or for items of no bytes (min_size 0) by the record's budget d->zero_left. An array or map the
+ * reader skips (skipping) has its blocks with a byte size skipped by that size, as fastavro does. */
+static int rd_block(Dec *d, int skipping, int64_t min_size, int64_t *count) {
     int64_t n;
     if (rd_long(d, &n) < 0) return -1;
     if (n < 0) {
@@ -363,10 +401,9 @@ static int rd_block(Dec *d, int skipping, int64_t min_size, int64_t *count, int6
     if (min_size > 0) {
         if (n > (d->end - d->p) / min_size) return fail(d, "block count larger than the bytes left");
     } else {
-        if (n > ZERO_SIZE_ITEMS_MAX || *seen + n > ZERO_SIZE_ITEMS_MAX)
-            return fail(d, "too many zero-size items");
+        if (n > d->zero_left) return fail(d, "too many zero-size items (ZERO_SIZE_ITEMS_MAX in the record)");
+        d->zero_left -= n;
     }
-    *seen += n;
     *count = n;
     return 0;
 }
@@ -494,10 +531,10 @@ static int run(Dec *d, const Op *op) {
         return put_bin(d, c, (const uint8_t *)op->table[i], op->table_len[i]);
     }
     case OP_ARRAY: {
-        int64_t count, seen = 0;
+        int64_t count;
         const Op *item = op->kids[0];
         for (;;) {
-            if (rd_block(d, !c, op->b, &count, &seen) < 0) return -1;
+            if (rd_block(d, !c, op->b, &count) < 0) return -1;
             if (!count) break;
             for (int64_t k = 0; k < count; k++)
                 if (run(d, item) < 0) return -1;
@@ -507,13 +544,13 @@ static int run(Dec *d, const Op *op) {
         return mark_valid(d, c);
     }
     case OP_MAP: {
-        int64_t count, seen = 0;
+        int64_t count;
         const Op *value = op->kids[0];
         Col *keys = c ? &d->cols[op->a] : NULL;
         Col *entries = c ? &d->cols[op->b] : NULL;
         Py_ssize_t first = keys ? keys->length : 0;
         for (;;) {
-            if (rd_block(d, !c, op->c, &count, &seen) < 0) return -1;
+            if (rd_block(d, !c, op->c, &count) < 0) return -1;
             if (!count) break;
             for (int64_t k = 0; k < count; k++) {
                 Py_ssize_t n;
@@ -876,6 +913,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         } else {
             d.p = s + offset;
             d.end = s + len;
+            d.zero_left = ZERO_SIZE_ITEMS_MAX;
             rc = run(&d, p->root);
             if (rc == 0 && d.p != d.end) {
                 snprintf(d.err, sizeof d.err, "%zd bytes left after the record (%zd bytes)",
@@ -921,5 +959,19 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__avro_arrow(void) {
+    /* the map-key hash's key: 16 bytes of os.urandom, never derived from PYTHONHASHSEED */
+    PyObject *os = PyImport_ImportModule("os");
+    if (!os) return NULL;
+    PyObject *key = PyObject_CallMethod(os, "urandom", "i", 16);
+    Py_DECREF(os);
+    if (!key) return NULL;
+    if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) != 16) {
+        Py_DECREF(key);
+        PyErr_SetString(PyExc_RuntimeError, "os.urandom(16) did not give 16 bytes");
+        return NULL;
+    }
+    memcpy(&sip_k0, PyBytes_AS_STRING(key), 8);
+    memcpy(&sip_k1, PyBytes_AS_STRING(key) + 8, 8);
+    Py_DECREF(key);
     return PyModule_Create(&module);
 }

@@ -26,6 +26,16 @@ Theory of operation.
   needs converting (bytes given as text, decimals, member structs). With the same schema on both sides,
   none of that exists and a record costs one fastavro call plus a check that the payload was consumed
   exactly (trailing bytes are corruption, not silently ignored).
+- fastavro trusts a block's item count: items that encode in no bytes (null, fixed(0), records of those)
+  cost it nothing to read, so one array declaring 2^62 of them loops for ever, and it recurses into a
+  recursive writer type as deep as the data goes (a crash of the process past a few thousand levels). For
+  a writer schema with such an array, or a recursive one, each payload first goes through a *guard*
+  (``_Guard``) that walks it as the writer encodes it, building nothing: every block count bounded by the
+  bytes left (count times the item's minimum size), zero-size items by ``ZERO_SIZE_ITEMS_MAX`` per record
+  over all its arrays, nesting of a recursive writer by ``RECURSIVE_DEPTH_MAX``. A payload past a bound is a
+  corrupt record (ValueError) before fastavro sees it. Every other schema costs nothing more: each item of
+  its arrays and maps takes at least one byte, so fastavro meets the payload's end first. The compiled path
+  (``avro_arrow``) applies the same bounds itself.
 - ``encoder`` converts a ``to_pylist()`` value by a function tree built once per (schema, Spark type)
   (names matched by name, ranges, enum symbols, fixed sizes, decimal precision and scale checked, each
   failure a ``RowMismatch`` naming the dotted field path) into the primitive values of a logical-type-free
@@ -72,6 +82,12 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
 _MICRO = _dt.timedelta(microseconds=1)
 _INT_RANGE = {"int": (-2**31, 2**31 - 1), "long": (-2**63, 2**63 - 1)}
+# Zero-size array items (null, fixed(0), records of those) one record may declare over all its arrays; keep in
+# sync with _avro_arrow.c.
+ZERO_SIZE_ITEMS_MAX = 1 << 20
+# Records of a recursive writer type nested in one another in one record: fastavro recurses once (or more) per
+# level on the C stack.
+RECURSIVE_DEPTH_MAX = 200
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -509,9 +525,196 @@ def _parse(schema_json: Any) -> Any:
         return fastavro.parse_schema(schema_json)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The guard: block counts and recursion bounded before fastavro reads a payload
+# ---------------------------------------------------------------------------------------------------------
+
+def _min_size(s: avro.schema.Schema, stack: tuple = ()) -> int:
+    """The fewest bytes a value of the writer type ``s`` encodes in (a recursive reference counts 0: a
+    record that contains itself without a union or array in between cannot be encoded at all)."""
+    kind = s.type
+    if kind == "null":
+        return 0
+    if kind == "float":
+        return 4
+    if kind == "double":
+        return 8
+    if kind == "fixed":
+        return s.size
+    if kind in ("record", "error"):
+        if id(s) in stack:
+            return 0
+        return sum(_min_size(f.type, stack + (id(s),)) for f in s.fields)
+    return 1   # boolean, int, long, string, bytes, enum, array, map (their end marker), union (its index)
+
+
+def _needs_guard(s: avro.schema.Schema) -> bool:
+    """Whether the writer type ``s`` has an array of zero-size items or a recursive record."""
+    seen: set[int] = set()
+
+    def walk(t, stack) -> bool:
+        kind = t.type
+        if kind in ("record", "error"):
+            if id(t) in stack:
+                return True
+            if id(t) in seen:
+                return False
+            seen.add(id(t))
+            return any(walk(f.type, stack | {id(t)}) for f in t.fields)
+        if kind == "array":
+            return _min_size(t.items) == 0 or walk(t.items, stack)
+        if kind == "map":
+            return walk(t.values, stack)
+        if kind == "union":
+            return any(walk(b, stack) for b in t.schemas)
+        return False
+    return walk(s, frozenset())
+
+
+def _corrupt(reason: str) -> ValueError:
+    return ValueError(f"corrupt Avro record: {reason}")
+
+
+def _varint(buf, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    end = len(buf)
+    for _ in range(10):
+        if pos >= end:
+            raise _corrupt("truncated (in a varint)")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+    raise _corrupt("varint longer than 10 bytes")
+
+
+class _Guard:
+    """The walk of one writer schema (see the module docstring): ``check(payload)`` returns None or raises
+    ValueError. Each node is a function ``(buf, pos, state) -> pos``; ``state`` is [zero-size items left,
+    recursive depth]."""
+
+    def __init__(self, w: avro.schema.Schema) -> None:
+        self.records: dict[int, list] = {}
+        self.root = self.node(w, frozenset())
+
+    def check(self, payload) -> None:
+        state = [ZERO_SIZE_ITEMS_MAX, 0]
+        self.root(payload, 0, state)
+
+    def node(self, s: avro.schema.Schema, stack: frozenset) -> Callable:
+        kind = s.type
+        if kind == "null":
+            return lambda buf, pos, state: pos
+        if kind == "boolean":
+            return _fixed_size(1)
+        if kind in ("int", "long", "enum"):
+            return lambda buf, pos, state: _varint(buf, pos)[1]
+        if kind == "float":
+            return _fixed_size(4)
+        if kind == "double":
+            return _fixed_size(8)
+        if kind == "fixed":
+            return _fixed_size(s.size)
+        if kind in ("string", "bytes"):
+            return _sized
+        if kind in ("record", "error"):
+            return self.record(s, stack)
+        if kind == "union":
+            branches = [self.node(b, stack) for b in s.schemas]
+
+            def union(buf, pos, state):
+                i, pos = _varint(buf, pos)
+                if not 0 <= i < len(branches):
+                    raise _corrupt("union branch index out of range")
+                return branches[i](buf, pos, state)
+            return union
+        if kind == "array":
+            return _blocks(self.node(s.items, stack), _min_size(s.items), None)
+        if kind == "map":
+            return _blocks(self.node(s.values, stack), 1 + _min_size(s.values), _sized)
+        raise ValueError(f"Unsupported Avro type {kind}")
+
+    def record(self, s, stack: frozenset) -> Callable:
+        holder = self.records.get(id(s))
+        if holder is not None:                      # a recursive reference: nesting is bounded
+            def nested(buf, pos, state):
+                state[1] += 1
+                if state[1] > RECURSIVE_DEPTH_MAX:
+                    raise _corrupt(f"a recursive type nested deeper than {RECURSIVE_DEPTH_MAX} "
+                                   f"(RECURSIVE_DEPTH_MAX)")
+                pos = holder[0](buf, pos, state)
+                state[1] -= 1
+                return pos
+            return nested
+        holder = self.records[id(s)] = [None]
+        fields = [self.node(f.type, stack | {id(s)}) for f in s.fields]
+
+        def record(buf, pos, state):
+            for field in fields:
+                pos = field(buf, pos, state)
+            return pos
+        holder[0] = record
+        return record
+
+
+def _sized(buf, pos: int, state) -> int:
+    n, pos = _varint(buf, pos)
+    if n < 0 or n > len(buf) - pos:
+        raise _corrupt("truncated (a length past the end of the record)")
+    return pos + n
+
+
+def _guarded(read: Callable, check: Callable) -> Callable:
+    """fastavro's ``schemaless_reader`` reading only what ``check`` passes (the stream is a BytesIO of the
+    whole payload, at its start)."""
+    def guarded_read(stream, writer_parsed, reader_parsed):
+        check(stream.getbuffer())
+        return read(stream, writer_parsed, reader_parsed)
+    return guarded_read
+
+
+def _fixed_size(n: int) -> Callable:
+    def fixed(buf, pos, state):
+        if len(buf) - pos < n:
+            raise _corrupt("truncated")
+        return pos + n
+    return fixed
+
+
+def _blocks(item: Callable, min_size: int, key: Callable | None) -> Callable:
+    """An array's or map's blocks: each count bounded by the bytes left, or by the record's zero-size
+    budget for items of no bytes (which have nothing to walk)."""
+    def blocks(buf, pos, state):
+        while True:
+            n, pos = _varint(buf, pos)
+            if n == 0:
+                return pos
+            if n < 0:
+                n = -n
+                size, pos = _varint(buf, pos)
+                if size < 0 or size > len(buf) - pos:
+                    raise _corrupt("bad block size")
+            if min_size == 0:
+                if n > state[0]:
+                    raise _corrupt(f"too many zero-size items (more than ZERO_SIZE_ITEMS_MAX = "
+                                   f"{ZERO_SIZE_ITEMS_MAX} in the record)")
+                state[0] -= n
+                continue
+            if n > (len(buf) - pos) // min_size:
+                raise _corrupt("block count larger than the bytes left")
+            for _ in range(n):
+                if key is not None:
+                    pos = key(buf, pos, state)
+                pos = item(buf, pos, state)
+    return blocks
+
+
 def decoder(reader, writer=None, *, framed: bool, message_name: str | None = None) -> Callable[[bytes], object]:
     """A function from one record's Avro payload (written with ``writer``, or ``reader`` when None) to the
-    Python value of ``spark_type(reader)``, resolved by Avro's rules. Corrupt payloads raise."""
+    Python value of ``spark_type(reader)``, resolved by Avro's rules. Corrupt payloads raise (ValueError for
+    those past the guard's bounds, see the module docstring)."""
     r = reader.model.schema
     w = writer.model.schema if writer is not None else r
     _sql(r, frozenset())  # refuses what Spark refuses (recursive records) before any record
@@ -524,6 +727,8 @@ def decoder(reader, writer=None, *, framed: bool, message_name: str | None = Non
     read = fastavro.schemaless_reader
     new_io = io.BytesIO
 
+    if _needs_guard(w):
+        read = _guarded(fastavro.schemaless_reader, _Guard(w).check)
     if fix is None:
         def decode(payload: bytes) -> object:
             stream = new_io(payload)
