@@ -146,6 +146,37 @@ def test_framed_records_of_two_ids_and_an_unknown_id(pylog_broker):
     assert arrays["_corrupt_value"].to_pylist() == [None, None, unknown]
 
 
+def test_a_bulk_decode_of_a_batch_of_two_schema_ids_reads_each_row_with_its_own_writer(pylog_broker):
+    """Once both ids' decoders exist, a batch starting with id 1 goes to id 1's compiled column decoder: a row of
+    id 2 in it must be read with id 2's writer schema (the compiled path refuses another header and the batch
+    goes record by record), not with id 1's. The two writers list the same two longs in opposite orders, so
+    either reading succeeds and only the values tell them apart."""
+    from connector.typed import avro_arrow
+    url = pylog_broker.schema_registry_url
+    ab = json.dumps({"type": "record", "name": "Pair", "fields": [{"name": "a", "type": "long"},
+                                                                  {"name": "b", "type": "long"}]})
+    ba = json.dumps({"type": "record", "name": "Pair", "fields": [{"name": "b", "type": "long"},
+                                                                  {"name": "a", "type": "long"}]})
+    client = RegistryClient(RegistryConfig((url,)))
+    ab_id, ba_id = client.register("pairs-value", "AVRO", ab), client.register("pairs-value", "AVRO", ba)
+    options = parse_source_options({**BASE, "subscribe": "pairs", "valueFormat": "avro",
+                                    "schema.registry.url": url}).resolve_typed()
+    decoder = ColumnDecoder(options.value_typed, False)
+    frame = struct.Struct(">bI")
+    ab_row = frame.pack(0, ab_id) + b"\x02\x04"        # a=1, b=2
+    ba_row = frame.pack(0, ba_id) + b"\x14\x28"        # b=10, a=20
+    # one uniform batch of each id first: both ids' decoders (and compiled decoders) are built
+    assert decoder.decode([ab_row], _where)["value"].to_pylist() == [{"b": 2, "a": 1}]
+    assert decoder.decode([ba_row], _where)["value"].to_pylist() == [{"b": 10, "a": 20}]
+    if avro_arrow.available():
+        assert decoder._bulk[ab_id] is not None and decoder._bulk[ba_id] is not None   # the bulk path is taken
+    arrays = decoder.decode([ab_row, ba_row, ab_row, ba_row], _where)
+    assert arrays["value"].to_pylist() == [{"b": 2, "a": 1}, {"b": 10, "a": 20}] * 2
+    assert arrays["valueSchemaId"].to_pylist() == [ab_id, ba_id] * 2
+    arrays = decoder.decode([ba_row, ab_row], _where)
+    assert arrays["value"].to_pylist() == [{"b": 10, "a": 20}, {"b": 2, "a": 1}]
+
+
 def test_a_typed_sink_writing_a_topic_column_must_name_its_subject():
     from pyspark.sql.types import LongType, StringType, StructField, StructType
     schema = StructType([StructField("topic", StringType()),
