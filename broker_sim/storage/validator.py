@@ -23,8 +23,9 @@ append is checked at three levels before anything is written:
 3. the records are walked once per batch by ``_records.scan`` (C, this package's extension: ~11-22 ns a
    record, no Python object per record), which reads them as Kafka 4.1's ``DefaultRecord`` does and answers
    the timestamp range, the null keys and whether the offset deltas are 0, 1, 2, ...; what it refuses (or
-   every batch, without the extension) goes to its pure twin :func:`walk_records`, the same rules in Python,
-   which raises Kafka's error for it. The rules then: an uncompressed batch's offset deltas are not checked
+   every batch, without the extension) goes to its pure twin ``walk_records`` of
+   :mod:`broker_sim.protocol.records` (the one definition of a record, which the connector reads by too), the
+   same rules in Python, which raises Kafka's error for it. The rules then: an uncompressed batch's offset deltas are not checked
    (Kafka does not); a compressed batch kept in its codec with deltas off is UNKNOWN_SERVER_ERROR (Kafka 4.1
    fails rebuilding it); on a compacted topic every record needs a key; with
    ``message.timestamp.type=CreateTime`` every record's timestamp must lie within
@@ -74,6 +75,8 @@ from typing import NamedTuple, Protocol
 
 import kafka.errors as Errors
 
+from broker_sim.protocol.records import (
+    WANT_HEADERS, WANT_KEYS, WANT_TIMESTAMPS, WANT_VALUES, VarintTooLong, read_varint, walk_records)
 from broker_sim.storage.batch import (
     ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, TRANSACTIONAL_MASK,
     BatchHeader, decode_header, parse_batches, verify_batch)
@@ -337,9 +340,9 @@ def _recompress(view: memoryview, batches: list[BatchHeader], rules: RecordRules
             continue
         records = memoryview(_decompressed_copy(raw, header, rules, False))[HEADER_SIZE:-PADDING] \
             if header.compression else raw[HEADER_SIZE:]
-        *_, keys, values, deltas, record_headers = walk_records(
+        keys, values, deltas, record_headers = walk_records(
             records, header.record_count, WANT_KEYS | WANT_VALUES | WANT_TIMESTAMPS | WANT_HEADERS,
-            compressed=bool(header.compression))
+            compressed=bool(header.compression))[4:8]
         builder = DefaultRecordBatchBuilder(
             magic=2, compression_type=codec, is_transactional=header.is_transactional,
             producer_id=header.producer_id, producer_epoch=header.producer_epoch,
@@ -462,137 +465,6 @@ def _scan_records(records, batch: BatchHeader, rules: RecordRules, want: int) ->
     return scanned
 
 
-# What a walk is asked to list besides its summary: the keys, the values, the timestamp deltas, the headers.
-WANT_KEYS, WANT_VALUES, WANT_TIMESTAMPS, WANT_HEADERS = 1, 2, 4, 8
-
-
-class _Underflow(Exception):
-    """Kafka's BufferUnderflowException: a read past the end of the records."""
-
-
-class _TooLong(Exception):
-    """ByteUtils' IllegalArgumentException: a varint of more than 5 bytes, a varlong of more than 10."""
-
-
-def _read_unsigned(buf, pos: int, end: int, width: int) -> tuple[int, int]:
-    """ByteUtils.readUnsignedVarint/Varlong: at most ``width`` bytes (5, 10), the last one's bits past 32/64
-    dropped, as Java's shift drops them."""
-    raw = 0
-    for shift in range(0, 7 * width, 7):
-        if pos >= end:
-            raise _Underflow
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return raw & ((1 << (width * 32 // 5)) - 1), pos
-    raise _TooLong
-
-
-def read_varint(buf, pos: int, end: int) -> tuple[int, int]:
-    """A zig-zag varint (32-bit) at ``buf[pos]``, as Kafka reads it, and the position after it."""
-    raw, pos = _read_unsigned(buf, pos, end, 5)
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def read_varlong(buf, pos: int, end: int) -> tuple[int, int]:
-    """A zig-zag varlong (64-bit) at ``buf[pos]``, as Kafka reads it, and the position after it."""
-    raw, pos = _read_unsigned(buf, pos, end, 10)
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def walk_records(records, count: int, want: int = 0, *, compressed: bool = False, partial: bool = False) -> tuple:
-    """The pure twin of ``_records.scan`` (the one definition of a record: Kafka 4.1's ``DefaultRecord`` and the
-    ``DefaultRecordBatch`` iterator): the same answer for what it accepts, plus the records' headers ((key,
-    value) lists) with ``want & WANT_HEADERS``; for what it refuses, Kafka's error:
-
-    1. ``count`` records must be there and nothing after them (INVALID_RECORD);
-    2. a record length that is not a varint of at most 5 bytes is UNKNOWN_SERVER_ERROR: Kafka reads it outside
-       the checks that turn a bad record into an InvalidRecordException; so is a negative length in a
-       ``compressed`` batch (the buffer Kafka allocates for the record);
-    3. anything else wrong inside a record (its fields past its length, a varint too long, a header count or
-       header key length below 0, bytes left in its length) is INVALID_RECORD.
-
-    ``partial``: a compressed batch kept in its codec, which Kafka walks with ``readPartiallyFrom``: the fields
-    one after the other, the length read but never compared with them (nor the header count with what is
-    left), every error INVALID_RECORD. What the length rules accept, this accepts alike, so the compiled walk
-    (length rules only) answers for it wherever it accepts.
-    Attributes are one byte, never read further; negative key and value lengths are null; header keys are
-    never decoded.
-    """
-    buf = memoryview(records)
-    end = len(buf)
-    lists = [[] if want & bit else None for bit in (WANT_KEYS, WANT_VALUES, WANT_TIMESTAMPS, WANT_HEADERS)]
-    low, high, nulls, in_order, pos = None, None, 0, True, 0
-    if count < 1:
-        raise Errors.InvalidRecordError(f"Invalid reported count for record batch: {count}")
-    for index in range(count):
-        try:
-            length, pos = read_varint(buf, pos, end)
-        except _Underflow:
-            raise Errors.InvalidRecordError("Incorrect declared batch size, premature EOF reached") from None
-        except _TooLong:
-            if partial:
-                raise Errors.InvalidRecordError(f"record {index}: Found invalid record structure") from None
-            raise Errors.UnknownError(f"record {index}: its length is not a varint of at most 5 bytes") from None
-        if not partial:
-            if length < 0 and compressed:
-                raise Errors.UnknownError(f"record {index}: negative record length {length}")
-            if end - pos < length:
-                raise Errors.InvalidRecordError(f"record {index}: Invalid record size: expected {length} bytes in "
-                                                f"record payload, but only {end - pos} remain")
-        start = pos
-        try:
-            delta, offset, key, value, pairs, pos = _read_fields(buf, pos + 1, end, index, partial)  # past attributes
-        except (_Underflow, _TooLong):
-            raise Errors.InvalidRecordError(f"record {index}: Found invalid record structure") from None
-        if not partial and pos - start != length:
-            raise Errors.InvalidRecordError(f"record {index}: Invalid record size: expected to read {length} bytes "
-                                            f"in record payload, but instead read {pos - start}")
-        in_order &= offset == index
-        nulls += key is None
-        low = delta if low is None else min(low, delta)
-        high = delta if high is None else max(high, delta)
-        for kept, item in zip(lists, (key, value, delta, pairs)):
-            if kept is not None:
-                kept.append(item)
-    if pos != end:
-        raise Errors.InvalidRecordError("Incorrect declared batch size, records still remaining in file")
-    return (low, high, nulls, in_order, *lists)
-
-
-def _read_fields(buf, pos: int, end: int, index: int, partial: bool) -> tuple:
-    """(timestampDelta, offsetDelta, key, value, headers, position after them) of the record whose fields start
-    at ``pos``; raises _Underflow/_TooLong, or InvalidRecordError for a header count or header key length."""
-    delta, pos = read_varlong(buf, pos, end)
-    offset, pos = read_varint(buf, pos, end)
-    key, pos = _read_bytes(buf, pos, end)
-    value, pos = _read_bytes(buf, pos, end)
-    header_count, pos = read_varint(buf, pos, end)
-    if header_count < 0 or (not partial and header_count > end - pos):
-        raise Errors.InvalidRecordError(f"record {index}: Found invalid number of record headers {header_count}")
-    pairs = []
-    for _ in range(header_count):
-        key_size, pos = read_varint(buf, pos, end)
-        if key_size < 0:
-            raise Errors.InvalidRecordError(f"record {index}: Invalid negative header key size {key_size}")
-        header_key, pos = _read_bytes(buf, pos, end, key_size)
-        header_value, pos = _read_bytes(buf, pos, end)
-        pairs.append((header_key, header_value))
-    return delta, offset, key, value, pairs, pos
-
-
-def _read_bytes(buf, pos: int, end: int, size: int | None = None) -> tuple[bytes | None, int]:
-    """Utils.readBytes after a varint size (or ``size``): None for a negative size; past ``end`` is refused."""
-    if size is None:
-        size, pos = read_varint(buf, pos, end)
-    if size < 0:
-        return None, pos
-    if size > end - pos:
-        raise _Underflow
-    return bytes(buf[pos:pos + size]), pos + size
-
-
 def _import_codecs() -> None:
     """Bind cramjam, lz4 and zstandard here at the first compressed batch (~5 ms to import: not at a start)."""
     global cramjam, lz4, zstandard
@@ -662,7 +534,7 @@ class _RecordSizes:
                 raise Errors.InvalidRecordError(f"{self.where}: more records than its recordsCount")
             try:
                 length, after = read_varint(out, cursor, end)
-            except _TooLong:
+            except VarintTooLong:
                 raise Errors.UnknownError(f"{self.where}: a record length is not a varint of at most 5 bytes") from None
             if length > self.limit:
                 raise Errors.MessageSizeTooLargeError(

@@ -122,7 +122,7 @@ def test_arrows_point_down():
         "broker_sim.config": set(),
         "broker_sim.controller": {"broker_sim.config"},
         "broker_sim.security": {"broker_sim.config", "broker_sim.controller"},
-        "broker_sim.storage": {"broker_sim.config"},
+        "broker_sim.storage": {"broker_sim.config", "broker_sim.protocol"},
         "broker_sim.replication": {"broker_sim.storage", "broker_sim.controller", "broker_sim.config",
                                    "broker_sim.errors", "broker_sim.security", "broker_sim.protocol"},
         "broker_sim.coordinator": {"broker_sim.storage", "broker_sim.replication", "broker_sim.controller",
