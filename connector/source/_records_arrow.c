@@ -44,23 +44,95 @@ static int buf_reserve(Buf *b, Py_ssize_t more) {
     return 0;
 }
 
-/* zigzag varint of at most 10 bytes; -1 when it runs past ``end`` or is too long */
-static int read_varlong(const uint8_t **at, const uint8_t *end, int64_t *out) {
+/* The one definition of a record (broker_sim/protocol/records.py: Kafka 4.1's DefaultRecord.readFrom), in C.
+ * ByteUtils.readVarlong: a zigzag varlong of at most 10 bytes, the tenth shifted into bit 63; -1 when it runs
+ * past ``end`` or is too long. */
+static inline int read_varlong(const uint8_t **at, const uint8_t *end, int64_t *out) {
     const uint8_t *p = *at;
     uint64_t value = 0;
-    int shift = 0;
-    while (1) {
-        if (p >= end || shift > 63)
+    for (int i = 0; i < 10; i++) {
+        if (p >= end)
             return -1;
         uint8_t byte = *p++;
-        value |= (uint64_t)(byte & 0x7f) << shift;
-        if (!(byte & 0x80))
-            break;
-        shift += 7;
+        value |= (uint64_t)(byte & 0x7f) << (7 * i);
+        if (!(byte & 0x80)) {
+            *at = p;
+            *out = (int64_t)((value >> 1) ^ (uint64_t)-(int64_t)(value & 1));
+            return 0;
+        }
     }
+    return -1;
+}
+
+/* ByteUtils.readVarint: at most 5 bytes, the fifth shifted into bit 28 of a 32-bit int (its bits past the 32nd
+ * dropped, as Java's shift drops them), zigzag; -1 when it runs past ``end`` or is too long. */
+static inline int read_varint(const uint8_t **at, const uint8_t *end, int64_t *out) {
+    const uint8_t *p = *at;
+    uint32_t value = 0;
+    for (int i = 0; i < 5; i++) {
+        if (p >= end)
+            return -1;
+        uint8_t byte = *p++;
+        value |= (uint32_t)(byte & 0x7f) << (7 * i);
+        if (!(byte & 0x80)) {
+            *at = p;
+            *out = (int32_t)((value >> 1) ^ (uint32_t)-(int32_t)(value & 1));
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* One record's fields, as parse_record reads them. */
+typedef struct {
+    int64_t ts_delta, offset_delta, key_len, value_len, header_count;
+    const uint8_t *key, *value, *headers;  /* key/value: NULL when null */
+} Record;
+
+/* The record at *at (a batch's records end at ``end``) into ``r``, *at moved past it; NULL, or what is wrong:
+ *   its length a varint >= 0 within the batch, its body read to its last byte exactly;
+ *   attributes ONE byte (any value, ignored), timestampDelta a varlong, offsetDelta a varint;
+ *   key and value lengths varints (any negative: null) within the record;
+ *   a header count >= 0, each header a key length >= 0 and a value length (negative: null) within the record.
+ */
+static const char *parse_record(const uint8_t **at, const uint8_t *end, Record *r) {
+    const uint8_t *p = *at;
+    int64_t length, skip;
+    if (read_varint(&p, end, &length) < 0 || length < 0 || length > end - p)
+        return "bad record length";
+    const uint8_t *record_end = p + length;
+    if (p >= record_end)
+        return "bad record length";
+    p++; /* attributes */
+    if (read_varlong(&p, record_end, &r->ts_delta) < 0 || read_varint(&p, record_end, &r->offset_delta) < 0)
+        return "bad timestamp or offset delta";
+    if (read_varint(&p, record_end, &r->key_len) < 0 || r->key_len > record_end - p)
+        return "bad key length";
+    r->key = r->key_len < 0 ? NULL : p;
+    if (r->key_len > 0)
+        p += r->key_len;
+    if (read_varint(&p, record_end, &r->value_len) < 0 || r->value_len > record_end - p)
+        return "bad value length";
+    r->value = r->value_len < 0 ? NULL : p;
+    if (r->value_len > 0)
+        p += r->value_len;
+    if (read_varint(&p, record_end, &r->header_count) < 0 || r->header_count < 0 ||
+        r->header_count > record_end - p)
+        return "bad header count";
+    r->headers = p;
+    for (int64_t h = 0; h < r->header_count; h++) {
+        if (read_varint(&p, record_end, &skip) < 0 || skip < 0 || skip > record_end - p)
+            return "bad header key";
+        p += skip;
+        if (read_varint(&p, record_end, &skip) < 0 || skip > record_end - p)
+            return "bad header value";
+        if (skip > 0)
+            p += skip;
+    }
+    if (p != record_end)
+        return "bytes left over after a record";
     *at = p;
-    *out = (int64_t)(value >> 1) ^ -(int64_t)(value & 1);
-    return 0;
+    return NULL;
 }
 
 typedef struct {
@@ -68,19 +140,9 @@ typedef struct {
     Py_ssize_t nulls;
 } BinCol;
 
-/* one nullable bytes field: length varint (-1 null) and the bytes */
-static int read_bytes_field(const uint8_t **at, const uint8_t *end, BinCol *col, Py_ssize_t row,
-                            const char **why) {
-    int64_t length;
-    if (read_varlong(at, end, &length) < 0) {
-        *why = "bad length varint";
-        return -1;
-    }
-    if (length < -1 || length > end - *at) {
-        *why = "field length out of bounds";
-        return -1;
-    }
-    if (length == -1) {
+/* one nullable bytes field (``data`` NULL: null) appended to ``col`` at ``row`` */
+static int append_field(BinCol *col, Py_ssize_t row, const uint8_t *data, int64_t length, const char **why) {
+    if (data == NULL) {
         col->nulls++;
         col->valid.p[row >> 3] &= (char)~(1 << (row & 7));
     } else if (length > 0) {
@@ -88,9 +150,8 @@ static int read_bytes_field(const uint8_t **at, const uint8_t *end, BinCol *col,
             *why = "field bytes beyond the batches' bytes";
             return -1;
         }
-        memcpy(col->data.p + col->data.len, *at, (size_t)length);
+        memcpy(col->data.p + col->data.len, data, (size_t)length);
         col->data.len += (Py_ssize_t)length;
-        *at += length;
     }
     if (col->data.len > INT32_MAX) {
         *why = "more than 2 GiB of bytes in one column";
@@ -121,46 +182,20 @@ static int parse_spans(const uint8_t *records, const Span *spans, Py_ssize_t nsp
         const uint8_t *p = records + s->start, *batch_end = records + s->end;
         c->bad_batch = s->base_offset;
         for (long long r = 0; r < s->count; r++) {
-            int64_t length, ts_delta, offset_delta, header_count, skip;
-            if (read_varlong(&p, batch_end, &length) < 0 || length < 6 || length > batch_end - p) {
-                c->why = "bad record length";
+            Record rec;
+            if ((c->why = parse_record(&p, batch_end, &rec)) != NULL)
                 return -1;
-            }
-            const uint8_t *record_end = p + length;
-            p++; /* attributes */
-            if (read_varlong(&p, record_end, &ts_delta) < 0 || read_varlong(&p, record_end, &offset_delta) < 0) {
-                c->why = "bad timestamp or offset delta";
+            if (append_field(&c->keys, row, rec.key, rec.key_len, &c->why) < 0 ||
+                append_field(&c->values, row, rec.value, rec.value_len, &c->why) < 0)
                 return -1;
-            }
-            if (read_bytes_field(&p, record_end, &c->keys, row, &c->why) < 0 ||
-                read_bytes_field(&p, record_end, &c->values, row, &c->why) < 0)
-                return -1;
-            if (read_varlong(&p, record_end, &header_count) < 0 || header_count < 0 ||
-                header_count > record_end - p) {
-                c->why = "bad header count";
-                return -1;
-            }
-            for (int64_t h = 0; h < header_count; h++) {
-                for (int part = 0; part < 2; part++) {
-                    if (read_varlong(&p, record_end, &skip) < 0 || skip < -part || skip > record_end - p) {
-                        c->why = "bad header";
-                        return -1;
-                    }
-                    if (skip > 0)
-                        p += skip;
-                }
-            }
-            if (p != record_end) {
-                c->why = "bytes left over after a record";
-                return -1;
-            }
+            int64_t ts_delta = rec.ts_delta, offset_delta = rec.offset_delta;
             uint64_t ts_ms = s->log_append ? (uint64_t)s->max_ts : (uint64_t)s->base_ts + (uint64_t)ts_delta;
             ((int64_t *)c->offsets.p)[row] = (int64_t)((uint64_t)s->base_offset + (uint64_t)offset_delta);
             ((int64_t *)c->stamps.p)[row] = (int64_t)(ts_ms * 1000u);
             ((int32_t *)c->types.p)[row] = (int32_t)s->kind;
             row++;
         }
-        if (p != batch_end) {
+        if (s->count > 0 && p != batch_end) { /* Kafka's iterator looks for more only after a record */
             c->why = "bytes left over after the batch's records";
             return -1;
         }
@@ -253,6 +288,117 @@ done:
     return result;
 }
 
+/* read_records(records, start, end, count, base_offset, base_timestamp, log_append_time, max_timestamp,
+ * headers) -> (offsets or None, timestamps, keys, values, headers or None): the records of one uncompressed
+ * (or decompressed) v2 batch, records[start:end], as Python lists (the per-record path: partial batches,
+ * headers, typed reads). ``offsets`` is None when the offset deltas are 0, 1, 2, ... (the caller makes a
+ * range); a header is a (key str, decoded as Java's String does: invalid UTF-8 replaced, value bytes or None)
+ * tuple. ValueError for what Kafka refuses, as decode_batches. */
+static PyObject *py_read_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    long long count, base_offset, base_ts, max_ts;
+    int log_append, want_headers;
+    if (!PyArg_ParseTuple(args, "y*nnLLLpLp", &view, &start, &end, &count, &base_offset, &base_ts, &log_append,
+                          &max_ts, &want_headers))
+        return NULL;
+    PyObject *offsets = NULL, *stamps = NULL, *keys = NULL, *values = NULL, *headers = NULL, *result = NULL;
+    const char *why = NULL;
+    if (start < 0 || end < start || end > view.len || count < 0 || count > (end - start) / 7 + 1) {
+        why = "batch bounds or record count out of range";
+        goto bad;
+    }
+    offsets = PyList_New(0);
+    stamps = PyList_New((Py_ssize_t)count);
+    keys = PyList_New((Py_ssize_t)count);
+    values = PyList_New((Py_ssize_t)count);
+    headers = want_headers ? PyList_New((Py_ssize_t)count) : Py_NewRef(Py_None);
+    if (offsets == NULL || stamps == NULL || keys == NULL || values == NULL || headers == NULL)
+        goto done;
+    const uint8_t *buf = view.buf, *p = buf + start, *batch_end = buf + end;
+    int gapless = 1;
+    for (long long r = 0; r < count; r++) {
+        Record rec;
+        if ((why = parse_record(&p, batch_end, &rec)) != NULL)
+            goto bad;
+        PyObject *item;
+        long long offset = (long long)((uint64_t)base_offset + (uint64_t)rec.offset_delta);
+        if (gapless && rec.offset_delta != r) {
+            gapless = 0;
+            for (long long before = 0; before < r; before++) {
+                item = PyLong_FromLongLong(base_offset + before);
+                if (item == NULL || PyList_Append(offsets, item)) {
+                    Py_XDECREF(item);
+                    goto done;
+                }
+                Py_DECREF(item);
+            }
+        }
+        if (!gapless) {
+            item = PyLong_FromLongLong(offset);
+            if (item == NULL || PyList_Append(offsets, item)) {
+                Py_XDECREF(item);
+                goto done;
+            }
+            Py_DECREF(item);
+        }
+        long long ts = log_append ? max_ts : (long long)((uint64_t)base_ts + (uint64_t)rec.ts_delta);
+        if ((item = PyLong_FromLongLong(ts)) == NULL)
+            goto done;
+        PyList_SET_ITEM(stamps, r, item);
+        item = rec.key == NULL ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)rec.key, rec.key_len);
+        if (item == NULL)
+            goto done;
+        PyList_SET_ITEM(keys, r, item);
+        item = rec.value == NULL ? Py_NewRef(Py_None)
+                                 : PyBytes_FromStringAndSize((const char *)rec.value, rec.value_len);
+        if (item == NULL)
+            goto done;
+        PyList_SET_ITEM(values, r, item);
+        if (want_headers) {
+            PyObject *pairs = PyList_New((Py_ssize_t)rec.header_count);
+            if (pairs == NULL)
+                goto done;
+            PyList_SET_ITEM(headers, r, pairs);
+            const uint8_t *h = rec.headers;
+            for (int64_t i = 0; i < rec.header_count; i++) {
+                int64_t key_len = 0, value_len = -1;
+                read_varint(&h, batch_end, &key_len);  /* parse_record checked them */
+                const uint8_t *key = h;
+                h += key_len;
+                read_varint(&h, batch_end, &value_len);
+                PyObject *name = PyUnicode_DecodeUTF8((const char *)key, (Py_ssize_t)key_len, "replace");
+                PyObject *value = value_len < 0 ? Py_NewRef(Py_None)
+                                                : PyBytes_FromStringAndSize((const char *)h, (Py_ssize_t)value_len);
+                if (value_len > 0)
+                    h += value_len;
+                PyObject *pair = name && value ? PyTuple_Pack(2, name, value) : NULL;
+                Py_XDECREF(name);
+                Py_XDECREF(value);
+                if (pair == NULL)
+                    goto done;
+                PyList_SET_ITEM(pairs, i, pair);
+            }
+        }
+    }
+    if (count > 0 && p != batch_end) { /* Kafka's iterator looks for more only after a record */
+        why = "bytes left over after the batch's records";
+        goto bad;
+    }
+    result = Py_BuildValue("(OOOOO)", gapless ? Py_None : offsets, stamps, keys, values, headers);
+    goto done;
+bad:
+    PyErr_Format(PyExc_ValueError, "record batch at offset %lld: %s", base_offset, why);
+done:
+    PyBuffer_Release(&view);
+    Py_XDECREF(offsets);
+    Py_XDECREF(stamps);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(headers);
+    return result;
+}
+
 /* next_offset(records, high): where the Fetch after ``records`` starts, read from the batch headers alone (the
  * reader sends that Fetch before it decodes these records): the next offset of the last whole batch, stopping at
  * the first batch that reaches ``high``; -1 when there is no whole batch or a batch is not v2 (magic 0/1 end
@@ -289,6 +435,9 @@ static PyObject *py_next_offset(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"decode_batches", py_decode_batches, METH_VARARGS,
      "decode_batches(records, spans) -> the column buffers of every record of the spans' batches"},
+    {"read_records", py_read_records, METH_VARARGS,
+     "read_records(records, start, end, count, base_offset, base_timestamp, log_append_time, max_timestamp, "
+     "headers) -> (offsets or None, timestamps, keys, values, headers or None) of one v2 batch's records"},
     {"next_offset", py_next_offset, METH_VARARGS,
      "next_offset(records, high) -> where the next Fetch starts, from the v2 batch headers alone (-1: unknown)"},
     {NULL, NULL, 0, NULL},

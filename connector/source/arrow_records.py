@@ -1,13 +1,27 @@
 """Kafka record batches (bytes of a Fetch response) -> one Arrow RecordBatch in the source's row schema.
 
-Theory of operation: ``decode`` walks the records bytes with aiokafka's
-compiled (Cython) ``MemoryRecords`` / ``DefaultRecordBatch`` reader, keeps
-the records in [low, high) and appends their fields to plain column lists
-(offsets and timestamp types as per-batch runs); ``to_record_batch`` turns
-them into Arrow arrays in one call per column (constant columns — topic,
-partition — are ``pa.repeat``\\ ed, timestamps are scaled from milliseconds
-to microseconds in one vectorised step). Per record, the only Python work
-is three list appends; the rest is per batch or vectorised.
+Theory of operation: ``decode`` frames the records bytes into batches with
+aiokafka's ``MemoryRecords`` (their headers: offsets, control and
+transactional flags), keeps the records in [low, high) and appends their
+fields to plain column lists (offsets and timestamp types as per-batch
+runs); ``to_record_batch`` turns them into Arrow arrays in one call per
+column (constant columns — topic, partition — are ``pa.repeat``\\ ed,
+timestamps are scaled from milliseconds to microseconds in one vectorised
+step).
+
+The records of a v2 batch are read by the one definition of a record,
+Kafka's ``DefaultRecord.readFrom`` (``broker_sim.protocol.records``: the
+attributes are one byte, varints at most 5 bytes, any negative key or value
+length null), never by aiokafka's record reader, which reads the attributes
+as a varint and so can see another key and value in the same bytes than the
+broker's validator and every Kafka consumer. Two compiled twins of it in
+``_records_arrow.c`` read them: ``decode_batches`` straight into Arrow
+buffers (whole uncompressed batches without headers, ``decode(compiled=True)``),
+``read_records`` into lists (the per-record path: partial batches, headers,
+typed reads, compressed batches once aiokafka's codecs have decompressed
+them); without the extension, ``walk_records`` of that module. What Kafka
+refuses raises ValueError on every path. Legacy batches (magic 0 and 1) are
+aiokafka's ``LegacyRecordBatch``, a different format.
 
 A compacted batch may hold fewer records than its offset span, or none (the
 empty batch the log cleaner keeps of an idempotent producer's last batch): it
@@ -32,8 +46,6 @@ _CONTROL_KEY = struct.Struct(">hh")  # control record key: version, type (0 abor
 _LOG_OVERHEAD = 12
 _BATCH_LENGTH = struct.Struct(">i")
 _MAGIC_AT = 16
-_RECORD_COUNT = struct.Struct(">i")
-_RECORD_COUNT_AT = 57
 _ABORT = 0
 # the v2 header fields a batch's rows need: base offset, attributes, base and max timestamp, record count
 _V2_HEADER = struct.Struct(">q13xh4xqq14xi")
@@ -84,7 +96,8 @@ def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=N
     """Records with offsets in [low, high) from ``records``; ``next_offset`` is past the last batch seen (-1: none).
 
     ``compiled``: decode uncompressed v2 batches with the C extension (when built, and without headers) into
-    ``Columns.chunks``, for ``to_record_batch`` only (the column lists stay empty)."""
+    ``Columns.chunks``, for ``to_record_batch`` only (the column lists stay empty).
+    Raises ValueError for records Kafka refuses to read."""
     from aiokafka.record.memory_records import MemoryRecords
 
     columns = Columns(headers=[] if include_headers else None)
@@ -114,7 +127,8 @@ def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=N
             while aborted_queue and aborted_queue[0][0] < batch_next:
                 aborted_producers.add(heapq.heappop(aborted_queue)[1])
             if batch.is_control_batch:
-                if batch.is_transactional and batch.producer_id in aborted_producers and _is_abort(batch):
+                if batch.is_transactional and batch.producer_id in aborted_producers and \
+                        _is_abort(batch, records, header_at, batch_start):
                     aborted_producers.discard(batch.producer_id)
                 next_offset = batch_next
                 continue
@@ -124,7 +138,7 @@ def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=N
         elif batch.is_control_batch:
             next_offset = batch_next
             continue
-        whole = columns.headers is None and low <= batch.base_offset and batch_next <= high
+        whole = low <= batch.base_offset and batch_next <= high
         v2 = whole and records[header_at + _MAGIC_AT] == 2
         if spans and v2 and not _V2_HEADER.unpack_from(records, header_at)[1] & _COMPRESSION:
             if not columns.chunks or not isinstance(columns.chunks[-1], list):
@@ -135,18 +149,14 @@ def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=N
                 if not columns.chunks or isinstance(columns.chunks[-1], list):
                     columns.chunks.append(Columns())
                 target = columns.chunks[-1]
-            _append_batch(batch, records, header_at, v2, low, high, target)
+            _append_batch(batch, records, header_at, batch_start, whole, low, high, target)
         next_offset = batch_next
         if batch_next >= high:
             break
     columns.next_offset = next_offset
-    if spans:
-        try:
-            columns.chunks = [_CompiledRows(records, chunk) if isinstance(chunk, list) else chunk
-                              for chunk in columns.chunks]
-        except ValueError:  # a malformed batch: aiokafka's reader gives the reference answer (or error)
-            return decode(records, low, high, aborted_transactions=aborted_transactions,
-                          read_committed=read_committed, include_headers=include_headers)
+    if spans:  # a batch Kafka refuses raises ValueError here, as on the per-record path
+        columns.chunks = [_CompiledRows(records, chunk) if isinstance(chunk, list) else chunk
+                          for chunk in columns.chunks]
     return columns
 
 
@@ -159,29 +169,124 @@ def next_fetch_offset(records: bytes | None, high: int) -> int:
     return _compiled.next_offset(records, high)
 
 
-def _append_batch(batch, records: bytes, header_at: int, v2_whole: bool, low: int, high: int, columns: Columns):
-    """The per-record path: ``batch``'s records in [low, high) appended to ``columns``' lists."""
+def _append_batch(batch, records: bytes, header_at: int, batch_end: int, whole: bool, low: int, high: int,
+                  columns: Columns) -> None:
+    """The per-record path: ``batch``'s records in [low, high) appended to ``columns``' lists (``whole``: all
+    of them are)."""
     timestamps, keys, values, headers = columns.timestamps, columns.keys, columns.values, columns.headers
     before = len(timestamps)
-    if v2_whole:
-        count = _RECORD_COUNT.unpack_from(records, header_at + _RECORD_COUNT_AT)[0]
-        _append_whole_batch(batch, count == batch.last_offset_delta + 1, columns)
+    if records[header_at + _MAGIC_AT] != 2:
+        _append_legacy(batch, low, high, columns)
     else:
-        offsets = []
-        for record in batch:
-            offset = record.offset
-            if offset < low:
-                continue
-            if offset >= high:
-                break
-            offsets.append(offset)
-            timestamps.append(record.timestamp)
-            keys.append(record.key)
-            values.append(record.value)
+        offsets, stamps, batch_keys, batch_values, pairs = read_v2(records, header_at, batch_end, headers is not None)
+        base_offset = batch.base_offset
+        if whole:
+            timestamps += stamps
+            keys += batch_keys
+            values += batch_values
             if headers is not None:
-                headers.append(record.headers)
-        columns.offset_runs.append(offsets)
+                headers += pairs
+            columns.offset_runs.append(range(base_offset, base_offset + len(stamps)) if offsets is None else offsets)
+        else:
+            kept = []
+            for index in range(len(stamps)):
+                offset = base_offset + index if offsets is None else offsets[index]
+                if offset < low:
+                    continue
+                if offset >= high:
+                    break
+                kept.append(offset)
+                timestamps.append(stamps[index])
+                keys.append(batch_keys[index])
+                values.append(batch_values[index])
+                if headers is not None:
+                    headers.append(pairs[index])
+            columns.offset_runs.append(kept)
     columns.type_runs.append((batch.timestamp_type, len(timestamps) - before))
+
+
+def read_v2(records: bytes, header_at: int, batch_end: int, want_headers: bool = False) -> tuple:
+    """The records of the v2 batch ``records[header_at:batch_end]`` as Kafka reads them: (offsets, or None when
+    they are base offset + 0, 1, 2, ...; timestamps in ms; keys; values; headers, (str key, value) lists, or
+    None unless ``want_headers``). A compressed batch is decompressed by aiokafka's codecs first. Raises
+    ValueError for what Kafka refuses (a stream that does not decompress included)."""
+    if batch_end - header_at < _V2_HEADER_SIZE:
+        raise ValueError(f"record batch at byte {header_at}: {batch_end - header_at} bytes is shorter than a "
+                         f"v2 batch header")
+    (base_offset, attributes, base_timestamp, max_timestamp,
+     count) = _V2_HEADER.unpack_from(records, header_at)
+    codec = attributes & _COMPRESSION
+    if codec:
+        data = _decompress(memoryview(records)[header_at + _V2_HEADER_SIZE:batch_end], codec, base_offset)
+        start, end = 0, len(data)
+    else:
+        data, start, end = records, header_at + _V2_HEADER_SIZE, batch_end
+    log_append = bool(attributes & _LOG_APPEND_TIME)
+    if _compiled is not None:
+        return _compiled.read_records(data, start, end, count, base_offset, base_timestamp, log_append,
+                                      max_timestamp, want_headers)
+    return _walk(data, start, end, count, base_offset, base_timestamp, log_append, max_timestamp, want_headers,
+                 bool(codec))
+
+
+def _decompress(payload: memoryview, codec: int, base_offset: int) -> bytes:
+    from aiokafka import codec as codecs
+
+    decoders = {1: codecs.gzip_decode, 2: codecs.snappy_decode, 3: codecs.lz4_decode, 4: codecs.zstd_decode}
+    if codec not in decoders:
+        raise ValueError(f"record batch at offset {base_offset}: unknown compression type id {codec}")
+    try:
+        return bytes(decoders[codec](payload.tobytes()))
+    except Exception as exc:  # each codec library raises its own errors for a corrupt stream
+        raise ValueError(f"record batch at offset {base_offset}: the {codec} stream does not decompress: "
+                         f"{exc!r}") from None
+
+
+def _walk(data, start: int, end: int, count: int, base_offset: int, base_timestamp: int, log_append: bool,
+          max_timestamp: int, want_headers: bool, compressed: bool) -> tuple:
+    """``read_records`` of the C extension, by the one definition's pure walk (a build without a compiler)."""
+    import kafka.errors as Errors
+
+    from broker_sim.protocol.records import (
+        WANT_HEADERS, WANT_KEYS, WANT_OFFSETS, WANT_TIMESTAMPS, WANT_VALUES, walk_records)
+
+    want = WANT_KEYS | WANT_VALUES | WANT_TIMESTAMPS | WANT_OFFSETS | (WANT_HEADERS if want_headers else 0)
+    if count == 0:  # Kafka's iterator reads nothing of a batch that claims no records
+        return None, [], [], [], [] if want_headers else None
+    try:
+        *_, keys, values, deltas, pairs, offset_deltas = walk_records(
+            memoryview(data)[start:end], count, want, compressed=compressed)
+    except (Errors.InvalidRecordError, Errors.UnknownError) as exc:
+        raise ValueError(f"record batch at offset {base_offset}: {exc}") from None
+    timestamps = [max_timestamp] * len(deltas) if log_append else [_long(base_timestamp + d) for d in deltas]
+    offsets = None if offset_deltas == list(range(len(offset_deltas))) else [
+        _long(base_offset + d) for d in offset_deltas]
+    headers = [[(bytes(k).decode("utf-8", "replace"), v) for k, v in record] for record in pairs] \
+        if want_headers else None
+    return offsets, timestamps, keys, values, headers
+
+
+def _long(value: int) -> int:
+    """``value`` wrapped to 64 bits, as Java's long arithmetic (and the C decoder's) wraps it."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def _append_legacy(batch, low: int, high: int, columns: Columns) -> None:
+    """A legacy message set (magic 0 or 1) by aiokafka's LegacyRecordBatch reader."""
+    offsets = []
+    for record in batch:
+        offset = record.offset
+        if offset < low:
+            continue
+        if offset >= high:
+            break
+        offsets.append(offset)
+        columns.timestamps.append(record.timestamp)
+        columns.keys.append(record.key)
+        columns.values.append(record.value)
+        if columns.headers is not None:
+            columns.headers.append(record.headers)
+    columns.offset_runs.append(offsets)
 
 
 def _span(records: bytes, header_at: int, batch_end: int, timestamp_type: int) -> tuple:
@@ -230,38 +335,13 @@ class _CompiledRows:
         return self.rows
 
 
-def _append_whole_batch(batch, gapless: bool, columns: Columns) -> None:
-    """The hot path: every record of ``batch`` becomes a row, no headers.
-
-    The per-record work is three appends through bound methods; when the batch
-    is ``gapless`` (as many records as its offset span: always, unless
-    compaction removed some) its offsets are one ``range`` instead of a list.
-    """
-    timestamps = columns.timestamps
-    append_timestamp, append_key, append_value = timestamps.append, columns.keys.append, columns.values.append
-    if gapless:
-        before = len(timestamps)
-        for record in batch:
-            append_timestamp(record.timestamp)
-            append_key(record.key)
-            append_value(record.value)
-        columns.offset_runs.append(range(batch.base_offset, batch.base_offset + len(timestamps) - before))
-        return
-    offsets = []
-    append_offset = offsets.append
-    for record in batch:
-        append_offset(record.offset)
-        append_timestamp(record.timestamp)
-        append_key(record.key)
-        append_value(record.value)
-    columns.offset_runs.append(offsets)
-
-
-def _is_abort(batch) -> bool:
-    for record in batch:
-        key = record.key
-        return key is not None and len(key) >= 4 and _CONTROL_KEY.unpack_from(key)[1] == _ABORT
-    return False
+def _is_abort(batch, records: bytes, header_at: int, batch_end: int) -> bool:
+    """True when the control batch's first record is an abort marker (its key: version, type 0)."""
+    if records[header_at + _MAGIC_AT] != 2:
+        return False
+    keys = read_v2(records, header_at, batch_end)[2]
+    key = keys[0] if keys else None
+    return key is not None and len(key) >= 4 and _CONTROL_KEY.unpack_from(key)[1] == _ABORT
 
 
 def to_record_batch(topic: str, partition: int, columns: Columns, schema, typing=None):
