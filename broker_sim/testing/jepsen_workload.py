@@ -257,14 +257,17 @@ class _ProducerWorker(_Worker):
                 self._raised(exc)
             seq += 1
             next_send += interval
-            delay = next_send - time.monotonic()
-            try:
-                producer.poll(max(0.0, delay))
-            except KafkaException as exc:
-                if not self._raised(exc):
-                    raise
-            if delay < -1.0:  # fell behind (e.g. the queue was full): do not burst to catch up
+            if next_send - time.monotonic() < -1.0:  # fell behind (e.g. the queue was full): do not burst to catch up
                 next_send = time.monotonic()
+            # poll() returns as soon as it has served one delivery report, so poll until the send is due: sending on
+            # every return tied the rate to the acks (4x the rate while they flowed) and pushed next_send seconds
+            # ahead, so the loop then slept through a fault window, sending nothing
+            while (delay := next_send - time.monotonic()) > 0 and not self.stop_event.is_set():
+                try:
+                    producer.poll(delay)
+                except KafkaException as exc:
+                    if not self._raised(exc):
+                        raise
         remaining = self._flush(producer, self.options.message_timeout_ms / 1000 + 5)
         if self._fatal.is_set():
             self._record_fatal(name)
