@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYLOG_STRESS_RECORDS="${1:-100000}" PYLOG_REQUIRE_KAFKA=1 PYTHONUNBUFFERED=1
 PYTHON="${PYTHON:-$(bash ci/setup.sh | tail -n 1)}"
-exec "$PYTHON" -m pytest tests/conformance/test_record_parsers.py -k fuzzed_batches -q -p no:cacheprovider
+exec "$PYTHON" -m pytest tests/conformance/test_record_parsers.py -k fuzzed_batches -q -p no:cacheprovider --timeout 0
