@@ -527,6 +527,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "Bytes per second a follower fetches for its follower.replication.throttled.replicas."),
     ConfigDef("replication.quota.window.size.seconds", "1", _parse_int(1),
               "A replication throttle's burst: at most this many seconds of its rate after an idle spell."),
+    ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", str(LONG_MAX), _parse_int(0),
+              "Bytes per second this broker copies moving replicas between its log dirs (AlterReplicaLogDirs)."),
     # --- clusters (ZooKeeper mode; ignored by a single node) ---
     ConfigDef("zookeeper.connect", "", str, "ZooKeeper HOST:PORT[,HOST:PORT][/chroot]; empty: single node."),
     ConfigDef("zookeeper.session.timeout.ms", "18000", _parse_int(1),
@@ -693,11 +695,13 @@ def _listener_setting(name: str) -> tuple[str | None, str]:
 
 # Dynamic broker configs (AlterConfigs / IncrementalAlterConfigs on a BROKER resource), Kafka 4's
 # DynamicBrokerConfig.AllDynamicConfigs.  pylog acts at run time on APPLIED_DYNAMIC_CONFIGS only: the defaults of
-# topic configs, applied to every partition at once, and the replication throttle rates (KIP-73).  The others
+# topic configs, applied to every partition at once, and the replication throttle rates (KIP-73, and the
+# log-dir moves' replica.alter.log.dirs.io.max.bytes.per.second).  The others
 # are accepted, stored (ZooKeeper or the data dir) and described, and pylog does not act on them:
 # BrokerConfig.raw keeps answering their static value.
 APPLIED_DYNAMIC_CONFIGS = frozenset(d.default for d in TOPIC_CONFIGS.values() if not d.name.startswith("internal.")) | \
-    frozenset(("leader.replication.throttled.rate", "follower.replication.throttled.rate"))  # replication throttles
+    frozenset(("leader.replication.throttled.rate", "follower.replication.throttled.rate",  # replication throttles
+               "replica.alter.log.dirs.io.max.bytes.per.second"))
 # SslConfigs.RECONFIGURABLE_CONFIGS: only per listener (listener.name.<l>.<config>), as Kafka
 DYNAMIC_SECURITY_CONFIGS = frozenset((
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type",

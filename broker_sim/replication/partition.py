@@ -724,7 +724,8 @@ class Partition:
         event loop): the log, epochs and producer state are reopened there, the replication state stays, and
         the old log is closed (regions already handed out keep its files until sent)."""
         old = (self.log, self.epochs, self.producers)
-        new_log = PartitionLog(directory, old[0].config, now_ms=self._now_ms, open_segments=self._open_segments)
+        new_log = PartitionLog(directory, old[0].config, now_ms=self._now_ms, open_segments=self._open_segments,
+                               recover_tail=False)  # an exact copy: no scan of the active segment on the loop
         try:
             self.log, self.epochs, self.producers = (new_log, LeaderEpochCache(directory, rebuild_from=new_log),
                                                      ProducerStateManager(directory))

@@ -94,7 +94,8 @@ from broker_sim.replication.partition import Partition
 from broker_sim.replication.throttle import ReplicationThrottles
 from broker_sim.storage.batch import BatchHeader
 from broker_sim.storage.checkpoint import read_checkpoint, write_checkpoint
-from broker_sim.storage.log_dirs import LogDirs, copy_pass, finish_copy, future_path, parse_log_dirs
+from broker_sim.storage.log_dirs import (LogDirs, copy_pass, finish_copy, future_path, mark_deleted,
+                                         parse_log_dirs)
 from broker_sim.storage.log import LogConfig, shared_open_segments, storage_descriptors
 from broker_sim.storage.segment import OpenSegments
 from broker_sim.storage.validator import (
@@ -573,7 +574,7 @@ class ReplicaManager:
                 future = future_path(target, source.name)
                 try:
                     for _ in range(2):  # the second pass copies only what changed during the first
-                        await asyncio.to_thread(copy_pass, source, future)
+                        await asyncio.to_thread(copy_pass, source, future, self.throttles.pace_copy)
                     partition = self.partitions.get(key)
                     if partition is None or partition.log.closed or partition.log.directory != source:
                         shutil.rmtree(future, ignore_errors=True)
@@ -586,7 +587,8 @@ class ReplicaManager:
                         self._delete_directory(target / source.name)  # still served from the source
                         raise
                     self.log_dirs.located[key] = target
-                    self._delete_directory(source)
+                    if (marked := mark_deleted(source)) is not None:  # renamed on the loop, removed off it
+                        await asyncio.to_thread(shutil.rmtree, marked, True)
                     log.info("moved %s from %s to %s (%d bytes copied on the event loop)",
                              partition, source.parent, target, copied)
                 except Exception:

@@ -12,14 +12,21 @@ the replicas its topic lists in ``leader.replication.throttled.replicas`` /
 * a leader answers a follower's fetch of a throttled partition, for a follower outside the ISR, with no
   records while its quota is exceeded (``server/handlers/fetch.py``), and counts what it sends.
 
+A third quota, ``replica.alter.log.dirs.io.max.bytes.per.second`` (Kafka's ``ReplicaAlterLogDirsThread``
+quota), bounds the bytes per second this broker copies moving replicas between its log dirs
+(AlterReplicaLogDirs, ``storage/log_dirs.py``), every move counted, none exempt: ``pace_copy`` is what a copy
+pass calls after each chunk, on its worker thread, and sleeps for what it answers.
+
 The rate is enforced as a token bucket refilled at the configured rate, holding at most one
 ``replication.quota.window.size.seconds`` of credit, and allowed into debt by one answer: a throttled
 copy then moves the configured bytes per second on average (measured by ``tests/cluster`` and
 ``bench``), with a burst of at most one window after an idle spell.  Rates are read at every use, so a
-dynamic config change applies at once.  Event loop only.
+dynamic config change applies at once.  Event loop only, but for ``pace_copy``, which takes its own lock
+(copy passes of several moves run on worker threads at once).
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable, Mapping
 
@@ -83,8 +90,18 @@ class ReplicationThrottles:
         window = lambda: float(config.get("replication.quota.window.size.seconds"))  # noqa: E731
         self.leader = ByteRateQuota(lambda: config.get("leader.replication.throttled.rate"), window, clock)
         self.follower = ByteRateQuota(lambda: config.get("follower.replication.throttled.rate"), window, clock)
+        self.alter_log_dirs = ByteRateQuota(lambda: config.get("replica.alter.log.dirs.io.max.bytes.per.second"),
+                                            window, clock)
+        self._copy_lock = threading.Lock()
         # topic -> (leader replicas, follower replicas): "*" or {(partition, broker)}; only topics that set one
         self._topics: dict[str, tuple] = {}
+
+    def pace_copy(self, size: int) -> float:
+        """Count ``size`` bytes a log-dir move copied; the seconds its copy should wait before the next chunk.
+        Thread-safe."""
+        with self._copy_lock:
+            self.alter_log_dirs.record(size)
+            return self.alter_log_dirs.wait_s()
 
     def set_topic(self, topic: str, configs: Mapping[str, str]) -> None:
         lists = (_parsed(configs.get(LEADER_REPLICAS, "")), _parsed(configs.get(FOLLOWER_REPLICAS, "")))

@@ -9,12 +9,16 @@ bytes (`stamp_batches`) and writes that copy to the active segment in one
 or would overflow 32-bit relative offsets. `read` returns `FileRegion`s of
 whole batches (one per segment touched) for zero-copy `os.sendfile`.
 
-Opening a directory always recovers the active segment (full CRC scan,
-truncating a torn or corrupt tail) and any sealed segment whose indexes are
-missing or inconsistent; other sealed segments are adopted from their indexes
-with a short tail scan. Leftover `.cleaned`, `.deleted` and `.tmp` files are
-removed. The log start offset lives in the `log-start-offset` checkpoint
-because DeleteRecords can move it inside a segment.
+Opening a directory recovers the active segment (full CRC scan, truncating a
+torn or corrupt tail) and any sealed segment whose indexes are missing or
+inconsistent; other sealed segments are adopted from their indexes with a
+short tail scan.  ``recover_tail=False`` adopts the active segment that way
+too (recovering it only when its indexes do not check out): for an exact copy
+of a live log's files (a log-dir move), whose tail cannot be torn, so a move
+costs no scan of the active segment on the event loop.  Leftover `.cleaned`,
+`.deleted` and `.tmp` files are removed. The log start offset lives in the
+`log-start-offset` checkpoint because DeleteRecords can move it inside a
+segment.
 
 Compaction (`cleaner.py`) replaces a run of sealed segments with one segment
 written under `.cleaned` names, through `replace_segments`, in Kafka's crash-safe
@@ -190,7 +194,7 @@ class PartitionLog:
 
     def __init__(
         self, directory: str | os.PathLike, config: LogConfig, *, now_ms: Callable[[], int] = wall_clock_ms,
-        open_segments: OpenSegments | None = None,
+        open_segments: OpenSegments | None = None, recover_tail: bool = True,
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -208,11 +212,11 @@ class PartitionLog:
         self._last_flush_ms = now_ms()
         self._closed = False
         self.recovered_bytes_truncated = 0
-        self._load()
+        self._load(recover_tail)
 
     # -- loading ---------------------------------------------------------------
 
-    def _load(self) -> None:
+    def _load(self, recover_tail: bool) -> None:
         now = self._now_ms()
         for path in list(self.directory.iterdir()):
             if path.name.endswith(_LEFTOVER_SUFFIXES):
@@ -241,7 +245,7 @@ class PartitionLog:
                     self.recovered_bytes_truncated += sealed.recover()
                 sealed.make_inactive(self._open_segments)
             segments.append(self._new_segment(base, now))
-        if segments:
+        if segments and (recover_tail or segments[-1].load() is not None):
             self.recovered_bytes_truncated += segments[-1].recover()
         checkpointed = self._read_log_start_offset()
         if not segments:

@@ -14,17 +14,27 @@ is kept in the first listed; the other is removed.
 Moving (AlterReplicaLogDirs, API 34), Kafka's future-log way: ``copy_pass``
 copies the partition's files into ``<target>/<name>.<id>-future`` on a worker
 thread while the partition keeps serving (sealed segments are immutable; a
-file that vanishes meanwhile is retention's doing and skipped), and may run
-again to shrink what changed since; ``finish_copy`` then runs on the event
-loop, where nothing appends meanwhile: it brings the future copy exactly up to
-date (the appended tail of a ``.log`` whose copied prefix still matches, every
-other changed file whole, files gone from the source removed), fsyncs it and
-renames it to ``<target>/<name>``.  The owner then reopens the replica there
-and removes the old directory.  No record is lost: the reopened log is a byte
-copy of the closed state, and regions already handed to consumers keep the old
-files open until sent.
+file that vanishes meanwhile is retention's doing and skipped), fsyncs what it
+copied there, and may run again to shrink what changed since; ``finish_copy``
+then runs on the event loop, where nothing appends meanwhile: it brings the
+future copy exactly up to date (the appended tail of a ``.log`` whose copied
+prefix still matches, every other changed file whole, files gone from the
+source removed), fsyncs only what it wrote and renames it to
+``<target>/<name>``.  The owner then reopens the replica there and removes the
+old directory (``mark_deleted`` on the loop, ``shutil.rmtree`` of the marked
+directory off it).  No record is lost: the reopened log is a byte copy of the
+closed state, and regions already handed to consumers keep the old files open
+until sent.  The event loop's share of a move is thus the few files changed
+since the last copy pass, whatever the partition's size, so moving a replica
+back and forth costs other clients nothing but the disk's bandwidth.
 
-Single-threaded apart from ``copy_pass``; no locks.
+That bandwidth is bounded by ``pace`` (Kafka's ``ReplicaAlterLogDirsThread``
+and its quota, ``replica.alter.log.dirs.io.max.bytes.per.second``,
+``replication/throttle.py``): ``copy_pass`` copies in chunks of
+``COPY_CHUNK`` bytes, counts each and sleeps (on its worker thread) for as
+long as ``pace`` says the quota is over.
+
+Single-threaded apart from ``copy_pass``; no locks (``pace`` brings its own).
 """
 from __future__ import annotations
 
@@ -32,8 +42,10 @@ import logging
 import os
 import re
 import shutil
+import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 from broker_sim.storage.checkpoint import fsync_directory
 
@@ -43,6 +55,7 @@ FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _TAIL_CHECK = 64  # bytes before a copied prefix's end compared before copying only a .log's tail
+COPY_CHUNK = 1 << 20  # bytes a copy pass copies between two calls of its pace
 
 
 def parse_log_dirs(value: str, default: Path) -> list[Path]:
@@ -122,11 +135,20 @@ class LogDirs:
         return [path for directory in self.dirs for path in directory.glob("*" + DELETE_SUFFIX)]
 
 
+def mark_deleted(directory: Path) -> Path | None:
+    """Rename to ``.<id>-delete`` (atomic): gone for every reader, removed by ``shutil.rmtree`` later or, after a
+    crash, at the next start.  Returns the marked path (None when ``directory`` does not exist)."""
+    if not directory.exists():
+        return None
+    marked = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+    directory.rename(marked)
+    return marked
+
+
 def remove_directory(directory: Path) -> None:
-    """Rename to ``.<id>-delete`` (atomic), then remove; a crash leaves a marked directory the next start removes."""
-    if directory.exists():
-        marked = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-        directory.rename(marked)
+    """``mark_deleted``, then remove at once."""
+    marked = mark_deleted(directory)
+    if marked is not None:
         shutil.rmtree(marked, ignore_errors=True)
 
 
@@ -134,8 +156,10 @@ def future_path(target: Path, name: str) -> Path:
     return target / f"{name}.{uuid.uuid4().hex}{FUTURE_SUFFIX}"
 
 
-def copy_pass(source: Path, future: Path) -> int:
-    """Copy every file of ``source`` that differs (size or mtime) from its copy in ``future``; returns bytes copied.
+def copy_pass(source: Path, future: Path, pace: Callable[[int], float] | None = None) -> int:
+    """Copy every file of ``source`` that differs (size or mtime) from its copy in ``future``, and fsync each copy;
+    returns bytes copied.  ``pace(bytes)`` is told each chunk copied and answers the seconds to wait before the
+    next (0: go on).
 
     Safe off the event loop: it only reads ``source``, and files vanishing meanwhile are skipped."""
     future.mkdir(parents=True, exist_ok=True)
@@ -148,10 +172,27 @@ def copy_pass(source: Path, future: Path) -> int:
                 copied_stat = target.stat()
                 if (copied_stat.st_size, copied_stat.st_mtime_ns) == (stat.st_size, stat.st_mtime_ns):
                     continue
-            shutil.copy2(path, target)
-            copied += stat.st_size
+            copied += _copy_file(path, target, pace)
         except FileNotFoundError:
             continue
+    fsync_directory(future)
+    return copied
+
+
+def _copy_file(path: Path, target: Path, pace: Callable[[int], float] | None) -> int:
+    """``shutil.copy2`` (to the end of ``path`` as it grows, then its times) in ``COPY_CHUNK``s, each told to
+    ``pace``, then fsync; returns bytes copied."""
+    copied = 0
+    with open(path, "rb") as a, open(target, "wb") as b:
+        while True:
+            sent = os.sendfile(b.fileno(), a.fileno(), copied, COPY_CHUNK)  # in the kernel, no GIL held
+            if not sent:
+                break
+            copied += sent
+            if pace is not None and (wait := pace(sent)) > 0:
+                time.sleep(wait)
+        os.fsync(b.fileno())
+    shutil.copystat(path, target)
     return copied
 
 
@@ -160,7 +201,7 @@ def finish_copy(source: Path, future: Path, final: Path) -> int:
 
     Call on the event loop (nothing may write ``source`` meanwhile)."""
     copied = 0
-    present = set()
+    present, written = set(), []
     for path in sorted(source.iterdir()):
         present.add(path.name)
         target = future / path.name
@@ -168,16 +209,19 @@ def finish_copy(source: Path, future: Path, final: Path) -> int:
         if target.exists():
             copied_size = target.stat().st_size
             if path.suffix == ".log" and copied_size <= size and _prefix_matches(path, target, copied_size):
-                copied += _append_tail(path, target, copied_size, size)
+                if size > copied_size:
+                    copied += _append_tail(path, target, copied_size, size)
+                    written.append(target)
                 continue
             if path.suffix in (".log", ".index", ".timeindex", ".txnindex") and _same_file(path, target):
                 continue
         shutil.copy2(path, target)
         copied += size
+        written.append(target)
     for path in list(future.iterdir()):
         if path.name not in present:
             path.unlink()
-    for path in future.iterdir():
+    for path in written:  # the rest was fsynced by the copy pass that wrote it
         with open(path, "rb") as f:
             os.fsync(f.fileno())
     fsync_directory(future)

@@ -51,8 +51,18 @@ def test_a_future_copy_brought_up_to_date_on_the_loop_holds_every_record(tmp_pat
             position = headers[-1].base_offset + 1
         assert offsets == list(range(130))
         assert moved.recovered_bytes_truncated == 0
+        state = ([s.base_offset for s in moved.segments], moved.log_end_offset, moved.active_segment.max_timestamp)
     finally:
         moved.close()
+    # how the broker reopens a moved replica: the active segment adopted from its indexes, not rescanned
+    adopted = PartitionLog(tmp_path / "b" / "t-0", LogConfig(segment_bytes=4096), now_ms=clock, recover_tail=False)
+    try:
+        assert ([s.base_offset for s in adopted.segments], adopted.log_end_offset,
+                adopted.active_segment.max_timestamp) == state
+        records = batches.build([b"after"])
+        assert adopted.append(records, parse_batches(records), leader_epoch=0).first_offset == 130
+    finally:
+        adopted.close()
 
 
 def test_segments_the_source_deleted_during_a_move_do_not_come_back_on_the_target(tmp_path, batches, clock):
@@ -81,3 +91,30 @@ def test_segments_the_source_deleted_during_a_move_do_not_come_back_on_the_targe
         assert parse_batches(moved.read_bytes(start, 1 << 20))[0].base_offset == start
     finally:
         moved.close()
+
+
+def test_a_copy_pass_keeps_to_replica_alter_log_dirs_io_max_bytes_per_second(tmp_path):
+    """The move's copy is paced by Kafka's ``replica.alter.log.dirs.io.max.bytes.per.second`` (default: no limit),
+    every byte counted; the copy is whole and fsynced either way."""
+    import os
+    import time
+
+    from broker_sim.config import BrokerConfig
+    from broker_sim.replication.throttle import ReplicationThrottles
+
+    source = tmp_path / "a" / "t-0"
+    source.mkdir(parents=True)
+    data = os.urandom(3 << 20)
+    (source / "00000000000000000000.log").write_bytes(data)
+    rate = 4 << 20
+    timings = {}
+    for name, config in (("unlimited", {}), ("paced", {"replica.alter.log.dirs.io.max.bytes.per.second": rate})):
+        throttles = ReplicationThrottles(BrokerConfig(config), broker_id=0)
+        future = future_path(tmp_path / name, "t-0")
+        started = time.monotonic()
+        assert copy_pass(source, future, throttles.pace_copy) == len(data)
+        timings[name] = time.monotonic() - started
+        assert (future / "00000000000000000000.log").read_bytes() == data
+        assert throttles.alter_log_dirs.recorded_bytes == len(data)
+    assert timings["paced"] >= 0.9 * len(data) / rate, timings  # 3 MiB at 4 MiB/s: 0.75 s at least
+    assert timings["unlimited"] < timings["paced"] / 3, timings
