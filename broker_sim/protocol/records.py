@@ -55,6 +55,12 @@ def _read_unsigned(buf, pos: int, end: int, width: int) -> tuple[int, int]:
     raise VarintTooLong
 
 
+def java_long(value: int) -> int:
+    """``value`` wrapped to 64 bits, as Java's long arithmetic wraps it: a record's timestamp is baseTimestamp +
+    timestampDelta, and its offset baseOffset + offsetDelta, in Java longs."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def read_varint(buf, pos: int, end: int) -> tuple[int, int]:
     """A zig-zag varint (32-bit) at ``buf[pos]``, as Kafka reads it, and the position after it."""
     raw, pos = _read_unsigned(buf, pos, end, 5)

@@ -76,7 +76,7 @@ from typing import NamedTuple, Protocol
 import kafka.errors as Errors
 
 from broker_sim.protocol.records import (
-    WANT_HEADERS, WANT_KEYS, WANT_TIMESTAMPS, WANT_VALUES, VarintTooLong, read_varint, walk_records)
+    WANT_HEADERS, WANT_KEYS, WANT_TIMESTAMPS, WANT_VALUES, VarintTooLong, java_long, read_varint, walk_records)
 from broker_sim.storage.batch import (
     ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, TRANSACTIONAL_MASK,
     BatchHeader, decode_header, parse_batches, verify_batch)
@@ -348,7 +348,7 @@ def _recompress(view: memoryview, batches: list[BatchHeader], rules: RecordRules
             producer_id=header.producer_id, producer_epoch=header.producer_epoch,
             base_sequence=header.base_sequence, batch_size=2**31 - 1)
         for index, (key, value, delta, pairs) in enumerate(zip(keys, values, deltas, record_headers)):
-            timestamp = header.max_timestamp if header.timestamp_type else header.base_timestamp + delta
+            timestamp = header.max_timestamp if header.timestamp_type else java_long(header.base_timestamp + delta)
             builder.append(index, timestamp=timestamp, key=key, value=value,
                            headers=[(bytes(k).decode("utf-8", "replace"), v) for k, v in pairs])
         built = builder.build()
@@ -392,6 +392,10 @@ def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inl
         low = high = batch.max_timestamp
     else:
         low, high = batch.base_timestamp + low, batch.base_timestamp + high
+        if java_long(low) != low or java_long(high) != high:  # some timestamp wraps, as Java's long sum does
+            stamps = [java_long(batch.base_timestamp + delta)
+                      for delta in _scan_records(records, batch, rules, WANT_TIMESTAMPS)[6]]
+            low, high = min(stamps), max(stamps)
     if _timestamps_refused(batch, rules, low, high):
         errors += _timestamp_errors(records, batch, rules)
     if errors:
@@ -429,7 +433,7 @@ def _timestamp_errors(records, batch: BatchHeader, rules: RecordRules) -> list[t
     deltas = _scan_records(records, batch, rules, WANT_TIMESTAMPS)[6]
     errors = []
     for index, delta in enumerate(deltas):
-        timestamp = batch.max_timestamp if batch.timestamp_type else batch.base_timestamp + delta
+        timestamp = batch.max_timestamp if batch.timestamp_type else java_long(batch.base_timestamp + delta)
         if not rules.log_append_time and timestamp != -1:
             low, high = rules.timestamps or (-2**63, 2**63 - 1)
             if not low <= timestamp <= high:

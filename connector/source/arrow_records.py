@@ -248,7 +248,7 @@ def _walk(data, start: int, end: int, count: int, base_offset: int, base_timesta
     import kafka.errors as Errors
 
     from broker_sim.protocol.records import (
-        WANT_HEADERS, WANT_KEYS, WANT_OFFSETS, WANT_TIMESTAMPS, WANT_VALUES, walk_records)
+        WANT_HEADERS, WANT_KEYS, WANT_OFFSETS, WANT_TIMESTAMPS, WANT_VALUES, java_long, walk_records)
 
     want = WANT_KEYS | WANT_VALUES | WANT_TIMESTAMPS | WANT_OFFSETS | (WANT_HEADERS if want_headers else 0)
     if count == 0:  # Kafka's iterator reads nothing of a batch that claims no records
@@ -258,17 +258,12 @@ def _walk(data, start: int, end: int, count: int, base_offset: int, base_timesta
             memoryview(data)[start:end], count, want, compressed=compressed)
     except (Errors.InvalidRecordError, Errors.UnknownError) as exc:
         raise ValueError(f"record batch at offset {base_offset}: {exc}") from None
-    timestamps = [max_timestamp] * len(deltas) if log_append else [_long(base_timestamp + d) for d in deltas]
+    timestamps = [max_timestamp] * len(deltas) if log_append else [java_long(base_timestamp + d) for d in deltas]
     offsets = None if offset_deltas == list(range(len(offset_deltas))) else [
-        _long(base_offset + d) for d in offset_deltas]
+        java_long(base_offset + d) for d in offset_deltas]
     headers = [[(bytes(k).decode("utf-8", "replace"), v) for k, v in record] for record in pairs] \
         if want_headers else None
     return offsets, timestamps, keys, values, headers
-
-
-def _long(value: int) -> int:
-    """``value`` wrapped to 64 bits, as Java's long arithmetic (and the C decoder's) wraps it."""
-    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def _append_legacy(batch, low: int, high: int, columns: Columns) -> None:

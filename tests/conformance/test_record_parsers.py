@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 import batch_corpus as corpus
 import record_fuzz as fuzz
 
+from broker_sim.testing.hostile_records import kafka_key_of_shifted, shifted_record
+
 SEEDED = fuzz.stress_count() or 3000
 CHUNK = 2000  # inputs per round trip to the oracle
 
@@ -85,25 +87,15 @@ def test_every_reader_reads_hypothesis_batches_as_kafka_does(oracle, data):
     assert _check(oracle, [fuzz.generate(fuzz.DrawSource(data))]) == []
 
 
-def crafted_record() -> bytes:
-    """Issue 44's kind of record: Kafka reads attributes 0x80 (one byte), a 7-byte key and the value b'EVIL'; a
-    reader that takes the attributes for a varint reads an empty key and the value 00 00 00 00 01 08 'EVIL': a
-    value framed with schema id 1 (Confluent's wire format), the Avro string "EVIL"."""
-    body = bytes([0x80, 0x00, 0x00, 0x0E, 0x00, 0x14]) + b"\x00\x00\x00\x00\x01" + b"\x08EVIL" + b"\x00"
-    # Kafka: attributes 80, timestampDelta 0, offsetDelta 0, key length 7 (00 14 00 00 00 00 01), value
-    # length 4, EVIL, no headers. Attributes as a varint (80 00): timestampDelta 0, offsetDelta 7, key length 0,
-    # value length 10 (00 00 00 00 01 08 EVIL), no headers.
-    return corpus.varint(len(body)) + body
-
-
-def test_the_crafted_record_is_read_alike_everywhere(oracle):
-    data = corpus.batch(crafted_record(), 1, fuzz.NOW_MS)
+def test_the_shifted_record_is_read_alike_everywhere(oracle):
+    """Issue 44's record (attributes 0x80, see broker_sim.testing.hostile_records): Kafka reads the value
+    b"EVIL"; so do the broker's validator and the connector's three paths (one read a framed value)."""
+    data = corpus.batch(shifted_record(1), 1, fuzz.NOW_MS)
     [answer] = oracle.read([data])
     [(_, _, _, [row])] = answer
-    assert row[3] == b"EVIL"
+    assert row[2:4] == (kafka_key_of_shifted(1), b"EVIL")
     assert fuzz.disagreements(data, answer) == []
-    broker = fuzz.broker_answer(data)
-    assert broker[:3] == ("accepted", [b"\x00\x14\x00\x00\x00\x00\x01"], [b"EVIL"])
+    assert fuzz.broker_answer(data)[:3] == ("accepted", [kafka_key_of_shifted(1)], [b"EVIL"])
 
 
 @pytest.mark.parametrize("field,encoded,broker_error", [
@@ -124,3 +116,18 @@ def test_what_kafka_refuses_every_reader_refuses(oracle, field, encoded, broker_
     assert answer[0] == "error"
     assert fuzz.disagreements(data, answer) == []
     assert fuzz.broker_answer(data) == ("refused", broker_error)
+
+
+def test_timestamps_wrap_as_java_longs_when_the_broker_reencodes(oracle):
+    """baseTimestamp + timestampDelta past 2**63 wraps in Kafka (Java longs): the broker reads the same
+    timestamp and re-encodes it (compression.type) instead of failing to pack it (struct.error)."""
+    delta = 2**63 - 1000
+    data = corpus.batch(corpus.record(0, b"k", b"v", timestamp_delta=delta), 1, fuzz.NOW_MS)
+    [answer] = oracle.read([data])
+    [(_, _, _, [row])] = answer
+    assert row[1] == fuzz.NOW_MS + delta - 2**64
+    assert fuzz.disagreements(data, answer) == []
+    stored = fuzz.broker_answer(data, codec=corpus.GZIP)
+    assert stored[0] == "accepted"
+    [restored] = oracle.read([stored[3]])
+    assert [r[1:] for r in restored[0][3]] == [row[1:]]
