@@ -91,6 +91,14 @@ def _parse_int(low: int | None = None, high: int = LONG_MAX) -> Callable[[str], 
     return parse
 
 
+def _parse_principal(value: str) -> str:
+    """A Kafka principal, ``<type>:<name>`` (``User:alice``), both parts non-empty."""
+    kind, sep, name = value.strip().partition(":")
+    if not sep or not kind or not name:
+        raise ValueError("expected a principal <type>:<name>, e.g. User:prometheus")
+    return f"{kind}:{name}"
+
+
 def _parse_optional_int(low: int, high: int = LONG_MAX) -> Callable[[str], int | None]:
     """An integer >= ``low``, or None for an empty value (the setting is unset)."""
     parse_int = _parse_int(low, high)
@@ -577,12 +585,21 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
               "anonymous; empty: BASIC when the broker has a SASL listener, else NONE."),
     ConfigDef("schema.registry.forward.timeout.ms", "30000", _parse_int(1),
               "How long a broker waits for the writer (the leader of _schemas-0) to answer a forwarded request."),
+    ConfigDef("schema.registry.compute.threads", "1", _parse_int(1),
+              "Worker threads that parse schemas and check compatibility, off the event loop; more requests "
+              "wait their turn."),
+    ConfigDef("schema.registry.compute.timeout.ms", "10000", _parse_int(1),
+              "Longest one request's parsing or compatibility checks may run (a transitive check's versions "
+              "together); beyond, it answers 500 / 50002 (operation timeout)."),
     # --- observability (pylog additions) ---
     ConfigDef("metrics.port", "-1", _parse_int(-1),
               "Serve Prometheus metrics at http://<metrics.host>:<port>/metrics (-1: off, 0: any free port)."),
     ConfigDef("metrics.host", "127.0.0.1", str,
-              "The address /metrics binds. It has no login and names every topic and group, so it binds to "
-              "loopback unless set (0.0.0.0: every interface; bind it where only the monitoring reaches)."),
+              "The address /metrics binds. It has no login, so it binds to loopback unless set (0.0.0.0: every "
+              "interface; bind it where only the monitoring reaches)."),
+    ConfigDef("metrics.principal", "User:ANONYMOUS", _parse_principal,
+              "With an authorizer, /metrics names only the topics and groups this principal may DESCRIBE "
+              "(ACLs with host *; a super user sees all). Without one it names every topic and group."),
     ConfigDef("metrics.consumergroup.max.series", "2000", _parse_int(0),
               "Most (group, topic, partition) series of kafka_consumergroup_lag and _current_offset per "
               "scrape, the groups in name order; the rest are counted in "

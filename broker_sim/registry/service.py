@@ -32,6 +32,7 @@ from typing import Awaitable, Callable, Iterator, Protocol
 
 from broker_sim.registry import errors, records, types
 from broker_sim.registry.errors import NotWriterError, RegistryError
+from broker_sim.registry.compute import ComputeLane, ComputeTimeout
 from broker_sim.registry.id_checkpoint import IdCheckpoint
 from broker_sim.registry.records import (
     ClearSubjectValue, ConfigValue, DeleteSubjectValue, IdHighWaterValue, ModeValue, Reference, SchemaValue,
@@ -44,8 +45,6 @@ LATEST = -1
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 MAX_SUBJECT_LENGTH = 4096
 CONTEXT_WILDCARD = ":*:"
-# schemas at least this long are parsed on a worker thread (``_parse_off_loop``)
-PARSE_ON_THREAD_CHARS = 16_384
 INT32_MAX = (1 << 31) - 1
 
 __all__ = ["LATEST", "NotWriterError", "RegistryService", "SchemaLog"]
@@ -97,11 +96,12 @@ def config_entity(config: ConfigValue | None, default_level: str = "BACKWARD") -
 class RegistryService:
     def __init__(self, log: SchemaLog, clock: Callable[[], float],
                  forward: Callable[[object], Awaitable[object]] | None = None,
-                 id_checkpoint: IdCheckpoint | None = None) -> None:
+                 id_checkpoint: IdCheckpoint | None = None, compute: ComputeLane | None = None) -> None:
         self.log = log
         self.clock = clock
         self.forward = forward
         self.id_checkpoint = id_checkpoint  # the id high-water mark that outlives the log (``id_checkpoint``)
+        self.compute = compute or ComputeLane()  # where parsing and compatibility checks run (``compute``)
         self.state = RegistryState()
         self._position = 0  # the next offset to apply
         self._hold: int | None = None  # while an append waits for its commit: apply nothing from here on
@@ -155,7 +155,8 @@ class RegistryService:
     async def _write(self, decide: Callable[[RegistryState], tuple[list, object]]) -> object:
         async with self._lock:
             self.catch_up()
-            planned, answer = decide(self.state)
+            decided = decide(self.state)
+            planned, answer = await decided if asyncio.iscoroutine(decided) else decided
             if planned:
                 if not self.log.is_writer():
                     raise NotWriterError("not the writer of _schemas")
@@ -200,9 +201,10 @@ class RegistryService:
         return tuple(r if isinstance(r, Reference) else Reference(r["name"], r["subject"], r["version"])
                      for r in raw)
 
-    def _parse(self, state: RegistryState, schema: str, schema_type: str, references: tuple[Reference, ...],
-               normalize: bool):
-        """The request's schema parsed (and normalized when asked), its references pinned to versions."""
+    async def _parse(self, state: RegistryState, schema: str, schema_type: str, references: tuple[Reference, ...],
+                     normalize: bool):
+        """The request's schema parsed (and normalized when asked) on the compute lane, its references pinned
+        to versions."""
         if schema_type not in types.SCHEMA_TYPES:
             raise errors.RegistryError(422, errors.INVALID_SCHEMA, f"Invalid schema type {schema_type}")
         pinned = tuple(self._pin(state, references))
@@ -214,7 +216,7 @@ class RegistryService:
         resolved = state.resolve_references(pinned)
         if resolved is None:
             raise errors.invalid_schema("a referenced schema could not be parsed")
-        parsed = _parsed(schema_type, schema, resolved, normalize)
+        parsed = await self.compute.run(_parsed, schema_type, schema, resolved, normalize)
         self._last_parse = (memo_key, parsed)
         return parsed, pinned
 
@@ -232,53 +234,22 @@ class RegistryService:
                 raise errors.invalid_schema(f"Invalid reference {ref.to_json()}: version not found")
             yield ref
 
-    async def _parse_off_loop(self, state: RegistryState, schema: str | None, schema_type: str,
-                              references: tuple[Reference, ...], normalize: bool) -> None:
-        """Parse a big schema on a worker thread ahead of ``_parse``, which then finds it in its memo.
-
-        Parsers cost microseconds per byte (the .proto grammar ~16 us, JSON Schema's meta-validation ~4-10
-        us), so a schema near schema.registry.max.request.bytes would hold the event loop, and with it every
-        Kafka client of the broker, for seconds.  Small schemas stay inline: a thread hop costs more.
-        Errors are left to ``_parse``, which answers them.
-        """
-        if not isinstance(schema, str) or len(schema) < PARSE_ON_THREAD_CHARS:
-            return
-        try:
-            pinned = tuple(self._pin(state, references))
-            resolved = state.resolve_references(pinned)
-        except RegistryError:
-            return
-        if resolved is None:
-            return
-        memo_key = (self._position, state is self.state, schema_type, schema, pinned, normalize)
-        try:
-            parsed = await asyncio.to_thread(_parsed, schema_type, schema, resolved, normalize)
-        except RegistryError:
-            return
-        self._last_parse = (memo_key, parsed)
-
-    @staticmethod
-    def _incompatibilities(state: RegistryState, level: str, parsed,
-                           previous: list[SchemaValue]) -> list[str]:
+    async def _incompatibilities(self, state: RegistryState, level: str, parsed,
+                                 previous: list[SchemaValue]) -> list[str]:
         """Confluent's ``isCompatibleWithPrevious``: the checker's messages for the first incompatible previous
-        version (newest first; only the latest unless transitive), then its version and the level."""
+        version (newest first; only the latest unless transitive), then its version and the level.  Every
+        check of one request runs as one job on the compute lane, so its deadline bounds them together."""
         if level == "NONE" or not previous:
             return []
         checked = [previous[-1]] if not level.endswith("_TRANSITIVE") else list(reversed(previous))
+        olds = []
         for old in checked:
             stored = state.schema_by_id(old.id)
-            if stored is None or stored.parsed is None:
-                continue
-            try:
-                messages = types.check_compatibility(level, parsed, [stored.parsed])
-            except Exception as e:  # a checker's failure refuses the schema rather than answering 500
-                log.exception("schema registry: the %s compatibility check failed", parsed.schema_type)
-                messages = [f"{{errorType:'CHECK_FAILED', description:'{type(e).__name__}: {e}'}}"]
-            if messages:
-                at = next((i for i, m in enumerate(messages) if m.startswith("{oldSchema: ")), len(messages))
-                return (messages[:at] + [f"{{oldSchemaVersion: {old.version}}}"] + messages[at:]
-                        + [f"{{compatibility: '{level}'}}"])
-        return []
+            if stored is not None and stored.parsed is not None:
+                olds.append((old.version, stored.parsed))
+        if not olds:
+            return []
+        return await self.compute.run(_first_incompatibility, level, parsed, olds)
 
     # ---- subjects and versions ----
 
@@ -291,14 +262,14 @@ class RegistryService:
         if not schema or not valid_subject(subject):
             return None
         state = self._read()
-        await self._parse_off_loop(state, schema, schema_type, self._references(references),
-                                   normalize or state.normalize(subject))
-        state = self._read()
         try:
-            parsed, pinned = self._parse(state, schema, schema_type, self._references(references),
-                                         normalize or state.normalize(subject))
-        except RegistryError:
+            parsed, pinned = await self._parse(state, schema, schema_type, self._references(references),
+                                               normalize or state.normalize(subject))
+        except RegistryError as e:
+            if e.error_code == errors.OPERATION_TIMEOUT:
+                raise
             return None
+        state = self._read()
         existing = state.id_of(identity(schema_type, parsed.canonical, pinned))
         if existing is None:
             return None
@@ -319,7 +290,7 @@ class RegistryService:
         if answer is not None:
             return answer
 
-        def decide(state: RegistryState):
+        async def decide(state: RegistryState):
             mode = state.mode_in_scope(subject)
             if mode in ("READONLY", "READONLY_OVERRIDE"):
                 raise errors.not_permitted(f"Subject {subject} is in read-only mode")
@@ -335,7 +306,7 @@ class RegistryService:
                 if not live:
                     raise errors.invalid_schema("Empty schema")
                 text, kind, pinned_in = live[-1].schema, live[-1].schema_type, live[-1].references
-            parsed, pinned = self._parse(state, text, kind, pinned_in, normalize or state.normalize(subject))
+            parsed, pinned = await self._parse(state, text, kind, pinned_in, normalize or state.normalize(subject))
             ident = identity(kind, parsed.canonical, pinned)
             new_id = schema_id
             existing = state.id_of(ident)
@@ -345,7 +316,7 @@ class RegistryService:
                         return [], {"id": existing}
                 new_id = existing
             if mode != "IMPORT":
-                messages = self._incompatibilities(state, state.compatibility_level(subject), parsed, live)
+                messages = await self._incompatibilities(state, state.compatibility_level(subject), parsed, live)
                 if messages:
                     raise errors.incompatible(subject, messages)
             number = version if version > 0 else new_version
@@ -363,6 +334,7 @@ class RegistryService:
                              if old.deleted and old.id == new_id and old.version < number]
             planned.append((records.schema_key(subject, number),
                             SchemaValue(subject, number, new_id, parsed.stored_text, kind, pinned)))
+            state.prepare(kind, parsed.stored_text, pinned, parsed)  # its replay needs no second parse
             return planned, {"id": new_id}
 
         return await self._write(decide)
@@ -371,11 +343,9 @@ class RegistryService:
                      normalize: bool = False, include_deleted: bool = False) -> dict:
         """POST /subjects/{subject}: the version of ``subject`` holding this schema."""
         state = self._read()
-        await self._parse_off_loop(state, schema, schema_type, self._references(references),
-                                   normalize or state.normalize(subject))
+        parsed, pinned = await self._parse(state, schema, schema_type, self._references(references),
+                                           normalize or state.normalize(subject))
         state = self._read()
-        parsed, pinned = self._parse(state, schema, schema_type, self._references(references),
-                                     normalize or state.normalize(subject))
         schema_id = state.id_of(identity(schema_type, parsed.canonical, pinned))
         if schema_id is not None:
             for s, v in state.subject_versions_of_id(schema_id, include_deleted):
@@ -644,9 +614,6 @@ class RegistryService:
                                  verbose: bool = False) -> dict:
         """POST /compatibility/subjects/{subject}/versions[/{version}] (``version`` None: every live version)."""
         state = self._read()
-        await self._parse_off_loop(state, schema, schema_type, self._references(references),
-                                   normalize or state.normalize(subject))
-        state = self._read()
         if version is None:
             previous = [v for v in state.all_versions(subject) if not v.deleted]
         elif version == LATEST:
@@ -658,13 +625,13 @@ class RegistryService:
                 raise errors.version_not_found(version)
             previous = [held]
         try:
-            parsed, _ = self._parse(state, schema, schema_type, self._references(references),
-                                    normalize or state.normalize(subject))
+            parsed, _ = await self._parse(state, schema, schema_type, self._references(references),
+                                          normalize or state.normalize(subject))
         except RegistryError as e:
             if not verbose or e.error_code != errors.INVALID_SCHEMA:
                 raise
             return {"is_compatible": False, "messages": [e.message]}  # Confluent's verbose answer
-        messages = self._incompatibilities(state, state.compatibility_level(subject), parsed, previous)
+        messages = await self._incompatibilities(state, state.compatibility_level(subject), parsed, previous)
         answer: dict = {"is_compatible": not messages}
         if verbose:
             answer["messages"] = messages
@@ -682,3 +649,22 @@ def _parsed(schema_type: str, schema: str, resolved, normalize: bool):
     except Exception as e:  # a parser's own failure on hostile text is still the client's invalid schema
         log.exception("schema registry: the %s parser failed", schema_type)
         raise errors.invalid_schema(f"{type(e).__name__}: {e}") from None
+
+
+def _first_incompatibility(level: str, parsed, olds: list[tuple[int, object]]) -> list[str]:
+    """The checker's messages for the first of ``olds`` ((version, parsed), in order) that ``parsed`` is not
+    compatible with, then that version and the level; [] when compatible with all.  Pure: runs on the compute
+    lane."""
+    for version, old in olds:
+        try:
+            messages = types.check_compatibility(level, parsed, [old])
+        except ComputeTimeout:
+            raise
+        except Exception as e:  # a checker's failure refuses the schema rather than answering 500
+            log.exception("schema registry: the %s compatibility check failed", parsed.schema_type)
+            messages = [f"{{errorType:'CHECK_FAILED', description:'{type(e).__name__}: {e}'}}"]
+        if messages:
+            at = next((i for i, m in enumerate(messages) if m.startswith("{oldSchema: ")), len(messages))
+            return (messages[:at] + [f"{{oldSchemaVersion: {version}}}"] + messages[at:]
+                    + [f"{{compatibility: '{level}'}}"])
+    return []

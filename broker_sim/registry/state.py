@@ -27,7 +27,8 @@ highest id still in the store, and would reuse ids after such a compaction.)  A 
 outright (emptied, truncated) cannot keep the mark: the service raises ``id_high_water`` to its
 ``IdCheckpoint`` after each replay.
 
-Each stored schema is parsed once, when its first record is applied, with its references resolved to the
+Each stored schema is parsed once, when its first record is applied (or taken from ``prepare``: the writer
+parsed its own registration already, off the event loop), with its references resolved to the
 (subject, version) they name; a schema the parsers refuse (written by another registry, say) is kept with
 ``parsed = None``, still served as text, and never equal to a new registration.
 """
@@ -71,6 +72,7 @@ class RegistryState:
         self._configs: dict[str | None, records.ConfigValue] = {}
         self._modes: dict[str | None, str] = {}
         self.id_high_water = 0
+        self._prepared: dict[tuple, object] = {}  # (type, text, references) -> parsed, from ``prepare``
         self.applied = 0  # records applied (skipped ones included), for the logs and the tests
 
     # ---- replay ----
@@ -167,8 +169,16 @@ class RegistryState:
                 if ident is not None and self._identities.get(ident) == held.id:
                     del self._identities[ident]
 
+    def prepare(self, schema_type: str, text: str, references: tuple[Reference, ...], parsed) -> None:
+        """The parse of a schema about to be appended (the service parsed it off the loop): its record's
+        ``apply`` takes it instead of parsing the text again."""
+        self._prepared = {(schema_type, text, references): parsed}
+
     def _parse_stored(self, value: SchemaValue):
         from broker_sim.registry import types
+        prepared = self._prepared.pop((value.schema_type, value.schema, value.references), None)
+        if prepared is not None:
+            return prepared
         try:
             resolved = self.resolve_references(value.references)
             if resolved is None:

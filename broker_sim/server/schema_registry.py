@@ -199,6 +199,8 @@ class SchemaRegistry:
             self._tailing.cancel()
         for server in self.servers:
             server.close()
+        if self.service is not None:
+            self.service.compute.close()
 
     # --- requests ---------------------------------------------------------------------------------
     async def handle(self, request: HttpRequest) -> HttpResponse:

@@ -1,0 +1,150 @@
+"""Hostile registry clients that make the broker compute or buffer (issue 44, finding 4): transitive
+compatibility checks of large versions, several clients checking at once, invalid schemas that are slow to
+reject, and GET /schemas from clients that never read the answer.
+
+Each test runs a ``Probe`` on other connections while it attacks: a Kafka ApiVersions request and a registry
+GET /subjects, one after the other, each timed (the worst during the attack must stay under 0.5 s; the same
+probe's worst before the attack is the control).  The broker must answer the attack itself within a bound,
+keep its RSS bounded where the attack is about memory, still serve Kafka clients, and restart.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from kafka.protocol.metadata import ApiVersionsRequest
+
+from client_helpers import free_port
+from hostile import assert_serving, rss_bytes
+from kafka_wire import WireClient
+
+LATENCY_BOUND_S = 0.5
+MB = 1 << 20
+OPERATION_TIMEOUT = 50002
+
+
+class Registry:
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+
+    def call(self, method: str, path: str, body: dict | None = None, timeout: float = 120) -> tuple[int, object]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+
+class Probe(threading.Thread):
+    """ApiVersions on a Kafka connection and GET /subjects on the registry, in turn; ``worst()`` is the slowest
+    answer since the last ``reset()``, counting one still unanswered for as long as it has waited."""
+
+    def __init__(self, bootstrap: str, registry: Registry) -> None:
+        super().__init__(daemon=True)
+        self.client = WireClient(bootstrap, timeout=120)
+        self.registry = registry
+        self.samples: list[float] = []
+        self.errors: list[str] = []
+        self.waiting_since: float | None = None
+        self._done = threading.Event()
+
+    def _timed(self, call) -> None:
+        self.waiting_since = start = time.monotonic()
+        try:
+            call()
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            self.errors.append(repr(exc))
+        self.waiting_since = None
+        self.samples.append(time.monotonic() - start)
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self._timed(lambda: self.client.call(ApiVersionsRequest[0]()))
+            self._timed(lambda: self.registry.call("GET", "/subjects", timeout=120))
+            time.sleep(0.02)
+
+    def reset(self) -> None:
+        self.samples = []
+
+    def worst(self) -> float:
+        since = self.waiting_since
+        return max(self.samples + [time.monotonic() - since if since is not None else 0.0])
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(130)
+        self.client.close()
+
+
+def _registry_broker(hostile_broker, **config):
+    port = free_port()
+    broker = hostile_broker({"schema.registry.listeners": f"http://127.0.0.1:{port}",
+                             **{k.replace("_", "."): v for k, v in config.items()}})
+    return broker, Registry(port)
+
+
+def _probe(broker, registry: Registry) -> tuple[Probe, float]:
+    """A running probe and its control: the worst answer over a second before any attack."""
+    probe = Probe(broker.bootstrap_servers, registry)
+    probe.start()
+    time.sleep(1.0)
+    control = probe.worst()
+    probe.reset()
+    return probe, control
+
+
+def _assert_quick(probe: Probe, control: float, what: str) -> None:
+    worst = probe.worst()
+    assert len(probe.samples) >= 4, f"the probe got {len(probe.samples)} answers during {what}"
+    assert worst < LATENCY_BOUND_S, f"another client waited {worst:.2f} s during {what} (control {control:.3f} s)"
+    assert not probe.errors, probe.errors[:3]
+
+
+def big_avro(fields: int, default: str) -> str:
+    """A record of many fields: the avro package's compatibility check is quadratic in them."""
+    return json.dumps({"type": "record", "name": "Big", "fields": [
+        {"name": f"f{i}_{'x' * 30}", "type": "string", "default": default} for i in range(fields)]})
+
+
+def test_transitive_checks_of_large_versions_leave_the_loop_free_and_stop_at_their_deadline(hostile_broker):
+    broker, registry = _registry_broker(hostile_broker, schema_registry_compute_timeout_ms="3000")
+    assert registry.call("PUT", "/config/big", {"compatibility": "NONE"})[0] == 200
+    for i in range(3):
+        assert registry.call("POST", "/subjects/big/versions", {"schema": big_avro(6000, f"v{i}")})[0] == 200
+    assert registry.call("PUT", "/config/big", {"compatibility": "FULL_TRANSITIVE"})[0] == 200
+    probe, control = _probe(broker, registry)
+
+    answers: list[tuple[int, object, float]] = []
+
+    def attack(path: str, default: str) -> None:
+        start = time.monotonic()
+        status, body = registry.call("POST", path, {"schema": big_avro(6000, default)})
+        answers.append((status, body, time.monotonic() - start))
+
+    # one registration and three read-only tests at once: each would check three ~1 MB versions
+    attackers = [threading.Thread(target=attack, args=("/subjects/big/versions", "new"))]
+    attackers += [threading.Thread(target=attack, args=("/compatibility/subjects/big/versions", f"t{i}"))
+                  for i in range(3)]
+    for thread in attackers:
+        thread.start()
+    for thread in attackers:
+        thread.join(120)
+    _assert_quick(probe, control, "four transitive checks of 1 MB versions")
+    probe.stop()
+    assert len(answers) == 4
+    for status, body, took in answers:
+        assert (status, body["error_code"]) == (500, OPERATION_TIMEOUT), (status, body)
+        assert took < 4 * 3 + 10, f"an attack was answered after {took:.1f} s (four 3 s deadlines in turn)"
+    assert registry.call("GET", "/subjects/big/versions") == (200, [1, 2, 3])  # nothing was registered
+    small = json.dumps({"type": "record", "name": "Small", "fields": []})
+    assert registry.call("POST", "/subjects/small/versions", {"schema": small})[0] == 200  # the lane serves
+    assert_serving(broker)
+    hostile_broker.restart(broker)

@@ -1,0 +1,63 @@
+"""ComputeLane: jobs run off the event loop, one at a time per thread, and stop at their deadline."""
+import asyncio
+import threading
+import time
+
+import pytest
+
+from broker_sim.registry import errors
+from broker_sim.registry.compute import ComputeLane
+from broker_sim.registry.errors import RegistryError
+
+
+def _spin(seconds: float) -> str:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return threading.current_thread().name
+
+
+def _swallowing(seconds: float) -> str:
+    """A job whose own ``except Exception`` must not keep it running past its deadline."""
+    try:
+        return _spin(seconds)
+    except Exception:  # noqa: BLE001 - the point of the test
+        return "swallowed"
+
+
+def test_a_job_answers_off_the_loop_and_its_errors_come_back():
+    lane = ComputeLane(threads=1, timeout_s=5)
+
+    async def main():
+        assert (await lane.run(_spin, 0.01)).startswith("schema-registry-compute")
+        with pytest.raises(ZeroDivisionError):
+            await lane.run(lambda: 1 / 0)
+    asyncio.run(main())
+    lane.close()
+
+
+def test_a_job_past_its_deadline_is_stopped_and_the_loop_kept_running_meanwhile():
+    lane = ComputeLane(threads=1, timeout_s=0.3)
+
+    async def main():
+        ticks = []
+
+        async def ticker():
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.01)
+        task = asyncio.ensure_future(ticker())
+        start = time.monotonic()
+        for job in (_spin, _swallowing):
+            with pytest.raises(RegistryError) as info:
+                await lane.run(job, 60)
+            assert info.value.error_code == errors.OPERATION_TIMEOUT
+        took = time.monotonic() - start
+        task.cancel()
+        gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+        assert took < 5, f"two 60 s jobs took {took:.1f} s with a 0.3 s deadline"
+        assert max(gaps) < 0.25, f"the loop stalled {max(gaps):.2f} s while a job ran"
+        assert await lane.run(_spin, 0.01)  # the worker still serves
+    asyncio.run(main())
+    assert lane.timeouts == 2
+    lane.close()
