@@ -528,6 +528,7 @@ class Broker:
         if self.acls is None:
             self.acls = FileAclStore(self.data_dir)
         self.authorizer = acl.Authorizer.from_config(self.config, self.acls)
+        self.metrics.restrict(self.authorizer, self.config.get("metrics.principal"))  # what /metrics may name
         for user, mechanism, credential in self._add_scram:  # pylog-broker --add-scram
             await self._loop.run_in_executor(None, self.entity_configs.alter, "users", sanitize(user),
                                              {mechanism: credential.to_text()})

@@ -21,12 +21,19 @@ built share its result, so N scrapers cost one build.  The endpoint is served by
 HTTP server (``server/http.py``: at most ``MAX_HTTP_CONNECTIONS`` scrapers, timed out, responses
 written in slices as the client reads them, so a scraper that stops reading holds a bounded buffer).
 
-Where it binds: ``metrics.host`` (default 127.0.0.1) and ``metrics.port``.  The endpoint has no login and
-names every topic and group, including those ACLs hide from a principal over Kafka; rather than a
-second authentication and authorization path in front of it (Prometheus scrapers speak neither SASL
-nor Kafka ACLs, and a per-principal exposition would defeat sharing one build between scrapers), it is
-an explicit bind, loopback unless the operator chooses an interface only the monitoring reaches — as a
-Kafka broker's JMX exporter agent is deployed.
+Where it binds: ``metrics.host`` (default 127.0.0.1) and ``metrics.port``: an explicit bind, loopback
+unless the operator chooses an interface only the monitoring reaches — as a Kafka broker's JMX exporter
+agent is deployed.  The endpoint has no login (Prometheus scrapers speak neither SASL nor Kafka ACLs).
+
+What it names: Kafka's JMX is not ACL-guarded, but /metrics is a network endpoint beside listeners whose
+ACLs hide topics and groups, so with an authorizer (``authorizer.class.name``) it names them as one
+principal would see them over Kafka: ``metrics.principal`` (default ``User:ANONYMOUS``, what an
+unauthenticated client is).  A series labelled with a topic is kept only when that principal may DESCRIBE
+the topic (as Metadata decides; a ``super.users`` principal sees all), a consumer group's series only when it
+may DESCRIBE the group and the topic; ACLs for it must allow host ``*`` (a scrape has no Kafka host).  Totals
+without names (partition and group counts, under-replicated partitions) still count everything.  Without
+an authorizer every topic and group is named, as nothing is hidden.  The principal is fixed, so one build
+still serves every scraper.
 
 Names: Kafka's MBean ``kafka.<domain>:type=<Type>,name=<Name>[,k=v]`` becomes
 ``kafka_<domain>_<type>_<name>`` in lower case, ``...PerSec`` meters become
@@ -43,7 +50,7 @@ import asyncio
 import bisect
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from broker_sim.server.http import HttpRequest, HttpServer
@@ -107,6 +114,29 @@ class BrokerMetrics:
         self.failed_authentications = 0
         # the Schema Registry's HTTP Basic logins (registry/auth.py's BasicAuthenticator: successes, failures)
         self.schema_registry_logins = None
+        self.restricted_to = None  # (authorizer, principal) whose view /metrics names (restrict)
+
+    def restrict(self, authorizer, principal: str) -> None:
+        """Name only the topics and groups ``principal`` may DESCRIBE through ``authorizer`` (None: all), from the
+        next scrape on; see the module docstring."""
+        self.restricted_to = (authorizer, principal) if authorizer is not None else None
+
+    def _describable(self, resource_type) -> Callable[[str], bool]:
+        """Whether a scrape may name a resource of this type (one authorizer decision per name and scrape)."""
+        restricted = self.restricted_to
+        if restricted is None:
+            return lambda name: True
+        from broker_sim.security.acl import Operation
+
+        authorizer, principal = restricted
+        decided: dict[str, bool] = {}
+
+        def describable(name: str) -> bool:
+            answer = decided.get(name)
+            if answer is None:
+                answer = decided[name] = authorizer.authorize(principal, "", Operation.DESCRIBE, resource_type, name)
+            return answer
+        return describable
 
     def watch(self, replicas, metadata, groups, transactions, connections, loop_monitor) -> None:
         """Report these parts of the broker at every scrape from now on (once the broker has opened them)."""
@@ -194,7 +224,10 @@ class BrokerCollector:
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # imported at the first scrape
+        from broker_sim.security.acl import ResourceType
 
+        self._shown_topic = self.metrics._describable(ResourceType.TOPIC)
+        self._shown_group = self.metrics._describable(ResourceType.GROUP)
         yield from self._partition_metrics()
         yield from self._group_metrics()
         yield from self._transaction_metrics()
@@ -255,11 +288,13 @@ class BrokerCollector:
         shrinks = expands = partitions = leaders = under_count = 0
         for (topic, index), partition in sorted(self.replicas.partitions.items()):
             key = [topic, str(index)]
-            for name, family in families.items():
-                family.add_metric(key, getattr(partition, name))
-            end.add_metric(key, partition.log_end_offset)
-            start.add_metric(key, partition.log_start_offset)
-            size.add_metric(key, partition.log.size_in_bytes)
+            shown = self._shown_topic(topic)
+            if shown:
+                for name, family in families.items():
+                    family.add_metric(key, getattr(partition, name))
+                end.add_metric(key, partition.log_end_offset)
+                start.add_metric(key, partition.log_start_offset)
+                size.add_metric(key, partition.log.size_in_bytes)
             shrinks += partition.isr_shrinks
             expands += partition.isr_expands
             partitions += 1
@@ -267,7 +302,8 @@ class BrokerCollector:
                 leaders += 1
                 lagging = len(partition.isr) < len(partition.replicas)
                 under_count += lagging
-                under.add_metric(key, int(lagging))
+                if shown:
+                    under.add_metric(key, int(lagging))
         yield from families.values()
         yield from (end, start, size, under)
         yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
@@ -307,7 +343,10 @@ class BrokerCollector:
         budget = self.metrics.max_group_series
         dropped = 0
         for group_id in sorted(groups):  # a client can create groups: the series are capped, the rest counted
-            offsets = groups[group_id].offsets
+            if not self._shown_group(group_id):
+                continue
+            offsets = {key: committed for key, committed in groups[group_id].offsets.items()
+                       if self._shown_topic(key[0])}
             if budget < len(offsets):
                 dropped += len(offsets)
                 budget = 0

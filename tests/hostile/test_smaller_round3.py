@@ -1,20 +1,28 @@
-"""Hostile round 3, the smaller findings (issue 44, 8): AlterReplicaLogDirs ping-pong.
+"""Hostile round 3, the smaller findings (issue 44, 8): AlterReplicaLogDirs ping-pong, /metrics and ACLs.
 
 Ping-pong: a client allowed to move replicas (ALTER on the cluster, or no authorizer) moves one big
 partition back and forth between two log dirs as fast as the broker takes it.  Other clients' produce
 latency during the attack is measured against a control measured in the same test, the broker's memory
 and descriptors are bounded, and it still serves and restarts on its data dir with every record.
+
+/metrics: a scraper of an unauthenticated HTTP endpoint must not learn the names of topics and groups that
+the broker's ACLs hide over Kafka (``server/metrics.py``: names as ``metrics.principal`` sees them).
 """
 from __future__ import annotations
 
+import re
 import statistics
 import threading
 import time
+import urllib.request
 
 from client_helpers import free_port
 from hostile import assert_serving, peak_rss_bytes, rss_bytes
-from kafka.protocol.admin import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
-from kafka_wire import LATEST, WireClient, create_topics, list_offsets, produce_request, produce_result, record_batch
+from kafka import KafkaConsumer, TopicPartition
+from kafka.protocol.admin import AlterReplicaLogDirsRequest, CreateAclsRequest, DescribeLogDirsRequest
+from kafka.structs import OffsetAndMetadata
+from kafka_wire import (
+    LATEST, WireClient, create_topics, list_offsets, metadata, produce_request, produce_result, record_batch)
 
 MIB = 1 << 20
 BIG_BYTES = 128 * MIB  # the partition moved: big enough that copying it takes a while on every move
@@ -113,4 +121,61 @@ def test_log_dir_ping_pong_does_not_starve_other_clients(hostile_broker, tmp_pat
     with WireClient(broker.bootstrap_servers, timeout=60) as client:
         assert where(client, "big") in dirs
         assert list_offsets(client, "big", 0, LATEST) == produced  # every record, after every move
+    assert_serving(broker)
+
+
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+TOPIC_AUTHORIZATION_FAILED = 29
+
+
+def _scrape(port: int) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+
+
+def _named(text: str, label: str) -> set[str]:
+    return set(re.findall(rf'{label}="([^"]*)"', text))
+
+
+def test_metrics_name_only_what_the_metrics_principal_may_describe(hostile_broker):
+    """With an authorizer, topic "secret" and group "g-secret" have ACLs letting only User:owner see them:
+    over Kafka User:ANONYMOUS is refused them, and /metrics (read as metrics.principal, User:ANONYMOUS by
+    default) names neither while naming "open" and "g-open"; its totals still count every partition.  On main
+    it named both.  The same data dir restarted with metrics.principal=User:owner names them again."""
+    port, metrics_port = free_port(), free_port()
+    config = {"authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "true",
+              "metrics.port": metrics_port, "offsets.topic.num.partitions": 1}
+    broker = hostile_broker(config=config, port=port)
+    with WireClient(broker.bootstrap_servers) as client:
+        assert create_topics(client, {"open": 1, "secret": 1}) == {"open": (0, None), "secret": (0, None)}
+        for topic in ("open", "secret"):
+            assert produce_result(client.call(produce_request(topic, 0, record_batch([b"v"]), acks=1)))[0] == 0
+    for group, topic in (("g-open", "open"), ("g-secret", "secret")):
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                 enable_auto_commit=False)
+        try:
+            consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
+        finally:
+            consumer.close()
+    with WireClient(broker.bootstrap_servers) as client:
+        Creation = CreateAclsRequest.AclCreation
+        response = client.call(CreateAclsRequest[3](creations=[Creation(
+            resource_type=kind, resource_name=name, resource_pattern_type=3, principal="User:owner", host="*",
+            operation=8, permission_type=3) for kind, name in ((2, "secret"), (3, "g-secret"))]))  # DESCRIBE, ALLOW
+        assert [r.error_code for r in response.results] == [0, 0]
+        topics = {t.name: t.error_code for t in metadata(client, ["open", "secret"], auto_create=False).topics}
+        assert topics == {"open": 0, "secret": TOPIC_AUTHORIZATION_FAILED}  # what ACLs hide over Kafka
+    text = _scrape(metrics_port)
+    assert _named(text, "topic") == {"open", "__consumer_offsets"}, \
+        "/metrics named topics its principal may not describe"
+    assert _named(text, "consumergroup") == {"g-open"}, "/metrics named groups its principal may not describe"
+    assert "secret" not in text
+    partitions = float(re.search(r"^kafka_server_replicamanager_partitioncount (\S+)$", text, re.M).group(1))
+    assert partitions == 3  # open-0, secret-0, __consumer_offsets-0: totals still count what they do not name
+    assert_serving(broker)
+
+    broker.terminate()
+    broker = hostile_broker(config={**config, "metrics.principal": "User:owner"}, data_dir=broker.data_dir,
+                            port=port)
+    text = _scrape(metrics_port)
+    assert {"open", "secret"} <= _named(text, "topic") and _named(text, "consumergroup") == {"g-open", "g-secret"}
     assert_serving(broker)
