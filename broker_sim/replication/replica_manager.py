@@ -383,8 +383,9 @@ class ReplicaManager:
 
     async def append_records(self, entries: Iterable[tuple[str, int, bytes | None]], *, required_acks: int,
                              timeout_ms: int, transactional_id: str | None = None,
-                             version: int = PRODUCE_VERSION) -> list[ProduceResult]:
+                             version: int = PRODUCE_VERSION, slices=None) -> list[ProduceResult]:
         """Append each (topic, partition, records) of an authorized Produce request; one result per entry, in order.
+        ``slices`` (the request's ``server.request_slicing.Slices``): the loop yields when it says so.
 
         See the module docstring for the rules; every failure is a result, nothing raises.
         """
@@ -396,6 +397,8 @@ class ReplicaManager:
             if wait is not None:
                 waits.append((len(results), *wait))
             results.append(result)
+            if slices is not None and slices.due():  # a request naming thousands of partitions lets others in
+                await asyncio.sleep(0)
         if waits:
             await self._await_replication(results, waits, timeout_ms)
         return results

@@ -19,6 +19,9 @@ On a SASL listener a connection that has not authenticated may send only
 ApiVersions, SaslHandshake and SaslAuthenticate (after a SaslHandshake v0,
 bare size-prefixed tokens); anything else closes it, as does any request
 after its session expired (``connections.max.reauth.ms``, KIP-368).
+A request whose frame is at least ``OFFLOAD_FRAME_BYTES`` is decoded, and its answer encoded, on the codec
+thread (``server/request_slicing.py``), so that a request naming a million partitions does not hold the loop
+while kafka-python reads or writes it; the handlers slice their own per-partition loops.
 Handlers raise nothing for per-partition problems: they put error codes in
 their responses.  An exception escaping a handler is a broker bug: it is
 logged with its traceback and closes the connection, never the broker.
@@ -42,6 +45,7 @@ from broker_sim.security.sasl import AuthenticationFailed, IllegalSaslState
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.metrics import BrokerMetrics
 from broker_sim.server.network import CloseConnection
+from broker_sim.server.request_slicing import OFFLOAD_FRAME_BYTES, OFFLOAD_PARTITIONS, codec_thread
 
 log = logging.getLogger(__name__)
 UNSUPPORTED_VERSION = 35
@@ -49,6 +53,16 @@ _SIZE = struct.Struct(">i")
 # what a SASL listener serves before authentication completes (Kafka's SaslServerAuthenticator)
 SASL_EXCHANGE = frozenset((int(ApiKey.ApiVersions), int(ApiKey.SaslHandshake), int(ApiKey.SaslAuthenticate)))
 PRODUCE = int(ApiKey.Produce)
+
+
+def _answered(answer: ProduceAnswer) -> int:
+    return sum(len(topic.partition_responses) for topic in answer.responses)
+
+
+def _decode(request_class, frame: bytes, version: int):
+    request = request_class.decode(frame, version=version, header=True)
+    check_not_null(request, version)
+    return request
 
 
 async def _timed(coroutine):
@@ -131,10 +145,13 @@ class Dispatcher:
         # a plain produce request is read without kafka-python's schema objects; anything else (and any
         # irregular produce request) is decoded by kafka-python, as before
         request = decode_produce(frame, version) if api_key == PRODUCE else None
+        large = len(frame) >= OFFLOAD_FRAME_BYTES
         if request is None:
             try:
-                request = spec.request.decode(frame, version=version, header=True)
-                check_not_null(request, version)
+                if large:  # kafka-python's decoder, pure Python: beside the loop (server/request_slicing.py)
+                    request = await codec_thread.run(_decode, spec.request, frame, version)
+                else:
+                    request = _decode(spec.request, frame, version)
             except Exception as exc:  # any decode failure means a malformed body
                 raise CloseConnection(f"malformed {spec.key.name} v{version} request: {exc!r}") from None
         client_id = request.header.client_id
@@ -164,6 +181,10 @@ class Dispatcher:
             return None
         if isinstance(result, list):
             return result
+        if large and (type(result) is not ProduceAnswer or _answered(result) >= OFFLOAD_PARTITIONS):
+            # the answer to a large request (a produce answer: only one naming many partitions, since most large
+            # produce requests carry few partitions of records): encoded beside the loop
+            return [await codec_thread.run(self._encode, result, version, correlation_id)]
         return [self._encode(result, version, correlation_id)]
 
     async def _raw_token(self, connection, authenticator, token: bytes) -> list:

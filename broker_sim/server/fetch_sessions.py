@@ -14,6 +14,13 @@ the partitions with something to say (Kafka's ``maybeUpdateResponseData``): reco
 epoch, or a high watermark, last stable offset or log start offset that moved since the session last told
 it.  So an idle follower's fetch of thousands of partitions is a few dozen bytes each way.
 
+What a session keeps: only partitions that exist and the client may read.  The leader makes a new session after
+the full fetch's read, and not at all when the answer names an unknown partition (UNKNOWN_TOPIC_OR_PARTITION)
+or one refused READ; an incremental fetch that meets one closes its session (the answer carries session id 0,
+which tells the client its session is gone).  Either way the client goes on with full fetches, which name every
+partition, so nothing is left unanswered when the topic appears or the ACL changes; and a request naming 50,000
+partitions that do not exist, or a topic it may not read, leaves nothing behind after its connection closed.
+
 Bounds (what a client controls): at most ``max.incremental.fetch.session.cache.slots`` sessions (Kafka's
 config, default 1000); a new session may take the slot of the least recently used session idle for
 ``EVICTION_MS`` (Kafka's min.incremental.fetch.session.eviction.ms, 2 minutes), or, for a follower

@@ -30,7 +30,14 @@ buffering without bound):
   that stopped halfway cannot keep everyone else waiting);
 * queued requests: at most ``MAX_QUEUED_REQUESTS`` frames or
   ``MAX_QUEUED_REQUEST_BYTES`` bytes wait behind the one being handled, then
-  reading pauses (until half of both is left);
+  reading pauses (until half of both is left) — one read may bring more frames than that at once, all queued;
+* loop time: a connection's task handles its queued requests one after the other, and once it has held the
+  loop ``PIPELINE_TURN_S`` since its turn began it yields before the next one, so every other ready
+  connection is served first.  Thousands of small requests pipelined on one connection then delay another
+  client by about one turn per busy connection, as Kafka's request queue (one request in flight per
+  connection: the channel is muted until its response is sent) delays it by one request per connection;
+  a turn of a few milliseconds keeps the tiny requests of a pipelining client from paying a loop round trip
+  each.  Within one request, the handlers' own loops yield (``server/request_slicing.py``);
 * responses: the transport's write buffer pauses the connection above
   ``WRITE_BUFFER_HIGH`` bytes and the next response waits until it drained, so
   a client that does not read its responses holds at most one response (a
@@ -66,6 +73,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections import deque
 from typing import Awaitable, Callable
 
@@ -86,6 +94,7 @@ STALLED_FRAME_S = 5.0  # starved this long with no memory released: the largest 
 TRIM_AFTER_TLS_ENDED = 32  # TLS connections ended (~300 KB of buffers each) before the heap is trimmed
 CLOSE_TIMEOUT_S = 2.0  # a closed transport not gone this long (a TLS shutdown the peer never finishes) is aborted
 MAX_TLS_HANDSHAKES = 128  # TLS handshakes in flight broker-wide (each holds ~300 KB of TLS buffers); beyond: refused
+PIPELINE_TURN_S = 0.002  # loop time one connection's queued requests take before the other connections get a turn
 
 
 def _trim_memory() -> None:
@@ -491,12 +500,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
+        turn_ends = time.perf_counter() + PIPELINE_TURN_S
         try:
             while not self._closed:
                 if not self._queue:
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     self._wakeup = None
+                    turn_ends = time.perf_counter() + PIPELINE_TURN_S
+                    continue
+                if time.perf_counter() >= turn_ends:  # the other connections' turn (see the module docstring)
+                    await asyncio.sleep(0)
+                    turn_ends = time.perf_counter() + PIPELINE_TURN_S
                     continue
                 frame = self._queue.popleft()
                 pool = self._pool  # the frame's reservation goes back where it was taken

@@ -16,9 +16,9 @@ def entry(index: int, offset: int = 0):
                                                   current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1)
 
 
-def fetch(client: WireClient, topic: str, entries, *, session_id: int, epoch: int, forgotten=()):
+def fetch(client: WireClient, topic: str, entries, *, session_id: int, epoch: int, forgotten=(), replica_id=-1):
     request = FetchRequest[12](
-        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=session_id,
+        replica_id=replica_id, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=session_id,
         session_epoch=epoch, topics=[FetchRequest.FetchTopic(topic=topic, partitions=list(entries))] if entries else [],
         forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=topic, partitions=list(forgotten))] if forgotten
         else [], rack_id="")
@@ -56,6 +56,24 @@ def test_a_session_answers_only_what_changed_and_refuses_wrong_epochs_and_ids(py
         closed = fetch(client, "s", [entry(0)], session_id=session, epoch=-1)  # FINAL: closed, answered sessionless
         assert closed.session_id == 0 and answered(closed) == {0: 1}
         assert fetch(client, "s", [], session_id=session, epoch=6).error_code == SESSION_NOT_FOUND
+
+
+def test_a_session_is_not_found_by_another_replica_and_lives_on_for_its_own(pylog_broker_factory):
+    """Kafka's FetchManager: a session belongs to whoever made it (consumer or follower replica id, principal);
+    another presenting its id and epoch is answered FETCH_SESSION_ID_NOT_FOUND, and the session is untouched."""
+    broker = pylog_broker_factory()
+    with WireClient(broker.bootstrap_servers) as client:
+        assert create_topics(client, {"owned": 2})["owned"][0] == 0
+        consumer = fetch(client, "owned", [entry(0), entry(1)], session_id=0, epoch=0)
+        assert consumer.error_code == 0 and consumer.session_id != 0
+        posing = fetch(client, "owned", [], session_id=consumer.session_id, epoch=1, replica_id=7)
+        assert (posing.error_code, posing.responses) == (SESSION_NOT_FOUND, [])
+        follower = fetch(client, "owned", [entry(0)], session_id=0, epoch=0, replica_id=7)
+        assert follower.error_code == 0 and follower.session_id not in (0, consumer.session_id)
+        stolen = fetch(client, "owned", [], session_id=follower.session_id, epoch=1)  # a consumer's request
+        assert (stolen.error_code, stolen.responses) == (SESSION_NOT_FOUND, [])
+        assert fetch(client, "owned", [], session_id=consumer.session_id, epoch=1).error_code == 0  # epoch 1 unused
+        assert fetch(client, "owned", [], session_id=follower.session_id, epoch=1, replica_id=7).error_code == 0
 
 
 def test_sessions_are_bounded_by_the_cache_slots(pylog_broker_factory):

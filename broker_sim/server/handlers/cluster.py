@@ -6,6 +6,7 @@ the client's listener; Metadata auto-creates topics through the broker's ``auto_
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Callable
 
 import kafka.errors as Errors
@@ -14,6 +15,7 @@ from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.controller.metadata import MetadataError, TopicInfo, validate_topic_name
 from broker_sim.protocol.apis import api_versions_response, messages
 from broker_sim.server.handlers.access import CREATE, DESCRIBE, TOPIC, Access
+from broker_sim.server.request_slicing import Slices
 
 NOT_REQUESTED = None  # authorized_operations when the client did not ask (INT32_MIN on the wire)
 
@@ -82,15 +84,13 @@ class ClusterApis:
         found = [b.on(listener) if listener else b for b in sorted(store.brokers.values(), key=lambda b: b.broker_id)]
         return [(b.broker_id, b.host, b.port, b.rack) for b in found if b is not None], store.controller_id
 
-    def _describable(self, ctx, name: str) -> bool:
-        return self._access.allowed(ctx, DESCRIBE, TOPIC, name)
-
     async def metadata(self, ctx, request):
         """Kafka's ACL rules: a request for all topics lists those the principal may DESCRIBE; a named topic it may
         not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED (whether it exists or not), and auto-creation needs
         CREATE on the cluster or the topic."""
         MetadataResponse = messages.MetadataResponse
         access, store = self._access, self._metadata
+        describable, slices = access.topic_check(ctx, DESCRIBE), Slices()
         if 10 <= ctx.version < 12 and any(t.name is None or t.topic_id is not None for t in request.topics or ()):
             # Kafka: topic ids are served from v12; before, a null name or a topic id is an InvalidRequestException,
             # every topic answered INVALID_REQUEST (MetadataRequest.getErrorResponse: a null name as "")
@@ -98,23 +98,29 @@ class ClusterApis:
                 _error_topic(Errors.InvalidRequestError, name=t.name or "", topic_id=t.topic_id)
                 for t in request.topics])
         if request.topics is None or (ctx.version == 0 and not request.topics):
-            topics = [self._topic_metadata(info) for info in list(store.topics.values())
-                      if self._describable(ctx, info.name)]
+            topics = []
+            for info in list(store.topics.values()):
+                if describable(info.name):
+                    topics.append(self._topic_metadata(info))
+                if slices.due():
+                    await asyncio.sleep(0)
         else:
             allow_create = request.allow_auto_topic_creation if ctx.version >= 4 else True
             topics = []
             for wanted in request.topics:
+                if slices.due():
+                    await asyncio.sleep(0)
                 name = wanted.name
                 if name is None and ctx.version >= 12:
                     info = store.topics_by_id.get(wanted.topic_id)
-                    if info is not None and not self._describable(ctx, info.name):
+                    if info is not None and not describable(info.name):
                         # Kafka: ids are not sensitive, names are: the id answered, the name withheld
                         topics.append(_error_topic(Errors.TopicAuthorizationFailedError, topic_id=wanted.topic_id))
                         continue
                     topics.append(self._topic_metadata(info) if info is not None
                                   else _error_topic(Errors.UnknownTopicIdError, topic_id=wanted.topic_id))
                     continue
-                if not self._describable(ctx, name):
+                if not describable(name):
                     topics.append(_error_topic(Errors.TopicAuthorizationFailedError, name=name))
                     continue
                 info = store.topics.get(name)
@@ -137,6 +143,8 @@ class ClusterApis:
             for topic in topics:
                 if not topic.error_code and topic.name:
                     topic.authorized_operations = access.authorized_operations(ctx, TOPIC, topic.name)
+                if slices.due():
+                    await asyncio.sleep(0)
         cluster_fields = {}  # kafka-python's name for cluster_authorized_operations (v8-10)
         if 8 <= ctx.version <= 10 and request.include_cluster_authorized_operations:
             cluster_fields["authorized_operations"] = access.cluster_operations(ctx)

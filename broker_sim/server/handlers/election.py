@@ -20,6 +20,7 @@ from broker_sim.controller.cluster_state import PartitionState
 from broker_sim.errors import error_of
 from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import ALTER, Access
+from broker_sim.server.request_slicing import Slices
 
 if TYPE_CHECKING:
     from broker_sim.controller.election import ElectionType, Outcome
@@ -36,15 +37,22 @@ class ElectionApis:
         from broker_sim.controller.election import ElectionType  # the election rules: at the first ElectLeaders
 
         kind = ElectionType(request.election_type) if ctx.version >= 1 else ElectionType.PREFERRED
-        wanted = (None if request.topic_partitions is None else
-                  {(entry.topic, p) for entry in request.topic_partitions for p in entry.partitions})
+        slices = Slices()
+        wanted = None
+        if request.topic_partitions is not None:  # in request order, each partition once
+            wanted = {}
+            for entry in request.topic_partitions:
+                for p in entry.partitions:
+                    wanted[(entry.topic, p)] = None
+                    if slices.due():
+                        await asyncio.sleep(0)
         if not self._access.allowed_cluster(ctx, ALTER):
             refused = (Errors.ClusterAuthorizationFailedError, "ALTER on the cluster is required")
-            return _response(ctx, {key: refused for key in wanted or ()},
-                             Errors.ClusterAuthorizationFailedError.errno)
+            return await _response(ctx, dict.fromkeys(wanted or (), refused),
+                                   Errors.ClusterAuthorizationFailedError.errno, slices)
         controller = self._controller()
         if controller is None:
-            outcomes = self._single_node(kind, wanted)
+            outcomes = await self._single_node(kind, wanted, slices)
         else:
             # not cancelled at the timeout: the controller still elects, as Kafka's does
             waiting = asyncio.wrap_future(controller.elect_leaders(kind, wanted))
@@ -64,31 +72,39 @@ class ElectionApis:
                 outcomes = {key: (Errors.for_code(code), message) for key in wanted or ()}
         if wanted is None:
             outcomes = {key: o for key, o in outcomes.items() if o[0] is not Errors.ElectionNotNeededError}
-        return _response(ctx, outcomes, 0)
+        return await _response(ctx, outcomes, 0, slices)
 
-    def _single_node(self, kind: ElectionType, wanted) -> dict[tuple[str, int], Outcome]:
+    async def _single_node(self, kind: ElectionType, wanted, slices: Slices) -> dict[tuple[str, int], Outcome]:
+        """This broker leads every partition it has: one decision for a partition that exists, one for one that
+        does not (the same for each), answered per named partition."""
         from broker_sim.controller.election import decide_election
 
         topics = self._metadata.topics
-        keys = wanted if wanted is not None else {(t, p) for t, info in topics.items() for p in range(info.partitions)}
+        keys = wanted if wanted is not None else [(t, p) for t, info in topics.items() for p in range(info.partitions)]
         me = self._broker_id
+        led = PartitionState(me, 0, (me,), 0)
+        existing = decide_election(kind, led, [me], {me}, {me}, 0)[1]
+        missing = decide_election(kind, led, [], {me}, {me}, 0)[1]
         outcomes = {}
         for topic, index in keys:
             info = topics.get(topic)
-            replicas = [me] if info is not None and 0 <= index < info.partitions else []
-            _, outcomes[(topic, index)] = decide_election(kind, PartitionState(me, 0, (me,), 0), replicas, {me}, {me},
-                                                          0)
+            outcomes[(topic, index)] = existing if info is not None and 0 <= index < info.partitions else missing
+            if slices.due():
+                await asyncio.sleep(0)
         return outcomes
 
 
-def _response(ctx, outcomes: dict[tuple[str, int], Outcome], error_code: int):
+async def _response(ctx, outcomes: dict[tuple[str, int], Outcome], error_code: int, slices: Slices):
+    """The answer, a topic's partitions in the order they were named (Kafka's answer is a map: no order)."""
     ElectLeadersResponse = messages.ElectLeadersResponse
     Result = ElectLeadersResponse.ReplicaElectionResult
     PartitionResult = Result.PartitionResult
     by_topic: dict[str, list] = {}
-    for (topic, index), (error, message) in sorted(outcomes.items()):
+    for (topic, index), (error, message) in outcomes.items():
         by_topic.setdefault(topic, []).append(PartitionResult(
             partition_id=index, error_code=error.errno if error is not None else 0, error_message=message))
+        if slices.due():
+            await asyncio.sleep(0)
     return ElectLeadersResponse(
         version=ctx.version, throttle_time_ms=0, error_code=error_code,
         replica_election_results=[Result(topic=topic, partition_result=results) for topic, results in by_topic.items()])

@@ -34,10 +34,16 @@ the leader only).  The leader may answer a consumer that names its rack
 (``rack_id``) with ``preferred_read_replica`` and no records, at once
 (``ReplicaManager.preferred_read_replica``, with ``replica.selector.class``).
 
+Cost: the handler's per-partition loops (collecting the request, reading, answering) give the event loop a turn at
+each of the request's ``Slices``, and an answer naming ``OFFLOAD_PARTITIONS`` or more is encoded on the codec
+thread (``server/request_slicing.py``): a fetch naming 150,000 partitions does not hold other clients.
+
 Fetch sessions (KIP-227, v7+): ``server/fetch_sessions.py`` decides what a request's session id and epoch
 mean; an incremental fetch reads every partition of its session (the request names only what changed) and
-its answer names only the partitions with something to say.  A session error (FETCH_SESSION_ID_NOT_FOUND,
-INVALID_FETCH_SESSION_EPOCH) is the answer's top-level error code, with no partitions.
+its answer names only the partitions with something to say.  READ is checked before anything is kept, and a
+new session is made after the read, only when every partition exists and may be read (see fetch_sessions.py).
+A session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) is the answer's top-level error code,
+with no partitions.
 
 A partition answered to a client with an error carries no offsets (high watermark, last stable offset and log
 start offset -1), as Kafka's ``ReplicaManager`` reports a failed read.  Another broker's follower fetch keeps
@@ -50,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from functools import partial
 from typing import Callable
 
 import kafka.errors as Errors
@@ -60,11 +67,13 @@ from broker_sim.security.quotas import FETCH as CONSUMER_BYTE_RATE
 from broker_sim.security.quotas import QuotaManager
 from broker_sim.server.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, MAX_SESSION_PARTITIONS, FetchSessionCache
 from broker_sim.server.fetch_sessions import next_epoch
-from broker_sim.server.handlers.access import READ, TOPIC, Access
+from broker_sim.server.handlers.access import READ, Access
 from broker_sim.errors import error_of
 from broker_sim.server.network import SENDFILE_MIN_BYTES
+from broker_sim.server.request_slicing import OFFLOAD_PARTITIONS, Slices, codec_thread
 
 READ_COMMITTED = 1
+UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
 # errors KafkaApis answers before the read (FetchResponse.partitionResponse): aborted transactions [], not null
 ANSWERED_BEFORE_READ = frozenset((Errors.UnknownTopicOrPartitionError.errno, Errors.TopicAuthorizationFailedError.errno))
 
@@ -79,20 +88,35 @@ class _Read:
         self.preferred = preferred
 
 
-def fetch_data(request) -> list[tuple[str, list]]:
+async def fetch_data(request, slices: Slices) -> list[tuple[str, list]]:
     """The request's partitions as Kafka's ``FetchRequest.fetchData`` sees them: one entry per
     (topic, partition) at its first position with its last data, runs of one topic grouped."""
     entries: dict[tuple[str, int], object] = {}
     for topic in request.topics:
         for data in topic.partitions:
             entries[(topic.topic, data.partition)] = data  # dict keeps the first insertion's position
+            if slices.due():
+                await asyncio.sleep(0)
+    return await _grouped(entries, slices)
+
+
+async def _grouped(entries: dict, slices: Slices) -> list[tuple[str, list]]:
+    """(topic, [partition data]) runs of ``entries`` ((topic, partition) -> data), in their order."""
     grouped: list[tuple[str, list]] = []
     for (name, _), data in entries.items():
         if grouped and grouped[-1][0] == name:
             grouped[-1][1].append(data)
         else:
             grouped.append((name, [data]))
+        if slices.due():
+            await asyncio.sleep(0)
     return grouped
+
+
+def _not_kept(topics, denied) -> bool:
+    """A session keeps only partitions that exist and the client may read: an answer naming an unknown
+    partition (UNKNOWN_TOPIC_OR_PARTITION) or refused READ gets no session (see the module docstring)."""
+    return bool(denied) or any(read.error == UNKNOWN_TOPIC_OR_PARTITION for _, reads in topics for read in reads)
 
 
 def _refused(partitions_by_topic, reason="a follower fetch (replica_id >= 0) needs ClusterAction: brokers only"):
@@ -124,29 +148,32 @@ class FetchApis:
 
     async def fetch(self, ctx, request):
         access = self._access
-        partitions_by_topic = fetch_data(request)
+        slices = Slices()
+        partitions_by_topic = await fetch_data(request, slices)
         from_follower = request.replica_id is not None and request.replica_id >= 0
         if from_follower and access.enabled and not access.cluster_action(ctx):
-            return _encode(ctx, request, _refused(partitions_by_topic))
-        session, incremental = None, False
+            return await _encode(ctx, request, _refused(partitions_by_topic), slices=slices)
+        session, incremental, new_session = None, False, False
         if ctx.version >= 7:
             try:
-                session, incremental, partitions_by_topic = self._session_for(ctx, request, from_follower,
-                                                                              partitions_by_topic)
+                session, new_session, partitions_by_topic = await self._session_for(
+                    ctx, request, partitions_by_topic, slices)
             except (Errors.FetchSessionIdNotFoundError, Errors.InvalidFetchSessionEpochError) as exc:
-                return _encode(ctx, request, [], error_code=exc.errno)
+                return await _encode(ctx, request, [], error_code=exc.errno)
+            incremental = session is not None
         denied = []
-        if not from_follower and access.enabled:  # a consumer needs READ on each topic
+        if not from_follower and access.enabled:  # a consumer needs READ on each topic, decided once per name
+            allowed = access.topic_check(ctx, READ)
             permitted = []
             for entry in partitions_by_topic:
-                (permitted if access.allowed(ctx, READ, TOPIC, entry[0]) else denied).append(entry)
+                (permitted if allowed(entry[0]) else denied).append(entry)
             if denied:
                 partitions_by_topic = permitted
                 denied = _refused(denied, "READ on the topic is not allowed")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(request.max_wait_ms, 0) / 1000.0
         while True:
-            topics, total = self._read_all(request, ctx.version, partitions_by_topic, from_follower)
+            topics, total = await self._read_all(request, ctx.version, partitions_by_topic, from_follower, slices)
             remaining = deadline - loop.time()
             if total >= request.min_bytes or remaining <= 0 or _has_error(topics) or denied:
                 break
@@ -176,27 +203,31 @@ class FetchApis:
                 for read in reads:
                     if read.partition is not None:
                         read.partition.high_watermark_sent(request.replica_id)
+        if session is not None and _not_kept(topics, denied):  # closed: the client goes on with full fetches
+            self.sessions.remove(session.id)
+            session = None
+        elif new_session and not _not_kept(topics, denied):
+            session = self.sessions.create(_owner(ctx, request), privileged=from_follower)
+            if session is not None:
+                session.partitions = {(name, data.partition): data for name, partitions in partitions_by_topic
+                                      for data in partitions}
         topics = topics + denied
         if session is not None:
-            topics = _session_answer(session, topics, incremental)
-        return _encode(ctx, request, topics, throttle, session_id=session.id if session is not None else 0)
+            topics = await _session_answer(session, topics, incremental, slices)
+        return await _encode(ctx, request, topics, throttle, session_id=session.id if session is not None else 0,
+                             slices=slices)
 
-    def _session_for(self, ctx, request, from_follower: bool, partitions_by_topic):
-        """(session or None, incremental?, the partitions to read) for a v7+ request (see fetch_sessions.py)."""
+    async def _session_for(self, ctx, request, partitions_by_topic, slices: Slices):
+        """(the session an incremental request continues or None, whether a full request asks for a new
+        session, the partitions to read) for a v7+ request (see fetch_sessions.py).  A new session is made
+        after the read (``fetch``), holding only partitions that exist and the client may read."""
         session_id, epoch = request.session_id, request.session_epoch
-        owner = (request.replica_id, str(getattr(ctx.connection, "principal", "")))
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full fetch: closes the session it names
             if session_id:
                 self.sessions.remove(session_id)
             count = sum(len(partitions) for _, partitions in partitions_by_topic)
-            if epoch == FINAL_EPOCH or count > MAX_SESSION_PARTITIONS:
-                return None, False, partitions_by_topic
-            session = self.sessions.create(owner, privileged=from_follower)
-            if session is not None:
-                session.partitions = {(name, data.partition): data for name, partitions in partitions_by_topic
-                                      for data in partitions}
-            return session, False, partitions_by_topic
-        session = self.sessions.get(session_id, epoch, owner)
+            return None, epoch == INITIAL_EPOCH and count <= MAX_SESSION_PARTITIONS, partitions_by_topic
+        session = self.sessions.get(session_id, epoch, _owner(ctx, request))
         for name, partitions in partitions_by_topic:
             for data in partitions:
                 session.partitions[(name, data.partition)] = data
@@ -209,15 +240,9 @@ class FetchApis:
             raise Errors.FetchSessionIdNotFoundError(
                 f"fetch session {session_id} closed: over {MAX_SESSION_PARTITIONS} partitions")
         session.epoch = next_epoch(session.epoch)
-        grouped: list[tuple[str, list]] = []
-        for (name, _), data in session.partitions.items():
-            if grouped and grouped[-1][0] == name:
-                grouped[-1][1].append(data)
-            else:
-                grouped.append((name, [data]))
-        return session, True, grouped
+        return session, False, await _grouped(session.partitions, slices)
 
-    def _read_all(self, request, version, partitions_by_topic, from_follower):
+    async def _read_all(self, request, version, partitions_by_topic, from_follower, slices: Slices):
         budget = min(max(request.max_bytes, 0), self._config.get("fetch.max.bytes"))  # 0: the first batch only
         committed = request.isolation_level == READ_COMMITTED
         replica_id = request.replica_id
@@ -265,6 +290,8 @@ class FetchApis:
                     code, message = error_of(exc)
                     reads.append(_Read(data.partition, code, message,
                                        partition=self._replicas.partitions.get((name, data.partition))))
+                    if slices.due():
+                        await asyncio.sleep(0)
                     continue
                 size = sum(r.size for r in regions)
                 if size:
@@ -274,8 +301,15 @@ class FetchApis:
                 aborted = (partition.aborted_transactions(data.fetch_offset, partition.last_stable_offset)
                            if committed and size else ())
                 reads.append(_Read(data.partition, partition=partition, regions=regions, size=size, aborted=aborted))
+                if slices.due():
+                    await asyncio.sleep(0)
             topics.append((name, reads))
         return topics, total
+
+
+def _owner(ctx, request) -> tuple:
+    """Who may continue a session: the replica id and principal that made it (another's id is not found)."""
+    return request.replica_id, str(getattr(ctx.connection, "principal", ""))
 
 
 def _check_epoch_end(partition, data, epoch: int, end: int) -> None:
@@ -297,19 +331,24 @@ def _offsets(partition) -> tuple[int, int, int]:
     return partition.high_watermark, partition.last_stable_offset, partition.log_start_offset
 
 
-def _session_answer(session, topics, incremental: bool):
+async def _session_answer(session, topics, incremental: bool, slices: Slices):
     """A session's answer: every partition of a full fetch, only those with news in an incremental one."""
     answered = []
     for name, reads in topics:
-        kept = [read for read in reads
-                if session.must_answer((name, read.index), read.error, read.size, read.diverging,
-                                       *_offsets(read.partition)) or not incremental]
+        kept = []
+        for read in reads:
+            if session.must_answer((name, read.index), read.error, read.size, read.diverging,
+                                   *_offsets(read.partition)) or not incremental:
+                kept.append(read)
+            if slices.due():
+                await asyncio.sleep(0)
         if kept:
             answered.append((name, kept))
     return answered
 
 
-def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int = 0, session_id: int = 0) -> list:
+async def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int = 0, session_id: int = 0,
+                  slices: Slices | None = None) -> list:
     FetchResponse = messages.FetchResponse
     TopicResponse = FetchResponse.FetchableTopicResponse
     PartitionData = TopicResponse.PartitionData
@@ -318,6 +357,7 @@ def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int = 0, 
     zero_copy = ctx.connection.sendfile_ok
     spliced = []
     responses = []
+    count = 0
     for name, reads in topics:
         partitions = []
         for read in reads:
@@ -344,11 +384,17 @@ def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int = 0, 
                 fields["diverging_epoch"] = PartitionData.EpochEndOffset(epoch=read.diverging[0],
                                                                          end_offset=read.diverging[1])
             partitions.append(PartitionData(**fields))
+            count += 1
+            if slices is not None and slices.due():
+                await asyncio.sleep(0)
         responses.append(TopicResponse(topic=name, partitions=partitions))
     response = FetchResponse(version=ctx.version, throttle_time_ms=throttle_ms, error_code=error_code,
                              session_id=session_id, responses=responses)
     response.with_header(correlation_id=ctx.correlation_id)
-    encoded = response.encode(header=True, framed=True)
+    if count >= OFFLOAD_PARTITIONS:  # kafka-python's encoder, pure Python: beside the loop
+        encoded = await codec_thread.run(partial(response.encode, header=True, framed=True))
+    else:
+        encoded = response.encode(header=True, framed=True)
     if not spliced:
         return [bytes(encoded)]
     return splice(encoded, spliced, flexible=FetchResponse.flexible_version_q(ctx.version))

@@ -7,6 +7,7 @@ the transaction coordinator) and builds the response; the rules live in the coor
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Callable
 
@@ -18,9 +19,11 @@ from broker_sim.coordinator.group.records import CommittedOffset
 from broker_sim.coordinator.group.state import parse_state
 from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import DELETE, DESCRIBE, GROUP, READ, TOPIC, TXN, Access
+from broker_sim.server.request_slicing import Slices
 
 GROUP_AUTHORIZATION_FAILED = Errors.GroupAuthorizationFailedError.errno
 TOPIC_AUTHORIZATION_FAILED = Errors.TopicAuthorizationFailedError.errno
+UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
 TXN_AUTHORIZATION_FAILED = Errors.TransactionalIdAuthorizationFailedError.errno
 UNSTABLE_OFFSET_COMMIT = Errors.UnstableOffsetCommitError.errno
 
@@ -41,6 +44,19 @@ def _fetched(cls, partition: int, value: CommittedOffset | None, error: int):
                    error_code=error)
     return cls(partition_index=partition, committed_offset=value.offset, committed_leader_epoch=value.leader_epoch,
                metadata=value.metadata, error_code=error)
+
+
+async def _answers(topic_class, partition_class, topics, slices: Slices) -> list:
+    """OffsetFetch's topics ([(name, [(partition, committed, error)])]) as response objects, sliced."""
+    answers = []
+    for name, parts in topics:
+        partitions = []
+        for p in parts:
+            partitions.append(_fetched(partition_class, *p))
+            if slices.due():
+                await asyncio.sleep(0)
+        answers.append(topic_class(name=name, partitions=partitions))
+    return answers
 
 
 class GroupApis:
@@ -193,34 +209,55 @@ class GroupApis:
         CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
         CommitPartition = CommitTopic.OffsetCommitResponsePartition
         version = ctx.version
+        slices = Slices()
         if not self._access.allowed(ctx, READ, GROUP, request.group_id):
-            return OffsetCommitResponse(throttle_time_ms=0, topics=[
-                CommitTopic(name=t.name, partitions=[CommitPartition(partition_index=p.partition_index,
-                                                                     error_code=GROUP_AUTHORIZATION_FAILED)
-                                                     for p in t.partitions]) for t in request.topics])
-        denied = {t.name for t in request.topics if not self._access.allowed(ctx, READ, TOPIC, t.name)}
+            topics = []
+            for t in request.topics:
+                partitions = []
+                for p in t.partitions:
+                    partitions.append(CommitPartition(partition_index=p.partition_index,
+                                                      error_code=GROUP_AUTHORIZATION_FAILED))
+                    if slices.due():
+                        await asyncio.sleep(0)
+                topics.append(CommitTopic(name=t.name, partitions=partitions))
+            return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+        allowed = self._access.topic_check(ctx, READ)
+        denied = {t.name for t in request.topics if not allowed(t.name)}
         commits = []
+        unknown = {}  # as Kafka's handleOffsetCommitRequest: a partition not in the metadata never reaches the group
+        known = self._metadata.topics
         for topic in request.topics:
             if topic.name in denied:
                 continue
+            info = known.get(topic.name)
             for p in topic.partitions:
+                if info is None or not 0 <= p.partition_index < info.partitions:
+                    unknown[(topic.name, p.partition_index)] = UNKNOWN_TOPIC_OR_PARTITION
+                    continue
                 commits.append((topic.name, p.partition_index, CommittedOffset(
                     offset=p.committed_offset,
                     leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
                     metadata=p.committed_metadata or "",
                     commit_timestamp=p.commit_timestamp if version == 1 else -1)))
+                if slices.due():
+                    await asyncio.sleep(0)
         results = await self._groups.commit_offsets(
             request.group_id,
             request.member_id if version >= 1 else "",
             request.group_instance_id if version >= 7 else None,
             request.generation_id_or_member_epoch if version >= 1 else -1,
-            commits)
-        topics = [CommitTopic(name=topic.name, partitions=[
-                      CommitPartition(partition_index=p.partition_index,
-                                      error_code=TOPIC_AUTHORIZATION_FAILED if topic.name in denied
-                                      else results[(topic.name, p.partition_index)])
-                      for p in topic.partitions])
-                  for topic in request.topics]
+            commits) if commits or not unknown else {}
+        results.update(unknown)
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                partitions.append(CommitPartition(partition_index=p.partition_index,
+                                                  error_code=TOPIC_AUTHORIZATION_FAILED if topic.name in denied
+                                                  else results[(topic.name, p.partition_index)]))
+                if slices.due():
+                    await asyncio.sleep(0)
+            topics.append(CommitTopic(name=topic.name, partitions=partitions))
         return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
     def _fetch(self, ctx, group_id: str, topics, version: int, require_stable: bool):
@@ -237,8 +274,9 @@ class GroupApis:
                 return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
             return error, []
         denied = set()
+        allowed = self._access.topic_check(ctx, DESCRIBE)
         if wanted is not None:
-            denied = {name for name, _ in wanted if not self._access.allowed(ctx, DESCRIBE, TOPIC, name)}
+            denied = {name for name, _ in wanted if not allowed(name)}
             asked = [(name, indexes) for name, indexes in wanted if name not in denied]
         else:
             asked = None
@@ -250,7 +288,7 @@ class GroupApis:
         found = [(name, [(p, None, UNSTABLE_OFFSET_COMMIT) if (name, p) in unstable else (p, value, 0)
                          for p, value in parts.items()])
                  for name, parts in offsets.items()
-                 if wanted is not None or self._access.allowed(ctx, DESCRIBE, TOPIC, name)]
+                 if wanted is not None or allowed(name)]
         found.extend((name, [(p, None, TOPIC_AUTHORIZATION_FAILED) for p in indexes])
                      for name, indexes in wanted or [] if name in denied)
         return error, found
@@ -263,18 +301,18 @@ class GroupApis:
         FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
         FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
         version = ctx.version
+        slices = Slices()
         if version >= 8:
             groups = []
             for group in request.groups:
                 error, topics = self._fetch(ctx, group.group_id, group.topics, version, request.require_stable)
-                groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=[
-                    FetchGroupTopic(name=name, partitions=[_fetched(FetchGroupPartition, *p) for p in parts])
-                    for name, parts in topics]))
+                groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=await _answers(
+                    FetchGroupTopic, FetchGroupPartition, topics, slices)))
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
         error, topics = self._fetch(ctx, request.group_id, request.topics, version,
                                     version >= 7 and request.require_stable)
-        return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[
-            FetchTopic(name=name, partitions=[_fetched(FetchPartition, *p) for p in parts]) for name, parts in topics])
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=error,
+                                   topics=await _answers(FetchTopic, FetchPartition, topics, slices))
 
     async def offset_delete(self, ctx, request):
         OffsetDeleteResponse = messages.OffsetDeleteResponse

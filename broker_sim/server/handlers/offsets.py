@@ -7,13 +7,15 @@ the requested epoch in the leader's log, the log end offset for its latest.
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Callable
 
 import kafka.errors as Errors
 
 from broker_sim.protocol.apis import messages
-from broker_sim.server.handlers.access import DELETE, DESCRIBE, TOPIC, Access
+from broker_sim.server.handlers.access import DELETE, DESCRIBE, Access
 from broker_sim.errors import error_of
+from broker_sim.server.request_slicing import Slices
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 # the first ListOffsets version that knows each negative timestamp (a query, not a time); Kafka 4.1 also knows
@@ -40,18 +42,28 @@ def _lookup(partition, timestamp: int, version: int, read_committed: bool) -> tu
     return found[1], found[0]
 
 
-def _each_partition(name: str, partitions, permitted: bool, answer: Callable, failed: Callable) -> list:
+async def _each_partition(name: str, partitions, permitted: bool, answer: Callable, failed: Callable,
+                          slices: Slices) -> list:
     """``answer(name, data)`` for each requested partition of topic ``name``, or ``failed(data, error code)``
-    when the topic is not ``permitted`` (TOPIC_AUTHORIZATION_FAILED) or answering raised."""
+    when the topic is not ``permitted`` (TOPIC_AUTHORIZATION_FAILED, decided once for the topic) or answering
+    raised; the loop gives the event loop a turn at each of the request's ``slices``."""
+    if not permitted:
+        refused = Errors.TopicAuthorizationFailedError.errno
+        answers = []
+        for data in partitions:
+            answers.append(failed(data, refused))
+            if slices.due():
+                await asyncio.sleep(0)
+        return answers
     answers = []
     for data in partitions:
         try:
-            if not permitted:
-                raise Errors.TopicAuthorizationFailedError()
             answers.append(answer(name, data))
         except Exception as exc:
             code, _ = error_of(exc)
             answers.append(failed(data, code))
+        if slices.due():
+            await asyncio.sleep(0)
     return answers
 
 
@@ -77,9 +89,10 @@ class OffsetApis:
             return ListPartition(partition_index=data.partition_index, error_code=code, timestamp=-1, offset=-1,
                                  leader_epoch=-1)
 
+        allowed, slices = self._access.topic_check(ctx, DESCRIBE), Slices()
         return ListOffsetsResponse(throttle_time_ms=0, topics=[
-            ListTopic(name=topic.name, partitions=_each_partition(
-                topic.name, topic.partitions, self._access.allowed(ctx, DESCRIBE, TOPIC, topic.name), answer, failed))
+            ListTopic(name=topic.name, partitions=await _each_partition(
+                topic.name, topic.partitions, allowed(topic.name), answer, failed, slices))
             for topic in request.topics])
 
     async def offset_for_leader_epoch(self, ctx, request):
@@ -100,13 +113,15 @@ class OffsetApis:
         def failed(data, code):
             return EpochEnd(error_code=code, partition=data.partition, leader_epoch=-1, end_offset=-1)
 
-        def permitted(name):
-            return (self._access.cluster_action(ctx) if follower
-                    else self._access.allowed(ctx, DESCRIBE, TOPIC, name))
-
+        if follower:
+            cluster_action = self._access.cluster_action(ctx)
+            permitted = lambda name: cluster_action  # noqa: E731 - one decision for the whole request
+        else:
+            permitted = self._access.topic_check(ctx, DESCRIBE)
+        slices = Slices()
         return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
-            EpochTopic(topic=topic.topic, partitions=_each_partition(
-                topic.topic, topic.partitions, permitted(topic.topic), answer, failed))
+            EpochTopic(topic=topic.topic, partitions=await _each_partition(
+                topic.topic, topic.partitions, permitted(topic.topic), answer, failed, slices))
             for topic in request.topics])
 
     async def delete_records(self, ctx, request):
@@ -121,7 +136,8 @@ class OffsetApis:
         def failed(data, code):
             return DeletePartition(partition_index=data.partition_index, low_watermark=-1, error_code=code)
 
+        allowed, slices = self._access.topic_check(ctx, DELETE), Slices()
         return DeleteRecordsResponse(throttle_time_ms=0, topics=[
-            DeleteTopic(name=topic.name, partitions=_each_partition(
-                topic.name, topic.partitions, self._access.allowed(ctx, DELETE, TOPIC, topic.name), answer, failed))
+            DeleteTopic(name=topic.name, partitions=await _each_partition(
+                topic.name, topic.partitions, allowed(topic.name), answer, failed, slices))
             for topic in request.topics])

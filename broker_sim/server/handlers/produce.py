@@ -18,13 +18,16 @@ case, kafka-python's ProduceRequest otherwise): both have the attributes read he
 """
 from __future__ import annotations
 
+import asyncio
+
 import kafka.errors as Errors
 
 from broker_sim.protocol.produce_codec import PartitionAnswer, ProduceAnswer, RecordErrorAnswer, TopicAnswer
 from broker_sim.replication.replica_manager import ProduceResult
 from broker_sim.security.quotas import PRODUCE as PRODUCER_BYTE_RATE
-from broker_sim.server.handlers.access import TOPIC, TXN, WRITE, Access
+from broker_sim.server.handlers.access import TXN, WRITE, Access
 from broker_sim.server.network import CloseConnection
+from broker_sim.server.request_slicing import Slices
 from broker_sim.storage.batch import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
 
 ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attributes are a big-endian int16
@@ -40,18 +43,19 @@ class ProduceApi:
         self._quotas = quotas
 
     async def produce(self, ctx, request):
-        allowed = self._access.allowed
+        slices = Slices()
         if request.transactional_id is None:
             txn_denied = _has_transactional_batches(request)
         else:
-            txn_denied = not allowed(ctx, WRITE, TXN, request.transactional_id)
+            txn_denied = not self._access.allowed(ctx, WRITE, TXN, request.transactional_id)
+        allowed = self._access.topic_check(ctx, WRITE)
         refusals = []  # per topic: the result of its refusal, or None
         wanted = []  # (topic, partition, records) of the allowed partitions, in request order
         for topic in request.topic_data:
             if txn_denied:
                 denied = ProduceResult(Errors.TransactionalIdAuthorizationFailedError.errno,
                                        reason=f"WRITE on transactional id {request.transactional_id!r} is not allowed")
-            elif not allowed(ctx, WRITE, TOPIC, topic.name):
+            elif not allowed(topic.name):
                 denied = ProduceResult(Errors.TopicAuthorizationFailedError.errno,
                                        reason=f"WRITE on topic {topic.name!r} is not allowed")
             else:
@@ -61,7 +65,7 @@ class ProduceApi:
             refusals.append(denied)
         results = iter(await self._replicas.append_records(
             wanted, required_acks=request.acks, timeout_ms=request.timeout_ms,
-            transactional_id=request.transactional_id, version=ctx.version))
+            transactional_id=request.transactional_id, version=ctx.version, slices=slices))
 
         responses = []
         failed = None
@@ -75,6 +79,8 @@ class ProduceApi:
                     data.index, result.error_code, result.base_offset, result.log_append_time,
                     result.log_start_offset, result.error_message,
                     [RecordErrorAnswer(i, m) for i, m in result.record_errors] if result.record_errors else []))
+                if slices.due():
+                    await asyncio.sleep(0)
             responses.append(TopicAnswer(topic.name, partitions))
         throttle = _throttle(self._quotas, ctx, request)
         if request.acks == 0:

@@ -20,6 +20,7 @@ import kafka.errors as Errors
 
 from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import ALTER, DESCRIBE, Access
+from broker_sim.server.request_slicing import Slices
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class ReassignmentApis:
         self._broker_id = broker_id
         self._cluster = cluster  # ClusterMember, None on a single node
 
-    def _alter_response(self, code: int, message: str | None, results: dict):
+    async def _alter_response(self, code: int, message: str | None, results: dict, slices: Slices):
         AlterPartitionReassignmentsResponse = messages.AlterPartitionReassignmentsResponse
         _AltTopic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
         _AltPartition = _AltTopic.ReassignablePartitionResponse
@@ -39,6 +40,8 @@ class ReassignmentApis:
         for (topic, index), (part_code, part_message) in results.items():
             by_topic.setdefault(topic, []).append(_AltPartition(partition_index=index, error_code=part_code,
                                                                 error_message=part_message))
+            if slices.due():
+                await asyncio.sleep(0)
         return AlterPartitionReassignmentsResponse(
             throttle_time_ms=0, error_code=code, error_message=message, allow_replication_factor_change=True,
             responses=[_AltTopic(name=topic, partitions=parts) for topic, parts in by_topic.items()])
@@ -46,8 +49,11 @@ class ReassignmentApis:
     async def alter_partition_reassignments(self, ctx, request):
         targets: dict[tuple[str, int], tuple[int, ...] | None] = {}
         results: dict[tuple[str, int], tuple[int, str | None]] = {}
+        slices = Slices()
         for topic in request.topics:
             for partition in topic.partitions:
+                if slices.due():
+                    await asyncio.sleep(0)
                 key = (topic.name, partition.partition_index)
                 if key in targets or key in results:
                     results[key] = (Errors.InvalidRequestError.errno, f"Duplicate partition {key[0]}-{key[1]}")
@@ -61,17 +67,23 @@ class ReassignmentApis:
         if not self._access.allowed_cluster(ctx, ALTER):
             code = Errors.ClusterAuthorizationFailedError.errno
             message = "AlterPartitionReassignments needs ALTER on the cluster"
-            return self._alter_response(code, message, {k: (code, message) for k in [*results, *targets]})
+            return await self._alter_response(code, message, dict.fromkeys([*results, *targets], (code, message)),
+                                              slices)
         if targets:
             try:
-                results.update(await self._alter(targets, request.timeout_ms))
+                results.update(await self._alter(targets, request.timeout_ms, slices))
             except Errors.KafkaError as exc:
-                return self._alter_response(exc.errno, str(exc) or exc.description, {})
-        return self._alter_response(0, None, results)
+                return await self._alter_response(exc.errno, str(exc) or exc.description, {}, slices)
+        return await self._alter_response(0, None, results, slices)
 
-    async def _alter(self, targets: dict, timeout_ms: int) -> dict:
+    async def _alter(self, targets: dict, timeout_ms: int, slices: Slices) -> dict:
         if self._cluster is None:
-            return {key: self._single_node(key, target) for key, target in targets.items()}
+            decided = {}
+            for key, target in targets.items():
+                decided[key] = self._single_node(key, target)
+                if slices.due():
+                    await asyncio.sleep(0)
+            return decided
         timeout_s = min(max(timeout_ms, 1000), 60000) / 1000.0
         outcome = await asyncio.get_running_loop().run_in_executor(
             None, self._cluster.controller.alter_reassignments, targets, timeout_s)

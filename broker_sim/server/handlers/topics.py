@@ -30,6 +30,7 @@ from broker_sim.security.entity_configs import EntityConfigs
 from broker_sim.server import logger_levels
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.access import Access
+from broker_sim.server.request_slicing import Slices
 from broker_sim.errors import error_of
 
 
@@ -349,6 +350,7 @@ class TopicApis:
         Described = DescribeConfigsResponse.DescribeConfigsResult
         DescribedConfig = Described.DescribeConfigsResourceResult
         results = []
+        slices = Slices()
         for resource in request.resources:
             keys = set(resource.configuration_keys) if resource.configuration_keys is not None else None
             try:
@@ -382,6 +384,8 @@ class TopicApis:
                 config_type=e.type, documentation=e.doc) for e in entries]
             results.append(Described(error_code=code, error_message=message, resource_type=resource.resource_type,
                                      resource_name=resource.resource_name, configs=configs))
+            if slices.due():  # a request naming thousands of resources lets other connections in meanwhile
+                await asyncio.sleep(0)
         return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
     def _require_this_broker(self, name: str) -> None:

@@ -1,0 +1,80 @@
+"""How long one request may hold the event loop at a time: slices for per-partition loops, a codec thread.
+
+Theory of operation: every connection shares the broker's one asyncio loop, so a request's work is everyone's
+latency.  A request may name a million partitions within ``socket.request.max.bytes`` (a 4 MB ElectLeaders), and
+its cost grows with what it names, not with what the client may touch.  Kafka's request handler threads each take
+one request and run it to the end, so a huge request costs one thread; here it would stop every other client.  So
+the cost is cut where it arises:
+
+1. Decoding and encoding (kafka-python's schema classes, pure Python) of a request whose frame is at least
+   ``OFFLOAD_FRAME_BYTES`` run on one ``CodecThread`` beside the loop (they touch no broker state: bytes in,
+   objects out, and back).  The interpreter hands the GIL to the loop at its switch interval, so other
+   connections are served meanwhile; one thread makes large requests wait for each other, not for the loop.
+   Smaller frames are decoded in place, where a thread hop would cost more than the work.
+2. A handler's loop over the partitions (or topics, or resources) a request names asks its ``Slices`` whether
+   the request has run ``SLICE_S`` since it last gave the loop a turn (``slices.due()``, a counter and, every
+   ``CHECK_EVERY`` calls, a clock read); when it has, the handler awaits ``asyncio.sleep(0)``, and every other
+   ready connection runs before it goes on.  Items are independent (one partition's answer does not depend on
+   another's), so an interleaved request or append changes nothing a sliced loop relies on.
+
+Per-request work stays proportional to what the request names, as in Kafka; what is bounded is how long any one
+request holds the loop without letting the others in.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, TypeVar
+
+SLICE_S = 0.02  # loop time a request's per-partition loop runs before the other connections get a turn
+CHECK_EVERY = 64  # items between clock reads: each item costs microseconds, a slice holds thousands
+OFFLOAD_FRAME_BYTES = 64 * 1024  # frames from this size are decoded, and their answers encoded, on the codec thread
+OFFLOAD_PARTITIONS = 1000  # answers naming this many partitions are encoded on the codec thread (Fetch, Produce)
+
+T = TypeVar("T")
+
+
+class Slices:
+    """One request's time on the loop since it last yielded; ``due()`` is True when it should yield now."""
+
+    __slots__ = ("_until", "_count")
+
+    def __init__(self) -> None:
+        self._until = time.perf_counter() + SLICE_S
+        self._count = 0
+
+    def due(self) -> bool:
+        """True (and a new slice begins) once the request ran ``SLICE_S``: the caller awaits
+        ``asyncio.sleep(0)`` then."""
+        self._count += 1
+        if self._count < CHECK_EVERY:
+            return False
+        self._count = 0
+        now = time.perf_counter()
+        if now < self._until:
+            return False
+        self._until = now + SLICE_S
+        return True
+
+    async def pause(self) -> None:
+        """Give the loop a turn if the slice is used up (for loops that already await per item)."""
+        if self.due():
+            await asyncio.sleep(0)
+
+
+class CodecThread:
+    """One worker thread for large requests' decoding and encoding (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def run(self, function: Callable[..., T], *args) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pylog-codec")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+
+
+# one for the process: brokers in one process (tests) share it; an idle worker ends with the interpreter
+codec_thread = CodecThread()

@@ -1,0 +1,186 @@
+"""Requests whose cost grows with what they name (issue 44, findings 2 and 7): one request naming 150,000 partitions
+that do not exist, on each API whose work is per partition, topic or resource; ElectLeaders naming 1,000,000
+(a 4 MB frame); four connections each pipelining thousands of OffsetCommits.
+
+The broker still does all that work (Kafka does too), but no request may hold its event loop meanwhile: another
+client's ApiVersions round trip, measured on its own connection during the attack, stays within 0.5 s, against a
+control measured in the same test without the attack.  Each test checks the attack's answer, and the broker still
+serves normal clients afterwards.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from hostile import assert_serving, rss_bytes
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka_wire import WireClient, create_topics
+
+from broker_sim.protocol.apis import messages
+from broker_sim.testing.hostile_requests import WIDE_APIS, commit_frames, send_pipelined, wide_request
+from broker_sim.testing.hostile_soak import _encode
+
+MB = 1 << 20
+BOUND_S = 0.5  # another client's worst round trip during an attack (main: 1-3 s at 150,000 partitions, 30 s at 1M)
+UNKNOWN_TOPIC_OR_PARTITION, CLUSTER_AUTHORIZATION_FAILED = 3, 31
+WIDE = 150_000
+
+
+class Pinger(threading.Thread):
+    """ApiVersions round trips on a connection of its own, one every 10 ms; ``worst`` is the slowest since
+    ``reset()`` (a stalled loop shows as one long round trip)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self._sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self._frame = _encode(ApiVersionsRequest[3](client_software_name="pinger", client_software_version="1"))
+        self._stopping = threading.Event()
+        self.worst = 0.0
+        self.count = 0
+
+    def reset(self) -> None:
+        self.worst, self.count = 0.0, 0
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            started = time.perf_counter()
+            self._sock.sendall(self._frame)
+            _read_frame(self._sock)
+            self.worst = max(self.worst, time.perf_counter() - started)
+            self.count += 1
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(60)
+        self._sock.close()
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    return _read_exactly(sock, struct.unpack(">i", _read_exactly(sock, 4))[0])
+
+
+def _latency_during(port: int, attack) -> tuple[float, float, object]:
+    """(control: the worst round trip over one second without the attack, the worst during ``attack()``, its
+    result)."""
+    pinger = Pinger(port)
+    pinger.start()
+    try:
+        time.sleep(1.0)
+        control = pinger.worst
+        pinger.reset()
+        result = attack()
+        time.sleep(0.05)  # a round trip the attack's end left in flight is counted
+        during = pinger.worst
+        assert pinger.count > 0
+    finally:
+        pinger.stop()
+    return control, during, result
+
+
+def _call(port: int, frame: bytes, timeout_s: float = 120.0) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        sock.sendall(frame)
+        return _read_frame(sock)
+
+
+def _answer(api: str, version: int, body: bytes):
+    return getattr(messages, api + "Response").decode(body, version=version, header=True)
+
+
+def _codes(api: str, answer) -> list[int]:
+    """The error code of each partition (topic, resource) the answer names."""
+    if api == "Fetch":
+        return [p.error_code for t in answer.responses for p in t.partitions]
+    if api in ("ListOffsets", "OffsetCommit", "DeleteRecords"):
+        return [p.error_code for t in answer.topics for p in t.partitions]
+    if api == "OffsetForLeaderEpoch":
+        return [p.error_code for t in answer.topics for p in t.partitions]
+    if api == "OffsetFetch":
+        return [p.error_code for g in answer.groups for t in g.topics for p in t.partitions]
+    if api == "Produce":
+        return [p.error_code for t in answer.responses for p in t.partition_responses]
+    if api == "Metadata":
+        return [t.error_code for t in answer.topics]
+    if api == "ElectLeaders":
+        return [p.error_code for r in answer.replica_election_results for p in r.partition_result]
+    if api == "DescribeConfigs":
+        return [r.error_code for r in answer.results]
+    if api == "AlterPartitionReassignments":
+        return [p.error_code for t in answer.responses for p in t.partitions]
+    raise ValueError(api)
+
+
+@pytest.mark.parametrize("api", WIDE_APIS)
+def test_a_request_naming_150000_unknown_partitions_does_not_hold_the_loop(hostile_broker, api):
+    broker = hostile_broker()
+    request = wide_request(api, WIDE)
+    frame = _encode(request)
+    assert len(frame) < 100 * MB  # within socket.request.max.bytes: bounded by cost, not size
+    control, during, body = _latency_during(broker.port, lambda: _call(broker.port, frame))
+    print(f"\n{api}: {len(frame) / MB:.1f} MB request, {len(body) / MB:.1f} MB answer; other client's worst round "
+          f"trip {during * 1000:.0f} ms (control {control * 1000:.0f} ms)")
+    codes = _codes(api, _answer(api, request.API_VERSION, body))
+    # OffsetFetch answers a partition without a committed offset -1 and no error (Kafka's too)
+    expected = 0 if api == "OffsetFetch" else UNKNOWN_TOPIC_OR_PARTITION
+    assert len(codes) == WIDE and set(codes) == {expected}, (len(codes), set(codes))
+    assert control < BOUND_S / 2, f"the control alone took {control * 1000:.0f} ms"
+    assert during < BOUND_S, (f"{api} naming {WIDE} partitions held another client {during * 1000:.0f} ms "
+                              f"(control {control * 1000:.0f} ms, bound {BOUND_S * 1000:.0f} ms)")
+    assert_serving(broker)
+
+
+def test_elect_leaders_naming_a_million_partitions_does_not_hold_the_loop(hostile_broker):
+    broker = hostile_broker()
+    request = wide_request("ElectLeaders", 1_000_000)
+    frame = _encode(request)
+    assert 4 * MB <= len(frame) < 5 * MB
+    before = rss_bytes(broker.process.pid)
+    control, during, body = _latency_during(broker.port, lambda: _call(broker.port, frame, timeout_s=300))
+    print(f"\nElectLeaders x 1,000,000: other client's worst round trip {during * 1000:.0f} ms "
+          f"(control {control * 1000:.0f} ms); RSS grew {(rss_bytes(broker.process.pid) - before) / MB:.0f} MB")
+    codes = _codes("ElectLeaders", _answer("ElectLeaders", request.API_VERSION, body))
+    assert len(codes) == 1_000_000 and set(codes) == {UNKNOWN_TOPIC_OR_PARTITION}
+    assert during < BOUND_S, f"main froze the loop 30 s; here {during * 1000:.0f} ms (control {control * 1000:.0f})"
+    assert_serving(broker)
+    broker = hostile_broker.restart(broker)
+    assert_serving(broker)
+
+
+def test_pipelined_offset_commits_on_four_connections_do_not_hold_the_loop(hostile_broker):
+    broker = hostile_broker()
+    with WireClient(broker.bootstrap_servers) as client:
+        assert create_topics(client, {"hostile-pipelined": 1})["hostile-pipelined"][0] == 0
+    assert send_pipelined(broker.port, commit_frames(1)) == 1  # __consumer_offsets and the group exist before
+    frames = commit_frames(10_000)
+
+    def attack() -> list[int]:
+        answered = []
+        senders = [threading.Thread(target=lambda: answered.append(send_pipelined(broker.port, frames)))
+                   for _ in range(4)]
+        for sender in senders:
+            sender.start()
+        for sender in senders:
+            sender.join()
+        return answered
+
+    control, during, answered = _latency_during(broker.port, attack)
+    print(f"\n4 x 10,000 pipelined OffsetCommits: other client's worst round trip {during * 1000:.0f} ms "
+          f"(control {control * 1000:.0f} ms)")
+    assert answered == [10_000] * 4  # every commit answered, in order, on its own connection
+    assert during < BOUND_S, f"{during * 1000:.0f} ms (control {control * 1000:.0f} ms): main: 0.9 s"
+    assert_serving(broker)
