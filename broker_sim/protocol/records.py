@@ -16,7 +16,10 @@ and the connector's source (``connector.source.arrow_records`` and its compiled 
    length (negative: null) and value, header count (negative, or more than the bytes left: invalid), and per
    header a key length (negative: invalid), the key's bytes (never decoded here), a value length (negative:
    null) and value;
-3. a batch holds exactly recordsCount records and nothing after them.
+3. a batch holds exactly recordsCount records and nothing after them;
+4. a record's timestamp is baseTimestamp + timestampDelta and its offset baseOffset + offsetDelta in Java longs
+   (:func:`java_long`: they wrap), and a header key is text as Java's ``new String(bytes, UTF_8)`` makes it
+   (:func:`java_utf8`: malformed bytes replaced as Java replaces them, not as Python's "replace" does).
 
 Errors are Kafka's (kafka-python's error classes): INVALID_RECORD (InvalidRecordError) for a record that does
 not parse, UNKNOWN_SERVER_ERROR (UnknownError) where Kafka throws no ApiException (a record length that is not a
@@ -59,6 +62,83 @@ def java_long(value: int) -> int:
     """``value`` wrapped to 64 bits, as Java's long arithmetic wraps it: a record's timestamp is baseTimestamp +
     timestampDelta, and its offset baseOffset + offsetDelta, in Java longs."""
     return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def java_utf8(data) -> str:
+    """``data`` decoded as Java's ``new String(bytes, UTF_8)`` decodes it (JDK 17's String.decodeUTF8_UTF16):
+    Kafka's header keys. Valid UTF-8 decodes as in Python; each malformed sequence becomes U+FFFD, but Java
+    takes more bytes into one replacement than Python in places (an encoded surrogate, ED A0 80, is one; a
+    sequence cut short by the end of the input is one)."""
+    data = bytes(data)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    out, sp, sl = [], 0, len(data)
+
+    def tail(b: int) -> bool:  # isNotContinuation
+        return b & 0xC0 != 0x80
+
+    while sp < sl:
+        b1 = data[sp]
+        sp += 1
+        if b1 < 0x80:
+            out.append(chr(b1))
+        elif b1 >> 5 == 0b110 and b1 & 0x1E:
+            if sp < sl:
+                b2 = data[sp]
+                if tail(b2):
+                    out.append(_REPLACEMENT)
+                else:
+                    out.append(chr((b1 & 0x1F) << 6 | b2 & 0x3F))
+                    sp += 1
+                continue
+            out.append(_REPLACEMENT)
+            break
+        elif b1 >> 4 == 0b1110:
+            if sp + 1 < sl:
+                b2, b3 = data[sp], data[sp + 1]
+                if (b1 == 0xE0 and b2 & 0xE0 == 0x80) or tail(b2) or tail(b3):
+                    out.append(_REPLACEMENT)
+                    sp += 0 if (b1 == 0xE0 and b2 & 0xE0 == 0x80) or tail(b2) else 1  # malformed3: 1 or 2 bytes
+                else:
+                    sp += 2
+                    c = (b1 & 0x0F) << 12 | (b2 & 0x3F) << 6 | b3 & 0x3F
+                    out.append(_REPLACEMENT if 0xD800 <= c <= 0xDFFF else chr(c))
+                continue
+            if sp < sl and ((b1 == 0xE0 and data[sp] & 0xE0 == 0x80) or tail(data[sp])):
+                out.append(_REPLACEMENT)
+                continue
+            out.append(_REPLACEMENT)
+            break
+        elif b1 >> 3 == 0b11110:
+            if sp + 2 < sl:
+                b2, b3, b4 = data[sp], data[sp + 1], data[sp + 2]
+                uc = (b1 & 0x07) << 18 | (b2 & 0x3F) << 12 | (b3 & 0x3F) << 6 | b4 & 0x3F
+                if tail(b2) or tail(b3) or tail(b4) or not 0x10000 <= uc <= 0x10FFFF:
+                    out.append(_REPLACEMENT)
+                    if not (b1 > 0xF4 or (b1 == 0xF0 and not 0x90 <= b2 <= 0xBF)
+                            or (b1 == 0xF4 and b2 & 0xF0 != 0x80) or tail(b2)):  # malformed4: 1, 2 or 3 bytes
+                        sp += 1 if tail(b3) else 2
+                else:
+                    out.append(chr(uc))
+                    sp += 3
+                continue
+            if b1 > 0xF4 or (sp < sl and ((b1 == 0xF0 and not 0x90 <= data[sp] <= 0xBF)
+                                         or (b1 == 0xF4 and data[sp] & 0xF0 != 0x80) or tail(data[sp]))):
+                out.append(_REPLACEMENT)
+                continue
+            sp += 1
+            out.append(_REPLACEMENT)
+            if sp < sl and tail(data[sp]):
+                continue
+            break
+        else:
+            out.append(_REPLACEMENT)
+    return "".join(out)
+
+
+_REPLACEMENT = "\ufffd"
 
 
 def read_varint(buf, pos: int, end: int) -> tuple[int, int]:

@@ -25,9 +25,9 @@ append is checked at three levels before anything is written:
    the timestamp range, the null keys and whether the offset deltas are 0, 1, 2, ...; what it refuses (or
    every batch, without the extension) goes to its pure twin ``walk_records`` of
    :mod:`broker_sim.protocol.records` (the one definition of a record, which the connector reads by too), the
-   same rules in Python, which raises Kafka's error for it. The rules then: an uncompressed batch's offset deltas are not checked
-   (Kafka does not); a compressed batch kept in its codec with deltas off is UNKNOWN_SERVER_ERROR (Kafka 4.1
-   fails rebuilding it); on a compacted topic every record needs a key; with
+   same rules in Python, which raises Kafka's error for it. The rules then: an uncompressed batch's offset
+   deltas are not checked (Kafka does not); a compressed batch kept in its codec with deltas off is
+   UNKNOWN_SERVER_ERROR (Kafka 4.1 fails rebuilding it); on a compacted topic every record needs a key; with
    ``message.timestamp.type=CreateTime`` every record's timestamp must lie within
    ``message.timestamp.before.max.ms`` before and ``message.timestamp.after.max.ms`` after the broker's clock
    (Kafka 4's KIP-937 bounds; -1, no timestamp, passes; a LogAppendTime batch's records all have its
@@ -48,7 +48,8 @@ Recompression (the topic's ``compression.type``, as Kafka's LogValidator):
 ``producer`` keeps each batch as the producer compressed it; ``uncompressed``,
 ``gzip``, ``snappy``, ``lz4`` or ``zstd`` re-encode every data batch whose codec
 differs (control batches are never compressed), after the checks above.  The
-records -- offset deltas, timestamps, keys, values, headers -- and the batch's
+records -- offset deltas, timestamps, keys, values, headers (their keys decoded as Java's String decodes them
+and written back in UTF-8, as Kafka does) -- and the batch's
 producer id, epoch, base sequence and transactional flag are kept, so
 idempotence and transactions see the same batch; the new batches' headers come
 from decoding just their headers, so nothing is parsed twice.
@@ -76,7 +77,8 @@ from typing import NamedTuple, Protocol
 import kafka.errors as Errors
 
 from broker_sim.protocol.records import (
-    WANT_HEADERS, WANT_KEYS, WANT_TIMESTAMPS, WANT_VALUES, VarintTooLong, java_long, read_varint, walk_records)
+    WANT_HEADERS, WANT_KEYS, WANT_TIMESTAMPS, WANT_VALUES, VarintTooLong, java_long, java_utf8, read_varint,
+    walk_records)
 from broker_sim.storage.batch import (
     ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, TRANSACTIONAL_MASK,
     BatchHeader, decode_header, parse_batches, verify_batch)
@@ -350,7 +352,7 @@ def _recompress(view: memoryview, batches: list[BatchHeader], rules: RecordRules
         for index, (key, value, delta, pairs) in enumerate(zip(keys, values, deltas, record_headers)):
             timestamp = header.max_timestamp if header.timestamp_type else java_long(header.base_timestamp + delta)
             builder.append(index, timestamp=timestamp, key=key, value=value,
-                           headers=[(bytes(k).decode("utf-8", "replace"), v) for k, v in pairs])
+                           headers=[(java_utf8(k), v) for k, v in pairs])
         built = builder.build()
         if len(built) > rules.max_message_bytes:
             raise Errors.MessageSizeTooLargeError(

@@ -289,11 +289,12 @@ done:
 }
 
 /* read_records(records, start, end, count, base_offset, base_timestamp, log_append_time, max_timestamp,
- * headers) -> (offsets or None, timestamps, keys, values, headers or None): the records of one uncompressed
- * (or decompressed) v2 batch, records[start:end], as Python lists (the per-record path: partial batches,
- * headers, typed reads). ``offsets`` is None when the offset deltas are 0, 1, 2, ... (the caller makes a
- * range); a header is a (key str, decoded as Java's String does: invalid UTF-8 replaced, value bytes or None)
- * tuple. ValueError for what Kafka refuses, as decode_batches. */
+ * headers) -> (offsets or None, timestamps, keys, values, headers or None, some header key not UTF-8): the
+ * records of one uncompressed (or decompressed) v2 batch, records[start:end], as Python lists (the per-record
+ * path: partial batches, headers, typed reads). ``offsets`` is None when the offset deltas are 0, 1, 2, ...
+ * (the caller makes a range); a header is a (key, value bytes or None) tuple, its key a str, or its bytes where
+ * they are not UTF-8 (the caller decodes those as Java does, broker_sim.protocol.records.java_utf8).
+ * ValueError for what Kafka refuses, as decode_batches. */
 static PyObject *py_read_records(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end;
@@ -316,7 +317,7 @@ static PyObject *py_read_records(PyObject *self, PyObject *args) {
     if (offsets == NULL || stamps == NULL || keys == NULL || values == NULL || headers == NULL)
         goto done;
     const uint8_t *buf = view.buf, *p = buf + start, *batch_end = buf + end;
-    int gapless = 1;
+    int gapless = 1, not_utf8 = 0;
     for (long long r = 0; r < count; r++) {
         Record rec;
         if ((why = parse_record(&p, batch_end, &rec)) != NULL)
@@ -367,7 +368,13 @@ static PyObject *py_read_records(PyObject *self, PyObject *args) {
                 const uint8_t *key = h;
                 h += key_len;
                 read_varint(&h, batch_end, &value_len);
-                PyObject *name = PyUnicode_DecodeUTF8((const char *)key, (Py_ssize_t)key_len, "replace");
+                PyObject *name = PyUnicode_DecodeUTF8((const char *)key, (Py_ssize_t)key_len, NULL);
+                if (name == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                    /* not UTF-8: the bytes, for the caller to decode as Java does */
+                    PyErr_Clear();
+                    name = PyBytes_FromStringAndSize((const char *)key, (Py_ssize_t)key_len);
+                    not_utf8 = 1;
+                }
                 PyObject *value = value_len < 0 ? Py_NewRef(Py_None)
                                                 : PyBytes_FromStringAndSize((const char *)h, (Py_ssize_t)value_len);
                 if (value_len > 0)
@@ -385,7 +392,8 @@ static PyObject *py_read_records(PyObject *self, PyObject *args) {
         why = "bytes left over after the batch's records";
         goto bad;
     }
-    result = Py_BuildValue("(OOOOO)", gapless ? Py_None : offsets, stamps, keys, values, headers);
+    result = Py_BuildValue("(OOOOOO)", gapless ? Py_None : offsets, stamps, keys, values, headers,
+                           not_utf8 ? Py_True : Py_False);
     goto done;
 bad:
     PyErr_Format(PyExc_ValueError, "record batch at offset %lld: %s", base_offset, why);
@@ -437,7 +445,8 @@ static PyMethodDef methods[] = {
      "decode_batches(records, spans) -> the column buffers of every record of the spans' batches"},
     {"read_records", py_read_records, METH_VARARGS,
      "read_records(records, start, end, count, base_offset, base_timestamp, log_append_time, max_timestamp, "
-     "headers) -> (offsets or None, timestamps, keys, values, headers or None) of one v2 batch's records"},
+     "headers) -> (offsets or None, timestamps, keys, values, headers or None, a header key not UTF-8) of one v2 "
+     "batch's records"},
     {"next_offset", py_next_offset, METH_VARARGS,
      "next_offset(records, high) -> where the next Fetch starts, from the v2 batch headers alone (-1: unknown)"},
     {NULL, NULL, 0, NULL},

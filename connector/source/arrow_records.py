@@ -207,9 +207,10 @@ def _append_batch(batch, records: bytes, header_at: int, batch_end: int, whole: 
 
 def read_v2(records: bytes, header_at: int, batch_end: int, want_headers: bool = False) -> tuple:
     """The records of the v2 batch ``records[header_at:batch_end]`` as Kafka reads them: (offsets, or None when
-    they are base offset + 0, 1, 2, ...; timestamps in ms; keys; values; headers, (str key, value) lists, or
-    None unless ``want_headers``). A compressed batch is decompressed by aiokafka's codecs first. Raises
-    ValueError for what Kafka refuses (a stream that does not decompress included)."""
+    they are base offset + 0, 1, 2, ...; timestamps in ms; keys; values; headers, (str key, value) lists with
+    the keys decoded as Java decodes them, or None unless ``want_headers``). A compressed batch is decompressed
+    by aiokafka's codecs first. Raises ValueError for what Kafka refuses (a stream that does not decompress
+    included)."""
     if batch_end - header_at < _V2_HEADER_SIZE:
         raise ValueError(f"record batch at byte {header_at}: {batch_end - header_at} bytes is shorter than a "
                          f"v2 batch header")
@@ -223,8 +224,13 @@ def read_v2(records: bytes, header_at: int, batch_end: int, want_headers: bool =
         data, start, end = records, header_at + _V2_HEADER_SIZE, batch_end
     log_append = bool(attributes & _LOG_APPEND_TIME)
     if _compiled is not None:
-        return _compiled.read_records(data, start, end, count, base_offset, base_timestamp, log_append,
-                                      max_timestamp, want_headers)
+        *read, not_utf8 = _compiled.read_records(data, start, end, count, base_offset, base_timestamp, log_append,
+                                                 max_timestamp, want_headers)
+        if not_utf8:  # header keys that are not UTF-8, decoded as Kafka's Java String decodes them
+            from broker_sim.protocol.records import java_utf8
+
+            read[4] = [[(java_utf8(k) if isinstance(k, bytes) else k, v) for k, v in pairs] for pairs in read[4]]
+        return tuple(read)
     return _walk(data, start, end, count, base_offset, base_timestamp, log_append, max_timestamp, want_headers,
                  bool(codec))
 
@@ -248,7 +254,7 @@ def _walk(data, start: int, end: int, count: int, base_offset: int, base_timesta
     import kafka.errors as Errors
 
     from broker_sim.protocol.records import (
-        WANT_HEADERS, WANT_KEYS, WANT_OFFSETS, WANT_TIMESTAMPS, WANT_VALUES, java_long, walk_records)
+        WANT_HEADERS, WANT_KEYS, WANT_OFFSETS, WANT_TIMESTAMPS, WANT_VALUES, java_long, java_utf8, walk_records)
 
     want = WANT_KEYS | WANT_VALUES | WANT_TIMESTAMPS | WANT_OFFSETS | (WANT_HEADERS if want_headers else 0)
     if count == 0:  # Kafka's iterator reads nothing of a batch that claims no records
@@ -261,8 +267,7 @@ def _walk(data, start: int, end: int, count: int, base_offset: int, base_timesta
     timestamps = [max_timestamp] * len(deltas) if log_append else [java_long(base_timestamp + d) for d in deltas]
     offsets = None if offset_deltas == list(range(len(offset_deltas))) else [
         java_long(base_offset + d) for d in offset_deltas]
-    headers = [[(bytes(k).decode("utf-8", "replace"), v) for k, v in record] for record in pairs] \
-        if want_headers else None
+    headers = [[(java_utf8(k), v) for k, v in record] for record in pairs] if want_headers else None
     return offsets, timestamps, keys, values, headers
 
 

@@ -131,3 +131,17 @@ def test_timestamps_wrap_as_java_longs_when_the_broker_reencodes(oracle):
     assert stored[0] == "accepted"
     [restored] = oracle.read([stored[3]])
     assert [r[1:] for r in restored[0][3]] == [row[1:]]
+
+
+@pytest.mark.parametrize("key", [b"\xed\xad", b"\xed\xa0\x80", b"\xf0\x90", b"U\xe4", b"\xe0\x80\x80",
+                                 b"\xf4\x90\x80\x80", b"\xc0\xaf", b"ok \xff"])
+def test_header_keys_that_are_not_utf8_read_as_java_decodes_them(oracle, key):
+    """Kafka's header key is ``new String(bytes, UTF_8)``: the connector's paths (and the broker's re-encode,
+    which writes the key back as Kafka does) replace malformed bytes as Java does, where Python's "replace"
+    gives another number of U+FFFD (two for ED AD, Java one)."""
+    data = corpus.batch(corpus.record(0, b"k", b"v", [(key, b"x")]), 1, fuzz.NOW_MS)
+    [answer] = oracle.read([data])
+    assert fuzz.disagreements(data, answer) == []
+    stored = fuzz.broker_answer(data, codec=corpus.GZIP)
+    [restored] = oracle.read([stored[3]])
+    assert restored[0][3][0][4] == answer[0][3][0][4]
