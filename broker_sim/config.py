@@ -41,17 +41,26 @@ class ConfigError(ValueError):
     """An unknown config name or a value that does not parse or is out of range."""
 
 
+# Java's String.trim(), which Kafka's ConfigDef.parseType applies to every value: every character up to U+0020
+# (NUL and the other controls too) at either end; unlike Python's str.strip(), not NBSP or the other Unicode spaces
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
+
+
+def java_trim(value: str) -> str:
+    return value.strip(_JAVA_TRIMMED)
+
+
 def _parse_bool(value: str) -> bool:
-    lowered = value.strip().lower()
+    lowered = java_trim(value).lower()
     if lowered not in ("true", "false"):
         raise ValueError("expected true or false")
     return lowered == "true"
 
 
 def parse_java_integer(value: str, high: int = LONG_MAX) -> int:
-    """The integer Java's Long.parseLong (``high`` LONG_MAX) or Integer.parseInt (INT_MAX) reads from the trimmed
-    ``value``; ValueError naming what is wrong otherwise."""
-    text = value.strip()
+    """The integer Java's Long.parseLong (``high`` LONG_MAX) or Integer.parseInt (INT_MAX) reads from ``value``
+    trimmed as Java trims (``java_trim``); ValueError naming what is wrong otherwise."""
+    text = java_trim(value)
     if not _INTEGER.fullmatch(text):
         raise ValueError("expected an integer: an optional sign and the digits 0-9 only")
     number = int(text)
@@ -104,15 +113,16 @@ def _parse_optional_int(low: int, high: int = LONG_MAX) -> Callable[[str], int |
     parse_int = _parse_int(low, high)
 
     def parse(value: str) -> int | None:
-        return parse_int(value) if value.strip() else None
+        return parse_int(value) if java_trim(value) else None
     return parse
 
 
 def _parse_double(value: str) -> float:
     """Java's Double.parseDouble, decimal forms only (no NaN, Infinity or hex)."""
-    if not _DECIMAL.fullmatch(value.strip()):
+    text = java_trim(value)
+    if not _DECIMAL.fullmatch(text):
         raise ValueError("expected a decimal number: digits 0-9, an optional '.' and exponent")
-    return float(value.strip())
+    return float(text)
 
 
 def _parse_ratio(value: str) -> float:

@@ -162,6 +162,23 @@ def topic_config_values(peer):
             for label, configs in cases.items()}
 
 
+def config_numbers_with_whitespace(peer):
+    """Number configs padded with whitespace are accepted: Kafka's ConfigDef.parseType parses ``value.trim()``
+    (Java's trim: every character up to U+0020, so NUL and the other controls too, but not NBSP or U+2003), for
+    CreateTopics and IncrementalAlterConfigs alike.  Not compared: DescribeConfigs then shows Kafka's parsed
+    value (1048576) and pylog the value as sent (' 1048576 '), a known difference."""
+    cases = {"spaces": " 1048576 ", "tab_newline": "\t1048576\n", "nul": "\x001048576", "unit_separator":
+             "\x1f1048576", "nbsp": "\u00a01048576", "em_space": "\u20031048576", "inner_space": "1048 576"}
+    answers = {}
+    for label, value in cases.items():
+        name = peer.name("ws")
+        code = create(peer, name, configs={"max.message.bytes": value})
+        answers[label] = {"create": code}
+        altered = created_topic(peer, "ws-alter")
+        answers[label]["incremental"] = incremental(peer, TOPIC, altered, [("retention.ms", SET, value)])
+    return answers
+
+
 def delete_unknown_topic(peer):
     request = DeleteTopicsRequest[4](timeout_ms=30000, topic_names=[peer.name("gone")])
     return [r.error_code for r in peer.call(request).responses]
@@ -362,6 +379,7 @@ SCENARIOS = [
     Scenario("create-topics existing topic", existing_topic),
     Scenario("create-topics partitions and replication factor", partitions_and_factor),
     Scenario("create-topics config values", topic_config_values),
+    Scenario("config numbers padded with whitespace", config_numbers_with_whitespace),
     Scenario("delete-topics unknown topic", delete_unknown_topic),
     Scenario("create-partitions", create_partitions),
     Scenario("describe-configs errors", describe_config_errors),
