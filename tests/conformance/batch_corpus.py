@@ -1,4 +1,4 @@
-"""A corpus of raw RecordBatch v2 bytes, malformed and unusual, and a reader that reads them as Kafka does.
+"""A corpus of raw RecordBatch v2 bytes, malformed and unusual, built field by field.
 
 Theory of operation
 -------------------
@@ -9,27 +9,22 @@ of 2**31 - 1, a record attributes byte of 0xff), with a valid CRC unless the cas
 configs of its fresh topic. tests/conformance/test_record_batches.py produces each to Apache Kafka and to
 broker_sim and compares the answers, and for an accepted case what each stored and what a reader sees.
 
-``read_batch`` is that reader: Kafka's ``DefaultRecordBatch`` iterator and ``DefaultRecord.readFrom`` (4.1),
-rule for rule, in Python. Its primitives are ``ByteUtils.readVarint`` / ``readVarlong``:
-
-1. a varint is at most 5 bytes: the fifth byte is shifted into bit 28 of a Java int, so any of its bits past
-   the 32nd are dropped, and a fifth byte with its continuation bit set is "Varint is too long";
-2. a varlong is at most 10 bytes, the tenth shifted into bit 63 (only its lowest bit kept), and a tenth byte
-   with its continuation bit set is "Varlong is too long";
-3. both are zig-zag: ``(raw >>> 1) ^ -(raw & 1)`` in 32 or 64 bits.
-
-A record is ``length`` (varint) then, inside that many bytes: ``attributes`` (ONE byte, never a varint:
-Kafka reads and ignores it), ``timestampDelta`` (varlong), ``offsetDelta``, ``keyLength`` (any negative
-length: a null key), key, ``valueLength`` (negative: null), value, ``headerCount`` (negative: invalid), and per
-header a key length (negative: invalid), key, value length (negative: null), value; the bytes read must be
-exactly ``length``. A batch's records are read ``recordsCount`` times and nothing may remain after them.
+What a reader sees in the stored batches is Kafka's own reader's answer (tests/conformance/java/RecordOracle.java
+through ``record_fuzz.KafkaOracle``), not a Python copy of its rules: the one Python definition of a record is
+``broker_sim.protocol.records``, which tests/conformance/test_record_parsers.py holds to that same reader. The
+rules, for writing cases: a varint is at most 5 bytes (the fifth shifted into bit 28 of a Java int, its bits
+past the 32nd dropped; a fifth byte with its continuation bit is "Varint is too long"), a varlong at most 10,
+both zig-zag; a record is ``length`` then, inside that many bytes, ``attributes`` (ONE byte, never a varint),
+``timestampDelta`` (varlong), ``offsetDelta``, ``keyLength`` (any negative: null), key, ``valueLength``
+(negative: null), value, ``headerCount`` (negative: invalid) and per header a key length (negative: invalid),
+key, value length (negative: null), value; a batch holds exactly ``recordsCount`` records.
 """
 from __future__ import annotations
 
 import gzip
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from crc32c import crc32c
 
@@ -143,173 +138,7 @@ def masked(stored: bytes) -> bytes:
     return bytes(out)
 
 
-# --- reading, as Kafka does ------------------------------------------------------------------------------------
-
-class KafkaReadError(Exception):
-    """What Kafka's reader throws: ``kind`` is the Java exception's simple name."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-
-
-class Record(NamedTuple):
-    attributes: int
-    timestamp: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple
-
-
-class _Buffer:
-    """A java.nio.ByteBuffer's reads over ``data[position:limit]``: BufferUnderflowException past the limit."""
-
-    def __init__(self, data: bytes, position: int = 0, limit: int | None = None):
-        self.data, self.position = data, position
-        self.limit = len(data) if limit is None else limit
-
-    def remaining(self) -> int:
-        return self.limit - self.position
-
-    def get(self) -> int:
-        if self.position >= self.limit:
-            raise KafkaReadError("BufferUnderflowException", f"no byte at {self.position}")
-        self.position += 1
-        return self.data[self.position - 1]
-
-    def read_bytes(self, size: int) -> bytes | None:
-        """Utils.readBytes: None for a negative size; IllegalArgumentException past the limit."""
-        if size < 0:
-            return None
-        if size > self.remaining():
-            raise KafkaReadError("IllegalArgumentException", f"{size} bytes past the limit")
-        self.position += size
-        return self.data[self.position - size:self.position]
-
-
-def _signed(raw: int, bits: int) -> int:
-    raw &= (1 << bits) - 1
-    return raw - (1 << bits) if raw >> (bits - 1) else raw
-
-
-def read_varint(buffer: _Buffer) -> int:
-    """ByteUtils.readVarint(ByteBuffer): at most 5 bytes, bits past 32 dropped, zig-zag in 32 bits."""
-    raw = 0
-    for shift in (0, 7, 14, 21):
-        byte = buffer.get()
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-    else:
-        byte = buffer.get()
-        raw |= byte << 28
-        if byte >= 0x80:
-            raise KafkaReadError("IllegalArgumentException", "Varint is too long")
-    raw &= 0xFFFFFFFF
-    return _signed((raw >> 1) ^ -(raw & 1), 32)
-
-
-def read_varlong(buffer: _Buffer) -> int:
-    """ByteUtils.readVarlong(ByteBuffer): at most 10 bytes, bits past 64 dropped, zig-zag in 64 bits."""
-    raw, shift = 0, 0
-    while (byte := buffer.get()) & 0x80:
-        raw |= (byte & 0x7F) << shift
-        shift += 7
-        if shift > 63:
-            raise KafkaReadError("IllegalArgumentException", "Varlong is too long")
-    raw = (raw | byte << shift) & 0xFFFFFFFFFFFFFFFF
-    return _signed((raw >> 1) ^ -(raw & 1), 64)
-
-
-def read_record(buffer: _Buffer, base_offset: int, base_timestamp: int) -> Record:
-    """DefaultRecord.readFrom(ByteBuffer, ...): the length outside the try, everything else inside it (where a
-    BufferUnderflowException or IllegalArgumentException becomes "Found invalid record structure")."""
-    size = read_varint(buffer)
-    if buffer.remaining() < size:
-        raise KafkaReadError("InvalidRecordException", f"Invalid record size: expected {size} bytes in record "
-                                                       f"payload, but instead the buffer has only "
-                                                       f"{buffer.remaining()} remaining bytes.")
-    try:
-        start = buffer.position
-        attributes = buffer.get()
-        timestamp = base_timestamp + read_varlong(buffer)
-        offset = base_offset + read_varint(buffer)
-        key = buffer.read_bytes(read_varint(buffer))
-        value = buffer.read_bytes(read_varint(buffer))
-        count = read_varint(buffer)
-        if count < 0:
-            raise KafkaReadError("InvalidRecordException", f"Found invalid number of record headers {count}")
-        if count > buffer.remaining():
-            raise KafkaReadError("InvalidRecordException", f"Found invalid number of record headers. {count} is "
-                                                           f"larger than the remaining size of the buffer")
-        headers = []
-        for _ in range(count):
-            key_size = read_varint(buffer)
-            if key_size < 0:
-                raise KafkaReadError("InvalidRecordException", f"Invalid negative header key size {key_size}")
-            headers.append((buffer.read_bytes(key_size), buffer.read_bytes(read_varint(buffer))))
-        if buffer.position - start != size:
-            raise KafkaReadError("InvalidRecordException", f"Invalid record size: expected to read {size} bytes "
-                                                           f"in record payload, but instead read "
-                                                           f"{buffer.position - start}")
-    except KafkaReadError as exc:
-        if exc.kind in ("BufferUnderflowException", "IllegalArgumentException"):
-            raise KafkaReadError("InvalidRecordException", f"Found invalid record structure ({exc})") from None
-        raise
-    return Record(attributes, timestamp, offset, key, value, tuple(headers))
-
-
-def decompress(data: bytes, codec: int) -> bytes:
-    """A batch's records from its compressed payload (xerial or raw snappy, as Kafka's SnappyInputStream)."""
-    if codec == GZIP:
-        return gzip.decompress(data)
-    if codec == SNAPPY:
-        import cramjam
-        if data[:8] != b"\x82SNAPPY\x00":
-            return bytes(cramjam.snappy.decompress_raw(data))
-        out, position = bytearray(), 16
-        while position < len(data):
-            (length,) = struct.unpack_from(">i", data, position)
-            out += bytes(cramjam.snappy.decompress_raw(data[position + 4:position + 4 + length]))
-            position += 4 + length
-        return bytes(out)
-    if codec == LZ4:
-        import lz4.frame
-        return lz4.frame.decompress(data)
-    if codec == ZSTD:
-        import zstandard
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    return data
-
-
-class StoredBatch(NamedTuple):
-    base_offset: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records: tuple
-
-
-def read_batch(data: bytes) -> StoredBatch:
-    """One stored batch as Kafka's DefaultRecordBatch iterates it: recordsCount records, none remaining."""
-    (base_offset, _length, _epoch, _magic, _crc, attributes, last_offset_delta, base_timestamp, max_timestamp,
-     producer_id, producer_epoch, base_sequence, count) = HEADER.unpack_from(data)
-    buffer = _Buffer(decompress(data[HEADER_SIZE:], attributes & 0x07))
-    log_append_time = max_timestamp if attributes & TIMESTAMP_TYPE else None
-    read = []
-    for _ in range(count):
-        one = read_record(buffer, base_offset, base_timestamp)
-        read.append(one if log_append_time is None else one._replace(timestamp=log_append_time))
-    if buffer.remaining():
-        raise KafkaReadError("InvalidRecordException", "Incorrect declared batch size, records still remaining")
-    return StoredBatch(base_offset, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-                       producer_epoch, base_sequence, tuple(read))
-
+# --- reading -------------------------------------------------------------------------------------------------
 
 def split_batches(data: bytes) -> list[bytes]:
     """The whole batches of a Fetch response's records (a partial one at the end is dropped, as clients do)."""

@@ -3,25 +3,35 @@
 Each case of ``batch_corpus.CASES`` is produced with a raw ProduceRequest to a fresh topic on both brokers. The
 answers compared are the partition's error code, whether it carries an error message, the KIP-467 record errors'
 indices, its base offset and log append time, and whether the connection stayed open; for an accepted case also
-every stored batch, fetched back raw, with the header fields a broker rewrites masked, and what a reader that
-follows Kafka's DefaultRecord rules (``batch_corpus.read_batch``) sees in it.
+every stored batch, fetched back raw, with the header fields a broker rewrites masked, and what Kafka's own
+reader (tests/conformance/java/RecordOracle.java, ``record_fuzz.KafkaOracle``) reads in it.
 """
 from __future__ import annotations
 
 import time
 
 import pytest
-from batch_corpus import CASES, KafkaReadError, masked, read_batch, split_batches
+from batch_corpus import CASES, masked, split_batches
 from differential import Scenario
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
+from record_fuzz import KafkaOracle, compile_oracle
+
 from broker_sim.protocol.client import ConnectionClosed
 
 UNKNOWN_TOPIC = "an unknown topic (auto-create is Metadata's, never Produce's)"
 FETCH_BYTES = 4 << 20
+
+
+@pytest.fixture(scope="module")
+def record_oracle(pair, tmp_path_factory):
+    """Kafka's record reader in one JVM (the pair fixture has required Kafka's jars)."""
+    oracle = KafkaOracle(compile_oracle(tmp_path_factory.mktemp("record-oracle")))
+    yield oracle
+    oracle.close()
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +87,7 @@ def _produce(peer, topic: str, case, records: bytes) -> dict:
     return answer
 
 
-def _stored(peer, topic: str) -> dict:
+def _stored(peer, topic: str, oracle: KafkaOracle) -> dict:
     """Every batch the partition holds (masked, hex) and what Kafka's reader reads in each."""
     request = FetchRequest[12](
         replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=FETCH_BYTES, isolation_level=0, session_id=0,
@@ -89,32 +99,40 @@ def _stored(peer, topic: str) -> dict:
     partition = peer.call(request).responses[0].partitions[0]
     batches = split_batches(bytes(partition.records or b""))
     return {"fetch_error_code": partition.error_code, "high_watermark": partition.high_watermark,
-            "batches": [masked(b).hex() for b in batches], "read": [_read(b) for b in batches]}
+            "batches": [masked(b).hex() for b in batches], "read": [_read(answer) for answer in oracle.read(batches)]}
 
 
-def _read(stored: bytes):
-    try:
-        return read_batch(stored)._asdict()
-    except KafkaReadError as exc:
-        return f"unreadable: {exc.kind}"
+def _read(answer):
+    """Kafka's reading of one stored batch: its records (offset, timestamp, key, value, headers; bytes as hex),
+    or the exception Kafka's reader throws."""
+    if answer[0] == "error":
+        return f"unreadable: {answer[1]}"
+    return [{"crc_valid": crc, "control": control, "next_offset": next_offset,
+             "records": [(offset, timestamp, _hex(key), _hex(value), [(k.hex(), _hex(v)) for k, v in headers])
+                         for offset, timestamp, key, value, headers in rows]}
+            for crc, control, next_offset, rows in answer]
 
 
-def _scenario(case, topics) -> Scenario:
+def _hex(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.hex()
+
+
+def _scenario(case, topics, oracle: KafkaOracle) -> Scenario:
     records = case.build(int(time.time() * 1000))
 
     def run(peer):
         topic = topics[peer.kind][case.name]
         answer = _produce(peer, topic, case, records)
-        answer["stored"] = _stored(peer, topic) if case.partition == 0 else None
+        answer["stored"] = _stored(peer, topic, oracle) if case.partition == 0 else None
         return answer
 
     return Scenario(case.name, run)
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_batch_answered_and_stored_as_kafka_does(pair, topics, case):
+def test_batch_answered_and_stored_as_kafka_does(pair, topics, record_oracle, case):
     """Produce one corpus case to both brokers: the same answer, the same stored batches, the same records read."""
-    pair.compare(_scenario(case, topics))
+    pair.compare(_scenario(case, topics, record_oracle))
 
 
 def test_produce_to_an_unknown_topic_is_refused_as_kafka_refuses_it(pair):
