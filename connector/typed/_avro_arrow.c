@@ -9,9 +9,10 @@
  *
  * Every read is bounds-checked against the payload; varints are at most 10 bytes; block counts of
  * arrays and maps are bounded by what the remaining bytes could encode, and items that encode in no bytes
- * at all (null, fixed(0), records of those) by one budget per record, ZERO_SIZE_ITEMS_MAX, shared by every
- * array of the record however they nest; strings are checked to be valid UTF-8; bytes left after a record
- * are corruption. A bad record raises ValueError naming its index and the reason (the caller then falls
+ * at all (null, fixed(0), records of those) by one budget per record, ZERO_SIZE_ITEMS_BASE +
+ * ZERO_SIZE_ITEMS_PER_BYTE items per byte of the record, shared by every array of the record however they
+ * nest (so the items a column decodes to stay proportional to its bytes however they are split into
+ * records); strings are checked to be valid UTF-8; bytes left after a record are corruption. A bad record raises ValueError naming its index and the reason (the caller then falls
  * back to the per-record decoder, which attributes it exactly).
  *
  * A map's keys must be distinct (a dict would merge duplicates): a hash table over the keys, hashed with
@@ -38,8 +39,10 @@ enum { T_SKIP = 0, T_I32 = 1, T_I64 = 2, T_F32 = 3, T_F64 = 4 };
 /* OP_LONG range checks (what Python's date / datetime accept, as the per-record path converts) */
 enum { R_NONE = 0, R_DATE = 1, R_DT_MILLIS = 2, R_DT_MICROS = 3 };
 
-/* zero-size array items one record may declare, over all its arrays */
-#define ZERO_SIZE_ITEMS_MAX (1 << 20)
+/* zero-size array items one record may declare over all its arrays: BASE + PER_BYTE * its length
+ * (keep in sync with avro_format.py) */
+#define ZERO_SIZE_ITEMS_BASE 64
+#define ZERO_SIZE_ITEMS_PER_BYTE 8
 
 typedef struct {
     char *p;
@@ -401,7 +404,9 @@ static int rd_block(Dec *d, int skipping, int64_t min_size, int64_t *count) {
     if (min_size > 0) {
         if (n > (d->end - d->p) / min_size) return fail(d, "block count larger than the bytes left");
     } else {
-        if (n > d->zero_left) return fail(d, "too many zero-size items (ZERO_SIZE_ITEMS_MAX in the record)");
+        if (n > d->zero_left)
+            return fail(d, "too many zero-size items (ZERO_SIZE_ITEMS_BASE + ZERO_SIZE_ITEMS_PER_BYTE per byte "
+                           "of the record)");
         d->zero_left -= n;
     }
     *count = n;
@@ -913,7 +918,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         } else {
             d.p = s + offset;
             d.end = s + len;
-            d.zero_left = ZERO_SIZE_ITEMS_MAX;
+            d.zero_left = ZERO_SIZE_ITEMS_BASE + ZERO_SIZE_ITEMS_PER_BYTE * (int64_t)(len - offset);
             rc = run(&d, p->root);
             if (rc == 0 && d.p != d.end) {
                 snprintf(d.err, sizeof d.err, "%zd bytes left after the record (%zd bytes)",

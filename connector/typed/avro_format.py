@@ -31,8 +31,10 @@ Theory of operation.
   recursive writer type as deep as the data goes (a crash of the process past a few thousand levels). For
   a writer schema with such an array, or a recursive one, each payload first goes through a *guard*
   (``_Guard``) that walks it as the writer encodes it, building nothing: every block count bounded by the
-  bytes left (count times the item's minimum size), zero-size items by ``ZERO_SIZE_ITEMS_MAX`` per record
-  over all its arrays, nesting of a recursive writer by ``RECURSIVE_DEPTH_MAX``. A payload past a bound is a
+  bytes left (count times the item's minimum size), zero-size items over all the record's arrays by
+  ``ZERO_SIZE_ITEMS_BASE`` plus ``ZERO_SIZE_ITEMS_PER_BYTE`` per byte of the record (what a fetch decodes to
+  stays proportional to its bytes, however they are split into records), nesting of a recursive writer by
+  ``RECURSIVE_DEPTH_MAX``. A payload past a bound is a
   corrupt record (ValueError) before fastavro sees it. Every other schema costs nothing more: each item of
   its arrays and maps takes at least one byte, so fastavro meets the payload's end first. The compiled path
   (``avro_arrow``) applies the same bounds itself.
@@ -82,9 +84,11 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
 _MICRO = _dt.timedelta(microseconds=1)
 _INT_RANGE = {"int": (-2**31, 2**31 - 1), "long": (-2**63, 2**63 - 1)}
-# Zero-size array items (null, fixed(0), records of those) one record may declare over all its arrays; keep in
-# sync with _avro_arrow.c.
-ZERO_SIZE_ITEMS_MAX = 1 << 20
+# Zero-size array items (null, fixed(0), records of those) one record may declare over all its arrays: BASE plus
+# PER_BYTE per byte of the record (Avro writes N of them in the bytes of the number N); keep in sync with
+# _avro_arrow.c.
+ZERO_SIZE_ITEMS_BASE = 64
+ZERO_SIZE_ITEMS_PER_BYTE = 8
 # Records of a recursive writer type nested in one another in one record: fastavro recurses once (or more) per
 # level on the C stack.
 RECURSIVE_DEPTH_MAX = 200
@@ -600,7 +604,7 @@ class _Guard:
         self.root = self.node(w, frozenset())
 
     def check(self, payload) -> None:
-        state = [ZERO_SIZE_ITEMS_MAX, 0]
+        state = [ZERO_SIZE_ITEMS_BASE + ZERO_SIZE_ITEMS_PER_BYTE * len(payload), 0]
         self.root(payload, 0, state)
 
     def node(self, s: avro.schema.Schema, stack: frozenset) -> Callable:
@@ -698,8 +702,9 @@ def _blocks(item: Callable, min_size: int, key: Callable | None) -> Callable:
                     raise _corrupt("bad block size")
             if min_size == 0:
                 if n > state[0]:
-                    raise _corrupt(f"too many zero-size items (more than ZERO_SIZE_ITEMS_MAX = "
-                                   f"{ZERO_SIZE_ITEMS_MAX} in the record)")
+                    raise _corrupt(f"too many zero-size items (more than ZERO_SIZE_ITEMS_BASE + "
+                                   f"ZERO_SIZE_ITEMS_PER_BYTE per byte = {ZERO_SIZE_ITEMS_BASE} + "
+                                   f"{ZERO_SIZE_ITEMS_PER_BYTE} x {len(buf)} in the record)")
                 state[0] -= n
                 continue
             if n > (len(buf) - pos) // min_size:

@@ -160,11 +160,25 @@ def test_an_array_declaring_2_62_nulls_is_a_malformed_record_in_the_task(mode):
 @pytest.mark.parametrize("path", [pytest.param("column", marks=needs_extension), "record"])
 def test_nested_arrays_of_zero_size_items_share_one_budget_per_record(path):
     """256 inner arrays of 2^20 empty records each: 2^28 items in 1 KB. The compiled path allowed each inner
-    array ZERO_SIZE_ITEMS_MAX of its own (and decoded all 2^28, hundreds of MB); fastavro built 2^28 dicts. One
-    budget per record now covers every array in it."""
+    array 2^20 of its own (and decoded all 2^28, hundreds of MB); fastavro built 2^28 dicts. One budget per
+    record now covers every array in it."""
     hostile = zz(256) + (zz(1 << 20) + b"\x00") * 256 + b"\x00"
     control = _run(path, NESTED, [zz(256) + (zz(4) + b"\x00") * 256 + b"\x00"])
     report = _run(path, NESTED, [hostile])
+    _bounded(report, control, "zero-size items")
+
+
+@pytest.mark.parametrize("path", [pytest.param("column", marks=needs_extension), "record"])
+def test_zero_size_items_stay_proportional_to_the_bytes_when_split_into_many_records(path):
+    """200 records of 5 bytes, each one array of 2^20 empty records: a fixed budget per record (2^20) let 1 KB of
+    records decode to 2^28 items (1-2 s and 300 MB on the compiled path, a dict each on the per-record path).
+    The budget is ZERO_SIZE_ITEMS_BASE plus ZERO_SIZE_ITEMS_PER_BYTE per byte of the record: 104 here."""
+    schema = {"type": "array", "items": EMPTY}
+    most = zz(A.ZERO_SIZE_ITEMS_BASE + A.ZERO_SIZE_ITEMS_PER_BYTE * 3) + b"\x00"   # all a 3-byte record may declare
+    assert len(most) == 3
+    control = _run(path, schema, [most] * 200)
+    assert f"[{{}}, {{}}" in control["result"], control
+    report = _run(path, schema, [zz(1 << 20) + b"\x00"] * 200)
     _bounded(report, control, "zero-size items")
 
 
