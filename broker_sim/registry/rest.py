@@ -18,7 +18,8 @@ headers, body) with Confluent's JSON shapes, content type ``application/vnd.sche
    is not the writer goes to ``service.forward`` as it came (already authorized here); without one: 500 / 50004.
    A registration the subject already holds is answered locally first, in any mode (Confluent's
    ``registerOrForward``): serializers re-registering on start need neither the writer nor READWRITE;
-5. answer from the service (``RegistryError`` -> its status and code).
+5. answer from the service (``RegistryError`` -> its status and code).  GET /schemas, whose answer carries
+   every schema's text, is a ``stream`` encoded slice by slice as the client reads (``JsonArray``).
 
 Authorization model (after Redpanda's schema registry ACLs): resources are ("subject", name) and
 ("registry", ""); operations READ, WRITE, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
@@ -48,11 +49,12 @@ exists (404 otherwise, as to everybody).
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import AsyncIterator, Callable
 from urllib.parse import unquote, urlsplit
 
 from broker_sim.registry import bounded_json, errors, types
@@ -66,6 +68,7 @@ ANY_JSON = "application/vnd.schemaregistry+json"
 PLAIN_JSON = "application/json"
 REQUEST_TYPES = (V1_JSON, ANY_JSON, PLAIN_JSON, "application/octet-stream")
 MAX_BODY_DEPTH = 32  # request bodies are shallow: the schema itself travels as a string
+ARRAY_SLICE_BYTES = 64 * 1024  # a streamed array answer is encoded this much at a time
 
 READ, WRITE, DELETE, DESCRIBE = "READ", "WRITE", "DELETE", "DESCRIBE"
 DESCRIBE_CONFIGS, ALTER_CONFIGS = "DESCRIBE_CONFIGS", "ALTER_CONFIGS"
@@ -92,6 +95,28 @@ class RestResponse:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None  # instead of ``body`` (``JsonArray`` answers)
+
+
+class JsonArray(list):
+    """A JSON array answer that may be too big to build per request (GET /schemas: every schema's text):
+    ``stream`` encodes it item by item as the client reads, so a client that stops reading holds one slice
+    of it, and encoding never holds the event loop for more than one slice."""
+
+
+async def _array_slices(items: list) -> AsyncIterator[bytes]:
+    parts: list[bytes] = [b"["]
+    size = 1
+    for i, item in enumerate(items):
+        part = json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        parts.append(b"," + part if i else part)
+        size += len(part) + 1
+        if size >= ARRAY_SLICE_BYTES:
+            yield b"".join(parts)
+            parts, size = [], 0
+            await asyncio.sleep(0)  # other clients' requests between slices
+    parts.append(b"]")
+    yield b"".join(parts)
 
 
 def _allow_all(principal, operation, resource) -> bool:
@@ -185,6 +210,8 @@ class RegistryRest:
 
     @staticmethod
     def _respond(status: int, body, content_type: str) -> RestResponse:
+        if isinstance(body, JsonArray):
+            return RestResponse(status, {"Content-Type": content_type}, stream=_array_slices(body))
         if isinstance(body, bytes):
             data = body
         else:
@@ -394,7 +421,7 @@ class RegistryRest:
     async def _list_schemas(self, request, query):
         schemas = await self.service.schemas(_text(query, "subjectPrefix", "") or "", _flag(query, "deleted"),
                                              _flag(query, "latestOnly"))
-        return 200, _page([s for s in schemas if self._may(request, READ, s["subject"])], query)
+        return 200, JsonArray(_page([s for s in schemas if self._may(request, READ, s["subject"])], query))
 
     async def _versions(self, request, query, subject):
         deleted_only = _flag(query, "deletedOnly") or _flag(query, "deleted_only")

@@ -29,7 +29,11 @@ limits below, or hold it for long:
   that the client does not read within ``write_timeout_s`` closes it.  A response
   is written in ``WRITE_SLICE_BYTES`` slices, each once the transport's buffer
   has drained, so a client that stops reading holds about one slice, not a copy
-  of the whole response (the response's bytes are shared);
+  of the whole response (the response's bytes are shared).  A response with a
+  ``stream`` (an async iterator of byte chunks, for answers too big to build
+  per request) is sent chunked (close-delimited when the connection closes after
+  it), each chunk asked for only once the previous one has drained: a client
+  that stops reading holds one chunk, and the handler builds no more;
 * TLS (``ssl``): a handshake not finished within ``handshake_timeout_s`` closes it.
 
 A handler that raises answers 500 (logged); the connection stays usable.
@@ -43,7 +47,7 @@ import logging
 import ssl as ssl_module
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 log = logging.getLogger(__name__)
@@ -79,6 +83,7 @@ class HttpRequest:
     headers: dict[str, str]
     body: bytes
     raw_path: str = ""
+    version: str = "HTTP/1.1"
     peer: str = ""
     principal: str | None = None  # set by whoever authenticates the request (not the HTTP layer)
 
@@ -88,6 +93,7 @@ class HttpResponse:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None  # instead of ``body``: sent as it is produced
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
@@ -210,7 +216,14 @@ class HttpServer:
             finally:
                 self.buffered_body_bytes -= reserved[0]
             async with asyncio.timeout(self.limits.write_timeout_s):
-                await _write(writer, _head(response, close=close), b"" if request.method == "HEAD" else response.body)
+                if response.stream is not None:
+                    try:
+                        await _write_stream(writer, response, close=close, head_only=request.method == "HEAD")
+                    finally:
+                        await response.stream.aclose()
+                else:
+                    await _write(writer, _head(response, close=close),
+                                 b"" if request.method == "HEAD" else response.body)
             if close:
                 return
 
@@ -257,7 +270,7 @@ class HttpServer:
         if not split.path.startswith("/") and target != "*":
             raise _Refused(400, "Bad Request: the target is not a path")
         request = HttpRequest(method.upper(), unquote(split.path), parse_qs(split.query, keep_blank_values=True),
-                              headers, b"", raw_path=target)
+                              headers, b"", raw_path=target, version=version)
         connection = {t.strip() for t in headers.get("connection", "").lower().split(",")}
         close = "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection)
         return request, close
@@ -357,11 +370,32 @@ async def _write(writer: asyncio.StreamWriter, head: bytes, body: bytes) -> None
         await writer.drain()
 
 
+async def _write_stream(writer: asyncio.StreamWriter, response: HttpResponse, *, close: bool,
+                        head_only: bool) -> None:
+    """The head, then each chunk of ``response.stream`` once the transport's buffer has drained: chunked
+    transfer coding on a connection that stays open, the bare bytes up to the close on one that does not."""
+    chunked = not close
+    writer.write(_encode(response, head_only=True, close=close, length=False, chunked=chunked))
+    if head_only:
+        return
+    async for chunk in response.stream:
+        if not chunk:
+            continue
+        if writer.transport.get_write_buffer_size():
+            await writer.drain()
+        writer.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+    if chunked:
+        writer.write(b"0\r\n\r\n")
+    if writer.transport.get_write_buffer_size():
+        await writer.drain()
+
+
 def _head(response: HttpResponse, *, close: bool) -> bytes:
     return _encode(response, head_only=True, close=close)
 
 
-def _encode(response: HttpResponse, *, head_only: bool, close: bool) -> bytes:
+def _encode(response: HttpResponse, *, head_only: bool, close: bool, length: bool = True,
+            chunked: bool = False) -> bytes:
     try:
         reason = HTTPStatus(response.status).phrase
     except ValueError:
@@ -370,7 +404,10 @@ def _encode(response: HttpResponse, *, head_only: bool, close: bool) -> bytes:
     for name, value in response.headers.items():
         if name.lower() not in ("content-length", "connection", "transfer-encoding"):
             lines.append(f"{name}: {value}")
-    lines.append(f"Content-Length: {len(response.body)}")
+    if length:
+        lines.append(f"Content-Length: {len(response.body)}")
+    elif chunked:
+        lines.append("Transfer-Encoding: chunked")
     lines.append("Connection: close" if close else "Connection: keep-alive")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     return head if head_only else head + response.body

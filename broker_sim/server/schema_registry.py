@@ -312,7 +312,7 @@ class SchemaRegistry:
             length = int(response_headers.get("content-length", "-1"))
             if length > _MAX_FORWARDED_RESPONSE_BYTES:
                 raise ValueError(f"the writer's answer is {length} bytes")
-            body = await (reader.readexactly(length) if length >= 0 else reader.read(_MAX_FORWARDED_RESPONSE_BYTES))
+            body = await (reader.readexactly(length) if length >= 0 else _read_to_close(reader))
         finally:
             writer.close()
         kept = {k.title(): v for k, v in response_headers.items() if k in ("content-type", "www-authenticate")}
@@ -330,3 +330,14 @@ class SchemaRegistry:
                 raise
             except Exception:  # must keep running; the next pass retries
                 log.exception("schema registry: replaying _schemas failed")
+
+
+async def _read_to_close(reader: asyncio.StreamReader) -> bytes:
+    """A close-delimited body (the writer streams GET /schemas so to a forwarded request, which says
+    ``Connection: close``), at most ``_MAX_FORWARDED_RESPONSE_BYTES``."""
+    body = bytearray()
+    while chunk := await reader.read(65536):
+        body += chunk
+        if len(body) > _MAX_FORWARDED_RESPONSE_BYTES:
+            raise ValueError(f"the writer's answer is over {_MAX_FORWARDED_RESPONSE_BYTES} bytes")
+    return bytes(body)

@@ -148,3 +148,38 @@ def test_transitive_checks_of_large_versions_leave_the_loop_free_and_stop_at_the
     assert registry.call("POST", "/subjects/small/versions", {"schema": small})[0] == 200  # the lane serves
     assert_serving(broker)
     hostile_broker.restart(broker)
+
+
+def _stalled_get(port: int, path: str) -> socket.socket:
+    """A client that sends one GET and never reads the answer (a small receive buffer, so the kernel holds
+    little of it)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return sock
+
+
+def test_get_schemas_to_clients_that_never_read_holds_a_slice_each_not_the_answer(hostile_broker):
+    broker, registry = _registry_broker(hostile_broker)
+    for i in range(40):  # a 10 MB answer: every schema's text
+        schema = json.dumps({"type": "record", "name": f"S{i}", "doc": "d" * 250_000, "fields": []})
+        assert registry.call("POST", f"/subjects/s{i}/versions", {"schema": schema})[0] == 200
+    status, everything = registry.call("GET", "/schemas")
+    assert status == 200 and len(everything) == 40
+    assert [s["subject"] for s in everything] == sorted(f"s{i}" for i in range(40))
+    probe, control = _probe(broker, registry)
+    before = rss_bytes(broker.process.pid)
+
+    stalled = [_stalled_get(registry.port, "/schemas") for _ in range(20)]
+    time.sleep(3.0)  # every answer started; each client's share stopped at what it would not read
+    grown = rss_bytes(broker.process.pid) - before
+    _assert_quick(probe, control, "20 GET /schemas that are never read")
+    assert grown < 60 * MB, f"RSS grew {grown / MB:.0f} MB for 20 unread 10 MB answers"
+    status, again = registry.call("GET", "/schemas")  # a reading client meanwhile gets all of it
+    assert status == 200 and again == everything
+    probe.stop()
+    for sock in stalled:
+        sock.close()
+    assert_serving(broker)
+    hostile_broker.restart(broker)

@@ -92,6 +92,8 @@ class Registry:
 
     async def acall(self, method: str, target: str, body=None, **kwargs):
         response = await self.rest.handle(request(method, target, body, **kwargs))
+        if response.stream is not None:
+            response.body = b"".join([chunk async for chunk in response.stream])
         try:
             value = json.loads(response.body) if response.body else None
         except ValueError:
