@@ -48,6 +48,18 @@ def where(client: WireClient, topic: str) -> str | None:
     return None
 
 
+def _connect_when_up(bootstrap: str, wait_s: float = 20.0) -> WireClient:
+    """A WireClient, retried while nothing listens yet (a restarted broker's log already says "listening")."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return WireClient(bootstrap, timeout=60)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 class Victim:
     """Another client producing small acks=1 batches back to back; the latency of each, per phase."""
 
@@ -118,7 +130,7 @@ def test_log_dir_ping_pong_does_not_starve_other_clients(hostile_broker, tmp_pat
         assert peak_rss_bytes(pid) - rss_before < 256 * MIB
     assert_serving(broker)
     broker = hostile_broker.restart(broker)
-    with WireClient(broker.bootstrap_servers, timeout=60) as client:
+    with _connect_when_up(broker.bootstrap_servers) as client:
         assert where(client, "big") in dirs
         assert list_offsets(client, "big", 0, LATEST) == produced  # every record, after every move
     assert_serving(broker)
@@ -128,8 +140,16 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC_AUTHORIZATION_FAILED = 29
 
 
-def _scrape(port: int) -> str:
-    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+def _scrape(port: int, wait_s: float = 20.0) -> str:
+    """GET /metrics, retried while nothing listens yet (a restarted broker's log already says "listening")."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def _named(text: str, label: str) -> set[str]:
