@@ -1,8 +1,7 @@
 """Replication throttles (KIP-73): a reassignment's or a log-dir move's copying must not starve clients.
 
 Theory of operation (Kafka's ``ReplicationQuotaManager``): two replication quotas per broker, the dynamic
-broker configs
-``leader.replication.throttled.rate`` (bytes/s this broker, as leader, sends to followers) and
+broker configs ``leader.replication.throttled.rate`` (bytes/s this broker, as leader, sends to followers) and
 ``follower.replication.throttled.rate`` (bytes/s this broker, as follower, fetches), each applying only to
 the replicas its topic lists in ``leader.replication.throttled.replicas`` /
 ``follower.replication.throttled.replicas`` ("partition:broker,..." naming the broker that throttles, or
