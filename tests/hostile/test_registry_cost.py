@@ -183,3 +183,47 @@ def test_get_schemas_to_clients_that_never_read_holds_a_slice_each_not_the_answe
         sock.close()
     assert_serving(broker)
     hostile_broker.restart(broker)
+
+
+def _any_of(branches: int, kind: str) -> str:
+    """A JSON Schema whose compatibility check pairs every branch with every branch."""
+    return json.dumps({"anyOf": [{"type": "object", "properties": {f"p{i}": {"type": kind}}, "required": [f"p{i}"]}
+                                 for i in range(branches)]})
+
+
+def _invalid_proto(i: int) -> str:
+    """~16 KB of .proto that the parser reads to the end before refusing it."""
+    return 'syntax = "proto3";\nmessage A%d {\n' % i + "".join(
+        f"  int32 f{n} = {n + 1};\n" for n in range(800)) + "  int32 = ;\n}\n"
+
+
+def test_small_schemas_that_are_slow_to_check_or_refuse_leave_the_loop_free(hostile_broker):
+    broker, registry = _registry_broker(hostile_broker)
+    assert registry.call("POST", "/subjects/json/versions",
+                         {"schema": _any_of(150, "string"), "schemaType": "JSON"})[0] == 200
+    probe, control = _probe(broker, registry)
+    answers: list[tuple[int, object]] = []
+
+    def any_of_client() -> None:
+        for _ in range(3):
+            answers.append(registry.call("POST", "/compatibility/subjects/json/versions/latest",
+                                         {"schema": _any_of(150, "integer"), "schemaType": "JSON"}))
+
+    def proto_client(k: int) -> None:
+        for i in range(10):
+            answers.append(registry.call("POST", f"/subjects/p{k}/versions",
+                                         {"schema": _invalid_proto(i), "schemaType": "PROTOBUF"}))
+
+    clients = [threading.Thread(target=any_of_client) for _ in range(4)]
+    clients += [threading.Thread(target=proto_client, args=(k,)) for k in range(4)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join(120)
+    _assert_quick(probe, control, "anyOf checks and invalid .proto files from 8 clients")
+    probe.stop()
+    assert len(answers) == 4 * 3 + 4 * 10
+    assert sorted({(status, body.get("is_compatible", body.get("error_code"))) for status, body in answers}) == \
+        [(200, False), (422, 42201)]
+    assert_serving(broker)
+    hostile_broker.restart(broker)
