@@ -85,3 +85,14 @@ def huge_key_length(port, rng, cache):
 
 
 ATTACKS = [shifted_attributes, overlong_varints, huge_key_length]
+
+
+def shifted_pair(key: bytes, value: bytes) -> bytes:
+    """One record v2 that a reader taking the attributes for a varint reads as (``key``, ``value``), while Kafka
+    reads a key of varint bytes and the value's last 16 bytes: ``value`` must end in 16 bytes before which a
+    space may stand (JSON ending in 15 spaces and "}" does), as the byte 0x20, Kafka's value length (16), is
+    inserted there in the other reading's value."""
+    head, tail = value[:-16], value[-16:]
+    region = _varint(len(key)) + key + _varint(len(head) + 17) + head
+    body = bytes([0x80, 0x00, 0x00]) + _varint(len(region)) + region + b"\x20" + tail + b"\x00"
+    return _varint(len(body)) + body

@@ -5,7 +5,8 @@ a reader taking the attributes for a varint reads a value framed with a register
 refuse it on a topic with ``confluent.value.schema.validation`` (its value is not framed, as Kafka reads it),
 and where it accepts it (a plain topic) librdkafka and the connector on every read path (compiled, includeHeaders,
 typed) must read the same key and value. Kafka's refusals (a 6-byte varint, a key length of 2**63-1) are
-INVALID_RECORD without a traceback. All while another client's requests stay fast, and across a restart.
+INVALID_RECORD without a traceback. The registry reads a record a client wrote to ``_schemas`` as Kafka does.
+All while another client's requests stay fast, and across a restart.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import json
 import time
 import uuid
 
-from client_helpers import create_topic, free_port
+from client_helpers import Record, create_topic, free_port, produce_kafka_python
 from confluent_kafka import Consumer
 from hostile import assert_serving
 from kafka_wire import WireClient, list_offsets
@@ -21,7 +22,8 @@ from test_records import normal_client_latencies, produce_raw
 from test_registry_wipe import Registry
 
 from broker_sim.testing.hostile_records import (
-    SHIFTED_VALUE, huge_key_length_batch, kafka_key_of_shifted, overlong_varint_batch, shifted_batch)
+    SHIFTED_VALUE, huge_key_length_batch, kafka_key_of_shifted, overlong_varint_batch, shifted_batch, shifted_pair)
+from broker_sim.testing.hostile_soak import _batch
 
 INVALID_RECORD = 87
 LATENCY_BOUND_S = 0.5
@@ -104,3 +106,50 @@ def test_the_shifted_record_means_one_thing_to_the_broker_and_every_consumer(hos
     with WireClient(bootstrap) as client:  # nothing of the refused batches was appended
         assert list_offsets(client, validated, 0, -1)[::2] == (0, 0)
         assert list_offsets(client, plain, 0, -1)[::2] == (0, 1)
+
+
+def test_a_shifted_registration_in_schemas_means_what_kafka_reads(hostile_broker):
+    """A client writes to ``_schemas`` (a plain topic while the broker runs no registry) a record that a varint
+    reading of its attributes takes for a schema registration (subject evil-value, id 99), while Kafka (and so
+    Confluent's registry) reads a key that is not JSON. Once the broker starts its registry on that log, the
+    registry reads it as Kafka does and registers nothing (it read it with kafka-python's record reader, and
+    served the schema), before and after a restart."""
+    broker = hostile_broker()
+    create_topic(broker.bootstrap_servers, "_schemas", configs={"cleanup.policy": "compact"})
+    key = json.dumps({"keytype": "SCHEMA", "subject": "evil-value", "version": 1, "magic": 1}).encode()
+    value = json.dumps({"subject": "evil-value", "version": 1, "id": 99, "schema": json.dumps("string"),
+                        "deleted": False})[:-1].encode() + b" " * 15 + b"}"
+    with normal_client_latencies(broker.bootstrap_servers) as control:
+        time.sleep(0.5)
+    with normal_client_latencies(broker.bootstrap_servers) as attacked:
+        answer = produce_raw(broker.bootstrap_servers, "_schemas", _batch(shifted_pair(key, value), count=1))
+    assert (answer.error_code, answer.base_offset) == (0, 0)  # Kafka accepts it: a valid record
+    assert control and attacked and max(attacked) <= LATENCY_BOUND_S, (max(attacked), max(control))
+    # the other reading puts the record at its offset delta, its Kafka key's length (166): NOOP records
+    # (which every registry skips) move the log's end past it
+    noop = json.dumps({"keytype": "NOOP", "magic": 0}).encode()
+    produce_kafka_python(broker.bootstrap_servers, "_schemas", [Record(noop, None)] * 300)
+    assert broker.terminate() == 0
+    registry_port = free_port()
+    broker = hostile_broker({"schema.registry.listeners": f"http://127.0.0.1:{registry_port}"}, broker.data_dir,
+                            broker.port)
+    registry = Registry(registry_port)
+    for round_ in ("with the registry", "after a restart"):
+        assert _subjects(registry) == [], round_
+        assert registry.schema_of(99) is None, round_
+        assert_serving(broker)
+        broker = hostile_broker.restart(broker)
+
+
+def _subjects(registry: Registry, timeout_s: float = 20.0) -> list:
+    """GET /subjects once the registry listens (it may start a moment after the broker answers)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            status, subjects = registry.call("GET", "/subjects")
+        except OSError:
+            assert time.monotonic() < deadline, "the registry never listened"
+            time.sleep(0.1)
+            continue
+        assert status == 200, (status, subjects)
+        return subjects
