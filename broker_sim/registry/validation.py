@@ -24,7 +24,9 @@ A produce's records for one partition are refused whole when any record fails: I
 KIP-467 record error per failing record (its index among the partition's records, which is its batch
 index for the single batch clients send) naming the side, the problem, the schema id and the subject, and
 Kafka's summary as the error message (``RecordValidationError.of``).  Nothing of the partition's records is
-appended.
+appended.  At most ``MAX_RECORD_ERRORS`` records are named (the first ones; the message counts them all):
+a produce of tens of thousands of failing records would otherwise build, on the event loop, an answer
+larger than the produce.
 
 Two steps, so the costly one runs wherever ``storage.validator`` runs (a thread for big or compressed
 inputs) and costs no second decompression nor walk: ``RecordScan.__call__`` is given the values (keys)
@@ -75,6 +77,8 @@ MAX_MESSAGE_INDEXES = 16
 MAX_INDEX_BYTES = 5 * (MAX_MESSAGE_INDEXES + 1)
 # Cached answers per check before the cache starts over (hostile producers may send any number of ids).
 CACHE_ENTRIES = 10_000
+# Most failing records a refusal names (KIP-467 record errors); its message counts them all.
+MAX_RECORD_ERRORS = 1000
 
 
 class RegistryView(NamedTuple):
@@ -198,12 +202,16 @@ class RecordScan:
         answers = self._check.answers(refresh=True)
         if self._passes(answers):
             return
-        errors = self._errors(answers)
+        errors, total = self._errors(answers)
         if answers.lagging:
             raise REGISTRY_NOT_READY(
                 f"schema id {min(answers.lagging)} is above every id this broker's replica of _schemas holds "
                 f"yet (it follows the registry's writer): retry")
-        raise RecordValidationError.of(errors)
+        refusal = RecordValidationError.of(errors)
+        if total > len(errors):  # Kafka's message counts every failing record, named or not
+            refusal = RecordValidationError(refusal.args[0].replace(
+                f"due to {len(errors)} record errors", f"due to {total} record errors", 1), errors)
+        raise refusal
 
     def _passes(self, answers: _Answers) -> bool:
         """Every distinct head is framed and its id may be used (Protobuf under a record-name strategy: the
@@ -221,19 +229,35 @@ class RecordScan:
                         return False
         return True
 
-    def _errors(self, answers: _Answers) -> list[tuple[int, str]]:
-        """(index among the partition's records, message) of every failing record, in order."""
+    def _errors(self, answers: _Answers) -> tuple[list[tuple[int, str]], int]:
+        """(index among the partition's records, message) of the first MAX_RECORD_ERRORS failing records, in
+        order, and how many records fail.  A side's problem depends on its head alone (but for Protobuf
+        under a record-name strategy, whose message indexes follow): it is worded once per distinct head."""
         errors = []
-        first = 0
+        total = first = 0
+        worded: dict[tuple, str | None] = {}
         for position in sorted(self._batches):
             count, sides = self._batches[position]
             for index in range(count):
-                for rule, (data, _) in zip(self.rules, sides):
-                    problem = self._problem(answers, rule, data[index])
+                for number, (rule, (data, _)) in enumerate(zip(self.rules, sides)):
+                    item = data[index]
+                    if item is None:
+                        continue
+                    key = (number, item[:5] if len(item) >= 5 and item[0] == MAGIC_BYTE else
+                           (len(item) if len(item) < 5 else -1, item[:1]))
+                    try:
+                        problem = worded[key]
+                    except KeyError:
+                        problem = self._problem(answers, rule, item)
+                        if not (rule.strategy != TOPIC_NAME_STRATEGY and len(item) >= 5
+                                and answers.is_protobuf(item[1:5])):
+                            worded[key] = problem
                     if problem is not None:
-                        errors.append((first + index, f"{rule.side} of record {first + index}: {problem}"))
+                        total += 1
+                        if len(errors) < MAX_RECORD_ERRORS:
+                            errors.append((first + index, f"{rule.side} of record {first + index}: {problem}"))
             first += count
-        return errors
+        return errors, total
 
     def _problem(self, answers: _Answers, rule: SideRule, item: bytes | None) -> str | None:
         if item is None:  # a tombstone, or a null key: passes, as Confluent Server

@@ -18,13 +18,14 @@ import urllib.request
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from client_helpers import free_port
+from client_helpers import create_topic, free_port
 from hostile import assert_serving, rss_bytes
-from kafka_wire import WireClient
+from kafka_wire import WireClient, produce_request, record_batch
 
 LATENCY_BOUND_S = 0.5
 MB = 1 << 20
 OPERATION_TIMEOUT = 50002
+INVALID_RECORD = 87
 
 
 class Registry:
@@ -225,5 +226,31 @@ def test_small_schemas_that_are_slow_to_check_or_refuse_leave_the_loop_free(host
     assert len(answers) == 4 * 3 + 4 * 10
     assert sorted({(status, body.get("is_compatible", body.get("error_code"))) for status, body in answers}) == \
         [(200, False), (422, 42201)]
+    assert_serving(broker)
+    hostile_broker.restart(broker)
+
+
+def test_a_produce_of_records_that_all_fail_validation_is_refused_without_holding_the_loop(hostile_broker):
+    from kafka.protocol.producer import ProduceRequest
+
+    broker, registry = _registry_broker(hostile_broker)
+    create_topic(broker.bootstrap_servers, "validated", partitions=4,
+                 configs={"confluent.value.schema.validation": "true"})
+    unframed = record_batch([b"v%d" % i for i in range(60_000)], key=None)  # ~0.9 MB, every record fails
+    assert 800_000 < len(unframed) < 1_000_000
+    data = ProduceRequest.TopicProduceData
+    request = ProduceRequest[9](transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[data(
+        name="validated", partition_data=[data.PartitionProduceData(index=p, records=unframed) for p in range(4)])])
+    probe, control = _probe(broker, registry)
+    with WireClient(broker.bootstrap_servers, timeout=60) as client:
+        for _ in range(3):
+            for answer in client.call(request).responses[0].partition_responses:
+                assert answer.error_code == INVALID_RECORD
+                assert answer.error_message.startswith("One or more records have been rejected due to 60000 "
+                                                       "record errors in total")
+                assert len(answer.record_errors) == 1000  # the first ones named, not 60,000 messages
+                assert answer.record_errors[0].batch_index == 0
+    _assert_quick(probe, control, "produces of 4 x 60,000 records that fail schema validation")
+    probe.stop()
     assert_serving(broker)
     hostile_broker.restart(broker)

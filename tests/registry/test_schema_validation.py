@@ -126,6 +126,20 @@ def test_every_failing_record_gets_its_error_and_the_message_shows_three(registr
     assert [index for index, _ in errors] == [0, 1, 2, 3, 4]
 
 
+def test_a_refusal_names_at_most_max_record_errors_and_counts_them_all(registry):
+    from broker_sim.registry.validation import MAX_RECORD_ERRORS
+
+    failing = [(None, framed(7)), (None, b"raw"), (None, b"\x01raw value")] * 1000
+    with pytest.raises(RecordValidationError) as caught:
+        check(registry, batch(*failing, (None, framed(1))))
+    errors = caught.value.record_errors
+    assert len(errors) == MAX_RECORD_ERRORS == 1000
+    assert [index for index, _ in errors] == list(range(1000))  # the first ones, in order
+    assert caught.value.args[0].startswith("One or more records have been rejected due to 3000 record errors")
+    assert "schema id 7 is not registered" in errors[0][1] and "only 3 bytes" in errors[1][1]
+    assert "magic byte 1" in errors[2][1] and errors[999][1].startswith("value of record 999: ")
+
+
 def test_a_tombstone_and_a_null_key_pass(registry):
     check(registry, batch((b"k", None), (None, framed(1))))
     registry.register("orders-key", 1, 1)
