@@ -119,10 +119,17 @@ def _not_kept(topics, denied) -> bool:
     return bool(denied) or any(read.error == UNKNOWN_TOPIC_OR_PARTITION for _, reads in topics for read in reads)
 
 
-def _refused(partitions_by_topic, reason="a follower fetch (replica_id >= 0) needs ClusterAction: brokers only"):
-    return [(name, [_Read(data.partition, Errors.TopicAuthorizationFailedError.errno, reason)
-                    for data in partitions])
-            for name, partitions in partitions_by_topic]
+async def _refused(partitions_by_topic, slices: Slices,
+                   reason="a follower fetch (replica_id >= 0) needs ClusterAction: brokers only"):
+    refused = []
+    for name, partitions in partitions_by_topic:
+        reads = []
+        for data in partitions:
+            reads.append(_Read(data.partition, Errors.TopicAuthorizationFailedError.errno, reason))
+            if slices.due():
+                await asyncio.sleep(0)
+        refused.append((name, reads))
+    return refused
 
 
 def _has_error(topics) -> bool:
@@ -152,7 +159,7 @@ class FetchApis:
         partitions_by_topic = await fetch_data(request, slices)
         from_follower = request.replica_id is not None and request.replica_id >= 0
         if from_follower and access.enabled and not access.cluster_action(ctx):
-            return await _encode(ctx, request, _refused(partitions_by_topic), slices=slices)
+            return await _encode(ctx, request, await _refused(partitions_by_topic, slices), slices=slices)
         session, incremental, new_session = None, False, False
         if ctx.version >= 7:
             try:
@@ -169,7 +176,7 @@ class FetchApis:
                 (permitted if allowed(entry[0]) else denied).append(entry)
             if denied:
                 partitions_by_topic = permitted
-                denied = _refused(denied, "READ on the topic is not allowed")
+                denied = await _refused(denied, slices, "READ on the topic is not allowed")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(request.max_wait_ms, 0) / 1000.0
         while True:

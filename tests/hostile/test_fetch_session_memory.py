@@ -84,10 +84,13 @@ def test_sessions_of_a_forbidden_topic_are_not_kept(hostile_broker):
         assert create_topics(client, {"forbidden": 1})["forbidden"][0] == 0
     _ask_for_sessions(broker.port, "forbidden", 1)
     before = rss_bytes(broker.process.pid)
-    answers = _ask_for_sessions(broker.port, "forbidden", SESSIONS)
+    control, during, answers = _latency_during(
+        broker.port, lambda: _ask_for_sessions(broker.port, "forbidden", SESSIONS))
     grown = rss_bytes(broker.process.pid) - before
-    print(f"\n{SESSIONS} sessions of a forbidden topic's {PARTITIONS} partitions: RSS grew {grown / MB:.0f} MB")
+    print(f"\n{SESSIONS} sessions of a forbidden topic's {PARTITIONS} partitions: RSS grew {grown / MB:.0f} MB; "
+          f"other client's worst round trip {during * 1000:.0f} ms (control {control * 1000:.0f} ms)")
     _check_no_session(answers, TOPIC_AUTHORIZATION_FAILED)
     assert grown < 50 * MB, f"RSS grew {grown / MB:.0f} MB (main: ~24 MB per session, bound 50 MB)"
+    assert during < 0.5, f"refusing READ held another client {during * 1000:.0f} ms"
     _a_real_session_is_still_made(broker.bootstrap_servers)
     assert_serving(broker)
