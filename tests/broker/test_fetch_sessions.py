@@ -4,6 +4,7 @@ from __future__ import annotations
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.consumer import FetchRequest
 
+from broker_sim.security.sasl import SaslLogin
 from tests.integration.kafka_wire import (
     WireClient, batches_of, create_topics, produce_request, produce_result, record_batch,
 )
@@ -74,6 +75,29 @@ def test_a_session_is_not_found_by_another_replica_and_lives_on_for_its_own(pylo
         assert (stolen.error_code, stolen.responses) == (SESSION_NOT_FOUND, [])
         assert fetch(client, "owned", [], session_id=consumer.session_id, epoch=1).error_code == 0  # epoch 1 unused
         assert fetch(client, "owned", [], session_id=follower.session_id, epoch=1, replica_id=7).error_code == 0
+
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+              'password="alice-secret" user_alice="alice-secret" user_mallory="mallory-secret";')
+
+
+def test_a_session_is_not_found_by_another_principal(pylog_broker_factory):
+    """The same for principals: a session alice made is FETCH_SESSION_ID_NOT_FOUND to mallory, who presents its id
+    and epoch over a connection of her own, and alice's next incremental fetch is answered as if nothing happened."""
+    broker = pylog_broker_factory(config={
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})
+    with WireClient(broker.bootstrap_servers) as client:
+        assert create_topics(client, {"alices": 1})["alices"][0] == 0
+    bootstrap = broker.bootstrap_servers_for("SASL_PLAINTEXT")
+    with WireClient(bootstrap) as alice, WireClient(bootstrap) as mallory:
+        alice.authenticate(SaslLogin("PLAIN", "alice", "alice-secret"))
+        mallory.authenticate(SaslLogin("PLAIN", "mallory", "mallory-secret"))
+        made = fetch(alice, "alices", [entry(0)], session_id=0, epoch=0)
+        assert made.error_code == 0 and made.session_id != 0
+        stolen = fetch(mallory, "alices", [], session_id=made.session_id, epoch=1)
+        assert (stolen.error_code, stolen.responses) == (SESSION_NOT_FOUND, [])
+        assert fetch(alice, "alices", [], session_id=made.session_id, epoch=1).error_code == 0
 
 
 def test_sessions_are_bounded_by_the_cache_slots(pylog_broker_factory):
