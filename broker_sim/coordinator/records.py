@@ -22,7 +22,7 @@ from __future__ import annotations
 import io
 import struct
 import threading
-from typing import Callable, NamedTuple
+from typing import Callable
 
 VERSION = struct.Struct(">h")  # the int16 every key and value starts with
 
@@ -123,21 +123,11 @@ def iter_batches(data: bytes):
         position += size
 
 
-class DefinedRecord(NamedTuple):
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list
-
-
 class DefinedBatch:
     """A v2 batch: kafka-python's ``DefaultRecordBatch`` answers for its header, its records are read as Kafka
-    reads them (``broker_sim.protocol.records``: kafka-python reads the attributes byte as a varint, so a
-    record a client wrote to ``_schemas`` could mean one thing to the registry and another to every Kafka
-    reader). Iterating raises InvalidRecordError (or UnknownError, a codec's error) for a batch Kafka refuses."""
-
-    _CODECS = {1: "gzip_decode", 2: "snappy_decode", 3: "lz4_decode", 4: "zstd_decode"}
+    reads them (``validator.read_batch``, the one definition of a record: kafka-python reads the attributes byte
+    as a varint, so a record a client wrote to ``_schemas`` could mean one thing to the registry and another to
+    every Kafka reader). Iterating raises a KafkaError for a batch Kafka refuses."""
 
     def __init__(self, batch, data: memoryview):
         self._batch, self._data = batch, data
@@ -146,32 +136,9 @@ class DefinedBatch:
         return getattr(self._batch, name)
 
     def __iter__(self):
-        from broker_sim.protocol.records import (
-            WANT_HEADERS, WANT_KEYS, WANT_OFFSETS, WANT_TIMESTAMPS, WANT_VALUES, java_long, walk_records)
+        from broker_sim.storage.validator import read_batch
 
-        (attributes, base_timestamp, max_timestamp, count) = _V2_FIELDS.unpack_from(self._data, 21)
-        records = self._data[61:]
-        codec = attributes & 0x07
-        if codec:
-            import kafka.codec
-            import kafka.errors as Errors
-
-            if codec not in self._CODECS:
-                raise Errors.UnknownError(f"unknown compression type id {codec}")
-            records = getattr(kafka.codec, self._CODECS[codec])(bytes(records))
-        if count == 0:  # Kafka's iterator reads nothing of a batch that claims no records
-            return
-        *_, keys, values, deltas, headers, offsets = walk_records(
-            records, count, WANT_KEYS | WANT_VALUES | WANT_TIMESTAMPS | WANT_HEADERS | WANT_OFFSETS,
-            compressed=bool(codec))
-        base_offset = self._batch.base_offset
-        for key, value, delta, pairs, offset in zip(keys, values, deltas, headers, offsets):
-            timestamp = max_timestamp if attributes & 0x08 else java_long(base_timestamp + delta)
-            yield DefinedRecord(java_long(base_offset + offset), timestamp, key, value, pairs)
-
-
-# attributes, (last offset delta,) base timestamp, max timestamp, (producer id, epoch, base sequence,) count
-_V2_FIELDS = struct.Struct(">h4xqq14xi")
+        return iter(read_batch(self._data))
 
 
 def iter_records(data: bytes):

@@ -3,8 +3,9 @@
  * Theory of operation: broker_sim/storage/validator.py checks every record of a client's batch (Kafka's
  * LogValidator). ``scan(records, count, want)`` walks the bytes as Kafka 4.1's DefaultRecord.readFrom reads
  * them and answers in one tuple per batch: (smallest timestamp delta, largest timestamp delta, records whose
- * key is null, whether the offset deltas are 0, 1, 2, ..., then the keys, the values and the timestamp deltas
- * as lists where ``want`` asks for them (bits 1, 2, 4), else None). It accepts exactly what Kafka's reader
+ * key is null, whether the offset deltas are 0, 1, 2, ..., then the keys, the values, the timestamp deltas, the
+ * headers ((key bytes, value) lists) and the offset deltas as lists where ``want`` asks for them (bits 1, 2, 4,
+ * 8, 16), else None): the tuple of broker_sim.protocol.records.walk_records. It accepts exactly what Kafka's reader
  * accepts, as validator.walk_records (its pure twin, which names the error of what this refuses) does:
  *
  *   - exactly ``count`` records, the last ending exactly at the end of ``records``;
@@ -76,6 +77,8 @@ static ALWAYS_INLINE int read_varlong(const unsigned char *buf, Py_ssize_t *pos,
 #define WANT_KEYS 1
 #define WANT_VALUES 2
 #define WANT_TIMESTAMPS 4
+#define WANT_HEADERS 8
+#define WANT_OFFSETS 16
 
 /* Append buf[pos:pos+len] (None when len < 0) to list; 0 on a Python error. */
 static int append_bytes(PyObject *list, const unsigned char *buf, Py_ssize_t pos, int64_t len)
@@ -103,7 +106,10 @@ static PyObject *scan(PyObject *self, PyObject *args)
     PyObject *keys = want & WANT_KEYS ? PyList_New(0) : Py_NewRef(Py_None);
     PyObject *values = want & WANT_VALUES ? PyList_New(0) : Py_NewRef(Py_None);
     PyObject *deltas = want & WANT_TIMESTAMPS ? PyList_New(0) : Py_NewRef(Py_None);
-    int ok = count >= 1 && keys != NULL && values != NULL && deltas != NULL;
+    PyObject *headers_list = want & WANT_HEADERS ? PyList_New(0) : Py_NewRef(Py_None);
+    PyObject *offsets = want & WANT_OFFSETS ? PyList_New(0) : Py_NewRef(Py_None);
+    int ok = count >= 1 && keys != NULL && values != NULL && deltas != NULL && headers_list != NULL &&
+             offsets != NULL;
     for (Py_ssize_t index = 0; ok && index < count; index++) {
         int64_t length, ts, offset, klen, vlen, headers, hk, hv;
         ok = 0;
@@ -137,21 +143,54 @@ static PyObject *scan(PyObject *self, PyObject *args)
         if (!read_varint(buf, &pos, stop, &headers) || headers < 0)
             break;
         int good = 1;
+        PyObject *pairs = headers_list != Py_None ? PyList_New(0) : NULL;
+        if (headers_list != Py_None && pairs == NULL) {
+            error = 1;
+            break;
+        }
         for (int64_t h = 0; h < headers; h++) {  /* each header takes >= 2 bytes: the loop ends at stop */
             if (!read_varint(buf, &pos, stop, &hk) || hk < 0 || hk > stop - pos) {
                 good = 0;
                 break;
             }
+            const Py_ssize_t key_at = pos;
             pos += (Py_ssize_t)hk;
             if (!read_varint(buf, &pos, stop, &hv) || hv > stop - pos) {
                 good = 0;
                 break;
             }
+            if (pairs != NULL) {
+                PyObject *pair = Py_BuildValue("(y#N)", (const char *)buf + key_at, (Py_ssize_t)hk,
+                                               hv < 0 ? Py_NewRef(Py_None)
+                                                      : PyBytes_FromStringAndSize((const char *)buf + pos, hv));
+                if (pair == NULL || PyList_Append(pairs, pair)) {
+                    Py_XDECREF(pair);
+                    error = 1;
+                    break;
+                }
+                Py_DECREF(pair);
+            }
             if (hv > 0)
                 pos += (Py_ssize_t)hv;
         }
+        if (pairs != NULL) {
+            if (!error && good && PyList_Append(headers_list, pairs))
+                error = 1;
+            Py_DECREF(pairs);
+        }
+        if (error)
+            break;
         if (!good || pos != stop)
             break;
+        if (offsets != Py_None) {
+            PyObject *item = PyLong_FromLongLong(offset);
+            if (item == NULL || PyList_Append(offsets, item)) {
+                Py_XDECREF(item);
+                error = 1;
+                break;
+            }
+            Py_DECREF(item);
+        }
         if (deltas != Py_None) {
             PyObject *item = PyLong_FromLongLong(ts);
             if (item == NULL || PyList_Append(deltas, item)) {
@@ -169,16 +208,18 @@ static PyObject *scan(PyObject *self, PyObject *args)
     }
     PyBuffer_Release(&view);
     PyObject *result = NULL;
-    if (error || keys == NULL || values == NULL || deltas == NULL)
+    if (error || keys == NULL || values == NULL || deltas == NULL || headers_list == NULL || offsets == NULL)
         result = NULL;  /* a Python error is set */
     else if (!ok || pos != end)
         result = Py_NewRef(Py_None);
     else
-        result = Py_BuildValue("(LLnOOOO)", (long long)min_ts, (long long)max_ts, nulls,
-                               in_order ? Py_True : Py_False, keys, values, deltas);
+        result = Py_BuildValue("(LLnOOOOOO)", (long long)min_ts, (long long)max_ts, nulls,
+                               in_order ? Py_True : Py_False, keys, values, deltas, headers_list, offsets);
     Py_XDECREF(keys);
     Py_XDECREF(values);
     Py_XDECREF(deltas);
+    Py_XDECREF(headers_list);
+    Py_XDECREF(offsets);
     return result;
 }
 
@@ -201,8 +242,9 @@ static PyObject *varint(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(records, count, want=0) -> (min timestamp delta, max timestamp delta, null keys, offsets in order, "
-     "keys, values, timestamp deltas), or None when the records are not exactly count records as Kafka reads "
-     "them; want: 1 keys, 2 values, 4 timestamp deltas (lists), else None"},
+     "keys, values, timestamp deltas, headers, offset deltas), or None when the records are not exactly count "
+     "records as Kafka reads them; want: 1 keys, 2 values, 4 timestamp deltas, 8 headers, 16 offset deltas "
+     "(lists), else None"},
     {"varint", varint, METH_VARARGS,
      "varint(buffer, position) -> (zigzag varint value, position after it); ValueError when malformed"},
     {NULL, NULL, 0, NULL}

@@ -77,8 +77,8 @@ from typing import NamedTuple, Protocol
 import kafka.errors as Errors
 
 from broker_sim.protocol.records import (
-    WANT_HEADERS, WANT_KEYS, WANT_TIMESTAMPS, WANT_VALUES, VarintTooLong, java_long, java_utf8, read_varint,
-    walk_records)
+    WANT_HEADERS, WANT_KEYS, WANT_OFFSETS, WANT_TIMESTAMPS, WANT_VALUES, VarintTooLong, java_long, java_utf8,
+    read_varint, walk_records)
 from broker_sim.storage.batch import (
     ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, TRANSACTIONAL_MASK,
     BatchHeader, decode_header, parse_batches, verify_batch)
@@ -379,7 +379,7 @@ def _check_records(data: memoryview, batch: BatchHeader, rules: RecordRules, inl
     where = f"batch at byte {batch.position}"
     want = (WANT_KEYS if inspect is not None and inspect.keys else 0) | (
         WANT_VALUES if inspect is not None and inspect.values else 0)
-    low, high, null_keys, in_order, keys, values, _ = _scan_records(records, batch, rules, want)
+    low, high, null_keys, in_order, keys, values = _scan_records(records, batch, rules, want)[:6]
     if not in_order and batch.compression and rules.codec in (None, batch.compression):
         # Kafka 4.1 then rebuilds the batch from the records its in-place walk read without keys and values,
         # which throws (UnsupportedOperationException): UNKNOWN_SERVER_ERROR
@@ -465,10 +465,78 @@ def _scan_records(records, batch: BatchHeader, rules: RecordRules, want: int) ->
         compressed = bool(batch.compression)
         try:
             scanned = walk_records(records, batch.record_count, want, compressed=compressed,
-                                   partial=compressed and rules.codec in (None, batch.compression))[:7]
+                                   partial=compressed and rules.codec in (None, batch.compression))
         except (Errors.InvalidRecordError, Errors.UnknownError) as exc:
             raise type(exc)(f"batch at byte {batch.position}: {exc.args[0]}") from None
     return scanned
+
+
+class StoredRecord(NamedTuple):
+    """One record of a stored batch, as Kafka reads it."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list  # (key as Java decodes it, value bytes or None)
+
+
+# a stored batch is read whole: no bound but the batch's own
+_READ_RULES = RecordRules(compact=False, max_message_bytes=2**31 - 1, max_decompressed_bytes=2**31 - 1)
+
+
+def read_batch(data) -> list[StoredRecord]:
+    """The records of one whole v2 batch (``data``: its bytes, header included) as Kafka reads them: by the
+    compiled walk, or its pure twin (the one definition of a record, broker_sim.protocol.records), never by
+    kafka-python's or aiokafka's record readers, which take the attributes byte for a varint. For the broker's
+    own readers of stored batches (the log cleaner, the coordinators' and the registry's loaders). Raises
+    CorruptRecordError (framing), UnknownError (a codec's stream) or InvalidRecordError for what Kafka refuses.
+    """
+    batch, keys, values, deltas, headers, offsets = _walk_stored(
+        data, WANT_KEYS | WANT_VALUES | WANT_TIMESTAMPS | WANT_HEADERS | WANT_OFFSETS)
+    if batch.timestamp_type:
+        timestamps = [batch.max_timestamp] * len(keys)
+    else:
+        timestamps = _plus(batch.base_timestamp, deltas)
+    return [StoredRecord(offset, timestamp, key, value, [(java_utf8(k), v) for k, v in pairs] if pairs else [])
+            for offset, timestamp, key, value, pairs in zip(_plus(batch.base_offset, offsets), timestamps, keys,
+                                                             values, headers)]
+
+
+def batch_keys(data, values: bool = False) -> tuple[list, list | None, list[int]]:
+    """(keys, values or None unless ``values``, offsets) of the records of one whole v2 batch, as
+    :func:`read_batch` reads them (without building a record each)."""
+    batch, keys, values_, _, _, offsets = _walk_stored(data, WANT_KEYS | WANT_OFFSETS | (WANT_VALUES if values else 0))
+    return keys, values_, _plus(batch.base_offset, offsets)
+
+
+def _plus(base: int, deltas: list) -> list[int]:
+    """``base`` + each delta, in Java longs (as Kafka adds a record's delta to its batch's base)."""
+    if not deltas:
+        return []
+    low, high = base + min(deltas), base + max(deltas)
+    if java_long(low) == low and java_long(high) == high:
+        return [base + delta for delta in deltas]
+    return [java_long(base + delta) for delta in deltas]
+
+
+def _walk_stored(data, want: int) -> tuple:
+    """(header, keys, values, timestamp deltas, headers, offset deltas) of a stored batch (lists where asked)."""
+    view = memoryview(data)
+    batch = decode_header(view, 0, 0, len(view))
+    if batch.record_count == 0:  # Kafka's iterator reads nothing of a batch that claims no records
+        return batch, [], [], [], [], []
+    if batch.compression:
+        if batch.compression not in CODECS:
+            raise Errors.UnknownError(f"unknown compression type id: {batch.compression}")
+        copy = _decompressed_copy(view[:batch.size], batch, _READ_RULES, False)
+        records = memoryview(copy)[HEADER_SIZE:len(copy) - PADDING]
+    else:
+        records = view[HEADER_SIZE:batch.size]
+    scanned = _scan(records, batch.record_count, want) if _scan is not None else None
+    if scanned is None:
+        scanned = walk_records(records, batch.record_count, want, compressed=bool(batch.compression))
+    return (batch, *scanned[4:])
 
 
 def _import_codecs() -> None:
