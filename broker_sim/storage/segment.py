@@ -455,11 +455,12 @@ class LogSegment:
         return None
 
     def record_at_or_after(self, header: BatchHeader, timestamp: int, start_offset: int) -> tuple[int, int] | None:
-        """Decode one batch: (offset, timestamp) of its first record >= both bounds, or None."""
-        from kafka.record.default_records import DefaultRecordBatch  # kafka-python's records: when first asked
+        """Decode one batch (as Kafka reads it: ``validator.read_batch``, the one definition of a record): (offset,
+        timestamp) of its first record >= both bounds, or None."""
+        from broker_sim.storage.validator import read_batch
 
         data = os.pread(self.file.fileno(), header.size, header.position)
-        for record in DefaultRecordBatch(data):
+        for record in read_batch(data):
             if record.offset >= start_offset and record.timestamp >= timestamp:
                 return record.offset, record.timestamp
         return None

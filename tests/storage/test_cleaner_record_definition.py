@@ -1,5 +1,6 @@
-"""The log cleaner reads records as Kafka does (issue 44, finding 1): a batch it rebuilds keeps each surviving
-record's key and value as every Kafka reader reads them.
+"""Storage reads stored records as Kafka does (issue 44, finding 1): a batch the log cleaner rebuilds keeps each
+surviving record's key and value as every Kafka reader reads them, and a ListOffsets by timestamp names the
+record's offset as Kafka reads it.
 
 aiokafka's reader, which the cleaner used, takes a record's attributes byte for a varint: for the shifted record
 (broker_sim.testing.hostile_records) it read offset 7, an empty key and a value framed with a schema id, and a
@@ -39,3 +40,13 @@ def test_a_rebuilt_batch_keeps_the_records_as_kafka_reads_them(open_log, produce
     assert result is not None and result.records_removed > 0
     assert rows(log)[0] == (0, kafka_key_of_shifted(1), SHIFTED_VALUE)
     assert (1, b"k", b"old") not in rows(log)
+
+
+def test_a_timestamp_lookup_names_the_offset_kafka_reads(open_log, produce):
+    """aiokafka's and kafka-python's reading of the shifted record puts it at offset 7, which the log does not
+    hold; Kafka's at 0."""
+    log = open_log(**COMPACT)
+    data = _batch(shifted_record(1), count=1)
+    produce(log, data)
+    [header] = stored_batches(log.read_bytes(0, 1 << 20))
+    assert log.active_segment.find_offset_by_timestamp(header.base_timestamp, 0) == (0, header.base_timestamp)
