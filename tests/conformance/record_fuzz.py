@@ -15,7 +15,8 @@ hypothesis' ``data.draw`` (the suite: hypothesis shrinks a disagreement to its s
 compares, for one input, Kafka's answer with
 
 1. the connector's compiled path (``decode(compiled=True)`` -> ``to_record_batch``: ``_records_arrow.decode_batches``),
-2. its per-record path (``decode(include_headers=True)``: ``_records_arrow.read_records``, with headers),
+2. its per-record path (``decode(include_headers=True)``: ``_records_arrow.read_records``, with headers; and without,
+   as typed reads decode),
 3. its pure path (the same without the C extension: ``broker_sim.protocol.records.walk_records``),
 4. the broker's validator (``validate_records``: ``_records.scan`` or its pure twin): what it accepts must be
    read by Kafka without an error, the keys and values it saw must be Kafka's, and what it would store must
@@ -262,18 +263,19 @@ _SCHEMAS = {}
 
 
 def connector_rows(data: bytes, path: str):
-    """The rows the connector's source gives for ``data`` on ``path`` ("compiled", "records", "pure"), or
+    """The rows the connector's source gives for ``data`` on ``path`` ("compiled": decode_batches; "records":
+    read_records with headers; "typed": read_records without, as typed reads decode; "pure": walk_records), or
     ("error", message) when it refuses them."""
     from connector.source.arrow_records import decode, to_record_batch
 
-    headers = path != "compiled"
+    headers = path in ("records", "pure")
     schema = _SCHEMAS.get(headers) or _SCHEMAS.setdefault(headers, _schema(headers))
     try:
         if path == "pure":
             with without_extension():
                 columns = decode(data, 0, 2**62, include_headers=True)
         else:
-            columns = decode(data, 0, 2**62, include_headers=headers, compiled=not headers)
+            columns = decode(data, 0, 2**62, include_headers=headers, compiled=path == "compiled")
         table = to_record_batch("t", 0, columns, schema)
     except ValueError as exc:
         return ("error", str(exc))
@@ -327,7 +329,7 @@ def disagreements(data: bytes, kafka_answer) -> list[str]:
     """How the connector's readers of ``data`` differ from Kafka's answer (empty: they agree)."""
     found = []
     kafka_rows = _kafka_rows(kafka_answer)
-    for path in ("compiled", "records", "pure"):
+    for path in ("compiled", "records", "typed", "pure"):
         rows = connector_rows(data, path)
         if kafka_rows is None:
             if rows and rows[0] != "error" or rows == []:
@@ -336,7 +338,7 @@ def disagreements(data: bytes, kafka_answer) -> list[str]:
         if rows and rows[0] == "error":
             found.append(f"connector {path}: refused ({rows[1]}) where Kafka reads {kafka_rows!r}")
             continue
-        want = [(offset, _micros(timestamp), key, value, headers if path != "compiled" else None)
+        want = [(offset, _micros(timestamp), key, value, headers if path in ("records", "pure") else None)
                 for offset, timestamp, key, value, headers in kafka_rows]
         if rows != want:
             found.append(f"connector {path}: rows {rows!r} where Kafka reads {want!r}")
