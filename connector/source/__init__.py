@@ -1,6 +1,7 @@
 """Reading: the stream and batch readers (driver), offset planning, and the executors' Fetch into Arrow.
 
-Imports only ``connector.options``/``wire``/``error_codes`` and ``broker_sim.lazy_packages`` (below): never
+Imports only ``connector.options``/``wire``/``error_codes``, ``broker_sim.lazy_packages`` (below) and
+``broker_sim.protocol.records`` (the one definition of a record, by which the source reads records): never
 ``connector.sink``, ``connector.datasource`` (which builds the readers) nor broker_sim's broker side.
 """
 from broker_sim.lazy_packages import defer_package_init

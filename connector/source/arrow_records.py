@@ -13,8 +13,8 @@ The records of a v2 batch are read by the one definition of a record,
 Kafka's ``DefaultRecord.readFrom`` (``broker_sim.protocol.records``: the
 attributes are one byte, varints at most 5 bytes, any negative key or value
 length null), never by aiokafka's record reader, which reads the attributes
-as a varint and so can see another key and value in the same bytes than the
-broker's validator and every Kafka consumer. Two compiled twins of it in
+as a varint and so could read a key and value other than those the broker's
+validator and every Kafka consumer read in the same bytes. Two compiled twins of it in
 ``_records_arrow.c`` read them: ``decode_batches`` straight into Arrow
 buffers (whole uncompressed batches without headers, ``decode(compiled=True)``),
 ``read_records`` into lists (the per-record path: partial batches, headers,
