@@ -24,6 +24,7 @@ from broker_sim.server.request_slicing import Slices
 GROUP_AUTHORIZATION_FAILED = Errors.GroupAuthorizationFailedError.errno
 TOPIC_AUTHORIZATION_FAILED = Errors.TopicAuthorizationFailedError.errno
 UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
+FETCH_CHUNK = 5_000  # partitions of an OffsetFetch asked of the coordinator at a time
 TXN_AUTHORIZATION_FAILED = Errors.TransactionalIdAuthorizationFailedError.errno
 UNSTABLE_OFFSET_COMMIT = Errors.UnstableOffsetCommitError.errno
 
@@ -44,6 +45,27 @@ def _fetched(cls, partition: int, value: CommittedOffset | None, error: int):
                    error_code=error)
     return cls(partition_index=partition, committed_offset=value.offset, committed_leader_epoch=value.leader_epoch,
                metadata=value.metadata, error_code=error)
+
+
+def _chunks(asked: list[tuple[str, list[int]]], size: int):
+    """``asked`` ([(topic, [partition])]) in pieces naming at most ``size`` partitions each, in order; at least
+    one piece (a topic named without partitions is kept, and answered)."""
+    chunk, room, pieces = [], size, 0
+    for name, indexes in asked:
+        if not indexes:
+            chunk.append((name, []))
+            continue
+        start = 0
+        while start < len(indexes):
+            piece = indexes[start:start + room]
+            chunk.append((name, piece))
+            start += len(piece)
+            room -= len(piece)
+            if not room:
+                yield chunk
+                chunk, room, pieces = [], size, pieces + 1
+    if chunk or not pieces:
+        yield chunk
 
 
 async def _answers(topic_class, partition_class, topics, slices: Slices) -> list:
@@ -260,7 +282,7 @@ class GroupApis:
             topics.append(CommitTopic(name=topic.name, partitions=partitions))
         return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
-    def _fetch(self, ctx, group_id: str, topics, version: int, require_stable: bool):
+    async def _fetch(self, ctx, group_id: str, topics, version: int, require_stable: bool, slices: Slices):
         """(group error, [(topic, [(partition, committed or None, partition error)])]) for one group.
 
         Kafka's checks: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); topics named in the request
@@ -280,18 +302,41 @@ class GroupApis:
             asked = [(name, indexes) for name, indexes in wanted if name not in denied]
         else:
             asked = None
-        error, offsets = self._groups.fetch_offsets(group_id, asked)
+        error, offsets = await self._fetch_offsets(group_id, asked, slices)
         if error and version < 2:
             # no top-level error code before v2: every partition carries it
             return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
         unstable = self._groups.unstable_partitions(group_id) if require_stable else frozenset()
-        found = [(name, [(p, None, UNSTABLE_OFFSET_COMMIT) if (name, p) in unstable else (p, value, 0)
-                         for p, value in parts.items()])
-                 for name, parts in offsets.items()
-                 if wanted is not None or allowed(name)]
+        found = []
+        for name, parts in offsets.items():
+            if wanted is None and not allowed(name):
+                continue
+            answers = []
+            for p, value in parts.items():
+                answers.append((p, None, UNSTABLE_OFFSET_COMMIT) if (name, p) in unstable else (p, value, 0))
+                if slices.due():
+                    await asyncio.sleep(0)
+            found.append((name, answers))
         found.extend((name, [(p, None, TOPIC_AUTHORIZATION_FAILED) for p in indexes])
                      for name, indexes in wanted or [] if name in denied)
         return error, found
+
+    async def _fetch_offsets(self, group_id: str, asked, slices: Slices):
+        """The coordinator's ``fetch_offsets``, asked FETCH_CHUNK partitions at a time with the loop given a turn
+        between (a request may name a million); a group error ends it."""
+        if asked is None:
+            return self._groups.fetch_offsets(group_id, None)
+        offsets: dict[str, dict] = {}
+        error = 0
+        for chunk in _chunks(asked, FETCH_CHUNK):
+            error, found = self._groups.fetch_offsets(group_id, chunk)
+            if error:
+                return error, {}
+            for name, parts in found.items():
+                offsets.setdefault(name, {}).update(parts)
+            if slices.due():
+                await asyncio.sleep(0)
+        return error, offsets
 
     async def offset_fetch(self, ctx, request):
         OffsetFetchResponse = messages.OffsetFetchResponse
@@ -305,12 +350,13 @@ class GroupApis:
         if version >= 8:
             groups = []
             for group in request.groups:
-                error, topics = self._fetch(ctx, group.group_id, group.topics, version, request.require_stable)
+                error, topics = await self._fetch(ctx, group.group_id, group.topics, version, request.require_stable,
+                                                  slices)
                 groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=await _answers(
                     FetchGroupTopic, FetchGroupPartition, topics, slices)))
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-        error, topics = self._fetch(ctx, request.group_id, request.topics, version,
-                                    version >= 7 and request.require_stable)
+        error, topics = await self._fetch(ctx, request.group_id, request.topics, version,
+                                          version >= 7 and request.require_stable, slices)
         return OffsetFetchResponse(throttle_time_ms=0, error_code=error,
                                    topics=await _answers(FetchTopic, FetchPartition, topics, slices))
 
