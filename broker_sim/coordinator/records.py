@@ -109,7 +109,7 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, *,
 
 def iter_batches(data: bytes):
     """The record batches in ``data`` (whole batches): kafka-python ``DefaultRecordBatch`` objects for their
-    header fields, whose records are read by the one definition of a record (:class:`DefinedBatch`)."""
+    header fields, whose data records are read by the one definition of a record (:class:`DefinedBatch`)."""
     from kafka.record.memory_records import MemoryRecords
 
     batches = MemoryRecords(data)
@@ -119,7 +119,10 @@ def iter_batches(data: bytes):
         if batch is None:
             return
         size = 12 + struct.unpack_from(">i", data, position + 8)[0]
-        yield DefinedBatch(batch, memoryview(data)[position:position + size]) if data[position + 16] == 2 else batch
+        # control batches (markers the broker writes, never a client: Partition refuses them) keep kafka-python's
+        # ControlRecord reader, whose records answer ``commit``
+        defined = data[position + 16] == 2 and not batch.is_control_batch
+        yield DefinedBatch(batch, memoryview(data)[position:position + size]) if defined else batch
         position += size
 
 
