@@ -37,7 +37,7 @@ from broker_sim.registry.id_checkpoint import IdCheckpoint
 from broker_sim.registry.records import (
     ClearSubjectValue, ConfigValue, DeleteSubjectValue, IdHighWaterValue, ModeValue, Reference, SchemaValue,
 )
-from broker_sim.registry.state import RegistryState, identity
+from broker_sim.registry.state import UNPARSABLE, RegistryState, identity
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,7 @@ class RegistryService:
         self.state = RegistryState()
         self._position = 0  # the next offset to apply
         self._hold: int | None = None  # while an append waits for its commit: apply nothing from here on
+        self._deferred: SchemaValue | None = None  # the record ``catch_up(defer_parses=True)`` stopped before
         self._last_parse: tuple | None = None
         self._lock = asyncio.Lock()
 
@@ -115,12 +116,16 @@ class RegistryService:
         """The offset of the next record to apply."""
         return self._position
 
-    def catch_up(self) -> int:
+    def catch_up(self, defer_parses: bool = False) -> int:
         """Apply every record the log serves past the last one applied; the number applied.
 
         The state is rebuilt from the log's start when the log no longer continues what was applied: its
         start moved past our position (segments deleted under us), or — for a log with ``end_offset()`` —
-        it ends below our position (an old leader's uncommitted tail, truncated when it follows again)."""
+        it ends below our position (an old leader's uncommitted tail, truncated when it follows again).
+        ``defer_parses``: stop before a record whose schema would be parsed on the spot (``catch_up_off_loop``
+        parses it on the compute lane, then applies it; every read and write catches up so, and the record
+        check's refresh stops there, answering a retriable error for an id it cannot see yet)."""
+        self._deferred = None
         start = self.log.start_offset()
         end_offset = getattr(self.log, "end_offset", None)
         end = end_offset() if end_offset is not None else None
@@ -136,11 +141,34 @@ class RegistryService:
                 continue
             if self._hold is not None and offset >= self._hold:
                 break
+            if defer_parses:
+                self._deferred = self.state.unparsed(offset, key, value)
+                if self._deferred is not None:
+                    break
             self.state.apply(offset, key, value)
             self._position = offset + 1
             applied += 1
         self._keep_id_high_water()
         return applied
+
+    async def catch_up_off_loop(self) -> int:
+        """``catch_up``, each new schema parsed on the compute lane before its record is applied (the tail of
+        ``_schemas``, and the writer before it decides); the number applied."""
+        applied = 0
+        while True:
+            applied += self.catch_up(defer_parses=True)
+            value, state = self._deferred, self.state
+            if value is None:
+                return applied
+            resolved = state.resolve_references(value.references)
+            parsed = UNPARSABLE
+            if resolved is not None:
+                try:
+                    parsed = await self.compute.run(types.parse, value.schema_type, value.schema, resolved)
+                except Exception as e:  # noqa: BLE001 - a stored schema the parsers refuse is kept unparsed
+                    log.warning("_schemas: schema %d (%s/%s) does not parse: %s", value.id, value.subject,
+                                value.version, e)
+            state.prepare(value.schema_type, value.schema, value.references, parsed)
 
     def _keep_id_high_water(self) -> None:
         """Ids stay above every id this broker ever applied, even when the log no longer holds them."""
@@ -154,6 +182,7 @@ class RegistryService:
 
     async def _write(self, decide: Callable[[RegistryState], tuple[list, object]]) -> object:
         async with self._lock:
+            await self.catch_up_off_loop()
             self.catch_up()
             decided = decide(self.state)
             planned, answer = await decided if asyncio.iscoroutine(decided) else decided
@@ -169,8 +198,8 @@ class RegistryService:
                 self.catch_up()
             return answer
 
-    def _read(self) -> RegistryState:
-        self.catch_up()
+    async def _read(self) -> RegistryState:
+        await self.catch_up_off_loop()
         return self.state
 
     # ---- shared rules ----
@@ -261,7 +290,7 @@ class RegistryService:
         None (an invalid request included: the registration itself answers its error)."""
         if not schema or not valid_subject(subject):
             return None
-        state = self._read()
+        state = await self._read()
         try:
             parsed, pinned = await self._parse(state, schema, schema_type, self._references(references),
                                                normalize or state.normalize(subject))
@@ -269,7 +298,7 @@ class RegistryService:
             if e.error_code == errors.OPERATION_TIMEOUT:
                 raise
             return None
-        state = self._read()
+        state = await self._read()
         existing = state.id_of(identity(schema_type, parsed.canonical, pinned))
         if existing is None:
             return None
@@ -342,10 +371,10 @@ class RegistryService:
     async def lookup(self, subject: str, schema: str, schema_type: str = "AVRO", references: list | tuple = (),
                      normalize: bool = False, include_deleted: bool = False) -> dict:
         """POST /subjects/{subject}: the version of ``subject`` holding this schema."""
-        state = self._read()
+        state = await self._read()
         parsed, pinned = await self._parse(state, schema, schema_type, self._references(references),
                                            normalize or state.normalize(subject))
-        state = self._read()
+        state = await self._read()
         schema_id = state.id_of(identity(schema_type, parsed.canonical, pinned))
         if schema_id is not None:
             for s, v in state.subject_versions_of_id(schema_id, include_deleted):
@@ -359,11 +388,11 @@ class RegistryService:
                        deleted_only: bool = False) -> list[str]:
         """GET /subjects (``prefix`` ":*:", Confluent's context wildcard, is every subject)."""
         prefix = "" if prefix == CONTEXT_WILDCARD else prefix
-        state = self._read()
+        state = await self._read()
         return [s for s in state.subjects(include_deleted, deleted_only) if s.startswith(prefix)]
 
     async def versions(self, subject: str, include_deleted: bool = False, deleted_only: bool = False) -> list[int]:
-        state = self._read()
+        state = await self._read()
         numbers = state.versions(subject, include_deleted, deleted_only)
         if not numbers and not state.has_subject(subject, include_deleted or deleted_only):
             raise errors.subject_not_found(subject)
@@ -371,12 +400,12 @@ class RegistryService:
 
     async def get_version(self, subject: str, version: int, include_deleted: bool = False,
                           fmt: str | None = None) -> dict:
-        state = self._read()
+        state = await self._read()
         held = self._resolve_version(state, subject, version, include_deleted)
         return schema_entity(held, self._formatted(state, held.id, held.schema, fmt))
 
     async def referenced_by(self, subject: str, version: int) -> list[int]:
-        state = self._read()
+        state = await self._read()
         held = self._resolve_version(state, subject, version, True)
         return state.referenced_by_ids(subject, held.version)
 
@@ -474,7 +503,7 @@ class RegistryService:
 
     async def schema_by_id(self, schema_id: int, fmt: str | None = None, fetch_max_id: bool = False) -> dict:
         """GET /schemas/ids/{id}: Confluent's ``SchemaString``."""
-        state = self._read()
+        state = await self._read()
         stored = self._stored(state, schema_id)
         out: dict = {}
         if stored.schema_type != "AVRO":
@@ -487,19 +516,19 @@ class RegistryService:
         return out
 
     async def subjects_of_id(self, schema_id: int, include_deleted: bool = False) -> list[str]:
-        state = self._read()
+        state = await self._read()
         self._stored(state, schema_id, name_id=False)
         return sorted({s for s, _ in state.subject_versions_of_id(schema_id, include_deleted)})
 
     async def versions_of_id(self, schema_id: int, include_deleted: bool = False) -> list[dict]:
-        state = self._read()
+        state = await self._read()
         self._stored(state, schema_id, name_id=False)
         return [{"subject": s, "version": v} for s, v in state.subject_versions_of_id(schema_id, include_deleted)]
 
     async def schemas(self, prefix: str = "", include_deleted: bool = False, latest_only: bool = False) -> list:
         """GET /schemas: every version of every subject under ``prefix``, as Schema entities."""
         prefix = "" if prefix == CONTEXT_WILDCARD else prefix
-        state = self._read()
+        state = await self._read()
         out = []
         for subject in state.subjects(include_deleted):
             if not subject.startswith(prefix):
@@ -515,7 +544,7 @@ class RegistryService:
     # ---- config ----
 
     async def get_config(self, subject: str | None, default_to_global: bool = False) -> dict:
-        state = self._read()
+        state = await self._read()
         if subject is None:
             return config_entity(state.config(None))
         config = state.config(subject)
@@ -565,7 +594,7 @@ class RegistryService:
     # ---- mode ----
 
     async def get_mode(self, subject: str | None, default_to_global: bool = False) -> dict:
-        state = self._read()
+        state = await self._read()
         if subject is None:
             return {"mode": state.mode_in_scope(None)}
         mode = state.mode(subject)
@@ -613,7 +642,7 @@ class RegistryService:
                                  references: list | tuple = (), normalize: bool = False,
                                  verbose: bool = False) -> dict:
         """POST /compatibility/subjects/{subject}/versions[/{version}] (``version`` None: every live version)."""
-        state = self._read()
+        state = await self._read()
         if version is None:
             previous = [v for v in state.all_versions(subject) if not v.deleted]
         elif version == LATEST:

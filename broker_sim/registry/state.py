@@ -27,8 +27,8 @@ highest id still in the store, and would reuse ids after such a compaction.)  A 
 outright (emptied, truncated) cannot keep the mark: the service raises ``id_high_water`` to its
 ``IdCheckpoint`` after each replay.
 
-Each stored schema is parsed once, when its first record is applied (or taken from ``prepare``: the writer
-parsed its own registration already, off the event loop), with its references resolved to the
+Each stored schema is parsed once, when its first record is applied (or taken from ``prepare``: the service
+parses new schemas off the event loop before it applies their records, ``unparsed`` says which), with its references resolved to the
 (subject, version) they name; a schema the parsers refuse (written by another registry, say) is kept with
 ``parsed = None``, still served as text, and never equal to a new registration.
 """
@@ -46,6 +46,8 @@ DEFAULT_COMPATIBILITY = "BACKWARD"
 DEFAULT_MODE = "READWRITE"
 
 Identity = tuple  # (schema_type, canonical form, references): what makes two registrations "the same schema"
+UNPARSABLE = object()  # ``prepare``'s answer for a schema the parsers refused
+MAX_PREPARED = 64  # parses prepared and not applied yet (a rebuilt state, a record compacted away) are dropped
 
 
 @dataclass(frozen=True)
@@ -170,13 +172,31 @@ class RegistryState:
                     del self._identities[ident]
 
     def prepare(self, schema_type: str, text: str, references: tuple[Reference, ...], parsed) -> None:
-        """The parse of a schema about to be appended (the service parsed it off the loop): its record's
-        ``apply`` takes it instead of parsing the text again."""
-        self._prepared = {(schema_type, text, references): parsed}
+        """The parse of a schema whose record is about to be applied, made off the event loop by the service
+        (``UNPARSABLE``: the parsers refused it): its ``apply`` takes it instead of parsing the text."""
+        if len(self._prepared) >= MAX_PREPARED:
+            self._prepared.clear()
+        self._prepared[(schema_type, text, references)] = parsed
+
+    def unparsed(self, offset: int, key: bytes | None, value: bytes | None) -> SchemaValue | None:
+        """The SCHEMA value of this record when applying it would parse its schema on the spot: its id is new
+        here and no parse of it was prepared; else None."""
+        if value is None or key is None or b'"SCHEMA"' not in key:
+            return None
+        decoded = records.decode(key, value, offset)
+        if decoded is None or decoded[0].keytype != records.SCHEMA or decoded[1] is None:
+            return None
+        held = decoded[1]
+        if held.id in self._schemas or (held.schema_type, held.schema, held.references) in self._prepared:
+            return None
+        return held
 
     def _parse_stored(self, value: SchemaValue):
         from broker_sim.registry import types
         prepared = self._prepared.pop((value.schema_type, value.schema, value.references), None)
+        if prepared is UNPARSABLE:
+            log.warning("_schemas: schema %d (%s/%s) does not parse", value.id, value.subject, value.version)
+            return None
         if prepared is not None:
             return prepared
         try:

@@ -30,11 +30,12 @@ def registry_for(broker, *, forward, authorize):
     service = RegistryService(schema_log, clock=broker.now_ms, forward=forward,
                               id_checkpoint=IdCheckpoint(broker.data_dir), compute=compute)
     handler = rest.RegistryRest(service, authorize=authorize)
-    catch_up(service, schema_log)
+    service.catch_up()  # the replay at start parses on the spot: nothing is served before it
     return schema_log, service, handler
 
 
 def catch_up(service: RegistryService, schema_log: BrokerSchemaLog) -> int:
-    """Replay what the local replica of ``_schemas`` gained (the service rebuilds from the log's start when the
-    log ends below what it replayed: ``BrokerSchemaLog.end_offset``)."""
-    return service.catch_up()
+    """Replay what the local replica of ``_schemas`` gained, up to a schema not parsed yet (the service's
+    tail parses those off the event loop, ``RegistryService.catch_up_off_loop``; the service rebuilds from the
+    log's start when the log ends below what it replayed: ``BrokerSchemaLog.end_offset``)."""
+    return service.catch_up(defer_parses=True)

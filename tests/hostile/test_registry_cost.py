@@ -18,7 +18,7 @@ import urllib.request
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from client_helpers import create_topic, free_port
+from client_helpers import create_topic, free_port, wait_until
 from hostile import assert_serving, rss_bytes
 from kafka_wire import WireClient, produce_request, record_batch
 
@@ -42,6 +42,16 @@ class Registry:
                 return answer.status, json.loads(answer.read())
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"null")
+
+
+    def wait_ready(self, timeout: float = 20) -> None:
+        """Until the registry answers (a broker's Kafka port can accept before its registry listens)."""
+        def answers() -> bool:
+            try:
+                return self.call("GET", "/subjects")[0] == 200
+            except OSError:
+                return False
+        wait_until(answers, timeout, message=f"the registry at {self.url}")
 
 
 class Probe(threading.Thread):
@@ -89,7 +99,9 @@ def _registry_broker(hostile_broker, **config):
     port = free_port()
     broker = hostile_broker({"schema.registry.listeners": f"http://127.0.0.1:{port}",
                              **{k.replace("_", "."): v for k, v in config.items()}})
-    return broker, Registry(port)
+    registry = Registry(port)
+    registry.wait_ready()
+    return broker, registry
 
 
 def _probe(broker, registry: Registry) -> tuple[Probe, float]:

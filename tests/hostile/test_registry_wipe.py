@@ -16,7 +16,7 @@ import urllib.request
 
 from kafka.protocol.admin import AlterConfigsRequest, DeleteRecordsRequest, DescribeConfigsRequest
 
-from client_helpers import Record, consume_kafka_python, create_topic, free_port, produce_kafka_python
+from client_helpers import Record, consume_kafka_python, create_topic, free_port, produce_kafka_python, wait_until
 from hostile import assert_serving
 from kafka_wire import WireClient, delete_topics, set_topic_configs
 
@@ -56,6 +56,15 @@ class Registry:
         assert status == 200, (status, body)
         return body["schema"]
 
+    def wait_ready(self, timeout: float = 20) -> None:
+        """Until the registry answers (a broker's Kafka port can accept before its registry listens)."""
+        def answers() -> bool:
+            try:
+                return self.call("GET", "/subjects")[0] == 200
+            except OSError:
+                return False
+        wait_until(answers, timeout, message=f"the registry at {self.url}")
+
     def timed_read(self) -> float:
         start = time.monotonic()
         status, _ = self.call("GET", "/subjects")
@@ -66,7 +75,9 @@ class Registry:
 def _registry_broker(hostile_broker):
     port = free_port()
     broker = hostile_broker({"schema.registry.listeners": f"http://127.0.0.1:{port}"})
-    return broker, Registry(port)
+    registry = Registry(port)
+    registry.wait_ready()
+    return broker, registry
 
 
 def _write_framed(broker, registry: Registry, topic: str, names: list[str]) -> dict[int, str]:
@@ -132,6 +143,7 @@ def test_delete_records_on_schemas_is_refused_and_the_registry_survives_a_restar
     _assert_old_records_resolve(broker, registry, topic, written)
 
     broker = hostile_broker.restart(broker)
+    registry.wait_ready()
     _assert_old_records_resolve(broker, registry, topic, written)
     new_id = registry.register(f"{topic}-C", _schema("C"))
     assert new_id > max(written), (new_id, written)
@@ -161,6 +173,7 @@ def test_schemas_keeps_its_compact_policy_and_the_registry_survives_a_restart(ho
     _assert_quick(control, registry.timed_read())
 
     broker = hostile_broker.restart(broker)
+    registry.wait_ready()
     _assert_old_records_resolve(broker, registry, topic, written)
     assert registry.register(f"{topic}-C", _schema("C")) > max(written)
     assert_serving(broker)
@@ -184,6 +197,7 @@ def test_ids_are_never_reused_after_schemas_lost_its_records(hostile_broker):
     for segment in (broker.data_dir / "_schemas-0").glob("*.log"):
         segment.write_bytes(b"")  # every record gone; recovery starts the log empty
     broker = hostile_broker(broker.config, broker.data_dir, broker.port)
+    registry.wait_ready()
     assert registry.call("GET", "/subjects") == (200, [])  # the registry is empty ...
 
     fresh = registry.register("after-Z", _schema("Z"))
@@ -191,6 +205,7 @@ def test_ids_are_never_reused_after_schemas_lost_its_records(hostile_broker):
     for schema_id in written:
         assert registry.schema_of(schema_id) is None  # ... its old ids are unknown, never another schema
     broker = hostile_broker.restart(broker)
+    registry.wait_ready()
     assert registry.register("after-Y", _schema("Y")) > fresh
     assert json.loads(registry.schema_of(fresh)) == json.loads(_schema("Z"))
     assert_serving(broker)

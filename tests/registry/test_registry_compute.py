@@ -61,3 +61,39 @@ def test_a_job_past_its_deadline_is_stopped_and_the_loop_kept_running_meanwhile(
     asyncio.run(main())
     assert lane.timeouts == 2
     lane.close()
+
+
+def test_a_follower_parses_the_schemas_it_replays_off_the_loop():
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from memory_log import MemoryLog, Registry
+
+    big = json.dumps({"type": "record", "name": "Big", "fields": [
+        {"name": f"f{i}_{'x' * 30}", "type": "string", "default": "d"} for i in range(8000)]})
+    log = MemoryLog()
+    writer = Registry(log)
+    assert writer.call("POST", "/subjects/big/versions", {"schema": big}) == (200, {"id": 1})
+    follower = Registry(log.follower())
+
+    async def read_while_ticking():
+        ticks = []
+
+        async def ticker():
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.005)
+        task = asyncio.ensure_future(ticker())
+        await asyncio.sleep(0.02)
+        answer = await follower.acall("GET", "/schemas/ids/1")
+        await asyncio.sleep(0.02)  # a tick after the read: a stall during it shows as a gap
+        task.cancel()
+        return answer, max(b - a for a, b in zip(ticks, ticks[1:]))
+    (status, body), stall = follower.run(read_while_ticking())
+    assert status == 200 and json.loads(body["schema"])["name"] == "Big"
+    assert follower.service.state.schema_by_id(1).parsed is not None  # parsed, on the lane
+    assert stall < 0.5, f"the follower's loop stalled {stall:.2f} s replaying a large schema"
+    writer.close()
+    follower.close()

@@ -384,7 +384,7 @@ def _broker_registry(registry: Registry, *, replica=True, writer=True, topic_rep
     from broker_sim.controller.metadata import TopicInfo
 
     service = SimpleNamespace(state=registry.state, _position=0, catch_ups=0)
-    service.catch_up = lambda: setattr(service, "catch_ups", service.catch_ups + 1) or 0
+    service.catch_up = lambda defer_parses=False: setattr(service, "catch_ups", service.catch_ups + 1) or 0
     topics = {} if topic_replicas is None else {"_schemas": TopicInfo("_schemas", None, 1, {}, True,
                                                                       [topic_replicas])}
     broker = SimpleNamespace(broker_id=4, metadata=SimpleNamespace(topics=topics))
