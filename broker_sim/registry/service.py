@@ -402,7 +402,7 @@ class RegistryService:
                           fmt: str | None = None) -> dict:
         state = await self._read()
         held = self._resolve_version(state, subject, version, include_deleted)
-        return schema_entity(held, self._formatted(state, held.id, held.schema, fmt))
+        return schema_entity(held, await self._formatted(state, held.id, held.schema, fmt))
 
     async def referenced_by(self, subject: str, version: int) -> list[int]:
         state = await self._read()
@@ -480,14 +480,17 @@ class RegistryService:
 
     # ---- schemas by id ----
 
-    def _formatted(self, state: RegistryState, schema_id: int, text: str, fmt: str | None) -> str:
-        if not fmt:
+    async def _formatted(self, state: RegistryState, schema_id: int, text: str, fmt: str | None) -> str:
+        """The schema in the asked format (printed on the compute lane: a large schema costs a while)."""
+        if not fmt or fmt.strip() == "" or fmt.lower() == "default":
             return text
         stored = state.schema_by_id(schema_id)
         if stored is None or stored.parsed is None:
             return text
         try:
-            return stored.parsed.formatted(fmt)
+            return await self.compute.run(stored.parsed.formatted, fmt)
+        except RegistryError:
+            raise
         except types.SchemaError as e:
             raise errors.invalid_schema(str(e)) from None
         except Exception:
@@ -508,7 +511,7 @@ class RegistryService:
         out: dict = {}
         if stored.schema_type != "AVRO":
             out["schemaType"] = stored.schema_type
-        out["schema"] = self._formatted(state, schema_id, stored.text, fmt)
+        out["schema"] = await self._formatted(state, schema_id, stored.text, fmt)
         if stored.references:
             out["references"] = [r.to_json() for r in stored.references]
         if fetch_max_id:
