@@ -21,7 +21,8 @@ bare size-prefixed tokens); anything else closes it, as does any request
 after its session expired (``connections.max.reauth.ms``, KIP-368).
 A request whose frame is at least ``OFFLOAD_FRAME_BYTES`` is decoded, and its answer encoded, on the codec
 thread (``server/request_slicing.py``), so that a request naming a million partitions does not hold the loop
-while kafka-python reads or writes it; the handlers slice their own per-partition loops.
+while kafka-python reads or writes it, and the garbage collector's full passes wait until it is answered; the
+handlers slice their own per-partition loops.
 Handlers raise nothing for per-partition problems: they put error codes in
 their responses.  An exception escaping a handler is a broker bug: it is
 logged with its traceback and closes the connection, never the broker.
@@ -45,7 +46,7 @@ from broker_sim.security.sasl import AuthenticationFailed, IllegalSaslState
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.metrics import BrokerMetrics
 from broker_sim.server.network import CloseConnection
-from broker_sim.server.request_slicing import OFFLOAD_FRAME_BYTES, OFFLOAD_PARTITIONS, codec_thread
+from broker_sim.server.request_slicing import OFFLOAD_FRAME_BYTES, OFFLOAD_PARTITIONS, codec_thread, full_collections
 
 log = logging.getLogger(__name__)
 UNSUPPORTED_VERSION = 35
@@ -120,6 +121,15 @@ class Dispatcher:
         self.requests_handled = 0
 
     async def handle(self, connection, frame: bytes) -> list | None:
+        if len(frame) < OFFLOAD_FRAME_BYTES:
+            return await self._handle(connection, frame, None)
+        release = full_collections.hold()  # a large request's objects are not scanned again and again meanwhile
+        try:
+            return await self._handle(connection, frame, release)
+        finally:
+            release()
+
+    async def _handle(self, connection, frame: bytes, release_collections) -> list | None:
         authenticator = connection.authenticator
         if authenticator is not None and authenticator.raw_tokens:  # after SaslHandshake v0: bare tokens
             return await self._raw_token(connection, authenticator, frame)
@@ -146,6 +156,8 @@ class Dispatcher:
         # irregular produce request) is decoded by kafka-python, as before
         request = decode_produce(frame, version) if api_key == PRODUCE else None
         large = len(frame) >= OFFLOAD_FRAME_BYTES
+        if request is not None and release_collections is not None:
+            release_collections()  # a plain produce request is a few objects, whatever its size
         if request is None:
             try:
                 if large:  # kafka-python's decoder, pure Python: beside the loop (server/request_slicing.py)

@@ -16,13 +16,22 @@ the cost is cut where it arises:
    ``CHECK_EVERY`` calls, a clock read); when it has, the handler awaits ``asyncio.sleep(0)``, and every other
    ready connection runs before it goes on.  Items are independent (one partition's answer does not depend on
    another's), so an interleaved request or append changes nothing a sliced loop relies on.
+3. The garbage collector's full passes scan every live object, and a request naming a million partitions makes
+   millions of them, alive until it is answered: each full pass would hold the loop (and the codec thread) for
+   a time that grows with the request.  While a request of at least ``OFFLOAD_FRAME_BYTES`` is in flight
+   (``full_collections.hold()``; not a plain produce request, a few objects whatever its size) full passes
+   wait (the collector's third threshold is set out of reach; young collections go on); the threshold comes
+   back when the last such request is done, when its objects are freed.  Large requests back to back cannot
+   put full passes off for good: one runs at least every ``MAX_HOLD_S``.
 
 Per-request work stays proportional to what the request names, as in Kafka; what is bounded is how long any one
-request holds the loop without letting the others in.
+request holds the loop without letting the others in.  What is not sliced: freeing a huge request's objects when
+it has been answered (one cascade of deallocations, which grows with the request).
 """
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
@@ -31,6 +40,8 @@ SLICE_S = 0.02  # loop time a request's per-partition loop runs before the other
 CHECK_EVERY = 64  # items between clock reads: each item costs microseconds, a slice holds thousands
 OFFLOAD_FRAME_BYTES = 64 * 1024  # frames from this size are decoded, and their answers encoded, on the codec thread
 OFFLOAD_PARTITIONS = 1000  # answers naming this many partitions are encoded on the codec thread (Fetch, Produce)
+HELD_THRESHOLD = 1 << 30  # the collector's third threshold while full passes wait: never reached
+MAX_HOLD_S = 30.0  # full passes wait at most this long, however many large requests follow each other
 
 T = TypeVar("T")
 
@@ -76,5 +87,40 @@ class CodecThread:
 
 
 
-# one for the process: brokers in one process (tests) share it; an idle worker ends with the interpreter
+class FullCollections:
+    """The garbage collector's full passes wait while large requests are in flight (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._holders = 0
+        self._saved: tuple[int, int, int] | None = None
+        self._held_since = 0.0
+
+    def hold(self) -> Callable[[], None]:
+        """Make full passes wait; returns the release (idempotent: call it when the request is done)."""
+        now = time.monotonic()
+        if self._holders == 0:
+            self._saved = gc.get_threshold()
+            gc.set_threshold(self._saved[0], self._saved[1], HELD_THRESHOLD)
+            self._held_since = now
+        elif now - self._held_since >= MAX_HOLD_S:  # large requests back to back: one full pass now and then
+            gc.collect()
+            self._held_since = now
+        self._holders += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._release()
+        return release
+
+    def _release(self) -> None:
+        self._holders -= 1
+        if self._holders == 0 and self._saved is not None:
+            gc.set_threshold(*self._saved)
+
+
+# one for the process: brokers in one process (tests) share them; an idle worker ends with the interpreter
 codec_thread = CodecThread()
+full_collections = FullCollections()
