@@ -12,6 +12,12 @@ makes ids unique and versions dense: no second decision is taken before the firs
 state.  While an append waits for its commit, reads (which catch up too) stop before it: the writer's log
 serves its end, and nobody may learn an id that a leader change could still take back.
 
+No schema is parsed, checked or printed on the event loop: the request's schema, every compatibility check
+of a request (one job: a transitive check's versions together) and a formatted answer run on the
+``ComputeLane`` (``compute``: bounded threads, a deadline per job, 50002 beyond it), and a catch-up stops
+before a record whose schema is new, parses it there and applies it with that parse
+(``catch_up_off_loop``; the writer's own registrations hand their parse to the state, ``prepare``).
+
 Ids are never reused: besides the log's own mark (``state``), a broker's ``IdCheckpoint`` keeps the highest
 id it ever applied, and a replay that ends below it (the log emptied or recreated) is raised to it.
 
