@@ -89,6 +89,7 @@ class ComputeLane:
         self.timeout_s = timeout_s
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="schema-registry-compute")
         self._slots: asyncio.Semaphore | None = None
+        self._running: set[_Job] = set()
         self.timeouts = 0  # jobs stopped at their deadline, for the logs and the tests
 
     async def run(self, fn: Callable, *args):
@@ -99,6 +100,7 @@ class ComputeLane:
         async with self._slots:  # the deadline counts from the start of the job, not from its wait
             job = _Job()
             timer = loop.call_later(self.timeout_s, _interrupt, job)
+            self._running.add(job)
             try:
                 outcome, value = await loop.run_in_executor(self._executor, _call, job, fn, args)
             except asyncio.CancelledError:
@@ -106,6 +108,7 @@ class ComputeLane:
                 raise
             finally:
                 timer.cancel()
+                self._running.discard(job)
         if outcome == _OK:
             return value
         if outcome == _RAISED:
@@ -116,4 +119,7 @@ class ComputeLane:
                                    f"(schema.registry.compute.timeout.ms)")
 
     def close(self) -> None:
+        """Stop the running jobs (the interpreter waits for the pool's threads at exit) and the pool."""
+        for job in list(self._running):
+            _interrupt(job)
         self._executor.shutdown(wait=False, cancel_futures=True)

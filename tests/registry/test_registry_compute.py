@@ -97,3 +97,17 @@ def test_a_follower_parses_the_schemas_it_replays_off_the_loop():
     assert stall < 0.5, f"the follower's loop stalled {stall:.2f} s replaying a large schema"
     writer.close()
     follower.close()
+
+
+def test_closing_the_lane_stops_its_running_job():
+    lane = ComputeLane(threads=1, timeout_s=600)
+
+    async def main():
+        job = asyncio.ensure_future(lane.run(_spin, 600))
+        await asyncio.sleep(0.2)
+        start = time.monotonic()
+        lane.close()
+        with pytest.raises(RegistryError):
+            await job
+        assert time.monotonic() - start < 5
+    asyncio.run(main())
