@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from broker_sim.testing.hostile_soak import _encode, _ensure_topic, _produce, _send_and_drain
+from broker_sim.testing.hostile_wire import _encode, _ensure_topic, _produce, _send_and_drain
 
 PING_PONG_TOPIC = "soak-log-dirs"
 PING_PONG_BYTES = 16 << 20  # the moved partition's size
@@ -38,7 +38,7 @@ def _alter(connection, topic: str, target: str) -> None:
 def log_dir_ping_pong(port, rng, cache):
     """Move a 16 MB partition between the log dirs as fast as the broker completes the moves, for 5 s."""
     from broker_sim.protocol.client import WireConnection
-    from broker_sim.testing.hostile_soak import _batch, _record
+    from broker_sim.testing.hostile_wire import _batch, _record
 
     if "ping_pong" not in cache:
         _ensure_topic(port, PING_PONG_TOPIC, {})

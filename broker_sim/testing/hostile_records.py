@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 
-from broker_sim.testing.hostile_soak import _batch, _encode, _ensure_topic, _produce, _send_and_drain, _varint
+from broker_sim.testing.hostile_wire import _batch, _encode, _ensure_topic, _produce, _send_and_drain, _varint
 
 RECORDS_TOPIC = "hostile-records"
 VALIDATED_TOPIC = "hostile-records-validated"

@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 
-from broker_sim.testing.hostile_soak import _encode, _ensure_topic, _produce, _send_and_drain
+from broker_sim.testing.hostile_wire import _encode, _ensure_topic, _produce, _send_and_drain
 
 VALIDATED_TOPIC = "soak-validated"
 SCHEMAS_TOPIC = "_schemas"

@@ -24,7 +24,7 @@ from kafka.protocol.consumer import (FetchRequest, ListOffsetsRequest, OffsetCom
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from broker_sim.testing.hostile_soak import _connect, _encode, _send_and_drain
+from broker_sim.testing.hostile_wire import _connect, _encode, _send_and_drain
 
 UNKNOWN_TOPIC = "hostile-no-such-topic"
 TOPIC_RESOURCE = 2

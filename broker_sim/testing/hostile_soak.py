@@ -33,7 +33,11 @@ it on the same data directory.
   and (hardening round 2, records and admin) tiny batches the broker must re-encode, produces under
   thousands of rotating client ids with a ``<default>`` quota, a timestamp of
   2^63-1, CreatePartitions of the internal topics, hostile config and quota
-  values, floods of new consumer groups.
+  values, floods of new consumer groups;
+  and (hardening round 3, one module each) records that readers outside Kafka's definition shift
+  (``hostile_records``), requests naming 50,000-1,000,000 partitions, fetch sessions of unknown partitions and
+  pipelined commits (``hostile_requests``), costly and wiping registry calls (``hostile_registry``, the broker
+  serves a registry) and a replica moved back and forth between the broker's two log dirs (``hostile_misc``).
   Nothing about their answers is asserted here (the hostile tests do that);
   what counts is what they do to the broker and to the normal traffic, and
   how long they blocked its event loop (the broker logs every stall over
@@ -62,9 +66,12 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from broker_sim.testing import hostile_misc, hostile_records, hostile_registry, hostile_requests
+from broker_sim.testing.hostile_wire import (  # noqa: F401 - also this module's names for its importers
+    _encode, _connect, _send_and_drain, _varint, _batch, _record, _bomb, _produce, _fetch, _create_topics, _ensure_topic)
 
 NORMAL_TOPIC = "soak-normal"
 COMPACTED_TOPIC = "soak-compacted"
@@ -83,126 +90,7 @@ class SoakOptions:
     passes: int = 0   # > 0: the attack phase also ends after this many full passes through ATTACKS
 
 
-# --- wire helpers ------------------------------------------------------------------------------
-
-def _encode(request, correlation_id: int = 1, client_id: str = "hostile") -> bytes:
-    request.with_header(correlation_id=correlation_id, client_id=client_id)
-    return bytes(request.encode(header=True, framed=True))
-
-
-def _connect(port: int, timeout: float = 5.0) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", port), timeout=timeout)
-
-
-def _send_and_drain(port: int, frames: list[bytes], *, read_s: float = 3.0, expect: int | None = None) -> int:
-    """Send ``frames`` on a new connection and read what comes back until ``expect`` responses (default: one per
-    frame) have arrived, the broker closes the connection, or ``read_s`` passes; returns the requests sent."""
-    expect = len(frames) if expect is None else expect
-    with _connect(port) as sock:
-        try:
-            for data in frames:
-                sock.sendall(data)
-            deadline = time.monotonic() + read_s
-            sock.settimeout(0.5)
-            received, start, answered = bytearray(), 0, 0   # start: where the next response frame begins
-            while time.monotonic() < deadline and answered < expect:
-                try:
-                    chunk = sock.recv(1 << 20)
-                except socket.timeout:
-                    continue
-                if not chunk:
-                    break
-                received += chunk
-                while len(received) - start >= 4:
-                    end = start + 4 + max(struct.unpack_from(">i", received, start)[0], 0)
-                    if end > len(received):
-                        break
-                    start, answered = end, answered + 1
-        except OSError:  # the broker closed the connection: an expected answer to many attacks
-            pass
-    return len(frames)
-
-
-def _varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)  # zigzag
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _batch(records: bytes, *, count: int, codec: int = 0, last_offset_delta: int | None = None) -> bytes:
-    """A RecordBatch v2 around already encoded (and maybe compressed) ``records``, with a valid CRC."""
-    from crc32c import crc32c
-    now = int(time.time() * 1000)
-    delta = count - 1 if last_offset_delta is None else last_offset_delta
-    body = struct.pack(">hiqqqhii", codec, delta, now, now, -1, -1, -1, count) + records
-    crc = crc32c(body)
-    return struct.pack(">qiibI", 0, len(body) + 9, 0, 2, crc) + body
-
-
-def _record(key: bytes | None, value_len: int, offset_delta: int = 0) -> tuple[bytes, int]:
-    """(the bytes of one record up to its value, total record bytes incl. the value and the headers count)."""
-    key_part = _varint(-1) if key is None else _varint(len(key)) + key
-    after_length = b"\x00" + _varint(0) + _varint(offset_delta) + key_part + _varint(value_len)
-    body_len = len(after_length) + value_len + 1
-    return _varint(body_len) + after_length, body_len
-
-
-def _bomb(codec: int, size: int) -> bytes:
-    """A batch of one keyed record whose value is ``size`` zero bytes, compressed without holding it."""
-    head, _ = _record(b"k", size)
-    chunk = bytes(1 << 20)
-    if codec == 1:
-        compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
-        parts = [compressor.compress(head)]
-        parts += [compressor.compress(chunk) for _ in range(size >> 20)]
-        parts += [compressor.compress(b"\x00"), compressor.flush()]
-    elif codec == 3:
-        import lz4.frame
-        compressor = lz4.frame.LZ4FrameCompressor()
-        parts = [compressor.begin(), compressor.compress(head)]
-        parts += [compressor.compress(chunk) for _ in range(size >> 20)]
-        parts += [compressor.compress(b"\x00"), compressor.flush()]
-    else:
-        import zstandard
-        compressor = zstandard.ZstdCompressor().compressobj()
-        parts = [compressor.compress(head)]
-        parts += [compressor.compress(chunk) for _ in range(size >> 20)]
-        parts += [compressor.compress(b"\x00"), compressor.flush()]
-    return _batch(b"".join(parts), count=1, codec=codec)
-
-
-def _produce(topic: str, partition: int, records: bytes, acks: int = 1):
-    from kafka.protocol.producer import ProduceRequest
-    return ProduceRequest[9](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
-        ProduceRequest.TopicProduceData(name=topic, partition_data=[
-            ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
-
-
-def _fetch(topic: str, partition_count: int, *, replica_id: int = -1, max_bytes: int = 2**31 - 1):
-    from kafka.protocol.consumer import FetchRequest
-    partition = FetchRequest.FetchTopic.FetchPartition
-    return FetchRequest[12](
-        replica_id=replica_id, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
-        session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
-            partition(partition=0, fetch_offset=0, partition_max_bytes=max_bytes, current_leader_epoch=-1,
-                      last_fetched_epoch=-1, log_start_offset=-1) for _ in range(partition_count)])],
-        forgotten_topics_data=[], rack_id="")
-
-
-def _create_topics(names_and_counts):
-    from kafka.protocol.admin import CreateTopicsRequest
-    topic = CreateTopicsRequest.CreatableTopic
-    return CreateTopicsRequest[5](topics=[
-        topic(name=name, num_partitions=count, replication_factor=1, assignments=[], configs=[])
-        for name, count in names_and_counts], timeout_ms=10000, validate_only=False)
-
+# --- wire helpers: broker_sim.testing.hostile_wire ---
 
 # --- the attacks: (port, rng, cache) -> hostile requests sent ---------------------------------
 
@@ -519,17 +407,6 @@ ATTACKS = [
 REENCODE_TOPIC = "soak-reencode"  # compression.type=gzip: every produced batch is re-encoded by the broker
 
 
-def _ensure_topic(port: int, name: str, configs: dict[str, str]) -> None:
-    """CreateTopics for ``name`` (TOPIC_ALREADY_EXISTS after the first time: nothing changes)."""
-    from kafka.protocol.admin import CreateTopicsRequest
-    topic = CreateTopicsRequest.CreatableTopic
-    request = CreateTopicsRequest[5](topics=[topic(
-        name=name, num_partitions=1, replication_factor=1, assignments=[],
-        configs=[topic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
-        timeout_ms=10000, validate_only=False)
-    _send_and_drain(port, [_encode(request)], read_s=1)
-
-
 def _alter_client_quota(value: float | None):
     """AlterClientQuotas of clients/<default> producer_byte_rate: set to ``value``, or removed for None."""
     from kafka.protocol.admin import AlterClientQuotasRequest
@@ -610,6 +487,11 @@ def group_flood(port, rng, cache):
 ATTACKS += [reencode_many_records, rotating_client_ids, timestamp_long_max, internal_topic_partitions,
             hostile_config_values, group_flood]
 
+# issue 44 (hardening round 3), one module per area: records one definition reads the same (hostile_records), requests
+# whose cost grows with what they name and pipelines (hostile_requests), the registry's CPU and its wiping
+# (hostile_registry), log-dir ping-pong (hostile_misc)
+ATTACKS += [*hostile_records.ATTACKS, *hostile_requests.ATTACKS, *hostile_registry.ATTACKS, *hostile_misc.ATTACKS]
+
 
 # --- the broker process ------------------------------------------------------------------------
 
@@ -629,9 +511,13 @@ class SoakBroker:
         self.start_timeout_s = start_timeout_s
         self.port = _free_port()
         # the network surfaces' listeners and /metrics (issue 23's attacks), at fixed ports across restarts
-        self.surfaces: dict = {name: _free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "METRICS")}
+        self.surfaces: dict = {name: _free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "METRICS",
+                                                               "SCHEMA_REGISTRY")}
         extra = surface_configs(work_dir, dict(self.surfaces, PLAINTEXT=self.port))
         self.surfaces["truststore"] = extra.pop("truststore")
+        # round 3's attacks: the registry (hostile_registry) and two log dirs to move a replica between (hostile_misc)
+        extra.update(hostile_registry.registry_configs(self.surfaces["SCHEMA_REGISTRY"]))
+        extra["log.dirs"] = ",".join(str(self.data_dir / disk) for disk in ("disk-a", "disk-b"))
         self.configs = {**extra, **configs}
         self.process: subprocess.Popen | None = None
         self.peak_rss = 0
@@ -808,7 +694,7 @@ def run_soak(options: SoakOptions) -> dict:
                 sent = attack(broker.port, rng, cache)
             except OSError:  # refused/reset before anything was sent: the broker's answer to a flood
                 sent = 0
-            report["hostile_requests_sent"] += sent
+            report["hostile_requests_sent"] += sent or 0   # round 3's attack modules return None
             report["attacks"][attack.__name__] = report["attacks"].get(attack.__name__, 0) + 1
             broker.sample_rss()
             if not broker.alive():

@@ -16,7 +16,7 @@ from kafka_wire import WireClient, create_topics
 from test_request_cost import _answer, _latency_during, _read_frame
 
 from broker_sim.testing.hostile_requests import session_fetch
-from broker_sim.testing.hostile_soak import _encode
+from broker_sim.testing.hostile_wire import _encode
 
 MB = 1 << 20
 SESSIONS = 12

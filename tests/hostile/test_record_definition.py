@@ -23,7 +23,7 @@ from test_registry_wipe import Registry
 
 from broker_sim.testing.hostile_records import (
     SHIFTED_VALUE, huge_key_length_batch, kafka_key_of_shifted, overlong_varint_batch, shifted_batch, shifted_pair)
-from broker_sim.testing.hostile_soak import _batch
+from broker_sim.testing.hostile_wire import _batch
 
 INVALID_RECORD = 87
 LATENCY_BOUND_S = 0.5

@@ -22,7 +22,7 @@ from kafka_wire import WireClient, create_topics
 
 from broker_sim.protocol.apis import messages
 from broker_sim.testing.hostile_requests import WIDE_APIS, commit_frames, send_pipelined, wide_request
-from broker_sim.testing.hostile_soak import _encode
+from broker_sim.testing.hostile_wire import _encode
 
 MB = 1 << 20
 BOUND_S = 0.5  # another client's worst round trip during an attack (main: 1-3 s at 150,000 partitions, 30 s at 1M)

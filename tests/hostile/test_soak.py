@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 def test_short_hostile_soak_leaves_the_broker_serving_and_the_data_intact(tmp_path):
     # two passes through the catalogue (about 20 s each when the broker answers promptly), capped at 1.5 minutes
-    report = run_soak(SoakOptions(minutes=1.5, passes=2, baseline_s=3, restart_every_s=15, seed=7,
+    report = run_soak(SoakOptions(minutes=4, passes=2, baseline_s=3, restart_every_s=15, seed=7,
                                   work_dir=str(tmp_path / "soak")))
     summary = {k: v for k, v in report.items() if k != "crash_logs"}
     assert report["valid"], json.dumps(report, indent=2)[-6000:]

@@ -13,7 +13,7 @@ from test_storage_cleaner import COMPACT, keyed, stored_batches
 from broker_sim.storage.cleaner import clean_log
 from broker_sim.storage.validator import read_batch
 from broker_sim.testing.hostile_records import SHIFTED_VALUE, kafka_key_of_shifted, shifted_record
-from broker_sim.testing.hostile_soak import _batch, _varint
+from broker_sim.testing.hostile_wire import _batch, _varint
 
 
 def _record(offset_delta: int, key: bytes, value: bytes) -> bytes:
