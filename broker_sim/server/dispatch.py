@@ -208,8 +208,8 @@ class Dispatcher:
             parts = [await codec_thread.run(self._encode, result, version, correlation_id)]
         else:
             parts = [self._encode(result, version, correlation_id)]
-        if large and api_key in DISMANTLED and not plain_produce:  # freed item by item beside the loop (server/request_slicing.py)
-            await codec_thread.run(dismantle, request, result)
+        if large and api_key in DISMANTLED and not plain_produce:
+            await codec_thread.run(dismantle, request, result)  # freed item by item beside the loop
         return parts
 
     async def _raw_token(self, connection, authenticator, token: bytes) -> list:
