@@ -46,8 +46,7 @@ from broker_sim.security.sasl import AuthenticationFailed, IllegalSaslState
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.metrics import BrokerMetrics
 from broker_sim.server.network import CloseConnection
-from broker_sim.server.request_slicing import (OFFLOAD_FRAME_BYTES, OFFLOAD_PARTITIONS, codec_thread, dismantle,
-                                               full_collections)
+from broker_sim.server.request_slicing import OFFLOAD_FRAME_BYTES, OFFLOAD_PARTITIONS, codec_thread, full_collections
 
 log = logging.getLogger(__name__)
 UNSUPPORTED_VERSION = 35
@@ -55,12 +54,6 @@ _SIZE = struct.Struct(">i")
 # what a SASL listener serves before authentication completes (Kafka's SaslServerAuthenticator)
 SASL_EXCHANGE = frozenset((int(ApiKey.ApiVersions), int(ApiKey.SaslHandshake), int(ApiKey.SaslAuthenticate)))
 PRODUCE = int(ApiKey.Produce)
-# the APIs whose handlers keep none of a request's or answer's lists (a fetch session keeps partition entries, not
-# lists): a large one is emptied beside the loop once answered (request_slicing.dismantle)
-DISMANTLED = frozenset(int(key) for key in (
-    ApiKey.Produce, ApiKey.Fetch, ApiKey.ListOffsets, ApiKey.Metadata, ApiKey.OffsetCommit, ApiKey.OffsetFetch,
-    ApiKey.DeleteRecords, ApiKey.OffsetForLeaderEpoch, ApiKey.DescribeConfigs, ApiKey.AlterPartitionReassignments,
-    ApiKey.ElectLeaders))
 
 
 def _answered(answer: ProduceAnswer) -> int:
@@ -163,8 +156,7 @@ class Dispatcher:
         # irregular produce request) is decoded by kafka-python, as before
         request = decode_produce(frame, version) if api_key == PRODUCE else None
         large = len(frame) >= OFFLOAD_FRAME_BYTES
-        plain_produce = request is not None
-        if plain_produce and release_collections is not None:
+        if request is not None and release_collections is not None:
             release_collections()  # a plain produce request is a few objects, whatever its size
         if request is None:
             try:
@@ -198,19 +190,14 @@ class Dispatcher:
         if elapsed > 1.0 and api_key != ApiKey.Fetch:
             log.info("%s v%d from %s took %.1f s", spec.key.name, version, connection.peer, elapsed)
         if result is None:
-            parts = None
-        elif isinstance(result, list):
-            parts = result
-            result = None
-        elif large and (type(result) is not ProduceAnswer or _answered(result) >= OFFLOAD_PARTITIONS):
+            return None
+        if isinstance(result, list):
+            return result
+        if large and (type(result) is not ProduceAnswer or _answered(result) >= OFFLOAD_PARTITIONS):
             # the answer to a large request (a produce answer: only one naming many partitions, since most large
             # produce requests carry few partitions of records): encoded beside the loop
-            parts = [await codec_thread.run(self._encode, result, version, correlation_id)]
-        else:
-            parts = [self._encode(result, version, correlation_id)]
-        if large and api_key in DISMANTLED and not plain_produce:
-            await codec_thread.run(dismantle, request, result)  # freed item by item beside the loop
-        return parts
+            return [await codec_thread.run(self._encode, result, version, correlation_id)]
+        return [self._encode(result, version, correlation_id)]
 
     async def _raw_token(self, connection, authenticator, token: bytes) -> list:
         """A SASL token framed only by its size (SaslHandshake v0, KIP-43): answered the same way; a failure

@@ -25,9 +25,8 @@ the cost is cut where it arises:
    put full passes off for good: one runs at least every ``MAX_HOLD_S``.
 
 Per-request work stays proportional to what the request names, as in Kafka; what is bounded is how long any one
-request holds the loop without letting the others in.  Freeing a huge request's objects once it is answered would
-be one cascade of deallocations on the loop; for the APIs whose handlers keep none of the request's or answer's
-lists (``DISMANTLED`` in ``dispatch.py``), the codec thread empties them item by item (``dismantle``) first.
+request holds the loop without letting the others in.  What is not sliced: freeing a huge request's objects when
+it has been answered (one cascade of deallocations, which grows with the request).
 """
 from __future__ import annotations
 
@@ -43,8 +42,6 @@ OFFLOAD_FRAME_BYTES = 64 * 1024  # frames from this size are decoded, and their 
 OFFLOAD_PARTITIONS = 1000  # answers naming this many partitions are encoded on the codec thread (Fetch, Produce)
 HELD_THRESHOLD = 1 << 30  # the collector's third threshold while full passes wait: never reached
 MAX_HOLD_S = 30.0  # full passes wait at most this long, however many large requests follow each other
-DISMANTLE_DEPTH = 3  # levels of lists a large request and its answer are emptied to (OffsetFetch v8: groups, topics,
-# partitions)
 
 T = TypeVar("T")
 
@@ -88,31 +85,6 @@ class CodecThread:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pylog-codec")
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
-
-
-def dismantle(*messages) -> None:
-    """Empty the lists of ``messages`` (request and response objects nothing else holds), their items' and their
-    items' items', one item at a time: run on the codec thread, so that freeing a million objects is a Python loop
-    the interpreter interrupts to give the event loop its turn, not one cascade of deallocations."""
-    for message in messages:
-        _empty(message, DISMANTLE_DEPTH)
-
-
-def _fields(value):
-    if isinstance(value, tuple):
-        return value
-    if hasattr(value, "__dict__"):
-        return list(vars(value).values())
-    return [getattr(value, name, None) for name in getattr(type(value), "__slots__", ())]
-
-
-def _empty(value, depth: int) -> None:
-    for field in _fields(value):
-        if type(field) is list:
-            while field:
-                item = field.pop()
-                if depth > 1:
-                    _empty(item, depth - 1)
 
 
 class FullCollections:

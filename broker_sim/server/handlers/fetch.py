@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from functools import partial
 from typing import Callable
 
 import kafka.errors as Errors
@@ -69,7 +70,7 @@ from broker_sim.server.fetch_sessions import next_epoch
 from broker_sim.server.handlers.access import READ, Access
 from broker_sim.errors import error_of
 from broker_sim.server.network import SENDFILE_MIN_BYTES
-from broker_sim.server.request_slicing import OFFLOAD_PARTITIONS, Slices, codec_thread, dismantle
+from broker_sim.server.request_slicing import OFFLOAD_PARTITIONS, Slices, codec_thread
 
 READ_COMMITTED = 1
 UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
@@ -397,19 +398,13 @@ async def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int
     response = FetchResponse(version=ctx.version, throttle_time_ms=throttle_ms, error_code=error_code,
                              session_id=session_id, responses=responses)
     response.with_header(correlation_id=ctx.correlation_id)
-    if count >= OFFLOAD_PARTITIONS:  # kafka-python's encoder, pure Python, and the answer's freeing: beside the loop
-        encoded = await codec_thread.run(_encode_and_dismantle, response)
+    if count >= OFFLOAD_PARTITIONS:  # kafka-python's encoder, pure Python: beside the loop
+        encoded = await codec_thread.run(partial(response.encode, header=True, framed=True))
     else:
         encoded = response.encode(header=True, framed=True)
     if not spliced:
         return [bytes(encoded)]
     return splice(encoded, spliced, flexible=FetchResponse.flexible_version_q(ctx.version))
-
-
-def _encode_and_dismantle(response) -> bytes:
-    encoded = response.encode(header=True, framed=True)
-    dismantle(response)  # the records placeholders are spliced from the encoded bytes, not from the answer
-    return encoded
 
 
 def _pread(region) -> bytes:
