@@ -61,7 +61,7 @@ def test_sessions_of_unknown_partitions_are_not_kept(hostile_broker):
           f"worst round trip {during * 1000:.0f} ms (control {control * 1000:.0f} ms)")
     _check_no_session(answers, UNKNOWN_TOPIC_OR_PARTITION)
     assert grown < 50 * MB, f"RSS grew {grown / MB:.0f} MB (main: ~24.5 MB per session, bound 50 MB)"
-    assert during < 0.5
+    assert during < 0.5 + control, f"{during * 1000:.0f} ms (control {control * 1000:.0f} ms)"
     _a_real_session_is_still_made(broker.bootstrap_servers)
     assert_serving(broker)
     broker = hostile_broker.restart(broker)
@@ -91,6 +91,6 @@ def test_sessions_of_a_forbidden_topic_are_not_kept(hostile_broker):
           f"other client's worst round trip {during * 1000:.0f} ms (control {control * 1000:.0f} ms)")
     _check_no_session(answers, TOPIC_AUTHORIZATION_FAILED)
     assert grown < 50 * MB, f"RSS grew {grown / MB:.0f} MB (main: ~24 MB per session, bound 50 MB)"
-    assert during < 0.5, f"refusing READ held another client {during * 1000:.0f} ms"
+    assert during < 0.5 + control, f"refusing READ held another client {during * 1000:.0f} ms"
     _a_real_session_is_still_made(broker.bootstrap_servers)
     assert_serving(broker)

@@ -22,7 +22,7 @@ from client_helpers import create_topic, free_port, wait_until
 from hostile import assert_serving, rss_bytes
 from kafka_wire import WireClient, produce_request, record_batch
 
-LATENCY_BOUND_S = 0.5
+LATENCY_BOUND_S = 0.5  # what an attack may add to the control's worst round trip, measured in the same test
 MB = 1 << 20
 OPERATION_TIMEOUT = 50002
 INVALID_RECORD = 87
@@ -117,7 +117,7 @@ def _probe(broker, registry: Registry) -> tuple[Probe, float]:
 def _assert_quick(probe: Probe, control: float, what: str) -> None:
     worst = probe.worst()
     assert len(probe.samples) >= 4, f"the probe got {len(probe.samples)} answers during {what}"
-    assert worst < LATENCY_BOUND_S, f"another client waited {worst:.2f} s during {what} (control {control:.3f} s)"
+    assert worst < LATENCY_BOUND_S + control, f"another client waited {worst:.2f} s during {what} (control {control:.3f} s)"
     assert not probe.errors, probe.errors[:3]
 
 

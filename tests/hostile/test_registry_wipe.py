@@ -22,7 +22,7 @@ from kafka_wire import WireClient, delete_topics, set_topic_configs
 
 POLICY_VIOLATION = 44
 INVALID_REQUEST = 42
-LATENCY_BOUND_S = 0.5
+LATENCY_BOUND_S = 0.5  # what an attack may add to the control's worst round trip, measured in the same test
 CONTENT = "application/vnd.schemaregistry.v1+json"
 
 
@@ -125,7 +125,7 @@ def _cleanup_policy(client: WireClient, topic: str) -> str:
 
 
 def _assert_quick(control: float, during: float) -> None:
-    assert during < LATENCY_BOUND_S, f"GET /subjects took {during:.2f} s after the attack (control {control:.3f} s)"
+    assert during < LATENCY_BOUND_S + control, f"GET /subjects took {during:.2f} s after the attack (control {control:.3f} s)"
 
 
 def test_delete_records_on_schemas_is_refused_and_the_registry_survives_a_restart(hostile_broker):
