@@ -230,19 +230,29 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, configs: dict |
 
 
 def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = 15) -> None:
-    """Wait until Metadata names a leader for each of ``topic``'s partitions.
+    """Wait until Metadata names a leader for each of ``topic``'s partitions and each leader serves it.
 
     Apache Kafka answers CreateTopics once its controller committed the topic; its broker serves the
     partitions a moment later (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE until then), where
-    broker_sim serves them at once.  Clients retry those codes; raw-wire tests wait here instead.
+    broker_sim serves them at once.  Its Metadata can name the leader before that leader's replica manager
+    has made the partition (a Fetch then answers at once, empty, with an error), so each leader is also asked
+    a ListOffsets.  Clients retry those codes; raw-wire tests wait here instead.
     """
-    from kafka_wire import WireClient, metadata
+    from kafka_wire import WireClient, list_offsets, metadata
 
     def led() -> bool:
         with WireClient(bootstrap) as client:
-            (answer,) = metadata(client, [topic], auto_create=False).topics
-        return answer.error_code == 0 and len(answer.partitions) == partitions and all(
-            p.error_code == 0 and p.leader_id >= 0 for p in answer.partitions)
+            answer = metadata(client, [topic], auto_create=False)
+        (found,) = answer.topics
+        if not (found.error_code == 0 and len(found.partitions) == partitions and all(
+                p.error_code == 0 and p.leader_id >= 0 for p in found.partitions)):
+            return False
+        brokers = {b.node_id: f"{b.host}:{b.port}" for b in answer.brokers}
+        for p in found.partitions:
+            with WireClient(brokers[p.leader_id]) as leader:
+                if list_offsets(leader, topic, p.partition_index, -1)[0] != 0:
+                    return False
+        return True
 
     wait_until(led, timeout, message=f"a leader for every partition of {topic}")
 
