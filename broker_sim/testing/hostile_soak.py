@@ -714,6 +714,9 @@ def run_soak(options: SoakOptions) -> dict:
                         break
                 traffic.phase = "during"
                 next_restart = time.monotonic() + options.restart_every_s
+    except BaseException:
+        broker.kill()  # the soak itself failed: its broker process must not outlive it
+        raise
     finally:
         traffic.stop()
     broker.sample_rss()
