@@ -13,9 +13,7 @@ the answers first (finding 7).
 """
 from __future__ import annotations
 
-import socket
 import threading
-import time
 
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, DeleteRecordsRequest, DescribeConfigsRequest,
                                   ElectLeadersRequest)
@@ -24,7 +22,7 @@ from kafka.protocol.consumer import (FetchRequest, ListOffsetsRequest, OffsetCom
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from broker_sim.testing.hostile_wire import _connect, _encode, _send_and_drain
+from broker_sim.testing.hostile_wire import _connect, _encode, _read_answers, _send_and_drain
 
 UNKNOWN_TOPIC = "hostile-no-such-topic"
 TOPIC_RESOURCE = 2
@@ -115,27 +113,9 @@ def commit_frames(count: int, *, group: str = "hostile-pipelined", topic: str = 
 def send_pipelined(port: int, frames: list[bytes], *, read_s: float = 60.0) -> int:
     """Send every frame on one new connection without waiting for answers, then read until each is answered (or
     ``read_s`` passes, or the broker closes); returns how many answers came back."""
-    answered = 0
     with _connect(port, timeout=read_s) as sock:
         sock.sendall(b"".join(frames))
-        deadline = time.monotonic() + read_s
-        received = bytearray()
-        start = 0
-        sock.settimeout(0.5)
-        while answered < len(frames) and time.monotonic() < deadline:
-            try:
-                chunk = sock.recv(1 << 20)
-            except socket.timeout:
-                continue
-            if not chunk:
-                break
-            received += chunk
-            while len(received) - start >= 4:
-                end = start + 4 + int.from_bytes(received[start:start + 4], "big")
-                if end > len(received):
-                    break
-                start, answered = end, answered + 1
-    return answered
+        return _read_answers(sock, len(frames), read_s)
 
 
 # --- soak attacks -----------------------------------------------------------------------------------------------

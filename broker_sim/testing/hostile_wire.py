@@ -31,25 +31,32 @@ def _send_and_drain(port: int, frames: list[bytes], *, read_s: float = 3.0, expe
         try:
             for data in frames:
                 sock.sendall(data)
-            deadline = time.monotonic() + read_s
-            sock.settimeout(0.5)
-            received, start, answered = bytearray(), 0, 0   # start: where the next response frame begins
-            while time.monotonic() < deadline and answered < expect:
-                try:
-                    chunk = sock.recv(1 << 20)
-                except socket.timeout:
-                    continue
-                if not chunk:
-                    break
-                received += chunk
-                while len(received) - start >= 4:
-                    end = start + 4 + max(struct.unpack_from(">i", received, start)[0], 0)
-                    if end > len(received):
-                        break
-                    start, answered = end, answered + 1
+            _read_answers(sock, expect, read_s)
         except OSError:  # the broker closed the connection: an expected answer to many attacks
             pass
     return len(frames)
+
+
+def _read_answers(sock: socket.socket, expect: int, read_s: float) -> int:
+    """Read response frames from ``sock`` until ``expect`` have arrived, the broker closes the connection, or
+    ``read_s`` passes; how many arrived."""
+    deadline = time.monotonic() + read_s
+    sock.settimeout(0.5)
+    received, start, answered = bytearray(), 0, 0   # start: where the next response frame begins
+    while time.monotonic() < deadline and answered < expect:
+        try:
+            chunk = sock.recv(1 << 20)
+        except socket.timeout:
+            continue
+        if not chunk:
+            break
+        received += chunk
+        while len(received) - start >= 4:
+            end = start + 4 + max(struct.unpack_from(">i", received, start)[0], 0)
+            if end > len(received):
+                break
+            start, answered = end, answered + 1
+    return answered
 
 
 def _varint(value: int) -> bytes:
