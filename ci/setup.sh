@@ -61,6 +61,11 @@ fi
 # tests/kafka, tests/conformance and the kafka_broker fixtures run against
 (cd / && "$PYTHON" -m broker_sim.local.kafka fetch >/dev/null) \
   || { echo "ci/setup.sh: could not fetch Apache Kafka's jars (see above)" >&2; exit 1; }
+# Spark's own Kafka connector (broker_sim/local/spark_kafka.py: the newest spark-sql-kafka-0-10 served that loads in
+# the installed Spark, into ~/.cache/pylog/spark-sql-kafka; nothing when it is there): tests/spark runs
+# format("kafka") beside format("pylog") on the same topics
+(cd / && "$PYTHON" -m broker_sim.local.spark_kafka fetch >/dev/null) \
+  || { echo "ci/setup.sh: could not fetch Spark's Kafka connector (see above)" >&2; exit 1; }
 # Bytecode for the checkout's packages: with PYTHONDONTWRITEBYTECODE set (as on CI machines and in the image) every
 # broker process, CLI call and Spark Python worker would otherwise compile them again (~0.2 s of CPU each start).
 # A .pyc whose source changed since is ignored by Python, so this is only ever a cache.

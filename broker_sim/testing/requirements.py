@@ -1,9 +1,10 @@
-"""A test's missing external dependency (ZooKeeper, Docker, Apache Kafka): a skip here, a failure where it must run.
+"""A test's missing external dependency (ZooKeeper, Docker, Apache Kafka, Spark's Kafka connector): a skip
+here, a failure where it must run.
 
 A bare ``pytest`` on a machine without Debian's ``zookeeper`` package skips
 the cluster tests with a reason naming what to install.  Under ``CI=true``, or
-with ``PYLOG_REQUIRE_<NAME>=1`` (``PYLOG_REQUIRE_ZOOKEEPER``,
-``PYLOG_REQUIRE_DOCKER``, ``PYLOG_REQUIRE_KAFKA``), the same test fails instead: a green run must not
+with ``PYLOG_REQUIRE_<NAME>=1`` (``PYLOG_REQUIRE_ZOOKEEPER``, ``PYLOG_REQUIRE_DOCKER``,
+``PYLOG_REQUIRE_KAFKA``, ``PYLOG_REQUIRE_SPARK_KAFKA``), the same test fails instead: a green run must not
 hide that the strongest tests never ran.
 """
 from __future__ import annotations
@@ -45,3 +46,12 @@ def require_kafka() -> None:
     reason = kafka_available()
     if reason:
         missing("kafka", f"no Apache Kafka to compare with: {reason}")
+
+
+def require_spark_kafka() -> None:
+    """Skip or fail (see ``missing``) unless Spark's own Kafka connector is fetched (``ci/setup.sh`` does it)."""
+    from broker_sim.local.spark_kafka import spark_kafka_available
+
+    reason = spark_kafka_available()
+    if reason:
+        missing("spark_kafka", f"no Spark Kafka connector to compare with: {reason}")

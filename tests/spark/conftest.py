@@ -18,11 +18,22 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 
+def _spark_kafka_jars() -> str:
+    """Spark's own Kafka connector for the shared session (format("kafka") beside format("pylog")), if fetched."""
+    from broker_sim.local.spark_kafka import SparkKafkaUnavailable, spark_kafka_jars
+
+    try:
+        return ",".join(spark_kafka_jars())
+    except SparkKafkaUnavailable:
+        return ""   # the spark_kafka fixture skips (or fails under CI=true) the tests that need it
+
+
 @pytest.fixture(scope="session")
 def spark():
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[2]").appName("pylog-spark-tests")
+               .config("spark.jars", _spark_kafka_jars())
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.default.parallelism", "2")
@@ -33,6 +44,16 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark_kafka(spark):
+    """The shared session, for a test that also runs Spark's own ``format("kafka")``: skipped (failed under
+    CI=true) when ``python -m broker_sim.local.spark_kafka fetch`` has not fetched the connector."""
+    from broker_sim.testing.requirements import require_spark_kafka
+
+    require_spark_kafka()
+    return spark
 
 
 class SparkBroker:
