@@ -6,9 +6,14 @@ checkpoint's ``offsets/`` log, is the JSON Spark's own Kafka source writes:
 Topics and partitions are always emitted in sorted order so that the same
 positions serialise to the same JSON: Spark decides "no new data" by
 comparing offsets' JSON text. A streaming query that uses the default
-consumer group also carries the group's name under ``GROUP_KEY``
-("pylog:group" — a colon is not allowed in topic names), so the group
-survives restarts with the checkpoint (``connector.source``).
+consumer group also carries the group's name, so the group survives restarts
+with the checkpoint (``connector.source``): as one more "topic" whose name is
+``GROUP_KEY_PREFIX`` + the group ("pylog:group=pylog-…", a colon is never in
+a topic name) and whose partition map is empty. Spark's own connector reads
+that JSON as a map of topic to partitions and finds no partition in it, so a
+checkpoint written by ``format("pylog")`` resumes with ``format("kafka")``
+(and back) at the same offsets. Checkpoints of earlier pylog versions carried
+the group as a string under ``LEGACY_GROUP_KEY``; they are still read.
 
 The consumer group's commits carry, per partition, an OffsetCommit metadata
 string (``group_metadata``): JSON naming the pylog query run that committed
@@ -33,7 +38,8 @@ from typing import Callable, Mapping
 
 TopicPartition = tuple[str, int]
 PartitionOffsets = dict[TopicPartition, int]
-GROUP_KEY = "pylog:group"
+GROUP_KEY_PREFIX = "pylog:group="   # {"pylog:group=<group>": {}}: a topic Spark's connector sees no partition of
+LEGACY_GROUP_KEY = "pylog:group"     # {"pylog:group": "<group>"}: written before, read still
 GROUP_METADATA_TAG = "pylog-source"   # the "pylog" field of the group commits' metadata JSON
 
 
@@ -59,10 +65,37 @@ def to_json_dict(offsets: Mapping[TopicPartition, int]) -> dict:
     return result
 
 
+def is_group_key(key: str) -> bool:
+    """True for the key carrying the query's consumer group (not a topic)."""
+    return key.startswith(LEGACY_GROUP_KEY)
+
+
+def group_of(offset: Mapping | None) -> str | None:
+    """The consumer group an offset carries (either form), or None."""
+    for key, value in (offset or {}).items():
+        if key.startswith(GROUP_KEY_PREFIX) and len(key) > len(GROUP_KEY_PREFIX):
+            return key[len(GROUP_KEY_PREFIX):]
+        if key == LEGACY_GROUP_KEY and isinstance(value, str) and value:
+            return value
+    return None
+
+
+def with_group(offset: dict, group: str) -> dict:
+    """``offset`` (from ``to_json_dict``) carrying ``group``, in the form Spark's connector reads too."""
+    result = {key: value for key, value in offset.items() if not is_group_key(key)}
+    result[GROUP_KEY_PREFIX + group] = {}
+    return result
+
+
+def without_group(offset: Mapping | None) -> dict:
+    """``offset`` without the group it carries: the topics only, as Spark's connector would write them."""
+    return {key: value for key, value in (offset or {}).items() if not is_group_key(key)}
+
+
 def from_json_dict(offset: Mapping | None) -> PartitionOffsets:
-    """The inverse of ``to_json_dict`` (``GROUP_KEY`` is not a topic and is left out)."""
+    """The inverse of ``to_json_dict`` (the group key is not a topic and is left out)."""
     return {(topic, int(partition)): int(value)
-            for topic, partitions in (offset or {}).items() if topic != GROUP_KEY
+            for topic, partitions in (offset or {}).items() if not is_group_key(topic)
             for partition, value in partitions.items()}
 
 

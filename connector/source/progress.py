@@ -37,9 +37,10 @@ import time
 from typing import Mapping
 
 from connector.source.offsets import (
-    GROUP_KEY,
     from_json_dict,
     group_metadata,
+    group_of,
+    is_group_key,
     offsets_behind,
     parse_group_metadata,
     to_json_dict,
@@ -73,7 +74,7 @@ def source_progress(query_progress: dict) -> list[dict]:
         latest_offsets = from_json_dict(latest) if latest and _is_kafka_offset(latest) else {}
         found.append({
             "subscription": sorted({topic for topic, _ in end_offsets}),
-            "consumerGroup": end.get(GROUP_KEY),
+            "consumerGroup": group_of(end),
             "endOffset": end,
             "latestOffset": latest,
             "metrics": offsets_behind(end_offsets, latest_offsets),
@@ -148,5 +149,5 @@ def _offset(value) -> dict | None:
 
 
 def _is_kafka_offset(offset: dict) -> bool:
-    return all(key == GROUP_KEY or (isinstance(parts, dict) and all(isinstance(v, int) for v in parts.values()))
+    return all(is_group_key(key) or (isinstance(parts, dict) and all(isinstance(v, int) for v in parts.values()))
                for key, parts in offset.items())

@@ -14,9 +14,10 @@ The consumer group: ``groupId`` (or ``kafka.group.id``) when given; else each
 query gets its own, ``<groupIdPrefix>-<hash of the subscription>-<token>``,
 the token drawn by ``initialOffset``. Spark tells a Python source nothing
 about its query (no checkpoint location, no query id), so the group's name
-travels in the query's offsets (``GROUP_KEY``), which Spark checkpoints and
-hands back on restart; checkpoints written without it keep the old shared
-default, the hash alone.
+travels in the query's offsets (``offsets.with_group``: a key Spark's own
+connector reads as a topic without partitions), which Spark checkpoints and
+hands back on restart; checkpoints written without it (by ``format("kafka")``
+or an early pylog) keep the old shared default, the hash alone.
 
 Group commits and the handoff: Spark calls ``commit(end)`` for batch N only
 while it constructs batch N+1, after ``latestOffset(start=end of N)``; and it
@@ -66,15 +67,16 @@ from pyspark.sql.types import (
 
 from connector.options import SourceOptions
 from connector.source.offsets import (
-    GROUP_KEY,
     OffsetRange,
     from_json_dict,
     group_metadata,
+    group_of,
     offsets_behind,
     plan_ranges,
     rate_limit,
     split_ranges,
     to_json_dict,
+    with_group,
 )
 
 log = logging.getLogger(__name__)
@@ -166,13 +168,11 @@ class PylogStreamReader(_DriverState, DataSourceStreamReader, SupportsTriggerAva
         """The consumer group of the query whose offset this is (see the module docstring)."""
         if self.options.group_id_set:
             return self.options.group_id
-        return offset.get(GROUP_KEY) or self.options.group_id
+        return group_of(offset) or self.options.group_id
 
     def _to_json(self, offsets: dict, group: str) -> dict:
         result = to_json_dict(offsets)
-        if group != self.options.group_id:
-            result[GROUP_KEY] = group
-        return result
+        return with_group(result, group) if group != self.options.group_id else result
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = True

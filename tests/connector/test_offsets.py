@@ -5,13 +5,50 @@ import json
 
 import pytest
 
-from connector.source.offsets import OffsetRange, from_json_dict, plan_ranges, rate_limit, split_ranges, to_json_dict
+from connector.source.offsets import (
+    OffsetRange,
+    from_json_dict,
+    group_of,
+    plan_ranges,
+    rate_limit,
+    split_ranges,
+    to_json_dict,
+    with_group,
+    without_group,
+)
 
 
 def test_offset_json_is_sorted_so_equal_positions_serialise_equally():
     offsets = {("b", 10): 5, ("a", 2): 1, ("b", 9): 4}
     assert json.dumps(to_json_dict(offsets)) == '{"a": {"2": 1}, "b": {"9": 4, "10": 5}}'
     assert from_json_dict(to_json_dict(offsets)) == offsets
+
+
+def test_the_group_an_offset_carries_is_a_topic_without_partitions_and_the_old_string_form_is_still_read():
+    offsets = {("events", 0): 7, ("events", 1): 3}
+    carried = with_group(to_json_dict(offsets), "pylog-1f2e-9f8e")
+    # Spark's connector reads {topic: {partition: offset}}: the group's key holds no partition, so no offset
+    assert carried == {"events": {"0": 7, "1": 3}, "pylog:group=pylog-1f2e-9f8e": {}}
+    assert group_of(carried) == "pylog-1f2e-9f8e"
+    assert from_json_dict(carried) == offsets
+    assert without_group(carried) == to_json_dict(offsets)
+    assert with_group(carried, "other") == {"events": {"0": 7, "1": 3}, "pylog:group=other": {}}
+    legacy = {"events": {"0": 7, "1": 3}, "pylog:group": "pylog-old"}
+    assert group_of(legacy) == "pylog-old" and from_json_dict(legacy) == offsets
+    assert with_group(legacy, "pylog-old") == {"events": {"0": 7, "1": 3}, "pylog:group=pylog-old": {}}
+    assert group_of(to_json_dict(offsets)) is None and group_of(None) is None
+
+
+def test_both_group_forms_match_the_published_offset_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    from pathlib import Path
+    schema = json.loads((Path(__file__).parents[2] / "connector" / "schemas" / "source-offsets.json").read_text())
+    jsonschema.validate({"events": {"0": 7}, "pylog:group=pylog-1f2e-9f8e": {}}, schema)
+    jsonschema.validate({"events": {"0": 7}, "pylog:group": "pylog-old"}, schema)
+    for example in schema["examples"]:
+        jsonschema.validate(example, schema)
+    with pytest.raises(jsonschema.ValidationError):   # the group's key never holds partitions
+        jsonschema.validate({"events": {"0": 7}, "pylog:group=g": {"0": 1}}, schema)
 
 
 def test_rate_limit_shares_the_limit_in_proportion_to_backlog():

@@ -12,7 +12,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from connector.source.offsets import GROUP_KEY
+from connector.source.offsets import without_group
 
 _query_names = itertools.count()
 # A test that takes ``broker`` (tests/spark/conftest.py) but runs on broker_sim only, with the reason beside it
@@ -95,12 +95,10 @@ def run_available_now(df, checkpoint: str | None = None, timeout_s: float = 120)
 
 def source_progress(query, field: str, index: int = -1):
     """A source field of the query's progress (offsets are JSON text there), decoded; offsets without the
-    query's default consumer group (``GROUP_KEY``, tested in test_source_progress)."""
+    query's default consumer group (``offsets.with_group``, tested in test_source_progress)."""
     value = query.recentProgress[index]["sources"][0][field]
     value = json.loads(value) if isinstance(value, str) else value
-    if isinstance(value, dict):
-        value.pop(GROUP_KEY, None)
-    return value
+    return without_group(value) if isinstance(value, dict) else value
 
 
 _BATCH_FILE = re.compile(r"\d+")

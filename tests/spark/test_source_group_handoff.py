@@ -24,7 +24,7 @@ from pyspark.sql.types import BinaryType
 
 import connector
 from broker_sim.tools.cli import main as cli_main
-from connector.source.offsets import parse_group_metadata
+from connector.source.offsets import from_json_dict, parse_group_metadata
 from sink_helpers import read_topic
 from spark_helpers import create_topic, produce, stream
 
@@ -104,7 +104,7 @@ def _pylog_cli(bootstrap: str, *argv: str) -> str:
 
 def _end_of_last_batch(query) -> dict:
     end = json.loads(query.lastProgress["sources"][0]["endOffset"])
-    return {(t, int(p)): o for t, parts in end.items() if t != "pylog:group" for p, o in parts.items()}
+    return from_json_dict(end)
 
 
 # broker_sim only: its 20 s trigger interval is a third of the suite's Kafka budget; the handoff on Kafka is

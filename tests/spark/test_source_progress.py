@@ -11,7 +11,7 @@ import pytest
 import connector
 from connector.options import parse_source_options
 from connector.source.offset_reader import OffsetReader
-from connector.source.offsets import GROUP_KEY
+from connector.source.offsets import GROUP_KEY_PREFIX, group_of
 from connector.source.readers import PylogStreamReader, source_schema
 from connector.wire import BootstrapUnreachable
 from spark_helpers import create_topic, numbered, produce, run_available_now, stream
@@ -76,20 +76,23 @@ def test_the_stream_reader_carries_its_group_in_its_offsets_and_logs_offsets_beh
     readers = [PylogStreamReader(options, source_schema()) for _ in range(2)]
     try:
         starts = [r.initialOffset() for r in readers]
-        assert starts[0][GROUP_KEY] != starts[1][GROUP_KEY]
-        assert all(s[GROUP_KEY].startswith(options.group_id + "-") for s in starts)
+        groups = [group_of(s) for s in starts]
+        assert groups[0] != groups[1]
+        assert all(g.startswith(options.group_id + "-") for g in groups)
+        # the group is a "topic" without partitions, so Spark's own connector reads this offset too
+        assert starts[0] == {"carried": {"0": 0}, GROUP_KEY_PREFIX + groups[0]: {}}
         produce(bootstrap, "carried", numbered(0, 0, 3))
         from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
         with caplog.at_level(logging.INFO, logger="connector.source"):
             middle = readers[0].latestOffset(starts[0], ReadMaxRows(2))
-        assert middle == {"carried": {"0": 2}, GROUP_KEY: starts[0][GROUP_KEY]}
+        assert middle == {"carried": {"0": 2}, GROUP_KEY_PREFIX + groups[0]: {}}
         assert "next batch ends at {'carried': {'0': 2}}; offsets behind latest after it: " \
                "{'avgOffsetsBehindLatest': 1.0, 'maxOffsetsBehindLatest': 1, 'minOffsetsBehindLatest': 1}" \
                in caplog.text
         end = readers[0].latestOffset(middle, ReadAllAvailable())
-        assert end == {"carried": {"0": 3}, GROUP_KEY: starts[0][GROUP_KEY]}
+        assert end == {"carried": {"0": 3}, GROUP_KEY_PREFIX + groups[0]: {}}
         readers[0].commit(end)
-        assert _group_offsets(bootstrap, starts[0][GROUP_KEY], "carried") == {("carried", 0): 3}
+        assert _group_offsets(bootstrap, groups[0], "carried") == {("carried", 0): 3}
     finally:
         for reader in readers:
             reader.stop()

@@ -11,7 +11,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewPartitions
 from kafka.structs import TopicPartition
 
-from connector.source.offsets import GROUP_KEY
+from connector.source.offsets import group_of, without_group
 from spark_helpers import (
     checkpoint_source_offsets,
     create_topic,
@@ -83,9 +83,9 @@ def _assert_checkpoint_offsets_match_the_schema(checkpoint: str, expected_last: 
     for offset in offsets:
         jsonschema.validate(offset, schema)
     # every offset carries the query's own default consumer group (connector.source.readers), the same across restarts
-    groups = {offset.pop(GROUP_KEY) for offset in offsets}
+    groups = {group_of(offset) for offset in offsets}
     assert len(groups) == 1 and groups.pop().startswith("pylog-")
-    assert offsets[-1] == expected_last
+    assert without_group(offsets[-1]) == expected_last
 
 
 def test_max_offsets_per_trigger_caps_every_batch(spark, broker):
