@@ -14,6 +14,7 @@ Examples::
     $ pylog bench --workload start --baseline /tmp/r1  # spawn to accepting TCP, alternating pairs (bench.start)
     $ pylog bench --rdkafka-performance .bench-tools/rdkafka_performance  # + librdkafka's C producer (acks 1, all)
     $ pylog bench --workload spark-latency         # produce -> Spark (pylog source, EOS sink) -> read_committed
+    $ pylog bench --workload spark-vs-kafka        # format("kafka") vs format("pylog"), broker_sim and Kafka
     $ pylog bench --workload partitions            # 1k vs 10k partitions: create, idle CPU, RSS, restart
 
 What one round does: first the confluent-kafka produce workloads (step 2) against
@@ -122,7 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pylog bench`` options (``--workload groups`` adds those of :mod:`broker_sim.bench.groups`)."""
     parser.add_argument("--workload", choices=["throughput", "groups", "cluster", "security", "schema-validation",
                                                "registry", "start", "spark-latency", "partitions",
-                                               "kafka-start"],
+                                               "kafka-start", "spark-vs-kafka"],
                         default="throughput",
                         help="schema-validation: produce to a topic with confluent.value.schema.validation vs one "
                              "without, alternating rounds (bench.schema_validation); registry: Schema Registry "
@@ -135,7 +136,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--cluster-records etc.; start: spawn to accepting TCP, --rounds x --starts "
                              "alternating samples vs --baseline and a bare interpreter, with and without cached "
                              "bytecode (bench.start); kafka-start: Apache Kafka's start and idle memory beside "
-                             "broker_sim's, --rounds alternating pairs (bench.kafka_start) (default: throughput)")
+                             "broker_sim's, --rounds alternating pairs (bench.kafka_start); spark-vs-kafka: "
+                             "format('kafka') vs format('pylog') throughput on broker_sim and Apache Kafka, at least "
+                             "5 alternating pairs (bench.spark_vs_kafka) (default: throughput)")
     parser.add_argument("--records", type=positive_int, default=1_000_000,
                         help="records per confluent-kafka workload (default: 1000000)")
     parser.add_argument("--record-size", type=positive_int, default=100, help="value bytes (default: 100)")
@@ -161,6 +164,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "workloads rdkafka_produce_acks1 and rdkafka_produce_acksall (throughput workload)")
     from broker_sim.bench import spark_latency  # spark-latency: end-to-end latency through Spark
     spark_latency.add_arguments(parser)
+    from broker_sim.bench import spark_vs_kafka  # spark-vs-kafka: Spark's own Kafka connector beside pylog's
+    spark_vs_kafka.add_arguments(parser)
 
 
 def _broker_list(text: str) -> list[str]:

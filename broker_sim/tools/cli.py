@@ -42,6 +42,7 @@ Usage::
     pylog bench --workload groups [--members N] [--session-timeout-ms MS] [--cycles C] [--commits N] ...
     pylog bench --workload cluster [--cluster-records N] [--rounds R] [--failover-rounds F] ...
     pylog bench --workload spark-latency [--latency-records N] [--interval-ms MS]
+    pylog bench --workload spark-vs-kafka [--records N] [--rounds R] [--matrix-records N] [--headline-only] [--quick]
     pylog cluster up --brokers N --data-dir DIR [--base-port P] [--config k=v ...] [--racks a,b,c]
     pylog reassign --generate --topics-to-move-json-file FILE --broker-list 0,1,2
     pylog reassign (--execute [--throttle B/S] | --verify | --cancel) --reassignment-json-file FILE
@@ -76,6 +77,7 @@ from broker_sim.bench import kafka_start as bench_kafka_start
 from broker_sim.bench import partitions as bench_partitions
 from broker_sim.bench import registry as bench_registry
 from broker_sim.bench import spark_latency as bench_spark_latency
+from broker_sim.bench import spark_vs_kafka as bench_spark_vs_kafka
 from broker_sim.bench import replication as bench_replication
 from broker_sim.bench import runner as bench
 from broker_sim.bench import schema_validation as bench_schema_validation
@@ -365,7 +367,8 @@ def _run(args, parser: argparse.ArgumentParser, stdin, out, err) -> int:
         runner = {"groups": bench_groups, "cluster": bench_replication, "security": bench_security,
                   "schema-validation": bench_schema_validation, "registry": bench_registry,
                   "start": bench_start, "spark-latency": bench_spark_latency,
-                  "partitions": bench_partitions, "kafka-start": bench_kafka_start}.get(args.workload, bench)
+                  "partitions": bench_partitions, "kafka-start": bench_kafka_start,
+                  "spark-vs-kafka": bench_spark_vs_kafka}.get(args.workload, bench)
         return runner.run_from_args(args, out=out, err=err)
     conn = Connection(args.bootstrap_server, timeout_ms=args.connect_timeout_ms,
                       security=security.client_settings(args.command_config))
