@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import struct
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 OFFSET_ENTRY = struct.Struct(
@@ -176,6 +176,11 @@ class OffsetIndex(_SparseIndex):
         if not self._keys:
             return self.base_offset, 0
         return self._keys[-1], self._values[-1]
+
+    def upper_bound_offset(self, position: int) -> int | None:
+        """Kafka's ``fetchUpperBoundOffset``: the offset of the first entry at or after `position`, else None."""
+        i = bisect_left(self._values, position)
+        return self._keys[i] if i < len(self._keys) else None
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries for offsets >= `offset`."""

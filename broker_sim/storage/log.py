@@ -502,15 +502,23 @@ class PartitionLog:
         return max(bisect_right(self._base_offsets, offset) - 1, 0)
 
     def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+        one_segment: bool = False,
     ) -> list[FileRegion]:
         """Regions of whole batches from the one containing `offset`.
 
         Stops before any batch reaching `max_offset` (exclusive; e.g. the high
         watermark) and before exceeding `max_bytes`, except that
         `min_one_batch` returns a first batch of any size. One region per
-        segment touched. Returns [] at the log end or at `max_offset`; raises
-        OffsetOutOfRangeError below the log start or beyond the log end.
+        segment touched; `one_segment` stops after the first segment that has
+        data, as Kafka's ``LocalLog.read`` serves a fetch. Returns [] at the log
+        end or at `max_offset`; raises OffsetOutOfRangeError below the log
+        start or beyond the log end.
         """
         self._check_offset(offset)
         if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
@@ -526,10 +534,31 @@ class PartitionLog:
             if region is not None:
                 regions.append(region)
                 remaining -= region.size
-            if stopped:
+            if stopped or (one_segment and regions):
                 break
             offset = segment.next_offset
         return regions
+
+    def aborted_txns_upper_bound(self, region: FileRegion, max_bytes: int, max_offset: int, min_one_batch: bool) -> int:
+        """Where Kafka's ``addAbortedTransactions`` stops looking for aborted transactions after a read of one
+        segment's `region`: the offset of the first index entry at or after the end of the bytes Kafka would have
+        read (it reads `max_bytes`, at least the first batch under `min_one_batch`, cut at the position of
+        `max_offset`, so its last batch may be partial), else the next segment's base offset, else the log end."""
+        for i, segment in enumerate(self._segments):
+            if segment.file is region.file:
+                break
+        else:
+            return self.log_end_offset
+        limit = segment.size
+        for header in segment.batches_from(max_offset):
+            if header.base_offset >= max_offset:
+                limit = header.position
+            break
+        wanted = max(max_bytes, next(segment._scan(region.position)).size) if min_one_batch else max_bytes
+        bound = segment.offset_index.upper_bound_offset(region.position + min(limit - region.position, wanted))
+        if bound is not None:
+            return bound
+        return self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self.log_end_offset
 
     def read_bytes(
         self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True

@@ -290,6 +290,7 @@ class FetchApis:
                                        if limit > 0 or min_one else [])
                         partition.update_follower_fetch(replica_id, data.fetch_offset, now_ms)
                     else:
+                        first_read = min_one
                         regions = (partition.read(data.fetch_offset, limit, min_one_batch=min_one,
                                                   read_committed=committed)
                                    if limit > 0 or min_one else [])
@@ -305,7 +306,8 @@ class FetchApis:
                     min_one = False
                 budget -= size
                 total += size
-                aborted = (partition.aborted_transactions(data.fetch_offset, partition.last_stable_offset)
+                aborted = (partition.aborted_transactions_of_read(data.fetch_offset, regions, limit,
+                                                                  min_one_batch=first_read)
                            if committed and size else ())
                 reads.append(_Read(data.partition, partition=partition, regions=regions, size=size, aborted=aborted))
                 if slices.due():
