@@ -42,7 +42,7 @@ class Producer:
         self.sequence: dict[int, int] = {}
         self.added: set[int] = set()
 
-    def send(self, values, partition: int = 0) -> int:
+    def send(self, values, partition: int = 0, timestamp: int = T0) -> int:
         """One transactional batch of ``values`` (AddPartitionsToTxn first in a new transaction); its base offset."""
         if partition not in self.added:
             errors = _add_partitions(self.peer, self.txn_id, self.producer_id, self.epoch, [(self.topic, partition)])
@@ -53,7 +53,7 @@ class Producer:
                                             producer_id=self.producer_id, producer_epoch=self.epoch,
                                             base_sequence=sequence, batch_size=1 << 20)
         for i, value in enumerate(values):
-            builder.append(i, timestamp=T0 + i, key=self.role.encode(), value=value.encode(), headers=[])
+            builder.append(i, timestamp=timestamp + i, key=self.role.encode(), value=value.encode(), headers=[])
         records = bytes(builder.build())
         answer = self.peer.settled(lambda: ProduceRequest[9](
             transactional_id=self.txn_id, acks=-1, timeout_ms=10_000, topic_data=[ProduceRequest.TopicProduceData(
@@ -124,12 +124,12 @@ def _latest(peer, topic: str, isolation_level: int, version: int = 7) -> tuple[i
     return partition.error_code, partition.offset
 
 
-def _plain(peer, topic: str, values) -> int:
+def _plain(peer, topic: str, values, timestamp: int = T0) -> int:
     """One non-transactional batch; its base offset."""
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
     for i, value in enumerate(values):
-        builder.append(i, timestamp=T0 + i, key=b"plain", value=value.encode(), headers=[])
+        builder.append(i, timestamp=timestamp + i, key=b"plain", value=value.encode(), headers=[])
     records = bytes(builder.build())
     answer = peer.settled(lambda: ProduceRequest[9](transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
@@ -207,6 +207,32 @@ def test_fetch_read_committed_ending_mid_transaction(pair, limit):
             answers[extra] = _fetch(peer, topic, 0, roles, **{limit: size})
         return answers
     pair.compare(Scenario(f"read_committed, {limit} ends mid-transaction", run))
+
+
+def test_fetch_read_committed_aborted_list_bounded_by_the_offset_index(pair):
+    """In a segment past index.interval.bytes (4096) the aborted list of a fetch reading only A's first batch
+    stops at the first offset index entry after the bytes read: B's aborted transaction, written after 12 KB of
+    plain records, is not listed; a fetch of everything lists both. Timestamps are the clock's: no time roll."""
+    def run(peer):
+        now = int(time.time() * 1000)
+        topic = create_topic(peer, "rc")
+        a, b = Producer(peer, "A", topic), Producer(peer, "B", topic)
+        a.send(["a0"], timestamp=now)
+        for _ in range(6):
+            _plain(peer, topic, ["x" * 1000, "y" * 1000], timestamp=now)
+        a.end(commit=False)
+        b.send(["b0"], timestamp=now)
+        b.end(commit=False)
+        roles = _roles((a, b))
+        first = _fetch(peer, topic, 0, roles, max_bytes=1)
+        everything = _fetch(peer, topic, 0, roles)
+        return {"first_batch": {k: v for k, v in first.items() if k != "batches"},
+                "first_batch_offsets": [batch["base_offset"] for batch in first["batches"]],
+                "everything": {k: v for k, v in everything.items() if k != "batches"},
+                "everything_offsets": [batch["base_offset"] for batch in everything["batches"]]}
+    answer = pair.compare(Scenario("read_committed, aborted list bounded by the offset index", run))
+    assert answer["first_batch"]["aborted_transactions"] == [["A", 0]]
+    assert answer["everything"]["aborted_transactions"] == [["A", 0], ["B", 14]]
 
 
 def test_lso_held_by_an_ongoing_transaction_and_released_by_end_txn(pair):
