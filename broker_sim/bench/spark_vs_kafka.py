@@ -26,7 +26,9 @@ compresses about 2x, not a repeated byte); writers get ``kafka.compression.type`
 unreported warm-up of each query on each broker; the JSON gives every run's seconds, the medians, rows/s, MB/s
 (value bytes, 10**6 per MB) and ``ratio``: the median of the per-round ratios pylog / kafka (above 1: pylog
 faster). Streaming figures also give, per format, where the time went: start() to the first trigger, the summed
-``durationMs`` phases of the micro-batches, and the batches' count.
+``durationMs`` phases of the micro-batches, and the batches' count; ``batch_rows_per_s`` is rows over the
+batches' ``triggerExecution`` alone (``ratio_batches``): Spark starts a fresh Python process for a Python streaming
+source's driver side per query, a cost format("kafka") does not have and start-to-termination includes.
 
 ``identical`` per cell: both formats read the same rows (count and a sum of ``xxhash64(key, value, partition,
 offset)``) in a batch read and in an AvailableNow stream (``foreachBatch``), and every sink wrote the same rows
@@ -90,6 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="spark-vs-kafka: comma-separated, from pylog,kafka (default: pylog,kafka)")
     parser.add_argument("--headline-only", action="store_true",
                         help="spark-vs-kafka: only the headline cell (2 partitions, 100 B, uncompressed)")
+    parser.add_argument("--cells", type=_cell_names, default=None, metavar="NAME,...",
+                        help="spark-vs-kafka: only these matrix cells, named p<partitions>_v<value bytes>_"
+                             "<compression> (e.g. p8_v1000_zstd), or headline (default: all)")
     parser.add_argument("--quick", action="store_true",
                         help="spark-vs-kafka: a smoke run (5,000 rows, one round, the headline cell only)")
 
@@ -103,6 +108,20 @@ def _spark_brokers(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _matrix() -> list[tuple[int, int, str]]:
+    return [(p, v, c) for p in (1, 8) for v in (100, 1000) for c in ("none", "lz4", "zstd")]
+
+
+def _cell_names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = {Cell(p, v, c, 0).name for p, v, c in _matrix()} | {"headline"}
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown cell {', '.join(unknown) or text!r} for --cells; "
+                                         f"choose from {','.join(sorted(known))}")
+    return names
+
+
 def plan_of(args) -> Plan:
     """The cells and rounds *args* ask for."""
     brokers = getattr(args, "spark_brokers", None) or list(BROKERS)
@@ -110,13 +129,16 @@ def plan_of(args) -> Plan:
         return Plan([Cell(2, 100, "none", 5_000, headline=True)], 1, brokers, quick=True,
                     notes=["--quick: a smoke run (5,000 rows, one round): the figures mean nothing"])
     rounds = max(getattr(args, "rounds", MIN_ROUNDS) or MIN_ROUNDS, MIN_ROUNDS)
+    wanted = getattr(args, "cells", None)
     cells = [Cell(2, 100, "none", getattr(args, "records", 1_000_000), headline=True)]
+    cells = cells if wanted is None or "headline" in wanted else []
     notes = [f"rounds: {rounds} alternating pairs per figure (at least {MIN_ROUNDS}, whatever --rounds says)"]
     if not getattr(args, "headline_only", False):
         matrix_records = getattr(args, "matrix_records", 200_000)
-        cells += [Cell(p, v, c, matrix_records) for p in (1, 8) for v in (100, 1000) for c in ("none", "lz4", "zstd")]
+        cells += [cell for p, v, c in _matrix() for cell in [Cell(p, v, c, matrix_records)]
+                  if wanted is None or cell.name in wanted]
         notes.append(f"matrix cells use {matrix_records:,} rows (--matrix-records), the headline cell "
-                     f"{cells[0].records:,} (--records)")
+                     f"{getattr(args, 'records', 1_000_000):,} (--records)")
     return Plan(cells, rounds, brokers, notes=notes)
 
 
@@ -230,6 +252,13 @@ class _BrokerBench:
     def _say(self, text: str) -> None:
         print(f"spark-vs-kafka: {text}", file=self.err, flush=True)
 
+    def _show(self, cell: Cell, figure: str, summary: dict) -> None:
+        rates = ", ".join(f"{name} {value['rows_per_s']:,} rows/s" for name, value in summary.items()
+                          if isinstance(value, dict))
+        ratios = ", ".join(f"{key} {value}" for key, value in summary.items() if key.startswith("ratio")
+                           and not key.endswith("_per_round"))
+        self._say(f"{cell.name} {figure}: {rates}; {ratios}")
+
     def _cell(self, cell: Cell) -> dict:
         started = time.perf_counter()
         topic = self._new_topic(cell)
@@ -249,8 +278,8 @@ class _BrokerBench:
                 for fmt in FORMATS:
                     measure(fmt)
         for figure, measure in reads.items():
-            self._say(f"{cell.name} {figure}")
             result[figure] = self._pairs(cell, {fmt: (lambda f=fmt: measure(f)) for fmt in FORMATS})
+            self._show(cell, figure, result[figure])
         written: dict[str, dict] = {}
         for figure, streaming in (("batch_write", False), ("stream_write", True)):
             def write(writer: str, streaming=streaming, figure=figure, check=True) -> dict:
@@ -263,8 +292,8 @@ class _BrokerBench:
             if not self.warm:
                 for writer in WRITERS:
                     write(writer, check=False)
-            self._say(f"{cell.name} {figure}")
             result[figure] = self._pairs(cell, {writer: (lambda w=writer: write(w)) for writer in WRITERS})
+            self._show(cell, figure, result[figure])
         self.warm = True
         self._delete_topic(topic)
         result["identity"] = {**identity, "written": written}
@@ -290,7 +319,9 @@ class _BrokerBench:
             summary[name] = {"rows_per_s": round(cell.records / median), "mb_per_s": round(mb / median, 1),
                              "median_seconds": round(median, 3), "seconds": [round(s, 3) for s in seconds]}
             if "time_went" in measured[0]:
-                summary[name]["time_went"] = _median_breakdown([m["time_went"] for m in measured])
+                went = summary[name]["time_went"] = _median_breakdown([m["time_went"] for m in measured])
+                if went.get("triggerExecution"):
+                    summary[name]["batch_rows_per_s"] = round(cell.records * 1000 / went["triggerExecution"])
         base = "kafka"
         for name in names:
             if name == base:
@@ -299,6 +330,9 @@ class _BrokerBench:
             key = "ratio" if name == "pylog" else f"ratio_{name.removeprefix('pylog_')}"
             summary[key] = round(statistics.median(per_round), 3)
             summary[f"{key}_per_round"] = [round(r, 3) for r in per_round]
+            if "batch_rows_per_s" in summary[name]:   # the micro-batches alone, without the query's start
+                summary["ratio_batches"] = round(summary[name]["batch_rows_per_s"]
+                                                 / summary[base]["batch_rows_per_s"], 3)
         return summary
 
     # ----------------------------------------------------------------- reads
