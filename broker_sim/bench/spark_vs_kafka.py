@@ -1,7 +1,8 @@
 """format("kafka") against format("pylog"): issue 38's throughput figures, one SparkSession, two brokers (JSON).
 
     pylog bench --workload spark-vs-kafka [--records 1000000] [--rounds 5] [--matrix-records 200000]
-                [--spark-brokers pylog,kafka] [--headline-only] [--quick] [--output FILE]
+                [--spark-brokers pylog,kafka] [--headline-only] [--cells NAME,...] [--with-latency] [--quick]
+                [--output FILE]
     python -m broker_sim.bench.spark_vs_kafka [the same options]
 
 Theory of operation: one local[2] SparkSession with Spark's own connector (spark-sql-kafka-0-10, from
@@ -33,7 +34,9 @@ source's driver side per query, a cost format("kafka") does not have and start-t
 ``identical`` per cell: both formats read the same rows (count and a sum of ``xxhash64(key, value, partition,
 offset)``) in a batch read and in an AvailableNow stream (``foreachBatch``), and every sink wrote the same rows
 (count and hash over key, value, partition, read back read_committed; offsets are left out, as a transactional
-writer's markers take offsets). The benchmark never fails on speed; it exits 0 whatever it measured.
+writer's markers take offsets). ``latency``: with ``--with-latency``, ``bench.spark_latency``'s end-to-end
+latency of format("kafka") and format("pylog") in both guarantees on each broker (its own SparkSession, its
+in-process broker_sim). The benchmark never fails on speed; it exits 0 whatever it measured.
 """
 from __future__ import annotations
 
@@ -79,6 +82,7 @@ class Plan:
     brokers: list[str]
     quick: bool = False
     notes: list[str] = field(default_factory=list)
+    latency: dict | None = None     # spark_latency.measure's keywords, or None: not measured
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +99,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cells", type=_cell_names, default=None, metavar="NAME,...",
                         help="spark-vs-kafka: only these matrix cells, named p<partitions>_v<value bytes>_"
                              "<compression> (e.g. p8_v1000_zstd), or headline (default: all)")
+    parser.add_argument("--with-latency", action="store_true",
+                        help="spark-vs-kafka: also the end-to-end latency of both formats on each broker "
+                             "(bench.spark_latency: --latency-runs, --latency-records, --interval-ms)")
     parser.add_argument("--quick", action="store_true",
                         help="spark-vs-kafka: a smoke run (5,000 rows, one round, the headline cell only)")
 
@@ -139,7 +146,11 @@ def plan_of(args) -> Plan:
                   if wanted is None or cell.name in wanted]
         notes.append(f"matrix cells use {matrix_records:,} rows (--matrix-records), the headline cell "
                      f"{getattr(args, 'records', 1_000_000):,} (--records)")
-    return Plan(cells, rounds, brokers, notes=notes)
+    latency = None
+    if getattr(args, "with_latency", False):
+        latency = {"records": getattr(args, "latency_records", 300), "interval_ms": getattr(args, "interval_ms", 50),
+                   "runs": max(getattr(args, "latency_runs", 1), MIN_ROUNDS)}
+    return Plan(cells, rounds, brokers, notes=notes, latency=latency)
 
 
 def run_from_args(args, *, out: TextIO, err: TextIO) -> int:
@@ -187,7 +198,7 @@ def run(plan: Plan, err: TextIO) -> dict:
                 report["brokers"][broker_name] = {"broker": version, "cells": bench.run_all()}
     finally:
         spark.stop()
-    report["latency"] = _latency_section()
+    report["latency"] = _latency_section(plan, err)
     report["identical"] = all(cell["identical"] for broker in report["brokers"].values()
                               for cell in broker["cells"].values())
     return report
@@ -595,10 +606,18 @@ def _with_retries(action: Callable, attempts: int = 4):
                 raise
 
 
-def _latency_section() -> dict:
-    """H4's end-to-end latency of both formats, if broker_sim.bench.spark_latency offers it, else a TODO."""
-    return {"todo": "end-to-end latency of both formats is broker_sim.bench.spark_latency's (pylog bench "
-                    "--workload spark-latency); it offers no format('kafka') run to call yet"}
+def _latency_section(plan: Plan, err: TextIO) -> dict:
+    """End-to-end latency of format("kafka") and format("pylog") (both guarantees) on each broker, measured by
+    ``broker_sim.bench.spark_latency.measure`` in a SparkSession of its own (this one is stopped by then)."""
+    if plan.latency is None:
+        return {"skipped": "not asked for: --with-latency runs broker_sim.bench.spark_latency (pylog bench "
+                           "--workload spark-latency --formats kafka,pylog) on each broker"}
+    from broker_sim.bench import spark_latency
+
+    return {broker: spark_latency.measure(plan.latency["records"], plan.latency["interval_ms"], err,
+                                          formats=FORMATS, guarantees=("at_least_once", "exactly_once"),
+                                          broker=broker, runs=plan.latency["runs"])
+            for broker in plan.brokers}
 
 
 if __name__ == "__main__":
