@@ -13,7 +13,7 @@ import tempfile
 import pytest
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient, TopicPartition
-from spark_helpers import create_topic
+from spark_helpers import broker_sim_only, create_topic
 
 pytestmark = pytest.mark.spark
 FORMATS = ("kafka", "pylog")
@@ -375,3 +375,165 @@ def test_writes_land_alike_and_read_back_alike(spark_kafka, broker):
         assert len(kafka_keyed) == 20 and len(kafka_unkeyed) == 4, case
         assert len({partition for _, _, partition, _ in kafka_keyed}) == 3, case
     assert _written(spark_kafka, bootstrap, decoy) == ([], []), "the topic option wins over the topic column"
+
+
+# -- differences that stay (docs/migrating-from-spark-kafka.md) -----------------------------------------------
+
+def _produce_committed_and_aborted(bootstrap: str, topic: str) -> None:
+    """c0 c1 committed, a0 a1 aborted, c2 committed, on partition 0."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-txn"})
+    producer.init_transactions(30)
+    for values, commit in (([b"c0", b"c1"], True), ([b"a0", b"a1"], False), ([b"c2"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, value, partition=0)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+
+
+def test_pylog_reads_read_committed_by_default_and_spark_read_uncommitted(spark_kafka, broker):
+    bootstrap, topic = broker.bootstrap_servers, broker.name("vs-txn")
+    create_topic(bootstrap, topic, partitions=1)
+    _produce_committed_and_aborted(bootstrap, topic)
+
+    def values(fmt, **options):
+        return [r[1] for r in source_rows(read_batch(spark_kafka, fmt, bootstrap, {"subscribe": topic, **options}))]
+
+    assert values("kafka") == [b"c0", b"c1", b"a0", b"a1", b"c2"]
+    assert values("pylog") == [b"c0", b"c1", b"c2"]
+    for level, expected in (("read_committed", [b"c0", b"c1", b"c2"]),
+                            ("read_uncommitted", [b"c0", b"c1", b"a0", b"a1", b"c2"])):
+        assert values("kafka", **{"kafka.isolation.level": level}) == expected
+        assert values("pylog", **{"kafka.isolation.level": level}) == expected
+
+
+def _end_offsets(bootstrap: str, topic: str) -> int:
+    from kafka import KafkaConsumer
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return sum(consumer.end_offsets([TopicPartition(topic, 0)]).values())
+    finally:
+        consumer.close()
+
+
+def test_pylog_writes_in_transactions_by_default_and_spark_does_not(spark_kafka, broker):
+    """The same 3 rows: format("kafka") appends 3 records; format("pylog") (exactly_once) 3 records and a commit
+    marker; deliveryGuarantee=at_least_once writes as Spark does. Spark needs no save mode; pylog needs Append."""
+    bootstrap = broker.bootstrap_servers
+    df = spark_kafka.createDataFrame([("a",), ("b",), ("c",)], "value string").coalesce(1)   # one task
+    ends = {}
+    for name, fmt, options in (("kafka", "kafka", {}), ("exactly_once", "pylog", {}),
+                               ("at_least_once", "pylog", {"deliveryGuarantee": "at_least_once"})):
+        topic = broker.name(f"vs-guarantee-{name.replace('_', '-')}")
+        create_topic(bootstrap, topic, partitions=1)
+        writer = df.write.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        if fmt == "kafka":
+            writer.save()                  # Spark's default save mode, ErrorIfExists, appends to a topic
+        else:
+            with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+                writer.save()              # Spark refuses it for a Python data source
+            writer.mode("append").save()
+        ends[name] = _end_offsets(bootstrap, topic)
+        assert sorted(r[1] for r in source_rows(read_batch(spark_kafka, "kafka", bootstrap, {"subscribe": topic}))) \
+            == [b"a", b"b", b"c"], name
+    assert ends == {"kafka": 3, "exactly_once": 4, "at_least_once": 3}
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets of ``topic``'s partitions 0 and 1 (OffsetFetch; the group is not joined)."""
+    from kafka import KafkaConsumer
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        committed = {p: consumer.committed(TopicPartition(topic, p)) for p in (0, 1)}
+    finally:
+        consumer.close()
+    return {p: offset for p, offset in committed.items() if offset is not None}
+
+
+def test_pylog_commits_a_stream_s_progress_to_its_group_and_spark_does_not(spark_kafka, broker, topics):
+    a, _ = topics
+    bootstrap = broker.bootstrap_servers
+    groups = {fmt: broker.name(f"vs-group-{fmt}") for fmt in FORMATS}
+    for fmt in FORMATS:
+        group_option = {"kafka": "kafka.group.id", "pylog": "groupId"}[fmt]
+        run_available_now(read_stream(spark_kafka, fmt, bootstrap, {"subscribe": a, "startingOffsets": "earliest",
+                                                                   group_option: groups[fmt]}))
+    assert _committed(bootstrap, groups["kafka"], a) == {}
+    assert _committed(bootstrap, groups["pylog"], a) == {0: 12, 1: 12}
+
+
+# -- the same mistakes, side by side --------------------------------------------------------------------------
+
+def _failure(action) -> str:
+    with pytest.raises(Exception) as caught:
+        action()
+    return str(caught.value)
+
+
+# Spark's clients wait default.api.timeout.ms (60 s) for an unreachable broker; both sides get 3 s here.
+_UNREACHABLE = {"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.default.api.timeout.ms": "3000",
+                "kafka.request.timeout.ms": "2000", "fetchOffset.numRetries": "1", "bootstrapTimeoutMs": "3000"}
+
+
+@broker_sim_only    # no broker answers any of these
+def test_the_same_mistakes_fail_both_and_pylog_names_the_option_before_the_query_starts(spark_kafka, broker):
+    bootstrap = broker.bootstrap_servers
+
+    def load(fmt, stream=False, **options):
+        reader = (spark_kafka.readStream if stream else spark_kafka.read).format(fmt)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.load()
+
+    for fmt in FORMATS:   # refused at load(), before any query: the same words from both
+        message = _failure(lambda: load(fmt, **{"kafka.bootstrap.servers": bootstrap, "subscribe": "t",
+                                                "startingOffsets": "bogus"}))
+        assert "got bogus" in message, (fmt, message)
+        message = _failure(lambda: load(fmt, **{"kafka.bootstrap.servers": bootstrap}))
+        assert "One of the following options must be specified for Kafka source" in message, (fmt, message)
+        message = _failure(lambda: load(fmt, subscribe="t").collect())
+        assert "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer" in message, fmt
+    assert "Option 'startingOffsets' must be one of earliest, latest" in _failure(
+        lambda: load("pylog", **{"kafka.bootstrap.servers": bootstrap, "subscribe": "t", "startingOffsets": "bogus"}))
+    assert "Option 'kafka.bootstrap.servers' must be specified" in _failure(lambda: load("pylog", subscribe="t"))
+
+    # maxOffsetsPerTrigger=-1: Spark's connector takes it and its query fails later ("Some data may have been
+    # lost"); pylog refuses it at load(), naming the option and the value
+    load("kafka", stream=True, **{"kafka.bootstrap.servers": bootstrap, "subscribe": "t", "maxOffsetsPerTrigger": "-1"})
+    assert "Option 'maxOffsetsPerTrigger' must be a positive integer, got '-1'" in _failure(
+        lambda: load("pylog", stream=True, **{"kafka.bootstrap.servers": bootstrap, "subscribe": "t",
+                                              "maxOffsetsPerTrigger": "-1"}))
+
+    unreachable = {fmt: _failure(lambda: load(fmt, subscribe="t", **_UNREACHABLE).collect()) for fmt in FORMATS}
+    assert "Timed out waiting for a node assignment" in unreachable["kafka"]
+    assert "Cannot connect to kafka.bootstrap.servers=127.0.0.1:1 within bootstrapTimeoutMs=3000" in \
+        unreachable["pylog"] and "Connection refused" in unreachable["pylog"]
+
+    df = spark_kafka.createDataFrame([("k", "v")], "key string, value string")
+    no_topic = {fmt: _failure(lambda: df.write.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+                              .mode("append").save()) for fmt in FORMATS}
+    for fmt in FORMATS:
+        assert "topic option required when no 'topic' attribute is present" in no_topic[fmt], fmt
+    writes = {}
+    for fmt in FORMATS:
+        writer = df.write.format(fmt).mode("append").option("topic", "t")
+        for key, value in {**_UNREACHABLE, "kafka.max.block.ms": "3000", "kafka.delivery.timeout.ms": "3000"}.items():
+            writer = writer.option(key, value)
+        writes[fmt] = _failure(writer.save)
+    assert "Topic t not present in metadata after 3000 ms" in writes["kafka"]
+    assert "Cannot connect to kafka.bootstrap.servers=127.0.0.1:1 within bootstrapTimeoutMs=3000" in writes["pylog"]
+
+
+def test_an_unknown_topic_fails_both_before_reading(spark_kafka, broker):
+    """subscribe names a topic that does not exist: Spark's connector fails (its admin client's
+    UnknownTopicOrPartitionException, batch and stream); pylog must fail too, naming the topic, not read 0 rows."""
+    missing = broker.name("vs-missing")
+    for fmt in FORMATS:
+        message = _failure(lambda: read_batch(spark_kafka, fmt, broker.bootstrap_servers,
+                                              {"subscribe": missing}).collect())
+        if fmt == "kafka":
+            assert "UnknownTopicOrPartitionException" in message
+        else:
+            assert missing in message and "does not exist" in message, message
