@@ -333,15 +333,17 @@ def _sink_frame(spark, topic_column: str):
                                        "headers array<struct<key: string, value: binary>>")
 
 
-def _written(spark, bootstrap: str, topic: str) -> tuple[list[tuple], list[tuple]]:
-    """What ``topic`` holds, read with both formats (asserted equal): (rows of keyed records as (key, value,
-    partition, headers), rows of null-keyed records as (value, headers)), each sorted."""
-    read = {fmt: source_rows(read_batch(spark, fmt, bootstrap, {"subscribe": topic, "includeHeaders": "true"}))
+def _written(spark, bootstrap: str, topics: list[str]) -> dict[str, tuple[list[tuple], list[tuple]]]:
+    """What each of ``topics`` holds, read at once with both formats (asserted equal): by topic, (keyed records
+    as (key, value, partition, headers), null-keyed ones as (value, headers)), each sorted."""
+    read = {fmt: source_rows(read_batch(spark, fmt, bootstrap, {"subscribe": ",".join(topics),
+                                                               "includeHeaders": "true"}))
             for fmt in FORMATS}
-    assert _empty_headers_as_null(read["pylog"]) == read["kafka"], topic
-    keyed = sorted((r[0], r[1] or b"", r[3], r[7] or ()) for r in read["kafka"] if r[0] is not None)
-    unkeyed = sorted((r[1] or b"", r[7] or ()) for r in read["kafka"] if r[0] is None)
-    return keyed, unkeyed
+    assert _empty_headers_as_null(read["pylog"]) == read["kafka"]
+    return {topic: (sorted((r[0], r[1] or b"", r[3], r[7] or ()) for r in read["kafka"]
+                           if r[2] == topic and r[0] is not None),
+                    sorted((r[1] or b"", r[7] or ()) for r in read["kafka"] if r[2] == topic and r[0] is None))
+            for topic in topics}
 
 
 def test_writes_land_alike_and_read_back_alike(spark_kafka, broker):
@@ -367,14 +369,15 @@ def test_writes_land_alike_and_read_back_alike(spark_kafka, broker):
             "partition", F.expr("CAST(length(coalesce(value, '')) % 3 AS INT)"))
         (partitioned
          .write.format(fmt).option("kafka.bootstrap.servers", bootstrap).mode("append").save())
+    written = _written(spark_kafka, bootstrap, [decoy, *targets.values()])
     for case in ("column", "option", "partition"):
-        kafka_keyed, kafka_unkeyed = _written(spark_kafka, bootstrap, targets["kafka", case])
-        pylog_keyed, pylog_unkeyed = _written(spark_kafka, bootstrap, targets["pylog", case])
+        kafka_keyed, kafka_unkeyed = written[targets["kafka", case]]
+        pylog_keyed, pylog_unkeyed = written[targets["pylog", case]]
         assert pylog_keyed == kafka_keyed, case
         assert pylog_unkeyed == kafka_unkeyed, case
         assert len(kafka_keyed) == 20 and len(kafka_unkeyed) == 4, case
         assert len({partition for _, _, partition, _ in kafka_keyed}) == 3, case
-    assert _written(spark_kafka, bootstrap, decoy) == ([], []), "the topic option wins over the topic column"
+    assert written[decoy] == ([], []), "the topic option wins over the topic column"
 
 
 # -- differences that stay (docs/migrating-from-spark-kafka.md) -----------------------------------------------
@@ -537,3 +540,36 @@ def test_an_unknown_topic_fails_both_before_reading(spark_kafka, broker):
             assert "UnknownTopicOrPartitionException" in message
         else:
             assert missing in message and "does not exist" in message, message
+
+
+# Spark's source option keys (KafkaSourceProvider's *_OPTION_KEY and friends, Spark 4.2), as its docs spell them.
+SPARK_SOURCE_OPTIONS = (
+    "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets", "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "maxOffsetsPerTrigger", "minOffsetsPerTrigger",
+    "maxTriggerDelay", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafkaConsumer.pollTimeoutMs",
+    "groupIdPrefix", "includeHeaders",
+)
+# The options only pylog has, as docs/migrating-from-spark-kafka.md lists them.
+PYLOG_ONLY_SOURCE_OPTIONS = ("groupId", "commitOffsetsToGroup", "groupFallback", "bootstrapTimeoutMs")
+PYLOG_ONLY_SINK_OPTIONS = ("deliveryGuarantee", "sinkId", "transactionTimeoutMs", "sinkLogTopic", "bootstrapTimeoutMs")
+
+
+def test_every_spark_option_is_a_pylog_option_and_the_pylog_only_ones_are_the_documented_ones():
+    from connector.options import SINK_OPTION_NAMES, SOURCE_OPTION_NAMES
+    from connector.typed.spec import TYPED_SINK_OPTION_NAMES, TYPED_SOURCE_OPTION_NAMES
+
+    assert [name for name in SPARK_SOURCE_OPTIONS if name not in SOURCE_OPTION_NAMES] == []
+    extra = [n for n in SOURCE_OPTION_NAMES if n not in SPARK_SOURCE_OPTIONS and n not in TYPED_SOURCE_OPTION_NAMES]
+    assert extra == list(PYLOG_ONLY_SOURCE_OPTIONS)
+    assert [n for n in SINK_OPTION_NAMES if n != "topic" and n not in TYPED_SINK_OPTION_NAMES] \
+        == list(PYLOG_ONLY_SINK_OPTIONS)
+
+
+@pytest.mark.parametrize("option, value", [("kafka.acks", "1"), ("kafka.transactional.id", "t"),
+                                           ("kafka.enable.idempotence", "false")])
+def test_producer_settings_spark_passes_on_are_refused_by_pylog_naming_them(option, value):
+    from connector.options import PylogOptionError, parse_sink_options
+
+    with pytest.raises(PylogOptionError, match=option.removeprefix("kafka.")):
+        parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:9092", option: value})
