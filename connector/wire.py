@@ -20,6 +20,11 @@ error codes as values and leave retrying to the caller. ``send_produce`` /
 ``read_produce`` split a Produce into its send and its answer, so a task keeps
 several requests in flight on one connection (answered in order).
 
+``IDLE_CONNECTIONS`` (a ``ConnectionPool``) keeps connections whose requests
+were all answered between the short Spark tasks of one reused Python worker:
+the source's range readers and the sink's tasks and driver commits take one
+there before they connect.
+
 ``BrokerConnection.call`` returns the decoded response or raises
 ``BrokerUnavailable`` naming the broker's address (connect/IO failure, closed
 connection, an answer out of order).
@@ -420,6 +425,107 @@ class BrokerConnection:
             return self._wire.read_response(request, correlation_id).error_code
         except OSError as exc:
             raise BrokerUnavailable(f"request to {self.address} failed: {exc}") from exc
+
+
+class ConnectionPool:
+    """Idle ``BrokerConnection``s kept between the Spark tasks of one Python worker, by address and settings.
+
+    Spark reuses a Python worker for the tasks that follow (``spark.python.worker.reuse``, on by default), and
+    a micro-batch's tasks are short: a fresh connection per task (TCP, ApiVersions, a SASL login) was a large
+    part of a small batch's time, where Spark's connector keeps its consumers and producers cached per
+    executor. Rules:
+
+    1. ``put`` takes only a connection with no request in flight (the caller's promise); ``take`` hands out
+       each connection once.
+    2. A connection idle longer than ``idle_s`` is closed at the next ``take`` or ``put``, and at most
+       ``max_idle`` are kept (the oldest is closed first): a worker between queries holds few sockets.
+    3. ``take`` closes and skips a connection the broker has written to or closed meanwhile (its socket is
+       readable while idle), so a restarted broker costs a new connection, not a failed request.
+    4. The key is the address, the client id and every client setting (security included): a connection is
+       only reused by a client that would have opened the same one.
+    """
+
+    def __init__(self, *, max_idle: int = 8, idle_s: float = 60.0, clock=time.monotonic) -> None:
+        import threading
+        self._idle: dict[tuple, list[tuple[float, "BrokerConnection"]]] = {}
+        self._lock = threading.Lock()
+        self._max_idle, self._idle_s, self._clock = max_idle, idle_s, clock
+
+    @staticmethod
+    def key(address: str, client_id: str, config: dict) -> tuple:
+        return address, client_id, repr(sorted((str(k), repr(v)) for k, v in config.items()))
+
+    def take(self, key: tuple) -> "BrokerConnection | None":
+        """An idle connection for ``key``, or None."""
+        with self._lock:
+            stale = self._expire()
+            entries = self._idle.get(key) or []
+            found = None
+            while entries and found is None:
+                _, connection = entries.pop()
+                if _quiet(connection):
+                    found = connection
+                else:
+                    stale.append(connection)
+            if not entries:
+                self._idle.pop(key, None)
+        for connection in stale:
+            connection.close()
+        return found
+
+    def put(self, key: tuple, connection: "BrokerConnection") -> None:
+        """Keep ``connection`` (no request in flight) for the next ``take`` of ``key``."""
+        with self._lock:
+            stale = self._expire()
+            self._idle.setdefault(key, []).append((self._clock(), connection))
+            while sum(len(v) for v in self._idle.values()) > self._max_idle:
+                oldest = min(self._idle, key=lambda k: self._idle[k][0][0])
+                stale.append(self._idle[oldest].pop(0)[1])
+                if not self._idle[oldest]:
+                    del self._idle[oldest]
+        for connection in stale:
+            connection.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for entries in idle.values():
+            for _, connection in entries:
+                connection.close()
+
+    def __contains__(self, connection) -> bool:
+        with self._lock:
+            return any(c is connection for entries in self._idle.values() for _, c in entries)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self._idle.values())
+
+    def _expire(self) -> list:
+        """Under the lock: remove and return the connections idle longer than ``idle_s``."""
+        cutoff, stale = self._clock() - self._idle_s, []
+        for key in list(self._idle):
+            kept = [(at, c) for at, c in self._idle[key] if at >= cutoff]
+            stale += [c for at, c in self._idle[key] if at < cutoff]
+            if kept:
+                self._idle[key] = kept
+            else:
+                del self._idle[key]
+        return stale
+
+
+def _quiet(connection: "BrokerConnection") -> bool:
+    """True when an idle connection's socket has nothing to read (no close, no stray bytes)."""
+    import select
+    try:
+        readable, _, _ = select.select([connection._wire.sock], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
+
+
+# The executors' and the sink driver's idle connections (``ConnectionPool``): one per Python process.
+IDLE_CONNECTIONS = ConnectionPool()
 
 
 class _TopLevelError:

@@ -11,6 +11,10 @@ AddPartitionsToTxn; ``learn_coordinator`` passes it on from the cluster of a
 task's setup thread).
 Errors come back as exceptions only for what no retry can fix; the retry
 loops live with the callers, which know their deadlines.
+
+``release`` (instead of ``close``) when every request was answered hands the
+connections to ``connector.wire.IDLE_CONNECTIONS``: the next task in the same
+Python worker, or the driver's next batch commit, starts without connecting.
 """
 from __future__ import annotations
 
@@ -56,6 +60,17 @@ class SinkCluster:
         self._connections.clear()
         self._bootstrap = None
         self._coordinators.clear()
+
+    def release(self) -> None:
+        """Keep the connections (none may have a request in flight) for the next cluster of the same settings."""
+        from connector.wire import IDLE_CONNECTIONS, ConnectionPool
+        connections = {id(c): c for c in [*self._connections.values(), self._bootstrap] if c}.values()
+        self._connections.clear()
+        self._bootstrap = None
+        self._coordinators.clear()
+        for connection in connections:
+            IDLE_CONNECTIONS.put(ConnectionPool.key(connection.address, self._client_id,
+                                                    self.options.client_kwargs), connection)
 
     def any_connection(self) -> BrokerConnection:
         """A connection to some broker (the bootstrap one)."""
@@ -173,5 +188,10 @@ class SinkCluster:
             self._coordinators[transactional_id] = node_id
 
     def _connect(self, host: str, port: int) -> BrokerConnection:
+        """An idle connection of an earlier cluster with the same settings (``release``), else a new one."""
+        from connector.wire import IDLE_CONNECTIONS, ConnectionPool
+        kept = IDLE_CONNECTIONS.take(ConnectionPool.key(f"{host}:{port}", self._client_id, self.options.client_kwargs))
+        if kept is not None:
+            return kept
         return BrokerConnection(host, port, timeout_s=self._timeout_s, client_id=self._client_id,
                                 ssl_context=self._ssl, sasl=self._sasl)

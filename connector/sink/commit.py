@@ -115,6 +115,7 @@ def commit_batch(options: SinkOptions, messages: list, batch_id: int, *, keep_en
         _clean_up(cluster, options, sink_log, sink_log.read(), batch_id, {t.id for t in [*committed, *txns]})
         if not keep_entry:
             sink_log.delete(batch_ids=[batch_id])
+        cluster.release()   # every request answered: the next batch's commit starts connected
     finally:
         cluster.close()
 

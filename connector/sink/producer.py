@@ -120,6 +120,7 @@ class TaskProducer:
             self.producer_id, self.epoch = setup.producer_id, setup.epoch
             if self.transactional_id is not None:
                 self.cluster.learn_coordinator(setup.cluster, self.transactional_id)
+            setup.cluster.release()   # its requests were answered
         finally:
             setup.cluster.close()
         for _, data in self._ready:
@@ -440,6 +441,18 @@ class TaskProducer:
                     raise SinkError(f"AddPartitionsToTxn({self.transactional_id}) gave up: "
                                     f"{why or error_name(next(iter(failed.values())))}")
                 time.sleep(RETRY_BACKOFF_S)
+
+    def release(self) -> None:
+        """After a successful ``flush``, or before anything was sent (nothing in flight): keep the connections for
+        the worker's next task."""
+        if self._setup is not None:
+            setup, self._setup = self._setup, None
+            setup.join()
+            if setup.error is None:
+                setup.cluster.release()
+            setup.cluster.close()
+        self.cluster.release()
+        self.close()
 
     def close(self) -> None:
         if self._setup is not None:   # a task failing before its first send: the thread must not outlive it

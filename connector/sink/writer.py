@@ -121,7 +121,9 @@ def prepare_sink(schema: StructType, options: SinkOptions, checkpoint: str | Non
     shows in ``query.exception()``, where a task's failure would show only
     "Writing job failed". One connection with the security settings follows
     (``connector.wire.check_login``): a security mistake fails the write with
-    its cause and the ``kafka.*`` option to change.
+    its cause and the ``kafka.*`` option to change. That login is made once per
+    process and settings (Spark calls this twice per micro-batch, in reused
+    Python workers): settings that logged in once are not probed again.
     """
     validate_schema(schema, options)
     from connector.wire import check_bootstrap, check_login
@@ -130,11 +132,17 @@ def prepare_sink(schema: StructType, options: SinkOptions, checkpoint: str | Non
         reached = check_bootstrap(options.bootstrap_servers, options.delivery_timeout_ms, "kafka.delivery.timeout.ms")
     else:
         reached = check_bootstrap(options.bootstrap_servers, options.bootstrap_timeout_ms)
-    check_login(reached, options.client_kwargs, options.bootstrap_timeout_ms / 1000)
+    login = (options.bootstrap_servers, repr(sorted(map(repr, options.client_kwargs.items()))))
+    if login not in _LOGGED_IN:
+        check_login(reached, options.client_kwargs, options.bootstrap_timeout_ms / 1000)
+        _LOGGED_IN.add(login)
     if options.exactly_once:
         from connector.sink.sink_log import ensure_log_topic
         ensure_log_topic(options)
     return schema
+
+
+_LOGGED_IN: set[tuple[str, str]] = set()   # (bootstrap servers, client settings) check_login passed in this process
 
 
 def _has_committed_batch(checkpoint: str) -> bool:
@@ -244,21 +252,30 @@ def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_i
     partition_id, attempt = context.partitionId(), context.attemptNumber()
     message = SinkCommitMessage(query_id, batch_id, partition_id, attempt, 0)
     batches = (b for b in iterator if b.num_rows)
-    first = next(batches, None)
-    if first is None:
-        return message   # no rows, no producer, no transaction
     transactional_id = None
     if options.exactly_once:
         transactional_id = f"{options.sink_id}-{batch_id}-{partition_id}-{nonce}.{attempt}"
-    producer = TaskProducer(options, transactional_id)
+    producer = None
+    if transactional_id is None:
+        # at_least_once: the idempotent producer id is asked for while the task waits for its first rows (Spark
+        # hands them over once the upstream read is done); a task without rows wasted an id, nothing else
+        producer = TaskProducer(options)
+        producer.start_init()
     try:
-        # InitProducerId and the sink log's open entry run in a thread while the first rows are encoded; no record
-        # is sent before both are done (TaskProducer.start_init)
-        def put_open(cluster, producer_id, epoch):
-            from connector.sink.sink_log import SinkLog, Txn
-            SinkLog(cluster, options, query_id).put_open(
-                batch_id, Txn(partition_id, attempt, transactional_id, producer_id, epoch))
-        producer.start_init(put_open if transactional_id is not None else None)
+        first = next(batches, None)
+        if first is None:
+            if producer is not None:
+                producer.release()
+            return message   # no rows, no transaction
+        if producer is None:
+            # InitProducerId and the sink log's open entry run in a thread while the first rows are encoded; no
+            # record is sent before both are done (TaskProducer.start_init)
+            def put_open(cluster, producer_id, epoch):
+                from connector.sink.sink_log import SinkLog, Txn
+                SinkLog(cluster, options, query_id).put_open(
+                    batch_id, Txn(partition_id, attempt, transactional_id, producer_id, epoch))
+            producer = TaskProducer(options, transactional_id)
+            producer.start_init(put_open)
         rows = producer.write(first, options.topic)
         for batch in batches:
             rows += producer.write(batch, options.topic)
@@ -266,8 +283,10 @@ def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_i
         from connector.sink.commit import crash_point
         crash_point("task_written", batch_id)
         _maybe_fail_task(partition_id, attempt, batch_id)
+        producer.release()   # flushed: every request answered, the connections serve the worker's next task
     finally:
-        producer.close()
+        if producer is not None:
+            producer.close()
     message.rows = rows
     message.transactional_id = transactional_id
     message.producer_id, message.epoch = producer.producer_id, producer.epoch

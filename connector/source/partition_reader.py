@@ -8,6 +8,13 @@ partition's leader with a Metadata request, then issues raw Fetch requests
 from ``from_offset`` until ``until_offset`` and yields one RecordBatch per
 Fetch response.
 
+Connections outlive the task: a range read to its end returns its connection to
+``connector.wire.IDLE_CONNECTIONS`` and the partition's leader is remembered
+(``_LEADERS``), so the next task in the same Python worker (Spark reuses them)
+fetches at once, with no connect, ApiVersions or Metadata first. A leader that
+moved answers NOT_LEADER_OR_FOLLOWER and the task looks it up again; a task that
+fails or is stopped mid-request closes its connection.
+
 A range may yield fewer rows than its size: compaction leaves gaps,
 transaction markers and aborted records are not rows. Missing data is data
 loss — the range starts before the log start (retention, DeleteRecords), the
@@ -48,6 +55,10 @@ _BACKOFF_S = 0.1
 # quarter of the requests (the broker's CPU per row read falls to about half) and gives Spark 4x larger Arrow
 # batches; ``kafka.max.partition.fetch.bytes`` still wins, and ``kafka.fetch.max.bytes`` caps the response.
 BULK_PARTITION_FETCH_BYTES = 4 << 20
+# (bootstrap servers, client id, settings, topic, partition) -> the leader's (host, port), as last looked up in this
+# process; dropped on any retriable failure of the partition. Bounded: cleared when it outgrows _MAX_LEADERS.
+_LEADERS: dict[tuple, tuple[str, int]] = {}
+_MAX_LEADERS = 10_000
 
 
 class DataLossError(RuntimeError):
@@ -91,6 +102,7 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
     deadline = time.monotonic() + options.poll_timeout_ms / 1000
     position = r.from_offset
     prefetch = _Prefetch(fetcher, isolation=isolation, max_bytes=max_bytes, partition_max_bytes=partition_max_bytes)
+    done = False   # the range was read (or found lost) to its end: no request is in flight, the connection is kept
     try:
         while position < r.until_offset:
             answer = prefetch.take(position, deadline)
@@ -105,10 +117,12 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
                 latest = fetcher.list_offset(-1, isolation, deadline)
                 report_data_loss(f"Cannot fetch offsets {position} until {r.until_offset} of {where}: the latest "
                                  f"available offset is {latest}", options.fail_on_data_loss)
+                done = True
                 return
             if code in _GONE:
                 report_data_loss(f"Cannot fetch offsets {position} until {r.until_offset} of {where}: the topic "
                                  "partition is gone (topic deleted?)", options.fail_on_data_loss)
+                done = True
                 return
             if code != 0 and retriable(code):
                 fetcher.reset(deadline, f"Fetch of {where} at offset {position} failed with error code {code}")
@@ -135,14 +149,16 @@ def read_range(partition: RangeInputPartition, arrow_schema) -> Iterator:
             if end <= position:
                 report_data_loss(f"Cannot fetch offsets {position} until {r.until_offset} of {where}: the log ends "
                                  f"at offset {end}", options.fail_on_data_loss)
+                done = True
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Fetch of {where} at offset {position} returned no records for "
                                    f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms} although the log ends at "
                                    f"{end}")
             time.sleep(_BACKOFF_S)
+        done = True
     finally:
-        prefetch.close()
+        prefetch.close(keep=done)
 
 
 class _Prefetch:
@@ -152,7 +168,8 @@ class _Prefetch:
     raises its error), fetching at once when none was started there. One request at a time: the connection is
     only used by the thread between ``start`` and ``take``. ``close`` aborts a request in flight (the
     connection is shut down, so a blocked read fails at once), joins the thread and closes the connection:
-    a reader that ends, fails or is closed by Spark leaves no thread and no socket behind.
+    a reader that fails or is closed by Spark leaves no thread and no socket behind; ``close(keep=True)``
+    with nothing in flight (a range read to its end) hands the connection to the next task instead.
     """
 
     def __init__(self, fetcher: "_LeaderConnection", **fetch_args) -> None:
@@ -191,10 +208,12 @@ class _Prefetch:
             self._thread.join()
             self._thread = None
 
-    def close(self) -> None:
+    def close(self, keep: bool = False) -> None:
         if self._thread is not None:
             self._fetcher.abort()
             self._join()
+        elif keep:
+            self._fetcher.release()
         self._fetcher.close()
 
 
@@ -214,11 +233,38 @@ class _LeaderConnection:
         self._connection = None
         self._aborted = False
         self.where = f"{topic}-{partition}"
+        self._leader_key = (options.bootstrap_servers, self._client_id, repr(sorted(map(repr, config.items()))),
+                            topic, partition)
 
     def close(self) -> None:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+    def release(self) -> None:
+        """Hand the connection (no request in flight) to ``IDLE_CONNECTIONS`` for the next task."""
+        connection, self._connection = self._connection, None
+        if connection is not None and not self._aborted:
+            self._keep(connection)
+        elif connection is not None:
+            connection.close()
+
+    def _keep(self, connection) -> None:
+        from connector.wire import IDLE_CONNECTIONS
+        IDLE_CONNECTIONS.put(self._pool_key(connection.address), connection)
+
+    def _pool_key(self, address: str) -> tuple:
+        from connector.wire import ConnectionPool
+        return ConnectionPool.key(address, self._client_id, self._options.client_kwargs)
+
+    def _open(self, host: str, port: int):
+        """An idle connection to ``host:port`` from an earlier task, else a new one."""
+        from connector.wire import IDLE_CONNECTIONS, BrokerConnection
+        connection = IDLE_CONNECTIONS.take(self._pool_key(f"{host}:{port}"))
+        if connection is None:
+            connection = BrokerConnection(host, port, timeout_s=self._timeout_s, client_id=self._client_id,
+                                          ssl_context=self._ssl, sasl=self._sasl)
+        return connection
 
     def abort(self) -> None:
         """From another thread: fail the request in flight and refuse to reconnect (the reader is closing)."""
@@ -228,7 +274,9 @@ class _LeaderConnection:
             connection.abort()
 
     def reset(self, deadline: float, why: str) -> None:
-        """Drop the connection after a retriable failure; raise when ``deadline`` has passed."""
+        """Drop the connection (and the leader it led to) after a retriable failure; raise when ``deadline`` has
+        passed."""
+        _LEADERS.pop(self._leader_key, None)
         self.close()
         if self._aborted:
             raise BrokenPipeError(f"{why}; the reader of {self.where} is closing")
@@ -274,14 +322,19 @@ class _LeaderConnection:
         return connection
 
     def _connect(self):
-        from connector.wire import BrokerConnection, BrokerUnavailable
+        from connector.wire import BrokerUnavailable
+        known = _LEADERS.get(self._leader_key)
+        if known is not None:
+            try:
+                self._connection = self._open(*known)
+                return self._connection
+            except BrokerUnavailable:
+                _LEADERS.pop(self._leader_key, None)
         last_error = None
         for server in self._options.bootstrap_servers.split(","):
             host, port = split_address(server)
             try:
-                bootstrap = BrokerConnection(host, port, timeout_s=self._timeout_s,
-                                             client_id=self._client_id, ssl_context=self._ssl,
-                                             sasl=self._sasl)
+                bootstrap = self._open(host, port)
             except BrokerUnavailable as exc:
                 last_error = exc
                 continue
@@ -303,11 +356,13 @@ class _LeaderConnection:
                 last_error = BrokerUnavailable(f"{self._topic}-{self._partition} has no leader")
                 continue
             host, port = brokers[leader]
+            if len(_LEADERS) >= _MAX_LEADERS:
+                _LEADERS.clear()
+            _LEADERS[self._leader_key] = (host, port)
             if bootstrap.address == f"{host}:{port}":
                 self._connection = bootstrap
             else:
-                bootstrap.close()
-                self._connection = BrokerConnection(host, port, timeout_s=self._timeout_s, client_id=self._client_id,
-                                                    ssl_context=self._ssl, sasl=self._sasl)
+                self._keep(bootstrap)   # its Metadata was answered: nothing in flight
+                self._connection = self._open(host, port)
             return self._connection
         raise last_error or BrokerUnavailable("no bootstrap server configured")

@@ -1,6 +1,6 @@
 """The executor's read of one offset range with the next Fetch prefetched (connector/source/partition_reader.py):
 it yields the range's records in order, never fetches past the range, and leaves no thread or socket behind
-when it ends or Spark closes it mid-range."""
+when Spark closes it mid-range; a range read to its end leaves its one connection idle for the next task."""
 from __future__ import annotations
 
 import threading
@@ -30,6 +30,14 @@ def loaded_broker(pylog_broker):
         producer.produce(TOPIC, key=b"%d" % i, value=b"v%05d" % i, partition=0)
     assert producer.flush(60) == 0
     return pylog_broker
+
+
+@pytest.fixture(autouse=True)
+def no_idle_connections():
+    """Each test starts and ends without connections kept by an earlier range."""
+    connector.wire.IDLE_CONNECTIONS.close_all()
+    yield
+    connector.wire.IDLE_CONNECTIONS.close_all()
 
 
 @pytest.fixture
@@ -62,10 +70,15 @@ def _prefetch_threads() -> list:
     return [t for t in threading.enumerate() if t.name.startswith("pylog-prefetch") and t.is_alive()]
 
 
+def _open_connections(seen) -> list:
+    return [c for c in seen["connections"] if c._wire.sock.fileno() != -1]
+
+
 def _assert_nothing_left(seen) -> None:
     assert _prefetch_threads() == []
     assert seen["connections"], "the reader opened no connection"
-    assert [c.address for c in seen["connections"] if c._wire.sock.fileno() != -1] == []
+    assert [c.address for c in _open_connections(seen)] == []
+    assert len(connector.wire.IDLE_CONNECTIONS) == 0
 
 
 def test_a_range_is_read_whole_in_order_and_nothing_is_fetched_past_its_end(loaded_broker, spied):
@@ -75,7 +88,36 @@ def test_a_range_is_read_whole_in_order_and_nothing_is_fetched_past_its_end(load
     assert rows == list(range(100, 2_500))
     assert len(spied["fetches"]) > 10  # many fetches of 2 KiB: the prefetch path ran
     assert max(spied["fetches"]) < 2_500 and spied["fetches"] == sorted(spied["fetches"])
+    assert _prefetch_threads() == []
+    kept = _open_connections(spied)
+    assert len(kept) == 1 and kept[0] in connector.wire.IDLE_CONNECTIONS, "the finished range kept no connection"
+    connector.wire.IDLE_CONNECTIONS.close_all()
     _assert_nothing_left(spied)
+
+
+def test_the_next_range_of_the_partition_reuses_the_kept_connection_without_a_metadata_lookup(loaded_broker, spied,
+                                                                                            monkeypatch):
+    lookups = []
+    real_metadata = connector.wire.BrokerConnection.metadata
+
+    def metadata(self, topic, **kwargs):
+        lookups.append(topic)
+        return real_metadata(self, topic, **kwargs)
+
+    monkeypatch.setattr(connector.wire.BrokerConnection, "metadata", metadata)
+    first = [o for b in _reader(loaded_broker, 0, 100) for o in b.column("offset").to_pylist()]
+    second = [o for b in _reader(loaded_broker, 100, 200) for o in b.column("offset").to_pylist()]
+    assert first == list(range(100)) and second == list(range(100, 200))
+    assert len(spied["connections"]) == 1, "the second range opened a connection of its own"
+    assert lookups == [TOPIC], "the second range looked its leader up again"
+
+
+def test_a_kept_connection_the_broker_closed_is_replaced_not_used(loaded_broker, spied):
+    assert [o for b in _reader(loaded_broker, 0, 10) for o in b.column("offset").to_pylist()] == list(range(10))
+    kept = _open_connections(spied)[0]
+    kept._wire.sock.shutdown(2)   # as a broker closing an idle connection: the socket reads EOF
+    assert [o for b in _reader(loaded_broker, 10, 20) for o in b.column("offset").to_pylist()] == list(range(10, 20))
+    assert len(spied["connections"]) == 2 and kept not in connector.wire.IDLE_CONNECTIONS
 
 
 def test_closing_the_reader_mid_range_aborts_the_fetch_in_flight_and_closes_its_socket(loaded_broker, spied):
@@ -148,4 +190,4 @@ def test_the_next_fetch_is_sent_before_the_current_answer_is_decoded(loaded_brok
     for before, event in zip(events, events[1:]):
         if event[0] == "decode" and event[2] < 2_500:  # every decode but the last, which ends the range
             assert before == ("fetch", event[2]), events
-    _assert_nothing_left(spied)
+    assert _prefetch_threads() == [] and all(c in connector.wire.IDLE_CONNECTIONS for c in _open_connections(spied))
