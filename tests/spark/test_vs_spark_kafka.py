@@ -319,6 +319,54 @@ def test_deleted_records_fail_both_or_are_skipped_by_both(spark_kafka, broker, t
         assert "lost" in str(caught.value).lower() or "failondataloss" in str(caught.value).lower(), (fmt, caught)
 
 
+def _wait_compacted(bootstrap: str, topic: str, gone: int, timeout_s: float = 90) -> list[int]:
+    """Poll the topic from its start until offset ``gone`` no longer reads (the cleaner ran); its offsets."""
+    import time
+
+    from kafka import KafkaConsumer
+    deadline = time.monotonic() + timeout_s
+    while True:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=2000,
+                                 enable_auto_commit=False)
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            consumer.seek_to_beginning()
+            offsets = [record.offset for record in consumer]
+        finally:
+            consumer.close()
+        if gone not in offsets:
+            return offsets
+        assert time.monotonic() < deadline, f"{topic} not compacted within {timeout_s}s: {offsets}"
+        time.sleep(1)
+
+
+def test_compacted_gaps_read_alike_with_fail_on_data_loss(spark_kafka, broker):
+    """A compacted topic has offsets the cleaner removed: batch and stream (failOnDataLoss true and false) read
+    the same surviving records through both formats."""
+    import time
+
+    bootstrap, topic = broker.bootstrap_servers, broker.name("vs-compacted")
+    create_topic(bootstrap, topic, partitions=1, config={"cleanup.policy": "compact", "segment.ms": "100",
+                                                         "min.cleanable.dirty.ratio": "0.01",
+                                                         "min.compaction.lag.ms": "0"})
+    for round_ in range(3):   # each round in a segment of its own: segments roll by age (segment.ms) on append
+        keys = range(5) if round_ < 2 else range(5, 6)
+        produce(bootstrap, topic, [(0, f"k{k}".encode(), f"v{round_}".encode(), None, None) for k in keys])
+        time.sleep(0.3)
+    produce(bootstrap, topic, [(0, b"last", b"x", None, None)])
+    offsets = _wait_compacted(bootstrap, topic, gone=0)
+    assert offsets[:6] == [5, 6, 7, 8, 9, 10], offsets
+    for loss in ("true", "false"):
+        options = {"subscribe": topic, "failOnDataLoss": loss}
+        rows = assert_same_batch(spark_kafka, bootstrap, options)
+        assert [r[4] for r in rows] == offsets, loss
+        stream_options = {**options, "startingOffsets": "earliest", "maxOffsetsPerTrigger": 3}
+        runs = {fmt: run_available_now(read_stream(spark_kafka, fmt, bootstrap, stream_options))[1]
+                for fmt in FORMATS}
+        assert runs["pylog"] == runs["kafka"], loss
+        assert [r[4] for rows, _ in runs["kafka"] for r in rows] == offsets, loss
+
+
 # -- writes ---------------------------------------------------------------------------------------------------
 
 def _sink_frame(spark, topic_column: str):
