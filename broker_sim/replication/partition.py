@@ -630,16 +630,13 @@ class Partition:
     def aborted_transactions_of_read(self, fetch_offset: int, regions, max_bytes: int, *,
                                      min_one_batch: bool) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions a read_committed fetch of ``regions`` (what
-        ``read`` returned for ``max_bytes``) lists: those overlapping ``fetch_offset`` up to Kafka's upper bound
-        after the last segment read, the next offset index entry after the bytes read there, else the next
-        segment's base offset, else the log end (``PartitionLog.aborted_txns_upper_bound``), so a transaction
-        aborted past the LSO may be listed too. Kafka reads one segment per fetch; a read of several lists what
-        Kafka's successive fetches would."""
+        ``read`` returned for ``max_bytes``) lists: those overlapping ``fetch_offset`` up to Kafka's upper bound,
+        the next offset index entry after the bytes read, else the next segment's base offset, else the log end
+        (``PartitionLog.aborted_txns_upper_bound``), so a transaction aborted past the LSO may be listed too."""
         if not regions:
             return []
-        earlier = sum(region.size for region in regions[:-1])
-        upper_bound = self.log.aborted_txns_upper_bound(regions[-1], max_bytes - earlier, self.last_stable_offset,
-                                                        min_one_batch and len(regions) == 1)
+        upper_bound = self.log.aborted_txns_upper_bound(regions[0], max_bytes, self.last_stable_offset,
+                                                        min_one_batch)
         return self.aborted_transactions(fetch_offset, upper_bound)
 
     async def clean(self) -> CleanResult | None:
@@ -680,13 +677,14 @@ class Partition:
                 f"fetch offset {offset} of {self.topic}-{self.index} is past the log end offset "
                 f"{self.log.log_end_offset}")
         limit = self.last_stable_offset if read_committed else self.high_watermark
-        regions = self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+        # one segment per fetch, as Kafka's LocalLog.read (the next fetch reads the next segment)
+        regions = self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch, one_segment=True)
         self.bytes_out += sum(region.size for region in regions)
         return regions
 
     def read_for_replica(self, offset: int, max_bytes: int, *, min_one_batch: bool):
         """File regions from ``offset`` up to the log end offset, for a follower (raises OffsetOutOfRangeError)."""
-        return self.log.read(offset, max_bytes, min_one_batch=min_one_batch)
+        return self.log.read(offset, max_bytes, min_one_batch=min_one_batch, one_segment=True)
 
     def check_leader_epoch(self, current: int) -> None:
         """Raise when a client's leader epoch differs from ours (-1: the client does not say)."""

@@ -502,16 +502,22 @@ class PartitionLog:
         return max(bisect_right(self._base_offsets, offset) - 1, 0)
 
     def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+        one_segment: bool = False,
     ) -> list[FileRegion]:
         """Regions of whole batches from the one containing `offset`.
 
         Stops before any batch reaching `max_offset` (exclusive; e.g. the high
         watermark) and before exceeding `max_bytes`, except that
         `min_one_batch` returns a first batch of any size. One region per
-        segment touched (Kafka's ``LocalLog.read`` stops at the first segment's
-        end: docs/kafka-conformance.md keeps the difference). Returns [] at the
-        log end or at `max_offset`; raises OffsetOutOfRangeError below the log
+        segment touched; `one_segment` stops after the first segment that has
+        data, as Kafka's ``LocalLog.read`` serves a fetch. Returns [] at the log
+        end or at `max_offset`; raises OffsetOutOfRangeError below the log
         start or beyond the log end.
         """
         self._check_offset(offset)
@@ -528,7 +534,7 @@ class PartitionLog:
             if region is not None:
                 regions.append(region)
                 remaining -= region.size
-            if stopped:
+            if stopped or (one_segment and regions):
                 break
             offset = segment.next_offset
         return regions

@@ -308,13 +308,14 @@ def _has_bytes(sock: socket.socket) -> bool:
 def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evicted(hostile_broker):
     """Slow readers hold zero-copy responses over 20 old segments while only 2 stay open per partition.
 
-    Each response (~5.4 MB, 6 segments) outgrows the socket buffers (receive window fixed at 64 KB,
-    send buffer at most 4 MB), so its sendfile is still pending when the next readers' fetches evict
-    its segments; a segment that closed its file on eviction would cut those responses short.
+    Each response (~5.4 MB: one whole segment of six batches, as a Fetch reads one segment, Kafka's
+    LocalLog.read) outgrows the socket buffers (receive window fixed at 64 KB, send buffer at most 4 MB),
+    so its sendfile is still pending when the next readers' fetches evict its segment; a segment that
+    closed its file on eviction would cut those responses short.
     """
-    broker = hostile_broker(config={"internal.log.segment.bytes": "1000000"})
+    broker = hostile_broker(config={"internal.log.segment.bytes": "6000000"})
     pid = broker.process.pid
-    values = [bytes([65 + i]) * 900_000 for i in range(20)]  # one batch per segment
+    values = [bytes([65 + i % 58]) * 900_000 for i in range(120)]  # six batches per segment, 20 segments
     with WireClient(broker.bootstrap_servers) as client:
         assert create_topics(client, {"old": 1})["old"] == (0, None)
         for i, value in enumerate(values):
@@ -325,7 +326,7 @@ def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evi
         for i in range(20):
             reader = WireClient(broker.bootstrap_servers, timeout=30)
             reader.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-            request = fetch_request("old", 0, i, max_bytes=6_000_000, partition_max_bytes=6_000_000)
+            request = fetch_request("old", 0, 6 * i, max_bytes=6_000_000, partition_max_bytes=6_000_000)
             correlation_id, data = reader.encode(request)
             reader.send_bytes(data)
             readers.append((reader, request, correlation_id))
@@ -336,8 +337,8 @@ def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evi
         for i, (reader, request, correlation_id) in enumerate(readers):
             response = reader.read_response(request, correlation_id)
             batches = batches_of(fetched_partitions(response)[0].records)
-            assert [b.base_offset for b in batches] == list(range(i, min(i + 6, 20)))
-            assert [r.value for b in batches for r in b] == values[i:i + 6]
+            assert [b.base_offset for b in batches] == list(range(6 * i, 6 * i + 6))
+            assert [r.value for b in batches for r in b] == values[6 * i:6 * i + 6]
     finally:
         for reader, *_ in readers:
             reader.close()
@@ -348,5 +349,5 @@ def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evi
     assert rss_bytes(pid) - rss_before < 64 * MIB  # sendfile: the 108 MB sent were never in memory
     assert_serving(broker)
     broker = hostile_broker.restart(broker)
-    got = [r.value for r in consume_kafka_python(broker.bootstrap_servers, "old", 20, timeout=60)]
+    got = [r.value for r in consume_kafka_python(broker.bootstrap_servers, "old", 120, timeout=60)]
     assert got == values
