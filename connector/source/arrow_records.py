@@ -427,18 +427,21 @@ def _types_array(runs: list):
 
 
 def _headers_array(headers: list, list_type):
+    """The ``headers`` column: a record without headers is null, as Spark's KafkaRecordToRowConverter makes it."""
     import pyarrow as pa
 
-    offsets, keys, values = [0], [], []
+    offsets, keys, values, absent = [0], [], [], []
     for record_headers in headers:
         for key, value in record_headers:
             keys.append(key)
             values.append(value)
         offsets.append(len(keys))
+        absent.append(not record_headers)
     struct_type = list_type.value_type
     items = pa.StructArray.from_arrays([pa.array(keys, type=pa.string()), pa.array(values, type=pa.binary())],
                                        fields=list(struct_type))
-    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), items, type=list_type)
+    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), items, type=list_type,
+                                    mask=pa.array(absent, type=pa.bool_()) if any(absent) else None)
 
 
 def empty_record_batch(schema):

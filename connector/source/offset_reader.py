@@ -83,6 +83,10 @@ class RetriableLookupError(Exception):
     """A Kafka error code a retry on fresh metadata or a fresh coordinator can clear (``error_codes.retriable``)."""
 
 
+class UnknownTopicError(LookupError):
+    """A topic ``subscribe`` names does not exist (retried as Spark retries its offsets lookups, then raised)."""
+
+
 class NoMatchingOffsetError(ValueError):
     """A timestamp lookup found no record at or after the timestamp (startingOffsetsByTimestampStrategy=error)."""
 
@@ -111,17 +115,26 @@ class OffsetReader:
         def lookup(cluster: "_Cluster"):
             named = list(options.topics) if options.strategy == "subscribe" else None
             _, described = cluster.metadata(named)
-            found = set()
+            found, missing = set(), []
             for topic in described:
                 if named is not None and topic.error_code in AUTHORIZATION_FAILURES:
                     raise PylogAuthorizationError(f"Metadata for topic {topic.name} failed: "
                                                   f"{refused(topic.error_code, options, topic.name)}")
+                if named is not None and topic.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
+                    missing.append(topic.name)
                 if topic.error_code != 0 or getattr(topic, "is_internal", False):
-                    continue   # not there (yet): Spark's reader sees no partitions of it either
+                    continue
                 if not options.matches(topic.name):
                     continue
                 for partition in topic.partitions:
                     found.add((topic.name, int(partition.partition_index)))
+            if missing:
+                # Spark's connector fails too (its admin client's UnknownTopicOrPartitionException, after its
+                # fetchOffset retries); a pattern or an assignment matching nothing reads nothing, as in Spark
+                raise UnknownTopicError(
+                    f"Topic {', '.join(sorted(missing))} named by subscribe={','.join(options.topics)} does not "
+                    "exist (UNKNOWN_TOPIC_OR_PARTITION): create it first, or use subscribePattern to read topics "
+                    "as they appear")
             if options.strategy == "assign":
                 found &= set(options.assigned)
             return sorted(found)

@@ -59,7 +59,7 @@ def run_available_now(df, checkpoint: str | None = None, timeout_s: float = 120)
     collected: dict[int, list[tuple]] = {}
 
     def collect(batch_df, batch_id):
-        collected[batch_id] = _empty_headers_as_null(source_rows(batch_df))
+        collected[batch_id] = source_rows(batch_df)
 
     query = (df.writeStream.foreachBatch(collect).trigger(availableNow=True)
              .option("checkpointLocation", checkpoint).start())
@@ -73,19 +73,13 @@ def run_available_now(df, checkpoint: str | None = None, timeout_s: float = 120)
     return checkpoint, [(collected[b], counts.get(b)) for b in sorted(collected) if collected[b]]
 
 
-def _empty_headers_as_null(rows: list[tuple]) -> list[tuple]:
-    """pylog's empty headers arrays as Spark's null: pinned by its own test
-    (test_a_record_without_headers_reads_null_headers_as_in_spark), so the other cases show other differences."""
-    return [row[:7] + (None,) + row[8:] if len(row) > 7 and row[7] == () else row for row in rows]
-
-
 def batch_difference(spark, bootstrap: str, options: dict) -> tuple[list[tuple], str | None]:
     """(format("kafka")'s rows, None) when the batch read ``options`` gives the same schema and rows through
     both formats, else (those rows, what differs first)."""
     kafka_df, pylog_df = (read_batch(spark, fmt, bootstrap, options) for fmt in FORMATS)
     if pylog_df.schema != kafka_df.schema:
         return [], f"{options}: schema {pylog_df.schema.simpleString()} != {kafka_df.schema.simpleString()}"
-    kafka_rows, pylog_rows = source_rows(kafka_df), _empty_headers_as_null(source_rows(pylog_df))
+    kafka_rows, pylog_rows = source_rows(kafka_df), source_rows(pylog_df)
     if pylog_rows != kafka_rows:
         if len(pylog_rows) != len(kafka_rows):
             return kafka_rows, f"{options}: {len(pylog_rows)} rows != {len(kafka_rows)}"
@@ -387,7 +381,7 @@ def _written(spark, bootstrap: str, topics: list[str]) -> dict[str, tuple[list[t
     read = {fmt: source_rows(read_batch(spark, fmt, bootstrap, {"subscribe": ",".join(topics),
                                                                "includeHeaders": "true"}))
             for fmt in FORMATS}
-    assert _empty_headers_as_null(read["pylog"]) == read["kafka"]
+    assert read["pylog"] == read["kafka"]
     return {topic: (sorted((r[0], r[1] or b"", r[3], r[7] or ()) for r in read["kafka"]
                            if r[2] == topic and r[0] is not None),
                     sorted((r[1] or b"", r[7] or ()) for r in read["kafka"] if r[2] == topic and r[0] is None))
