@@ -6,8 +6,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from broker_sim.bench.spark_vs_kafka import FORMATS, WRITERS, identical
 
 READS = ("batch_read", "stream_available_now", "stream_plain_trigger")
