@@ -9,20 +9,28 @@ import time
 
 import pytest
 from kafka import KafkaAdminClient
+from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError
 
 from spark_helpers import create_topic, numbered, produce, stream
 
 pytestmark = pytest.mark.spark
 
 
-def _committed(bootstrap: str, name: str) -> dict[int, int]:
-    """The offsets group ``name`` holds for topic ``name``."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        answer = admin.list_group_offsets({name: None}).get(name, {})
-    finally:
-        admin.close()
-    return {tp.partition: meta.offset for tp, meta in answer.items() if tp.topic == name}
+def _committed(bootstrap: str, name: str, timeout_s: float = 30) -> dict[int, int]:
+    """The offsets group ``name`` holds for topic ``name``; a coordinator not there yet (Kafka loads its
+    __consumer_offsets partition a moment after a group's first use) is asked again, as Kafka's clients do."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            answer = admin.list_group_offsets({name: None}).get(name, {})
+            return {tp.partition: meta.offset for tp, meta in answer.items() if tp.topic == name}
+        except (CoordinatorNotAvailableError, NotCoordinatorError, CoordinatorLoadInProgressError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+        finally:
+            admin.close()
 
 
 def _wait_committed(bootstrap: str, name: str, wanted: dict[int, int], timeout_s: float = 60) -> dict[int, int]:
