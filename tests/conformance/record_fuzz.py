@@ -285,7 +285,7 @@ def connector_rows(data: bytes, path: str):
     offsets, keys, values = (table.column(name).to_pylist() for name in ("offset", "key", "value"))
     pairs = table.column("headers").to_pylist() if headers else None
     return [(offsets[i], micros[i], keys[i], values[i],
-             tuple((h["key"].encode("utf-8"), h["value"]) for h in pairs[i]) if headers else None)
+             tuple((h["key"].encode("utf-8"), h["value"]) for h in pairs[i] or ()) if headers else None)
             for i in range(table.num_rows)]
 
 
