@@ -49,7 +49,7 @@ from connector.options import (
     parse_source_options,
     warn_unknown_options,
 )
-from connector.sink.writer import PylogBatchWriter, PylogStreamWriter, prepare_sink
+from connector.sink.writer import PylogBatchWriter, PylogStreamWriter, prepare_sink, stream_writer
 from connector.source.readers import PylogBatchReader, PylogStreamReader, source_schema
 
 OVERWRITE_MESSAGE = (
@@ -113,5 +113,6 @@ class PylogDataSource(DataSource):
         accepts by appending each batch's full result. Update mode never reaches Python (see the README)."""
         warn_unknown_options(self.options, SINK_OPTION_NAMES, "sink")
         options = self.sink_options()
-        schema = prepare_sink(schema, options, self.options.get("checkpointLocation"))
-        return PylogStreamWriter(options.resolve_typed(schema), schema)
+        checkpoint = self.options.get("checkpointLocation")
+        schema = prepare_sink(schema, options, checkpoint)
+        return stream_writer(options.resolve_typed(schema), schema, checkpoint)

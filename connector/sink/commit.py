@@ -41,8 +41,21 @@ deletes the resolved entries. This happens at every commit and abort, so the
 first commit of a restarted query cleans up after the crashed run. Entries an
 INTENT still needs are never touched.
 
-``abort_batch`` (a task failed for good) aborts the reported transactions and
-cleans up the same way.
+``abort_batch`` (a task failed for good, or the query was stopped: Spark aborts
+the running batch on ``query.stop()``, on an exception and in
+``connector.stop_query``) first appends the batch's abort marker to the sink
+log, then aborts the reported transactions and cleans up the same way. Spark
+reports the tasks still running as None, often all of them, so the query id
+comes from the checkpoint (``connector.sink.writer.checkpoint_query_id``)
+when no task reported; the tasks still running either have an open entry the
+cleanup's read sees (and fences), or find the marker before their first record
+and refuse to write (``connector.sink.sink_log``): a stopped query leaves no
+transaction open to hold back its output's last stable offset.
+
+``sweep_orphans`` (when a query's batch is planned, once per process and
+query) fences every open transaction the log lists that no INTENT needs: what
+a crashed driver's tasks left open is aborted when its restart starts, not at
+its first commit.
 
 Test hook: ``PYLOG_SINK_CRASH_AT=<point>[:<min batch id>]`` SIGKILLs the
 driver's process group at one of ``CRASH_POINTS``.
@@ -120,16 +133,53 @@ def commit_batch(options: SinkOptions, messages: list, batch_id: int, *, keep_en
         cluster.close()
 
 
-def abort_batch(options: SinkOptions, messages: list, batch_id: int) -> None:
-    """Abort the reported transactions of a failed batch and the orphans the sink log knows of."""
+def abort_batch(options: SinkOptions, messages: list, batch_id: int, query_id: str | None) -> None:
+    """Abort a stopped or failed batch: its marker first, then the reported transactions and every open one the
+    sink log lists (see the module docstring). ``query_id``: the reported tasks' or, when none reported, the
+    checkpoint's; None (neither known) leaves the unreported tasks to ``transaction.timeout.ms``."""
     txns = [m.txn() for m in messages if m.transactional_id]
+    query_id = messages[0].query_id if messages else query_id
     cluster = SinkCluster(options, "pylog-sink-driver")
     try:
+        sink_log = SinkLog(cluster, options, query_id) if query_id else None
+        if sink_log is not None:
+            sink_log.put_aborted(batch_id)   # before the read below: see connector.sink.sink_log
+            mark_fault(f"abort-batch{batch_id}")
+        else:
+            log.warning("pylog sink %s: aborting batch %d without its query id (no task reported and the "
+                        "checkpoint could not be read): tasks still running may leave transactions open until "
+                        "transactionTimeoutMs", options.sink_id, batch_id)
         for txn in txns:
             _end_txn(cluster, options, txn, committed=False)
-        if messages:
-            sink_log = SinkLog(cluster, options, messages[0].query_id)
-            _clean_up(cluster, options, sink_log, sink_log.read(), batch_id, {t.id for t in txns})
+        if sink_log is not None:
+            state = sink_log.read()
+            _clean_up(cluster, options, sink_log, state, batch_id, {t.id for t in txns})
+            fenced = sum(1 for b, _ in state.open.values() if b <= batch_id)
+            log.info("pylog sink %s: batch %d aborted (%d reported, %d open transactions fenced)", options.sink_id,
+                     batch_id, len(txns), fenced)
+    finally:
+        cluster.close()
+
+
+def sweep_orphans(options: SinkOptions, query_id: str) -> int:
+    """Fence every open transaction of ``query_id`` the sink log lists and no INTENT needs; returns how many.
+
+    Only safe where no task of the query is running: when a batch is planned (the previous batch committed or
+    aborted; the new one has not started)."""
+    cluster = SinkCluster(options, "pylog-sink-driver")
+    try:
+        sink_log = SinkLog(cluster, options, query_id)
+        state = sink_log.read()
+        protected = state.protected()
+        orphans = [(name, txn) for name, (_, txn) in sorted(state.open.items()) if name not in protected]
+        for _, txn in orphans:
+            _fence(cluster, options, txn)
+        if orphans:
+            sink_log.delete(open_ids=[name for name, _ in orphans])
+            log.warning("pylog sink %s: fenced %d transactions a previous run of query %s left open (a driver "
+                        "crash or a stop)", options.sink_id, len(orphans), query_id)
+        cluster.release()
+        return len(orphans)
     finally:
         cluster.close()
 
@@ -179,7 +229,8 @@ def _clean_up(cluster, options, sink_log: SinkLog, state: SinkLogState, batch_id
             _fence(cluster, options, txn)
         resolved.append(transactional_id)
     old = [b for b, (kind, _) in state.batches.items() if b <= batch_id - KEEP_BATCHES and kind == COMPLETED]
-    sink_log.delete(batch_ids=old, open_ids=resolved)
+    sink_log.delete(batch_ids=old, open_ids=resolved,
+                    aborted_ids=[b for b in state.aborted if b <= batch_id - KEEP_BATCHES])
 
 
 def _fence(cluster, options: SinkOptions, txn: Txn) -> None:

@@ -15,6 +15,15 @@ entries and a new checkpoint starts afresh:
 ``.../open/<transactional id>`` ``{"batch": id, "txn": Txn}`` — written by a task after InitProducerId and
                                 before its first record, so the driver can abort transactions of task
                                 attempts that never reported back (crashed, retried, speculative).
+``.../abort/<batch id:020d>``   ``{"aborted": true}`` — written by the driver's abort of a batch (a stopped or
+                                failed query) *before* it reads the log and fences the batch's open
+                                transactions. A task that was still running checks, after its open entry
+                                is durable and before its first record, whether this marker lies between
+                                the log's end when its batch was planned and its own open entry: if so the
+                                abort may not have seen the entry, and the task refuses to write
+                                (``SinkAborted``); if not, the abort's read sees the entry and fences it.
+                                The log's single partition orders the two, so no task of an aborted batch
+                                leaves a transaction open.
 
 A ``Txn`` is ``{"partition", "attempt", "id", "pid", "epoch", "records": {"topic-partition": count}}``
 (``connector/schemas/sink-log.json``). Resolved entries are deleted with tombstones;
@@ -40,6 +49,10 @@ from connector.wire import BrokerUnavailable
 log = logging.getLogger(__name__)
 
 INTENT, COMPLETED = "intent", "completed"
+
+
+class SinkAborted(SinkError):
+    """A task's batch was aborted by the driver (the query stopped or failed) before the task's first record."""
 KEEP_BATCHES = 100  # as spark.sql.streaming.minBatchesToRetain
 _READ_CACHE: dict[tuple, tuple[int, dict]] = {}
 
@@ -71,6 +84,7 @@ class SinkLogState:
 
     batches: dict[int, tuple[str, list[Txn]]] = field(default_factory=dict)
     open: dict[str, tuple[int, Txn]] = field(default_factory=dict)
+    aborted: set[int] = field(default_factory=set)   # batch ids with an abort marker
 
     def protected(self) -> set[str]:
         """Transactional ids an INTENT still needs: never abort these."""
@@ -91,13 +105,21 @@ class SinkLog:
     def put_batch(self, batch_id: int, state: str, txns: list[Txn]) -> None:
         self._append([(self._batch_key(batch_id), {"state": state, "txns": [t.to_json() for t in txns]})])
 
-    def put_open(self, batch_id: int, txn: Txn) -> None:
-        self._append([(self._open_key(txn.id), {"batch": batch_id, "txn": txn.to_json()})])
+    def put_open(self, batch_id: int, txn: Txn) -> int:
+        """Record ``txn`` as open; returns the entry's offset in the log."""
+        return self._append([(self._open_key(txn.id), {"batch": batch_id, "txn": txn.to_json()})])
 
-    def delete(self, batch_ids=(), open_ids=()) -> None:
-        keys = [self._batch_key(b) for b in batch_ids] + [self._open_key(t) for t in open_ids]
+    def put_aborted(self, batch_id: int) -> None:
+        self._append([(self._abort_key(batch_id), {"aborted": True})])
+
+    def delete(self, batch_ids=(), open_ids=(), aborted_ids=()) -> None:
+        keys = ([self._batch_key(b) for b in batch_ids] + [self._open_key(t) for t in open_ids]
+                + [self._abort_key(b) for b in aborted_ids])
         if keys:
             self._append([(key, None) for key in keys])
+
+    def _abort_key(self, batch_id: int) -> str:
+        return f"{self.prefix}abort/{batch_id:020d}"
 
     def _batch_key(self, batch_id: int) -> str:
         return f"{self.prefix}batch/{batch_id:020d}"
@@ -105,7 +127,8 @@ class SinkLog:
     def _open_key(self, transactional_id: str) -> str:
         return f"{self.prefix}open/{transactional_id}"
 
-    def _append(self, entries: list[tuple[str, dict | None]]) -> None:
+    def _append(self, entries: list[tuple[str, dict | None]]) -> int:
+        """Append ``entries`` (value None: a tombstone) in one record batch; returns its base offset."""
         from aiokafka.record._crecords import DefaultRecordBatchBuilder
 
         builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 30)
@@ -121,12 +144,12 @@ class SinkLog:
             try:
                 answers = self.cluster.node(leaders[partition]).produce(
                     {(self.topic, partition): data}, acks=-1, timeout_ms=self.options.request_timeout_ms)
-                code, _, message = answers[(self.topic, partition)]
+                code, base_offset, message = answers[(self.topic, partition)]
             except BrokerUnavailable as exc:
                 self.cluster.drop()
                 code, message = -1, str(exc)
             if code == 0:
-                return
+                return base_offset
             if code != -1 and not retriable(code):
                 raise SinkError(f"Appending to the sink log {self.topic}-{partition} failed: "
                                 f"{refused(code, self.options, self.topic)}"
@@ -148,15 +171,50 @@ class SinkLog:
 
     def read(self) -> SinkLogState:
         """Every live entry of this sink and query, from the log's start (or the cached position) to its end."""
-        from aiokafka.record.memory_records import MemoryRecords
-
         deadline = time.monotonic() + self.options.delivery_timeout_ms / 1000
-        partition, leaders = self._partition(deadline)
+        partition, _ = self._partition(deadline)
         cache_key = (self.options.bootstrap_servers, self.topic, partition, self.prefix)
         position, entries = _READ_CACHE.get(cache_key, (0, {}))
         entries = dict(entries)
-        prefix = self.prefix.encode()
+        position = self._scan(position, None, entries, deadline)
+        _READ_CACHE[cache_key] = (position, entries)
+        return _state_of(entries)
+
+    def end_offset(self) -> int:
+        """The log partition's end offset now (ListOffsets latest at its leader)."""
+        deadline = time.monotonic() + self.options.delivery_timeout_ms / 1000
         while True:
+            partition, leaders = self._partition(deadline)
+            try:
+                code, offset = self.cluster.node(leaders[partition]).list_offset(self.topic, partition, -1, 0)
+            except BrokerUnavailable as exc:
+                self.cluster.drop()
+                code, why = -1, str(exc)
+            else:
+                why = refused(code, self.options, self.topic) if code else ""
+            if code == 0:
+                return offset
+            if code != -1 and not retriable(code):
+                raise SinkError(f"Reading the end of the sink log {self.topic}-{partition} failed: {why}")
+            if time.monotonic() > deadline:
+                raise SinkError(f"Reading the end of the sink log {self.topic}-{partition} gave up: {why}")
+            self.cluster.forget(self.topic)
+            time.sleep(RETRY_BACKOFF_S)
+
+    def aborted_between(self, batch_id: int, start: int, end: int) -> bool:
+        """Whether an abort marker of ``batch_id`` lies at an offset in [start, end) (see the module docstring)."""
+        entries: dict[str, bytes | None] = {}
+        self._scan(start, end, entries, time.monotonic() + self.options.delivery_timeout_ms / 1000)
+        return entries.get(f"abort/{batch_id:020d}") is not None
+
+    def _scan(self, position: int, end: int | None, entries: dict, deadline: float) -> int:
+        """Read this prefix's records from ``position`` to ``end`` (None: the high watermark) into ``entries``
+        (key without the prefix -> value, later ones win); returns the position reached."""
+        from aiokafka.record.memory_records import MemoryRecords
+
+        partition, leaders = self._partition(deadline)
+        prefix = self.prefix.encode()
+        while end is None or position < end:
             try:
                 answer = self.cluster.node(leaders[partition]).fetch(
                     self.topic, partition, position, isolation_level=0, max_wait_ms=0, max_bytes=8 << 20,
@@ -186,6 +244,8 @@ class SinkLog:
                 if batch is None:
                     break
                 for record in batch:
+                    if end is not None and record.offset >= end:
+                        break
                     if record.offset >= position and record.key is not None and record.key.startswith(prefix):
                         entries[record.key[len(prefix):].decode()] = record.value
                 advanced = batch.next_offset
@@ -194,8 +254,7 @@ class SinkLog:
             position = advanced
             if position >= answer.high_watermark:
                 break   # read up to the high watermark this answer gave: no Fetch to learn it again
-        _READ_CACHE[cache_key] = (position, entries)
-        return _state_of(entries)
+        return position
 
 
 def _state_of(entries: dict[str, bytes | None]) -> SinkLogState:
@@ -209,6 +268,8 @@ def _state_of(entries: dict[str, bytes | None]) -> SinkLogState:
             state.batches[int(name)] = (data["state"], [Txn.from_json(t) for t in data["txns"]])
         elif kind == "open":
             state.open[name] = (int(data["batch"]), Txn.from_json(data["txn"]))
+        elif kind == "abort":
+            state.aborted.add(int(name))
     return state
 
 

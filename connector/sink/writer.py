@@ -36,17 +36,33 @@ transactional id, producer id, epoch and record counts. The driver's
 With ``at_least_once`` a task writes with an idempotent producer and the
 data is visible as soon as it is acknowledged.
 
+A stopped query (``query.stop()``, ``connector.stop_query``, an exception)
+leaves no transaction open: Spark calls ``abort(messages, batchId)`` with the
+tasks still running reported as None, and the abort fences them through the
+sink log (``connector.sink.commit.abort_batch``). For that the planned writer
+carries the query id (read from the checkpoint's ``metadata``) and the sink
+log's end when the batch was planned (``log_start``): a task, once its open
+entry is durable, looks for the batch's abort marker from there to its entry
+before it sends a record. When Spark plans a query's batch (not when its
+commit re-creates the writer), what a crashed run left open is fenced
+(``connector.sink.commit.sweep_orphans``).
+
 Test hooks (environment variables, read in the task and the driver's commit):
 ``PYLOG_SINK_CRASH_AT=<point>[:<min batch id>]`` SIGKILLs the driver's process
 group at a named point of a task or of the commit (``connector.sink.commit.CRASH_POINTS``);
 ``PYLOG_SINK_FAIL_TASK=<partition id>[:<min batch id>]`` makes attempt 0 of that
-task raise after it has written and flushed its rows.
+task raise after it has written and flushed its rows; ``PYLOG_SINK_HOLD=<directory>``
+holds a task at a point of ``HOLD_POINTS`` while the file ``<directory>/hold-<point>-p<partition id>``
+exists (``_hold``), so a test can stop a query while a task is there.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
+import sys
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Iterator
@@ -186,16 +202,19 @@ class _PylogWriter:
     """Shared by the stream and batch writers: options, the batch's nonce, the task write and the driver commit."""
 
     def __init__(self, options: SinkOptions, schema: StructType, job_id: str | None = None, batch_id: int = 0,
-                 keep_entry: bool = True) -> None:
+                 keep_entry: bool = True, query_id: str | None = None, log_start: int = 0) -> None:
         self.options = options
         self.schema = schema
         self.nonce = secrets.token_hex(4)
         self.job_id = job_id       # batch writes: stands in for the streaming query id
         self.batch_id = batch_id   # batch writes: the batch id tasks and the commit use
         self.keep_entry = keep_entry
+        self.query_id = job_id or query_id   # for an abort no task reported to
+        self.log_start = log_start           # the sink log's end when the batch was planned
 
     def write(self, iterator: Iterator) -> SinkCommitMessage:
-        return write_task(self.options, self.nonce, self.job_id, self.batch_id, _encoded(self.options, iterator))
+        return write_task(self.options, self.nonce, self.job_id, self.batch_id, _encoded(self.options, iterator),
+                          self.log_start)
 
     def _commit(self, messages, batch_id: int) -> None:
         if not self.options.exactly_once:
@@ -207,7 +226,7 @@ class _PylogWriter:
         if not self.options.exactly_once:
             return
         from connector.sink.commit import abort_batch
-        abort_batch(self.options, [m for m in messages if m is not None], batch_id)
+        abort_batch(self.options, [m for m in messages if m is not None], batch_id, self.query_id)
 
 
 class PylogStreamWriter(_PylogWriter, DataSourceStreamArrowWriter):
@@ -231,6 +250,8 @@ class PylogBatchWriter(_PylogWriter, DataSourceArrowWriter):
             super().__init__(options, schema, job_id=f"job-{uuid.uuid4().hex[:12]}", keep_entry=False)
         else:
             super().__init__(options, schema, job_id=query_id, batch_id=batch_id)
+        if options.exactly_once:
+            self.log_start = planned_log_start(options, self.job_id)
 
     def commit(self, messages) -> None:
         self._commit(messages, self.batch_id)
@@ -239,8 +260,91 @@ class PylogBatchWriter(_PylogWriter, DataSourceArrowWriter):
         self._abort(messages, self.batch_id)
 
 
+def stream_writer(options: SinkOptions, schema: StructType, checkpoint: str | None) -> "PylogStreamWriter":
+    """The stream writer Spark asked for. Spark asks when it plans a batch (``write_into_data_source``, whose
+    writer goes to the tasks) and again to commit or abort it (``python_streaming_sink_runner``); only the
+    planned one sweeps orphans and learns where the log ends."""
+    query_id = checkpoint_query_id(checkpoint) if checkpoint else None
+    writer = PylogStreamWriter(options, schema, query_id=query_id)
+    if options.exactly_once and query_id is not None and _planning():
+        key = (options.bootstrap_servers, options.sink_log_topic, options.sink_id, query_id)
+        if key not in _SWEPT:
+            from connector.sink.commit import sweep_orphans
+            sweep_orphans(options, query_id)
+            _SWEPT.add(key)
+        writer.log_start = planned_log_start(options, query_id)
+    return writer
+
+
+_SWEPT: set[tuple] = set()   # (bootstrap, log topic, sink id, query id) swept by this process
+
+
+def _planning() -> bool:
+    """Whether Spark is planning a write (the writer goes to the tasks), not committing or aborting one."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith("write_into_data_source.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def planned_log_start(options: SinkOptions, query_id: str) -> int:
+    """The sink log's end now: where the tasks of the batch being planned look for its abort marker (an abort
+    comes after the planning)."""
+    from connector.sink.brokers import SinkCluster
+    from connector.sink.sink_log import SinkLog
+    cluster = SinkCluster(options, "pylog-sink-driver")
+    try:
+        offset = SinkLog(cluster, options, query_id).end_offset()
+        cluster.release()
+        return offset
+    finally:
+        cluster.close()
+
+
+def checkpoint_query_id(checkpoint: str) -> str | None:
+    """Spark's streaming query id from ``<checkpoint>/metadata`` (``{"id": ...}``, written when the query first
+    starts); None for a checkpoint this process cannot read (not a local path) or one not written yet."""
+    if "://" in checkpoint and not checkpoint.startswith("file:"):
+        return None
+    path = os.path.join(checkpoint.removeprefix("file://").removeprefix("file:"), "metadata")
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.loads(f.readline()).get("id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+HOLD_POINTS = ("before_init", "task_written")
+HOLD_LIMIT_S = 300
+
+
+def _hold(point: str, partition_id: int, batch_id: int) -> None:
+    """Test hook: wait while ``$PYLOG_SINK_HOLD/hold-<point>-p<partition>`` exists (at most HOLD_LIMIT_S) and
+    ``batch_id`` is at least the number it holds (empty: 0), after leaving ``held-<point>-batch<b>-p<partition>``
+    there."""
+    directory = os.environ.get("PYLOG_SINK_HOLD")
+    if not directory:
+        return
+    gate = os.path.join(directory, f"hold-{point}-p{partition_id}")
+    try:
+        with open(gate, encoding="utf-8") as f:
+            min_batch = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return
+    if batch_id < min_batch:
+        return
+    with open(os.path.join(directory, f"held-{point}-batch{batch_id}-p{partition_id}"), "w") as f:
+        f.write(f"{os.getpid()}\n")
+    deadline = time.monotonic() + HOLD_LIMIT_S
+    while os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_id: int,
-               iterator: Iterator) -> SinkCommitMessage:
+               iterator: Iterator, log_start: int = 0) -> SinkCommitMessage:
     """Write one task's Arrow batches; see the module docstring."""
     from pyspark import TaskContext
 
@@ -270,10 +374,16 @@ def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_i
         if producer is None:
             # InitProducerId and the sink log's open entry run in a thread while the first rows are encoded; no
             # record is sent before both are done (TaskProducer.start_init)
+            _hold("before_init", partition_id, batch_id)
+
             def put_open(cluster, producer_id, epoch):
-                from connector.sink.sink_log import SinkLog, Txn
-                SinkLog(cluster, options, query_id).put_open(
-                    batch_id, Txn(partition_id, attempt, transactional_id, producer_id, epoch))
+                from connector.sink.sink_log import SinkAborted, SinkLog, Txn
+                sink_log = SinkLog(cluster, options, query_id)
+                at = sink_log.put_open(batch_id, Txn(partition_id, attempt, transactional_id, producer_id, epoch))
+                if sink_log.aborted_between(batch_id, log_start, at):
+                    raise SinkAborted(f"batch {batch_id} of query {query_id} was aborted (the query stopped or "
+                                      f"failed) before task {partition_id} (attempt {attempt}) wrote: nothing "
+                                      f"written")
             producer = TaskProducer(options, transactional_id)
             producer.start_init(put_open)
         rows = producer.write(first, options.topic)
@@ -282,6 +392,7 @@ def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_i
         producer.flush()
         from connector.sink.commit import crash_point
         crash_point("task_written", batch_id)
+        _hold("task_written", partition_id, batch_id)
         _maybe_fail_task(partition_id, attempt, batch_id)
         producer.release()   # flushed: every request answered, the connections serve the worker's next task
     finally:

@@ -21,7 +21,8 @@ def test_batch_and_open_entries_match_the_packaged_schema(monkeypatch):
     log.put_open(7, Txn(3, 1, "s-7-3-abcd.1", 4000, 2))
     log.put_batch(7, INTENT, [txn])
     log.put_batch(7, COMPLETED, [txn])
+    log.put_aborted(8)
     assert [key for key, _ in written] == ["s/query/open/s-7-3-abcd.1", f"s/query/batch/{7:020d}",
-                                           f"s/query/batch/{7:020d}"]
+                                           f"s/query/batch/{7:020d}", f"s/query/abort/{8:020d}"]
     for _, value in written:
         jsonschema.validate(value, schema)
