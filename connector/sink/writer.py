@@ -202,7 +202,7 @@ class _PylogWriter:
     """Shared by the stream and batch writers: options, the batch's nonce, the task write and the driver commit."""
 
     def __init__(self, options: SinkOptions, schema: StructType, job_id: str | None = None, batch_id: int = 0,
-                 keep_entry: bool = True, query_id: str | None = None, log_start: int = 0) -> None:
+                 keep_entry: bool = True, query_id: str | None = None, log_start: int = -1) -> None:
         self.options = options
         self.schema = schema
         self.nonce = secrets.token_hex(4)
@@ -210,7 +210,7 @@ class _PylogWriter:
         self.batch_id = batch_id   # batch writes: the batch id tasks and the commit use
         self.keep_entry = keep_entry
         self.query_id = job_id or query_id   # for an abort no task reported to
-        self.log_start = log_start           # the sink log's end when the batch was planned
+        self.log_start = log_start           # the sink log's end when the batch was planned; -1: unknown
 
     def write(self, iterator: Iterator) -> SinkCommitMessage:
         return write_task(self.options, self.nonce, self.job_id, self.batch_id, _encoded(self.options, iterator),
@@ -344,7 +344,7 @@ def _hold(point: str, partition_id: int, batch_id: int) -> None:
 
 
 def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_id: int,
-               iterator: Iterator, log_start: int = 0) -> SinkCommitMessage:
+               iterator: Iterator, log_start: int = -1) -> SinkCommitMessage:
     """Write one task's Arrow batches; see the module docstring."""
     from pyspark import TaskContext
 
@@ -380,7 +380,7 @@ def write_task(options: SinkOptions, nonce: str, job_id: str | None, job_batch_i
                 from connector.sink.sink_log import SinkAborted, SinkLog, Txn
                 sink_log = SinkLog(cluster, options, query_id)
                 at = sink_log.put_open(batch_id, Txn(partition_id, attempt, transactional_id, producer_id, epoch))
-                if sink_log.aborted_between(batch_id, log_start, at):
+                if log_start >= 0 and sink_log.aborted_between(batch_id, log_start, at):
                     raise SinkAborted(f"batch {batch_id} of query {query_id} was aborted (the query stopped or "
                                       f"failed) before task {partition_id} (attempt {attempt}) wrote: nothing "
                                       f"written")
