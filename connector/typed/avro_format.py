@@ -154,7 +154,7 @@ def _union_shape(u: avro.schema.UnionSchema) -> tuple[str, list[avro.schema.Sche
     return "members", branches, nullable
 
 
-def _sql(s: avro.schema.Schema, records: frozenset) -> tuple[T.DataType, bool]:
+def _sql(s: avro.schema.Schema, records: frozenset, meta: bool = False) -> tuple[T.DataType, bool]:
     kind = s.type
     if kind == "int":
         return (T.DateType() if _logical(s) == "date" else _catalyst_type(s, T.IntegerType())), False
@@ -191,34 +191,57 @@ def _sql(s: avro.schema.Schema, records: frozenset) -> tuple[T.DataType, bool]:
         inner = records | {s.fullname}
         fields = []
         for f in s.fields:
-            dt, nullable = _sql(f.type, inner)
-            fields.append(T.StructField(f.name, dt, nullable))
+            dt, nullable = _sql(f.type, inner, meta)
+            fields.append(T.StructField(f.name, dt, nullable, _field_metadata(f) if meta else None))
         return T.StructType(fields), False
     if kind == "array":
-        dt, nullable = _sql(s.items, records)
+        dt, nullable = _sql(s.items, records, meta)
         return T.ArrayType(dt, containsNull=nullable), False
     if kind == "map":
-        dt, nullable = _sql(s.values, records)
+        dt, nullable = _sql(s.values, records, meta)
         return T.MapType(T.StringType(), dt, valueContainsNull=nullable), False
     if kind == "union":
         shape, branches, nullable = _union_shape(s)
         if not branches:
             return T.NullType(), True
         if shape == "single":
-            dt, inner_nullable = _sql(branches[0], records)
+            dt, inner_nullable = _sql(branches[0], records, meta)
             return dt, nullable or inner_nullable
         if shape == "long":
             return T.LongType(), nullable
         if shape == "double":
             return T.DoubleType(), nullable
-        fields = [T.StructField(f"member{i}", _sql(b, records)[0], True) for i, b in enumerate(branches)]
+        fields = [T.StructField(f"member{i}", _sql(b, records, meta)[0], True)
+                  for i, b in enumerate(branches)]
         return T.StructType(fields), nullable
     raise ValueError(f"Unsupported Avro type {kind}")
 
 
-def spark_type(schema, message_name: str | None = None) -> T.DataType:
-    """The Spark type of a column of records of ``schema`` (spark-avro's ``SchemaConverters.toSqlType``)."""
-    return _sql(schema.model.schema, frozenset())[0]
+def spark_type(schema, message_name: str | None = None, *, field_metadata: bool = False) -> T.DataType:
+    """The Spark type of a column of records of ``schema`` (spark-avro's ``SchemaConverters.toSqlType``).
+
+    ``field_metadata``: each record field's struct field carries the field's ``default`` (as JSON text),
+    ``doc`` and ``aliases`` in its metadata (``METADATA_DEFAULT``, ``METADATA_DOC``, ``METADATA_ALIASES``), as
+    Kafka Connect's Avro converter keeps them in a Connect schema. A pass-through query keeps them in its
+    column's type, and a sink deriving its schema writes them back (``schema_for(evolvable=True)``)."""
+    return _sql(schema.model.schema, frozenset(), field_metadata)[0]
+
+
+METADATA_DEFAULT = "avro.default"
+METADATA_DOC = "avro.doc"
+METADATA_ALIASES = "avro.aliases"
+
+
+def _field_metadata(f: avro.schema.Field) -> dict:
+    out: dict = {}
+    if f.has_default:
+        out[METADATA_DEFAULT] = json.dumps(f.default, separators=(",", ":"))
+    if f.doc:
+        out[METADATA_DOC] = f.doc
+    aliases = f.props.get("aliases")
+    if aliases:
+        out[METADATA_ALIASES] = [str(a) for a in aliases]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1107,7 +1130,8 @@ def _min_bytes_for_precision(precision: int) -> int:
     return n
 
 
-def _to_avro(dt: T.DataType, nullable: bool, record_name: str, namespace: str) -> Any:
+def _to_avro(dt: T.DataType, nullable: bool, record_name: str, namespace: str, evolve: bool = False,
+             known: avro.schema.Schema | None = None) -> Any:
     if isinstance(dt, T.BooleanType):
         schema: Any = "boolean"
     elif isinstance(dt, (T.ByteType, T.ShortType, T.IntegerType)):
@@ -1137,18 +1161,26 @@ def _to_avro(dt: T.DataType, nullable: bool, record_name: str, namespace: str) -
     elif isinstance(dt, T.BinaryType):
         schema = "bytes"
     elif isinstance(dt, T.ArrayType):
-        schema = {"type": "array", "items": _to_avro(dt.elementType, dt.containsNull, record_name, namespace)}
+        items = _branch(known, "array")
+        schema = {"type": "array", "items": _to_avro(dt.elementType, dt.containsNull, record_name, namespace, evolve,
+                                                     items.items if items is not None else None)}
     elif isinstance(dt, T.MapType):
         if not isinstance(dt.keyType, T.StringType):
             raise ValueError(f"Avro maps have string keys; cannot derive a schema for {dt.simpleString()}")
-        schema = {"type": "map", "values": _to_avro(dt.valueType, dt.valueContainsNull, record_name, namespace)}
+        values = _branch(known, "map")
+        schema = {"type": "map", "values": _to_avro(dt.valueType, dt.valueContainsNull, record_name, namespace,
+                                                    evolve, values.values if values is not None else None)}
     elif isinstance(dt, T.StructType):
         child_namespace = f"{namespace}.{record_name}" if namespace else record_name
         schema = {"type": "record", "name": record_name}
         if namespace:
             schema["namespace"] = namespace
-        schema["fields"] = [{"name": f.name, "type": _to_avro(f.dataType, f.nullable, f.name, child_namespace)}
-                            for f in dt.fields]
+        if evolve:
+            record = _branch(known, "record")
+            schema["fields"] = [_evolvable_field(f, child_namespace, record) for f in dt.fields]
+        else:
+            schema["fields"] = [{"name": f.name, "type": _to_avro(f.dataType, f.nullable, f.name, child_namespace)}
+                                for f in dt.fields]
     elif isinstance(dt, T.YearMonthIntervalType):
         schema = {"type": "int", _CATALYST_TYPE_PROP: dt.simpleString()}
     elif isinstance(dt, T.DayTimeIntervalType):
@@ -1160,10 +1192,111 @@ def _to_avro(dt: T.DataType, nullable: bool, record_name: str, namespace: str) -
     return schema
 
 
-def schema_for(data_type: T.StructType, *, name: str, namespace: str) -> tuple[str, str | None]:
+def _branch(s: avro.schema.Schema | None, kind: str) -> avro.schema.Schema | None:
+    """``s`` when it is a ``kind`` (record, array, map), or its union's only branch of that kind; else None."""
+    if s is None:
+        return None
+    kinds = ("record", "error") if kind == "record" else (kind,)
+    if s.type in kinds:
+        return s
+    if s.type == "union":
+        found = [b for b in s.schemas if b.type in kinds]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def _known_field(record: avro.schema.RecordSchema | None, name: str) -> avro.schema.Field | None:
+    if record is None:
+        return None
+    for f in record.fields:
+        if f.name == name or name in (f.props.get("aliases") or ()):
+            return f
+    return None
+
+
+def _same_spark_type(s: avro.schema.Schema, dt: T.DataType) -> bool:
+    """Whether the Avro type ``s`` reads as ``dt`` (nullability and metadata aside)."""
+    try:
+        return _sql(s, frozenset())[0].simpleString() == dt.simpleString()
+    except ValueError:
+        return False
+
+
+def _default_fits(schema: Any, value: Any) -> bool:
+    """Whether the JSON ``value`` is a valid Avro default of the derived ``schema`` (a union: of its first
+    branch), so a carried default never makes the schema invalid."""
+    if isinstance(schema, list):
+        return bool(schema) and _default_fits(schema[0], value)
+    kind = schema if isinstance(schema, str) else schema["type"]
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind in ("int", "long"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind in ("float", "double"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind in ("string", "bytes", "fixed", "enum"):
+        return isinstance(value, str)
+    if kind == "array":
+        return isinstance(value, list) and all(_default_fits(schema["items"], v) for v in value)
+    if kind == "map":
+        return isinstance(value, dict) and all(_default_fits(schema["values"], v) for v in value.values())
+    if kind == "record":
+        return isinstance(value, dict) and all(
+            _default_fits(f["type"], value[f["name"]]) if f["name"] in value else "default" in f
+            for f in schema["fields"])
+    return False
+
+
+def _evolvable_field(f: T.StructField, namespace: str, known: avro.schema.RecordSchema | None) -> dict:
+    """One record field of ``schema_for(evolvable=True)``: see its docstring."""
+    meta = f.metadata or {}
+    previous = _known_field(known, f.name)
+    if previous is not None and not _same_spark_type(previous.type, f.dataType):
+        previous = None   # the field changed type: what it had no longer applies
+    base = _to_avro(f.dataType, False, f.name, namespace, True, previous.type if previous is not None else None)
+    default: Any = _MISSING
+    if METADATA_DEFAULT in meta:
+        try:
+            default = json.loads(meta[METADATA_DEFAULT])
+        except (TypeError, ValueError):
+            default = _MISSING
+    elif previous is not None and previous.has_default:
+        default = previous.default
+    if f.nullable and not isinstance(f.dataType, T.NullType):
+        if default is _MISSING or default is None:
+            field_type, default = ["null", base], None    # Confluent's AvroData: optional, default null
+        else:
+            field_type = [base, "null"]
+    else:
+        field_type = base
+    out: dict = {"name": f.name, "type": field_type}
+    doc = meta.get(METADATA_DOC) or (previous.doc if previous is not None else None)
+    if doc:
+        out["doc"] = str(doc)
+    if default is not _MISSING and _default_fits(field_type, default):
+        out["default"] = default
+    aliases = meta.get(METADATA_ALIASES) or (previous.props.get("aliases") if previous is not None else None)
+    if aliases:
+        out["aliases"] = [str(a) for a in aliases]
+    return out
+
+
+def schema_for(data_type: T.StructType, *, name: str, namespace: str, evolvable: bool = False,
+               known=None) -> tuple[str, str | None]:
     """The Avro schema spark-avro's ``to_avro`` derives for ``data_type`` (a record ``name`` in
-    ``namespace``; nullable fields as ``[T, "null"]`` unions), as JSON text, and None (no message name)."""
-    schema = _to_avro(data_type, False, name, namespace)
+    ``namespace``; nullable fields as ``[T, "null"]`` unions), as JSON text, and None (no message name).
+
+    ``evolvable`` (the schema is registered, as ``auto.register.schemas`` does): a schema that its subject's
+    compatibility check accepts when the column gained fields, as Confluent's AvroData derives one from a
+    Connect schema. Each field carries the ``default``, ``doc`` and ``aliases`` its struct field's metadata
+    holds (``spark_type(field_metadata=True)``: a column read by a pylog Avro source), else those of the field
+    of the same name (or alias) and Spark type in ``known`` (a ParsedSchema: the subject's latest version).
+    A nullable field is ``["null", T]`` with default null unless a non-null default is known (then
+    ``[T, "null"]``)."""
+    known_schema = known.model.schema if known is not None else None
+    schema = _to_avro(data_type, False, name, namespace, evolvable, known_schema)
     return json.dumps(schema, separators=(",", ":")), None
 
 

@@ -151,6 +151,16 @@ class RegistryClient:
         body = self._request("POST", f"/subjects/{_quote(subject)}{query}", payload)
         return int(body["id"])
 
+    def subjects(self) -> list[str]:
+        """``GET /subjects``: every subject's name (not cached: an error message lists what exists now)."""
+        body = self._request("GET", "/subjects", None, shape=list)
+        return [str(name) for name in body]
+
+    def versions(self, subject: str) -> list[int]:
+        """``GET /subjects/{subject}/versions``: the subject's version numbers."""
+        body = self._request("GET", f"/subjects/{_quote(subject)}/versions", None, shape=list)
+        return [int(v) for v in body]
+
     def parsed(self, registered: RegisteredSchema):
         """``registered`` parsed with its references (``broker_sim.registry.types.ParsedSchema``); cached."""
         return self._parse(registered, 0)
@@ -179,7 +189,7 @@ class RegistryClient:
     def _get(self, path: str) -> dict:
         return self._request("GET", path, None)
 
-    def _request(self, method: str, path: str, payload: dict | None) -> dict:
+    def _request(self, method: str, path: str, payload: dict | None, shape: type = dict):
         data = None if payload is None else json.dumps(payload).encode()
         last: Exception | None = None
         for base in self.config.urls:
@@ -194,7 +204,7 @@ class RegistryClient:
             try:
                 with urllib.request.urlopen(request, timeout=self.config.timeout_ms / 1000,
                                             context=self._ssl) as response:
-                    return _json_body(response.read(MAX_RESPONSE_BYTES + 1), url)
+                    return _json_body(response.read(MAX_RESPONSE_BYTES + 1), url, shape)
             except urllib.error.HTTPError as exc:
                 body = exc.read(65536)
                 try:
@@ -213,15 +223,16 @@ class RegistryClient:
         raise last or RegistryError("no schema.registry.url configured")
 
 
-def _json_body(raw: bytes, url: str) -> dict:
+def _json_body(raw: bytes, url: str, shape: type = dict):
     if len(raw) > MAX_RESPONSE_BYTES:
         raise RegistryError(f"Schema Registry {url} answered more than {MAX_RESPONSE_BYTES} bytes")
     try:
         body = json.loads(raw)
     except ValueError:
         raise RegistryError(f"Schema Registry {url} answered something that is not JSON") from None
-    if not isinstance(body, dict):
-        raise RegistryError(f"Schema Registry {url} answered {type(body).__name__}, not a JSON object")
+    if not isinstance(body, shape):
+        wanted = "a JSON object" if shape is dict else "a JSON array"
+        raise RegistryError(f"Schema Registry {url} answered {type(body).__name__}, not {wanted}")
     return body
 
 

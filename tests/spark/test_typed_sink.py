@@ -156,3 +156,20 @@ def test_record_name_strategy_registers_under_the_record_name(spark, broker, reg
     _write(df, broker, topic, valueFormat="avro", valueRecordName="Reading",
            valueRecordNamespace="com.acme", valueSubjectNameStrategy="TopicRecordNameStrategy")
     assert f"{topic}-com.acme.Reading" in registry.get_subjects()
+
+
+@broker_sim_only   # refused on the driver before any task writes
+def test_a_protobuf_stream_with_a_decimal_column_fails_at_its_first_planning_naming_the_column(spark, broker,
+                                                                                             tmp_path):
+    import time
+    df = spark.readStream.format("rate").option("rowsPerSecond", "1").load() \
+        .selectExpr("struct(value AS id, CAST(value AS DECIMAL(10, 2)) AS price) AS value")
+    started = time.monotonic()
+    query = (df.writeStream.format("pylog").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+             .option("topic", broker.name("never-written")).option("valueFormat", "protobuf")
+             .option("schema.registry.url", broker.schema_registry_url)
+             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    with pytest.raises(Exception, match=r"Column 'value.price' is decimal\(10,2\), which valueFormat=protobuf "
+                                        r"cannot encode"):
+        query.awaitTermination(60)
+    assert time.monotonic() - started < 30
