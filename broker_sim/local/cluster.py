@@ -7,6 +7,9 @@ Examples::
     $ pylog cluster up --brokers 3 --data-dir /tmp/pylog-cluster --base-port 9092
     PYLOG_BOOTSTRAP_SERVERS=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
     PYLOG_SCHEMA_REGISTRY_URL=http://127.0.0.1:40123,http://127.0.0.1:40125,http://127.0.0.1:40127
+    $ pylog-broker cluster --brokers 3 --data-dir /tmp/pylog-cluster --schema-registry-port 8081
+    PYLOG_BOOTSTRAP_SERVERS=...
+    PYLOG_SCHEMA_REGISTRY_URL=http://127.0.0.1:8081,http://127.0.0.1:8082,http://127.0.0.1:8083
 
     with LocalCluster("/tmp/c", brokers=3, configs={"min.insync.replicas": "2"}) as cluster:
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
@@ -26,11 +29,14 @@ Layout under *data_dir*::
     broker-<id>/broker.log  the broker's stdout and stderr, appended across restarts
 
 Broker ids are ``0..N-1``; ``add_broker()`` (SIGUSR1 to the foreground command) starts one more, id
-``max + 1``, on a free port, which hosts nothing until partitions are reassigned to it.  Each broker's
+``max + 1``, which hosts nothing until partitions are reassigned to it.  Each broker's
 port is chosen once, up front
 (``base_port + id``, or a free port per broker when no base port is given),
 and kept across restarts, so a restarted broker re-registers at the same
-address, as a real broker would.
+address, as a real broker would.  Every broker serves a Schema Registry
+(they answer alike; writes are forwarded to one writer) on a port chosen the
+same way: ``registry_base_port + id`` (``--schema-registry-port``), or a free
+one each.
 
 Every broker runs in its own session and process group: a Ctrl-C in the
 terminal reaches only the foreground tool, which then stops the brokers in
@@ -415,6 +421,7 @@ class LocalCluster(ClusterQueries, NodeSignals):
                           if registry else [None] * brokers)
         self.nodes: dict[int, BrokerNode] = {
             i: BrokerNode(i, ports[i], self.data_dir / f"broker-{i}", registry_ports[i]) for i in range(brokers)}
+        self._bases = (base_port, registry_base_port if registry else None)  # add_broker(): base + its id
         # ports this cluster picked itself, which start() may pick again when another process took one first
         self._picked_ports = (base_port is None, registry and registry_base_port is None)
         if metrics:
@@ -544,9 +551,9 @@ class LocalCluster(ClusterQueries, NodeSignals):
     def add_broker(self, broker_id: int | None = None, *, wait: bool = True,
                    timeout_s: float | None = None) -> int:
         """Start one more broker (id ``max + 1`` unless given) in the running cluster, on a free port (or
-        ``base_port + id`` when the cluster's ports follow a base), with the cluster's configs; return its id
-        once every broker lists it.  It hosts nothing until partitions are reassigned to it
-        (``pylog reassign``), as a new Kafka broker."""
+        ``base_port + id`` when the cluster's ports follow a base; its Schema Registry likewise, on
+        ``registry_base_port + id``), with the cluster's configs; return its id once every broker lists it.
+        It hosts nothing until partitions are reassigned to it (``pylog reassign``), as a new Kafka broker."""
         with self._lock:
             if self.zookeeper is None:
                 raise ClusterError("the cluster is not running: start() it before adding brokers")
@@ -555,8 +562,12 @@ class LocalCluster(ClusterQueries, NodeSignals):
                 raise ClusterError(f"broker id {new_id} is taken or negative (ids {self.broker_ids})")
             taken = {n.port for n in self.nodes.values()} | {n.registry_port for n in self.nodes.values()}
             ports = [p for p in free_ports(4) if p not in taken]
+            base_port, registry_base_port = self._bases
             registry = any(n.registry_port is not None for n in self.nodes.values())
-            node = BrokerNode(new_id, ports[0], self.data_dir / f"broker-{new_id}", ports[1] if registry else None)
+            node = BrokerNode(new_id, ports[0] if base_port is None else base_port + new_id,
+                              self.data_dir / f"broker-{new_id}",
+                              None if not registry else ports[1] if registry_base_port is None
+                              else registry_base_port + new_id)
             self.nodes[new_id] = node
             self._spawn(node)
         if wait:
@@ -786,6 +797,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="broker i listens on BASE_PORT + i (default: free ports)")
     parser.add_argument("--zookeeper-port", type=port_number, default=0,
                         help="ZooKeeper client port (default: a free one)")
+    parser.add_argument("--schema-registry-port", type=port_number, default=0, metavar="N",
+                        help="broker i serves its Schema Registry at http://127.0.0.1:N+i "
+                             "(schema.registry.listeners; every broker serves one; default 0: a free port each)")
     parser.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                         help="a Kafka broker config for every broker, e.g. min.insync.replicas=2 (repeatable); "
                              "{port} in a value is each broker's port, e.g. listeners=SASL_SSL://127.0.0.1:{port}")
@@ -809,14 +823,35 @@ def build_parser(prog: str = "pylog-broker cluster") -> argparse.ArgumentParser:
     return parser
 
 
+def port_range_problem(args: argparse.Namespace) -> str | None:
+    """Why the ports asked for cannot be given to every broker (None: they can)."""
+    registry, base, brokers = getattr(args, "schema_registry_port", 0), args.base_port, args.brokers
+    if not registry:
+        return None
+    if "schema.registry.listeners" in dict(args.config):
+        return ("--schema-registry-port and --config schema.registry.listeners=... both set the brokers' "
+                "Schema Registry listeners: give one of them")
+    if registry + brokers - 1 > 65535:
+        return (f"--schema-registry-port {registry} with --brokers {brokers} puts broker {brokers - 1}'s "
+                f"registry on port {registry + brokers - 1}: give a port of at most {65536 - brokers}")
+    if base is not None and base < registry + brokers and registry < base + brokers:
+        return (f"--schema-registry-port {registry} and --base-port {base} overlap: with --brokers {brokers} "
+                f"the registries take {registry}-{registry + brokers - 1} and the brokers {base}-{base + brokers - 1}")
+    return None
+
+
 def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None,
                   stop_event: threading.Event | None = None) -> int:
     """Start the cluster, print its addresses, run until SIGINT/SIGTERM (or *stop_event*), stop it.
 
-    Returns 0 after a clean stop, 1 if the cluster did not start.
+    Returns 0 after a clean stop, 1 if the cluster did not start, 2 for ports that cannot be given.
     """
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
+    problem = port_range_problem(args)
+    if problem:
+        print(f"pylog cluster: {problem}", file=err, flush=True)
+        return 2
     stop_event = stop_event or threading.Event()
     grow = threading.Event()  # SIGUSR1: add one broker to the running cluster
     restore = {}
@@ -826,6 +861,7 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None, err: T
         restore[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda *_: grow.set())
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, configs=dict(args.config),
                            base_port=args.base_port, zookeeper_port=args.zookeeper_port,
+                           registry_base_port=getattr(args, "schema_registry_port", 0) or None,
                            log_level=args.log_level, start_timeout_s=args.start_timeout_s,
                            broker_args=[arg for text in args.add_scram for arg in ("--add-scram", text)],
                            racks=getattr(args, "racks", None))

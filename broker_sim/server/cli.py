@@ -8,8 +8,9 @@ Examples::
         --config log.retention.ms=3600000
     # one broker of a ZooKeeper cluster (each broker: its own id, port and data dir)
     pylog-broker --zookeeper 127.0.0.1:2181/pylog --broker-id 1 --data-dir /tmp/pylog-1 --port 9093
-    # a local ZooKeeper plus 3 brokers in the foreground: broker_sim.cli hands this to broker_sim.local.cluster
-    pylog-broker cluster --brokers 3 --data-dir /tmp/pylog-cluster
+    # a local ZooKeeper plus 3 brokers in the foreground: broker_sim.cli hands this to broker_sim.local.cluster;
+    # every broker serves a Schema Registry, broker i's on 8081 + i (without the option: a free port each)
+    pylog-broker cluster --brokers 3 --data-dir /tmp/pylog-cluster --schema-registry-port 8081
 
 SIGTERM or Ctrl-C stop it cleanly.  Settings use Kafka's broker config names
 (``server.properties``); ``--config`` may repeat.

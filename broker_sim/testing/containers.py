@@ -17,6 +17,9 @@ its network.  Each broker has two listeners — PLAINTEXT on 9092 for the host a
 command waits for a start script that is copied in once the published port is known.  Ports are published on
 127.0.0.1 only.  Each broker also serves its Schema Registry on 8081 (``get_schema_registry_url()``: the
 published port), registered as ``http://<network alias>:8081`` for the other brokers to forward writes to.
+Both published ports are ephemeral unless pinned: ``host_port=`` / ``schema_registry_port=`` (or
+``with_schema_registry(port=...)``, or testcontainers' ``with_bind_ports(9092 or 8081, port)``); a pinned port is
+known before the start, an ephemeral one is asked of Docker after it.
 
 Network faults.  ``partition(groups)`` installs iptables rules inside the broker containers (``docker exec -u
 root``, the containers have CAP_NET_ADMIN) that drop packets to and from the members of the other groups'
@@ -94,6 +97,19 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _host_port_number(option: str, value) -> int | None:
+    """A host port to publish on: None (ephemeral) or 1-65535; anything else raises naming ``option``."""
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if not 1 <= number <= 65535 or isinstance(value, bool):
+        raise ValueError(f"{option}={value!r}: expected a port number 1-65535, or None for an ephemeral port")
+    return number
+
+
 def _tar(name: str, text: str) -> bytes:
     data = text.encode()
     buffer = io.BytesIO()
@@ -109,10 +125,13 @@ class PylogContainer(DockerContainer):
 
     ``configs`` are broker configs (Kafka's names); keyword arguments spell them with underscores
     (``num_partitions=3`` is ``num.partitions=3``).  ``with_config(key, value)`` adds one.
+    ``host_port`` pins the 127.0.0.1 port the broker is published on (and advertises),
+    ``schema_registry_port`` the one its Schema Registry is published on; None: an ephemeral port each.
     """
 
     def __init__(self, image: str = IMAGE, *, broker_id: int = 0, host_port: int | None = None,
-                 configs: dict[str, str] | None = None, startup_timeout_s: float = 60.0, **kwargs) -> None:
+                 schema_registry_port: int | None = None, configs: dict[str, str] | None = None,
+                 startup_timeout_s: float = 60.0, **kwargs) -> None:
         super().__init__(image)
         self.broker_id = broker_id
         self.configs = {k.replace("_", "."): str(v) for k, v in kwargs.items()}
@@ -122,7 +141,7 @@ class PylogContainer(DockerContainer):
         self._host_port = host_port
         self.host = "127.0.0.1"
         self.ports[CLIENT_PORT] = ("127.0.0.1", host_port)  # published on loopback only
-        self.ports[REGISTRY_PORT] = ("127.0.0.1", None)
+        self.with_schema_registry(port=schema_registry_port)
         # KafkaContainer's trick: wait for a start script, copied in once the published port is known
         self._kwargs["entrypoint"] = ["sh", "-c", f"while [ ! -f {START_SCRIPT} ]; do sleep 0.1; done; "
                                                   f"exec sh {START_SCRIPT}"]
@@ -134,6 +153,25 @@ class PylogContainer(DockerContainer):
 
     def with_config(self, key: str, value) -> "PylogContainer":
         self.configs[key] = str(value)
+        return self
+
+    def with_schema_registry(self, port: int | None = None) -> "PylogContainer":
+        """Publish the Schema Registry on 127.0.0.1:``port`` (None: an ephemeral port, the default)."""
+        self._registry_port = _host_port_number("schema_registry_port", port)
+        self.ports[REGISTRY_PORT] = ("127.0.0.1", self._registry_port)
+        return self
+
+    def with_bind_ports(self, container, host=None) -> "PylogContainer":
+        """testcontainers' call; for the broker's port (9092) and the registry's (8081) it pins the
+        published port on 127.0.0.1, as ``host_port`` and ``with_schema_registry(port=...)`` do."""
+        number = str(container).split("/")[0]
+        if number == str(CLIENT_PORT):
+            self._host_port = _host_port_number("host_port", host)
+            self.ports[CLIENT_PORT] = ("127.0.0.1", self._host_port)
+            return self
+        if number == str(REGISTRY_PORT):
+            return self.with_schema_registry(port=host)
+        super().with_bind_ports(container, host)
         return self
 
     def with_network(self, network: Network) -> "PylogContainer":
@@ -151,7 +189,14 @@ class PylogContainer(DockerContainer):
 
     def get_schema_registry_url(self) -> str:
         """The broker's Schema Registry for the test process: http://127.0.0.1:<published port>."""
-        return f"http://{self.host}:{int(self.get_exposed_port(REGISTRY_PORT))}"
+        return f"http://{self.host}:{self.get_schema_registry_port()}"
+
+    def get_schema_registry_port(self) -> int:
+        """The 127.0.0.1 port the Schema Registry is published on: the pinned one, else Docker's (asked each
+        time: a restarted container may get another)."""
+        if self._registry_port is not None:
+            return self._registry_port
+        return int(self.get_exposed_port(REGISTRY_PORT))
 
     @property
     def port(self) -> int:

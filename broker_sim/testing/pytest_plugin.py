@@ -22,8 +22,9 @@ test their secured pipelines locally.
 With Docker (``pip install "pylog[containers]"`` and the images from ``bash ci/build_image.sh``):
 ``pylog_container`` is one broker container for the whole session (``.get_bootstrap_server()``) and
 ``pylog_topic`` a fresh topic name per test on it; ``pylog_container_factory`` starts containers of your
-own for one test, with broker configs and a pinned host port
-(``pylog_container_factory(config={"num.partitions": 3}, port=19092)``); ``pylog_cluster_containers`` is
+own for one test, with broker configs and pinned host ports for the broker and its Schema Registry
+(``pylog_container_factory(config={"num.partitions": 3}, port=19092, schema_registry_port=18081)``; the
+container's ``get_schema_registry_url()`` is ``http://127.0.0.1:18081``); ``pylog_cluster_containers`` is
 ZooKeeper and three broker containers with kill/pause/partition faults (``broker_sim.testing.containers``),
 one per module.
 They skip, naming why, when no Docker engine answers — unless ``PYLOG_REQUIRE_DOCKER=1`` or ``CI=true``,
@@ -131,20 +132,24 @@ def pylog_container():
 
 @pytest.fixture
 def pylog_container_factory():
-    """Start pylog broker containers for this test: ``start(config=None, port=None, **configs)``.
+    """Start pylog broker containers for this test: ``start(config=None, port=None, schema_registry_port=None,
+    **configs)``.
 
     ``config`` holds broker configs by Kafka's names (``{"num.partitions": 3}``), keyword arguments spell
     them with underscores (``num_partitions=3``); ``port`` pins the host port the broker is published on
-    (127.0.0.1) and advertises, e.g. for a client configured ahead of the test.  Every container started
-    is removed when the test ends, also one whose start failed.
+    (127.0.0.1) and advertises, e.g. for a client configured ahead of the test, and ``schema_registry_port``
+    the one its Schema Registry is published on (``get_schema_registry_url()``); None: ephemeral ports.
+    Every container started is removed when the test ends, also one whose start failed.
     """
     _require_docker()
     from broker_sim.testing.containers import PylogContainer
 
     started = []
 
-    def start(config: dict | None = None, port: int | None = None, **configs) -> PylogContainer:
-        container = PylogContainer(host_port=port, configs={**TEST_CONFIG, **(config or {})}, **configs)
+    def start(config: dict | None = None, port: int | None = None, schema_registry_port: int | None = None,
+              **configs) -> PylogContainer:
+        container = PylogContainer(host_port=port, schema_registry_port=schema_registry_port,
+                                   configs={**TEST_CONFIG, **(config or {})}, **configs)
         started.append(container)
         return container.start()
 

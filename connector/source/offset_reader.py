@@ -376,20 +376,38 @@ class OffsetReader:
 
 
 def _report_unconfirmed(group: str, committed: PartitionOffsets, metadata: dict) -> None:
-    """startingOffsets=group: a WARNING naming the ranges a previous run planned and never confirmed."""
+    """startingOffsets=group: a WARNING naming the ranges a previous run planned and never confirmed.
+
+    1. The group was handed over by ``connector.stop_query`` (``state: stopped`` in the metadata): it says
+       which query it stopped after which batch, and that the batch it was running was cancelled.
+    2. Otherwise the run stopped some other way (``query.stop()``, a failure, a dead driver), and it suggests
+       ``stop_query``, the exact handoff.
+    """
     ranges = unconfirmed_ranges(committed, metadata)
     if not ranges:
         return
     run = metadata[(ranges[0].topic, ranges[0].partition)]
     listed = ", ".join(f"{describe((r.topic, r.partition))} offsets [{r.from_offset}, {r.until_offset})"
                        for r in ranges)
+    count = sum(r.size for r in ranges)
+    if run.get("state") == "stopped":
+        name = f" '{run['name']}'" if run.get("name") else ""
+        log.warning(
+            "startingOffsets=group: consumer group '%s' was handed over by connector.stop_query, which stopped "
+            "Spark query %s%s (pylog run %s, driver %s, pid %s) after batch %s, during the next batch: %s (%d "
+            "offsets) were planned and not confirmed complete (stop_query returned them as 'unconfirmed'): "
+            "that query's sink holds them too if it committed the batch just before the stop. This query starts "
+            "at the group's committed offsets and reads them again.",
+            group, run.get("query"), name, run.get("run"), run.get("host"), run.get("pid"), run.get("batchId"),
+            listed, count)
+        return
     log.warning(
         "startingOffsets=group: consumer group '%s' was last committed by pylog run %s (driver %s, pid %s) while "
         "its next batch was planned but not known to be complete: the run stopped during or right after that "
         "batch, or its driver died. %s (%d offsets) may already have been processed by that run; this query "
         "starts at the group's committed offsets and reads them again. For an exact handoff stop queries with "
         "connector.stop_query(query, options).",
-        group, run.get("run"), run.get("host"), run.get("pid"), listed, sum(r.size for r in ranges))
+        group, run.get("run"), run.get("host"), run.get("pid"), listed, count)
 
 
 def _failed(code: int, what: str) -> Exception:

@@ -26,7 +26,30 @@ def test_pylog_cluster_up_options():
 
 def test_pylog_broker_cluster_options():
     args = build_parser().parse_args(["--data-dir", "d"])
-    assert (args.brokers, args.base_port, args.zookeeper_port, args.config) == (3, None, 0, [])
+    assert (args.brokers, args.base_port, args.zookeeper_port, args.config, args.schema_registry_port) == (
+        3, None, 0, [], 0)
+
+
+def test_both_cluster_commands_take_the_single_brokers_schema_registry_port_option():
+    """``--schema-registry-port N``, as ``pylog-broker`` spells it: broker i's registry on N + i."""
+    assert build_parser().parse_args(["--data-dir", "d", "--schema-registry-port", "8081"]).schema_registry_port == 8081
+    args = tools_cli.build_parser().parse_args(["cluster", "up", "--data-dir", "d", "--schema-registry-port", "18081"])
+    assert args.schema_registry_port == 18081
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--schema-registry-port", "65534", "--brokers", "3"],
+     "--schema-registry-port 65534 with --brokers 3 puts broker 2's registry on port 65536: give a port of at "
+     "most 65533"),
+    (["--schema-registry-port", "19093", "--base-port", "19092", "--brokers", "2"],
+     "--schema-registry-port 19093 and --base-port 19092 overlap"),
+    (["--schema-registry-port", "18081", "--config", "schema.registry.listeners=http://127.0.0.1:0"],
+     "give one of them"),
+])
+def test_registry_ports_that_cannot_be_given_exit_2_naming_the_options(argv, message, tmp_path, capsys):
+    assert broker_cli.main(["cluster", "--data-dir", str(tmp_path / "d"), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "d").exists(), "nothing starts"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -72,6 +95,9 @@ def test_ports_are_chosen_up_front(tmp_path):
     fixed = LocalCluster(tmp_path / "a", brokers=3, base_port=19092)
     assert [fixed.port(i) for i in fixed.broker_ids] == [19092, 19093, 19094]
     assert fixed.bootstrap_servers == "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
+    pinned = LocalCluster(tmp_path / "p", brokers=3, registry_base_port=18081)
+    assert pinned.schema_registry_urls == ["http://127.0.0.1:18081", "http://127.0.0.1:18082",
+                                           "http://127.0.0.1:18083"]
     free = LocalCluster(tmp_path / "b", brokers=3)
     assert len({free.port(i) for i in free.broker_ids}) == 3
     with pytest.raises(ClusterError, match="no broker 7"):

@@ -243,7 +243,24 @@ def test_a_secured_cluster_forwards_https_writes_with_the_clients_credentials(tm
         cluster.stop_all()
 
 
-def test_the_foreground_cluster_command_prints_every_brokers_registry_url(tmp_path):
+def _two_free_ports_in_a_row() -> int:
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no two free ports in a row")
+
+
+def test_the_foreground_cluster_command_serves_every_brokers_registry_on_the_pinned_ports(tmp_path):
+    """``pylog-broker cluster --schema-registry-port N``: broker i's registry answers on N + i, and the
+    command prints those URLs."""
     import subprocess
     import sys
 
@@ -251,15 +268,16 @@ def test_the_foreground_cluster_command_prints_every_brokers_registry_url(tmp_pa
 
     if zookeeper_missing():
         pytest.skip(zookeeper_missing())
+    pinned = _two_free_ports_in_a_row()
     process = subprocess.Popen([sys.executable, "-m", "broker_sim", "cluster", "--brokers", "2",
-                                "--data-dir", str(tmp_path / "fg")],
+                                "--data-dir", str(tmp_path / "fg"), "--schema-registry-port", str(pinned)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout.readline().startswith("PYLOG_BOOTSTRAP_SERVERS=")
         line = process.stdout.readline()
         assert line.startswith("PYLOG_SCHEMA_REGISTRY_URL=http://127.0.0.1:"), line or process.stderr.read()
         urls = line.strip().split("=", 1)[1].split(",")  # every broker's, for clients to try in turn
-        assert len(urls) == 2
+        assert urls == [f"http://127.0.0.1:{pinned}", f"http://127.0.0.1:{pinned + 1}"]
         for url in urls:  # right after the start _schemas may have no leader yet: 50004, which clients retry
             assert wait_until(lambda url=url: call("GET", url + "/subjects") == (200, []), 30, f"{url} answering")
         process.terminate()

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import MessageSizeTooLargeError
 
-from broker_sim.local.zookeeper import free_port
+from broker_sim.local.zookeeper import free_ports
 from broker_sim.testing.containers import IMAGE, PylogContainer
 from broker_sim.testing.requirements import missing
 
@@ -52,14 +52,22 @@ def test_host_clients_use_the_published_port_and_are_told_it(pylog_container, py
     assert f"broker 0 at {bootstrap}" in listed
 
 
-def test_the_container_factory_pins_the_host_port_and_takes_broker_configs(pylog_container_factory):
-    """pylog_container_factory(config=..., port=..., **configs): the broker is published on, and advertises,
-    the port asked for, and runs with the configs given (auto-created topics get 3 partitions; a record over
-    message.max.bytes is refused by the broker)."""
-    port = free_port()
-    container = pylog_container_factory(config={"num.partitions": 3}, port=port, message_max_bytes=2000)
+def test_the_container_factory_pins_the_host_ports_and_takes_broker_configs(pylog_container_factory):
+    """pylog_container_factory(config=..., port=..., schema_registry_port=..., **configs): the broker is
+    published on, and advertises, the port asked for, its Schema Registry answers on the other port asked for,
+    and it runs with the configs given (auto-created topics get 3 partitions; a record over message.max.bytes
+    is refused by the broker)."""
+    import json
+    import urllib.request
+
+    port, registry_port = free_ports(2)
+    container = pylog_container_factory(config={"num.partitions": 3}, port=port, message_max_bytes=2000,
+                                        schema_registry_port=registry_port)
     bootstrap = container.get_bootstrap_server()
     assert bootstrap == f"127.0.0.1:{port}"
+    assert container.get_schema_registry_url() == f"http://127.0.0.1:{registry_port}"
+    with urllib.request.urlopen(f"http://127.0.0.1:{registry_port}/subjects", timeout=30) as answer:
+        assert (answer.status, json.loads(answer.read())) == (200, [])
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=0)
     try:
         producer.send("factory-auto-created", b"x").get(timeout=30)
