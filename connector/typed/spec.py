@@ -293,9 +293,11 @@ def _evolvable_avro(spec: ColumnSpec, derived_type, client, subject: str) -> str
         latest = client.version(subject, "latest")
         known = client.parsed(latest) if latest.schema_type == "AVRO" else None
     except RegistryError as exc:
-        if exc.status != 404:
+        if exc.status not in (401, 403, 404):
             raise
-        known = None   # a new subject: nothing to carry but the column's own metadata
+        # 404: a new subject; 401/403: a sink granted only WRITE on the subject (the README's registry rights) may
+        # not read it. Either way nothing to carry but the column's own metadata.
+        known = None
     text, _ = avro_format.schema_for(derived_type, name=spec.record_name, namespace=spec.record_namespace,
                                      evolvable=True, known=known)
     _EVOLVED[key] = text

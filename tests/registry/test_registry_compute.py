@@ -37,7 +37,7 @@ def test_a_job_answers_off_the_loop_and_its_errors_come_back():
 
 
 def test_a_job_past_its_deadline_is_stopped_and_the_loop_kept_running_meanwhile():
-    lane = ComputeLane(threads=1, timeout_s=0.3)
+    lane = ComputeLane(threads=1, timeout_s=1.0)   # a loop blocked by the job would stall >= 1 s
 
     async def main():
         ticks = []
@@ -55,8 +55,9 @@ def test_a_job_past_its_deadline_is_stopped_and_the_loop_kept_running_meanwhile(
         took = time.monotonic() - start
         task.cancel()
         gaps = [b - a for a, b in zip(ticks, ticks[1:])]
-        assert took < 5, f"two 60 s jobs took {took:.1f} s with a 0.3 s deadline"
-        assert max(gaps) < 0.25, f"the loop stalled {max(gaps):.2f} s while a job ran"
+        assert took < 6, f"two 60 s jobs took {took:.1f} s with a 1 s deadline"
+        # under 0.6 s: well below the deadline a blocked loop would show, above a loaded machine's scheduling gaps
+        assert max(gaps) < 0.6, f"the loop stalled {max(gaps):.2f} s while a job ran"
         assert await lane.run(_spin, 0.01)  # the worker still serves
     asyncio.run(main())
     assert lane.timeouts == 2

@@ -42,7 +42,9 @@ def test_the_secured_quick_start_runs_as_written_without_the_test_extra(tmp_path
     blocker = tmp_path / "no-extras" / "cryptography"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('cryptography is not installed (pylog[test] is not)')\n")
-    scripts = os.path.dirname(shutil.which("pylog") or sys.executable)
+    # the running interpreter's scripts first: another install's `pylog` on PATH would run other code
+    here = os.path.dirname(sys.executable)
+    scripts = here if os.path.exists(os.path.join(here, "pylog")) else os.path.dirname(shutil.which("pylog") or here)
     env = {**os.environ, "PATH": f"{scripts}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": os.pathsep.join(p for p in (str(blocker.parent), os.environ.get("PYTHONPATH")) if p)}
     work = tmp_path / "work"
