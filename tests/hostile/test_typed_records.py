@@ -103,7 +103,8 @@ def _bounded(report: dict, control: dict, error: str | None) -> None:
         assert report["error"] is None, report
     else:
         assert report["error"] is not None and error in report["error"], report
-    assert report["seconds"] <= LATENCY_BOUND_S, (report, control)
+    # beyond what the same decode of harmless records took (on a loaded machine the control is slow too)
+    assert report["seconds"] <= LATENCY_BOUND_S + control["seconds"], (report, control)
     assert report["rss_growth"] <= RSS_GROWTH_BOUND, (report, control)
 
 
