@@ -44,6 +44,10 @@ go through one path per kind (``_create_topic``, ``_add_partitions``): validate
 to the event loop, persist the metadata file, and only then publish the topic;
 a failure at any step removes what was made and answers KAFKA_STORAGE_ERROR.
 
+Tests: ``broker.faults`` injects Kafka errors, delays and disconnects into chosen answers
+(``server/faults.py``); ``unavailable(seconds)`` closes the listeners and every connection and serves again
+on the same ports later; ``restart()`` stops and starts on the same data dir and ports.
+
 Acknowledged data survives SIGKILL without fsync: appends are ``os.write`` s
 into the page cache, which outlives the process; recovery on the next start
 truncates only a torn tail that was never acknowledged.
@@ -77,6 +81,7 @@ from broker_sim.coordinator.txn.service import TxnService
 from broker_sim.coordinator.txn.wiring import txn_service_for
 from broker_sim.replication.replica_manager import ReplicaManager
 from broker_sim.server.dispatch import Dispatcher
+from broker_sim.server.faults import FaultInjector
 from broker_sim.server.handlers import build_handlers
 from broker_sim.security import acl, sasl, scram
 from broker_sim.security.acl import FileAclStore
@@ -165,6 +170,28 @@ class BrokerStopError(RuntimeError):
     """A broker's event-loop thread did not end within stop()'s timeout."""
 
 
+class Unavailable:
+    """A spell of ``Broker.unavailable()``: ``end()`` (or the end of its ``with`` block) serves again."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self._broker = broker
+        self._timer = None
+
+    def _end_on_loop(self) -> None:
+        asyncio.ensure_future(self._broker._come_up())
+
+    def end(self) -> None:
+        broker = self._broker
+        if broker._loop is not None and not broker._loop.is_closed() and broker._thread is not None:
+            asyncio.run_coroutine_threadsafe(broker._come_up(), broker._loop).result(30)
+
+    def __enter__(self) -> "Unavailable":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end()
+
+
 class Broker:
     """A single-node Kafka-protocol broker.
 
@@ -225,6 +252,7 @@ class Broker:
         self.cluster = None  # ClusterMember in cluster mode
         self.inter_broker: InterBrokerIdentity | None = None  # cluster mode: proves this broker to its peers
         self.dispatcher: Dispatcher | None = None
+        self.faults = FaultInjector()  # faults on demand (server/faults.py): kept across restart()
         self._servers: list[asyncio.AbstractServer] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
@@ -307,6 +335,45 @@ class Broker:
         self._thread = None
         if self._owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def restart(self, timeout: float = 30.0) -> "Broker":
+        """Stop and start again on the same data directory and ports (a temporary data dir is kept meanwhile).
+
+        Clients see their connections close and then the same addresses serve again, with every record,
+        committed offset, producer state and transaction the broker had made durable."""
+        log.warning("broker %d restarting on %s", self.broker_id, self.data_dir)
+        registry_ports = [server.port for server in self.schema_registry.servers] if self.schema_registry else []
+        owns, self._owns_data_dir = self._owns_data_dir, False
+        try:
+            self.stop(timeout)
+        finally:
+            self._owns_data_dir = owns
+        self._ready = threading.Event()
+        self._startup_error = None
+        self._servers = []
+        self.stopping = False
+        self.connections = Connections.from_config(self.config)
+        if not self.clustered:  # reopened from the data dir at start
+            self.entity_configs = None
+            self.acls = None
+        if self.schema_registry is not None:  # a new one (its state comes from _schemas), on the same ports
+            registry = self._schema_registry()
+            registry.listeners = [replace(listener, port=port) if port else listener
+                                  for listener, port in zip(registry.listeners, registry_ports)]
+            self.schema_registry = registry
+        return self.start(timeout)
+
+    def unavailable(self, seconds: float | None = None) -> "Unavailable":
+        """Close the listeners and every connection; accept again on the same ports after ``seconds`` (None:
+        when the returned handle's ``end()`` is called or its ``with`` block ends).  Data and state are kept,
+        as librdkafka's ``rd_kafka_mock_broker_set_down`` / ``_set_up``."""
+        if self._loop is None or self._thread is None:
+            raise RuntimeError("unavailable() needs a broker started with start()")
+        asyncio.run_coroutine_threadsafe(self._go_down(), self._loop).result(30)
+        spell = Unavailable(self)
+        if seconds is not None:
+            spell._timer = self._loop.call_soon_threadsafe(self._loop.call_later, seconds, spell._end_on_loop)
+        return spell
 
     def __enter__(self) -> "Broker":
         return self.start()
@@ -544,22 +611,8 @@ class Broker:
         loop = self._loop
         self.entity_configs.on_change(lambda: loop.call_soon_threadsafe(self._apply_dynamic_configs))
         self.dispatcher = Dispatcher(build_handlers(self), self.inter_broker, self.metrics, quotas=self.quotas,
-                                     inter_broker_listener=self.inter_broker_listener)
-        for index, listener in enumerate(self.listeners):
-            context = self._tls.get(listener.name)
-
-            def connection(name=listener.name):
-                return KafkaConnection(self.dispatcher.handle, self.connections, listener=name,
-                                       principal=self._principals.get(name), sasl=self._sasl.get(name))
-
-            # TLS: counted against the connection limits at accept, handshakes bounded (server/network.py)
-            factory = connection if context is None else (
-                lambda make=connection, context=context: TlsAcceptor(self.connections, context,
-                                                                     TLS_HANDSHAKE_TIMEOUT_S, make))
-            server = await self._loop.create_server(factory, listener.bind_host, listener.port, reuse_address=True)
-            self._servers.append(server)
-            self.listeners[index] = listener.bound(server.sockets[0].getsockname()[1])
-        self.port = self.listeners[0].port
+                                     inter_broker_listener=self.inter_broker_listener, faults=self.faults)
+        await self._listen()
         self.connections.start()
         self._isr_checks = None
         if self.schema_registry is not None:  # before registering: the registration publishes its URL
@@ -578,6 +631,42 @@ class Broker:
         self._txn_timer = self._loop.create_task(self.transactions.run_timer())
         self._cleaning = (self._loop.create_task(self._clean_logs())
                           if self.config.get("log.cleaner.enable") else None)
+
+    async def _listen(self) -> None:
+        """Bind every listener (the ports bound before, after a restart or an unavailable() spell)."""
+        for index, listener in enumerate(self.listeners):
+            context = self._tls.get(listener.name)
+
+            def connection(name=listener.name):
+                return KafkaConnection(self.dispatcher.handle, self.connections, listener=name,
+                                       principal=self._principals.get(name), sasl=self._sasl.get(name))
+
+            # TLS: counted against the connection limits at accept, handshakes bounded (server/network.py)
+            factory = connection if context is None else (
+                lambda make=connection, context=context: TlsAcceptor(self.connections, context,
+                                                                     TLS_HANDSHAKE_TIMEOUT_S, make))
+            server = await self._loop.create_server(factory, listener.bind_host, listener.port, reuse_address=True)
+            self._servers.append(server)
+            self.listeners[index] = listener.bound(server.sockets[0].getsockname()[1])
+        self.port = self.listeners[0].port
+
+    async def _go_down(self) -> None:
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
+        for connection in list(self.connections):
+            connection.close()
+        log.warning("broker %d unavailable: listeners closed, every connection closed (data and state kept)",
+                    self.broker_id)
+
+    async def _come_up(self) -> None:
+        if self._servers or self.stopping:
+            return
+        await self._listen()
+        log.warning("broker %d available again on %s", self.broker_id,
+                    ", ".join(format_address(l.host or "0.0.0.0", l.port) for l in self.listeners))
 
     def _apply_dynamic_configs(self) -> None:
         """Dynamic broker configs (AlterConfigs on BROKER resources): this broker's and the cluster default, from

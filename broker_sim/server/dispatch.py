@@ -23,6 +23,8 @@ A request whose frame is at least ``OFFLOAD_FRAME_BYTES`` is decoded, and its an
 thread (``server/request_slicing.py``), so that a request naming a million partitions does not hold the loop
 while kafka-python reads or writes it, and the garbage collector's full passes wait until it is answered; the
 handlers slice their own per-partition loops.
+While a test has added fault rules (``broker.faults``, ``server/faults.py``) the handler is called through
+the injector, which may refuse, rewrite, delay or drop the answer; without rules it costs one falsy check.
 Handlers raise nothing for per-partition problems: they put error codes in
 their responses.  An exception escaping a handler is a broker bug: it is
 logged with its traceback and closes the connection, never the broker.
@@ -43,6 +45,7 @@ from broker_sim.protocol.produce_codec import ProduceAnswer, decode_request as d
 from broker_sim.protocol.validation import check_not_null
 from broker_sim.security.quotas import REQUEST as REQUEST_PERCENTAGE
 from broker_sim.security.sasl import AuthenticationFailed, IllegalSaslState
+from broker_sim.server.faults import FaultInjector
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from broker_sim.server.metrics import BrokerMetrics
 from broker_sim.server.network import CloseConnection
@@ -107,7 +110,8 @@ Handler = Callable[[RequestContext, object], Awaitable[object]]
 
 class Dispatcher:
     def __init__(self, handlers: dict[int, Handler], inter_broker: InterBrokerIdentity | None = None,
-                 metrics: BrokerMetrics | None = None, quotas=None, inter_broker_listener: str | None = None) -> None:
+                 metrics: BrokerMetrics | None = None, quotas=None, inter_broker_listener: str | None = None,
+                 faults: FaultInjector | None = None) -> None:
         missing = set(APIS) - set(handlers)
         if missing:
             raise ValueError(f"no handler for API keys {sorted(missing)}")
@@ -119,6 +123,7 @@ class Dispatcher:
         self.metrics = metrics
         self.quotas = quotas  # QuotaManager: request_percentage quotas are measured here
         self.requests_handled = 0
+        self.faults = faults if faults is not None else FaultInjector()  # no rules: one falsy check per request
 
     async def handle(self, connection, frame: bytes) -> list | None:
         if len(frame) < OFFLOAD_FRAME_BYTES:
@@ -173,16 +178,10 @@ class Dispatcher:
             connection.inter_broker = True
         ctx = RequestContext(api_key, version, correlation_id, client_id, connection)
         started = time.monotonic()
-        quotas = self.quotas
-        if quotas is not None and quotas.any_request_quota and not connection.inter_broker:
-            result, busy_s = await _timed(self.handlers[api_key](ctx, request))
-            throttle = quotas.record(REQUEST_PERCENTAGE, connection.principal, client_id, busy_s * 1000.0)
-            if throttle:
-                if hasattr(result, "throttle_time_ms"):
-                    result.throttle_time_ms = max(result.throttle_time_ms or 0, throttle)
-                connection.throttle(throttle)
+        if self.faults.rules:  # faults on demand (server/faults.py): only while a test has added rules
+            result = await self.faults.apply(ctx, request, self._run)
         else:
-            result = await self.handlers[api_key](ctx, request)
+            result = await self._run(ctx, request)
         self.requests_handled += 1
         elapsed = time.monotonic() - started
         if self.metrics is not None:
@@ -198,6 +197,20 @@ class Dispatcher:
             # produce requests carry few partitions of records): encoded beside the loop
             return [await codec_thread.run(self._encode, result, version, correlation_id)]
         return [self._encode(result, version, correlation_id)]
+
+    async def _run(self, ctx: RequestContext, request):
+        """The handler's answer; with request_percentage quotas, its own time on the loop is measured."""
+        quotas = self.quotas
+        connection = ctx.connection
+        if quotas is not None and quotas.any_request_quota and not connection.inter_broker:
+            result, busy_s = await _timed(self.handlers[ctx.api_key](ctx, request))
+            throttle = quotas.record(REQUEST_PERCENTAGE, connection.principal, ctx.client_id, busy_s * 1000.0)
+            if throttle:
+                if hasattr(result, "throttle_time_ms"):
+                    result.throttle_time_ms = max(result.throttle_time_ms or 0, throttle)
+                connection.throttle(throttle)
+            return result
+        return await self.handlers[ctx.api_key](ctx, request)
 
     async def _raw_token(self, connection, authenticator, token: bytes) -> list:
         """A SASL token framed only by its size (SaslHandshake v0, KIP-43): answered the same way; a failure

@@ -55,6 +55,12 @@ from __future__ import annotations
 
 import pytest
 
+from broker_sim.testing.data import MARKER as TOPICS_MARKER, pylog_topics
+from broker_sim.testing.faults import pylog_faults
+
+# fixtures defined beside the code they drive, offered by this plugin
+KIT_FIXTURES = (pylog_topics, pylog_faults)
+
 TEST_CONFIG = {"group.initial.rebalance.delay.ms": "0"}
 # the in-process fixtures' brokers serve a Schema Registry too (Broker.schema_registry_url), on any free port
 REGISTRY_CONFIG = {"schema.registry.listeners": "http://127.0.0.1:0"}
@@ -68,6 +74,7 @@ KAFKA_PYTHON_WARNINGS = (
 def pytest_configure(config):
     for line in KAFKA_PYTHON_WARNINGS:
         config.addinivalue_line("filterwarnings", line)
+    config.addinivalue_line("markers", TOPICS_MARKER)
 
 
 @pytest.fixture
@@ -91,6 +98,24 @@ def pylog_broker_factory(tmp_path_factory):
 @pytest.fixture
 def pylog_broker(pylog_broker_factory):
     return pylog_broker_factory()
+
+
+@pytest.fixture
+def pylog_clock():
+    """A broker clock this test moves (``broker_sim.testing.timing.BrokerClock``): ``advance(minutes=5)``."""
+    from broker_sim.testing.timing import BrokerClock
+
+    return BrokerClock()
+
+
+@pytest.fixture
+def pylog_clocked_broker(pylog_broker_factory, pylog_clock):
+    """A ``pylog_broker`` whose time is ``pylog_clock`` and whose periodic checks run every 100 ms
+    (``timing.FAST_TIMERS``): retention, transaction timeouts, session and offset expiry follow an advance
+    within about a second."""
+    from broker_sim.testing.timing import clocked_broker
+
+    return clocked_broker(pylog_broker_factory, pylog_clock)
 
 
 @pytest.fixture

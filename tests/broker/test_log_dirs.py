@@ -1,24 +1,13 @@
 """log.dirs (JBOD): placement in the emptiest dir, DescribeLogDirs, AlterReplicaLogDirs, restart, via kafka-python."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import NoError
 
-from broker_sim.server.broker import Broker
-
-
-def wait_until(predicate, timeout: float, message: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+from broker_sim.testing.waiting import wait_until
 
 
 def partitions_in(directory: Path, topic: str) -> list[int]:
@@ -66,7 +55,8 @@ def test_partitions_spread_over_log_dirs_move_between_them_and_are_found_after_a
         for i in range(200, 400):
             producer.send("jbod", value=b"v%03d" % i, partition=0)
         producer.flush()
-        wait_until(lambda: 0 in log_dirs_of(admin, "jbod")[str(dirs[2])], 20, "jbod-0 in disk-c")
+        wait_until(lambda: 0 in log_dirs_of(admin, "jbod")[str(dirs[2])], timeout_s=20, what="jbod-0 in disk-c",
+                   interval_s=0.05)
         assert partitions_in(dirs[0], "jbod") == [3] and partitions_in(dirs[2], "jbod") == [0, 2]
         for i in range(400, 500):
             producer.send("jbod", value=b"v%03d" % i, partition=0)

@@ -20,6 +20,7 @@ from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProg
 
 from broker_sim.controller import zk_layout
 from broker_sim.tools import cli
+from broker_sim.testing.waiting import wait_until
 
 RACKS = ["a", "a", "b", "b"]  # broker i in RACKS[i]: brokers 0, 1 in rack a, 2, 3 (added) in rack b
 RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
@@ -55,17 +56,6 @@ def new_topic(cluster, topic: str, partitions: int, replication_factor: int, con
 
 def replicas_of(cluster, topic: str, partition: int) -> tuple:
     return tuple(cluster.partition(topic, partition).replicas)
-
-
-def wait_until(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout_s:g} s")
-        time.sleep(0.2)
 
 
 def log_bytes(directory) -> int:
@@ -154,15 +144,18 @@ def test_reassignment_moves_replicas_and_removed_brokers_delete_their_logs(clust
     target = [3] + [b for b in (0, 1, 2) if b not in before][:1]
     assert admin.alter_partition_reassignments({TopicPartition(topic_name, 0): target}) == {
         TopicPartition(topic_name, 0): None}
-    wait_until(lambda: replicas_of(cluster4, topic_name, 0) == tuple(target) and
-               not admin.list_partition_reassignments(), 30, "the reassignment")
+    wait_until(lambda: replicas_of(cluster4, topic_name, 0) == tuple(target)
+               and not admin.list_partition_reassignments(),
+               timeout_s=30, what="the reassignment", interval_s=0.2)
     # the broker answering Metadata follows the partition's state and its assignment through two ZooKeeper
     # watches, so for a moment it can show the new replicas with the ISR before its shrink (seen once in CI)
     state = wait_until(lambda: (lambda s: s if s.leader in target and set(s.isr) <= set(target) else None)(
-        cluster4.partition(topic_name, 0)), 10, "the leader and ISR within the target replicas")
+                           cluster4.partition(topic_name, 0)),
+                       timeout_s=10, what="the leader and ISR within the target replicas", interval_s=0.2)
     assert tuple(state.replicas) == tuple(target)
     # the removed brokers deleted their logs; the added one holds every record
-    wait_until(lambda: set(cluster4.partition_dirs(topic_name, 0)) == set(target), 30, "removed logs deleted")
+    wait_until(lambda: set(cluster4.partition_dirs(topic_name, 0)) == set(target), timeout_s=30,
+               what="removed logs deleted", interval_s=0.2)
     assert [v for _, v in read_partition(cluster4.bootstrap_servers, topic_name, 0, 200)] == values
     data, _ = cluster4._zk.get(zk_layout.topic_path(topic_name))
     assignment = zk_layout.decode_topic_assignment(topic_name, data)
@@ -178,16 +171,21 @@ def test_cancel_puts_back_the_origin_replicas(cluster4, admin, topic_name):
     try:
         tp = TopicPartition(topic_name, 0)
         assert admin.alter_partition_reassignments({tp: [spare, origin[0]]})[tp] is None
-        listed = wait_until(lambda: admin.list_partition_reassignments(), 10, "the reassignment listed")
+        listed = wait_until(lambda: admin.list_partition_reassignments(), timeout_s=10, what="the reassignment listed",
+                            interval_s=0.2)
         assert listed[tp] == {"replicas": [spare, origin[0], origin[1]], "adding_replicas": [spare],
                               "removing_replicas": [origin[1]]}
-        wait_until(lambda: spare in cluster4.partition_dirs(topic_name, 0), 10, "the new replica created")
+        wait_until(lambda: spare in cluster4.partition_dirs(topic_name, 0), timeout_s=10,
+                   what="the new replica created", interval_s=0.2)
         assert admin.alter_partition_reassignments({tp: None})[tp] is None
-        wait_until(lambda: not admin.list_partition_reassignments(), 10, "the cancellation")
+        wait_until(lambda: not admin.list_partition_reassignments(), timeout_s=10, what="the cancellation",
+                   interval_s=0.2)
         # The controller clears the reassignment in ZooKeeper first; brokers learn the origin replicas from it a
         # moment later (Kafka's controller sends UpdateMetadata after that write too), so Metadata is awaited.
-        wait_until(lambda: replicas_of(cluster4, topic_name, 0) == origin, 10, "the origin replicas in Metadata")
-        wait_until(lambda: spare not in cluster4.partition_dirs(topic_name, 0), 10, "the cancelled replica deleted")
+        wait_until(lambda: replicas_of(cluster4, topic_name, 0) == origin, timeout_s=10,
+                   what="the origin replicas in Metadata", interval_s=0.2)
+        wait_until(lambda: spare not in cluster4.partition_dirs(topic_name, 0), timeout_s=10,
+                   what="the cancelled replica deleted", interval_s=0.2)
     finally:
         set_rates(admin, cluster4.broker_ids, None)
 
@@ -206,7 +204,8 @@ def test_throttle_of_one_mib_per_second_is_honoured(cluster4, admin, topic_name,
     copy_rate(cluster4.broker_data_dir(target) / f"{topic_name}-0", "both sides")
     out = io.StringIO()
     wait_until(lambda: cli.main(["--bootstrap-server", cluster4.bootstrap_servers, "reassign", "--verify",
-                                 "--reassignment-json-file", str(plan)], stdout=out) == 0, 30, "the verify")
+                                 "--reassignment-json-file", str(plan)], stdout=out) == 0,
+               timeout_s=30, what="the verify", interval_s=0.2)
     assert "is completed" in out.getvalue() and "Clearing broker-level throttles" in out.getvalue()
 
 
@@ -227,7 +226,8 @@ def test_a_leader_throttle_alone_holds_the_rate(cluster4, admin, topic_name):
         copy_rate(cluster4.broker_data_dir(target) / f"{topic_name}-0", "leader only")
     finally:
         set_rates(admin, cluster4.broker_ids, None)
-    wait_until(lambda: replicas_of(cluster4, topic_name, 0) == (target,), 30, "the reassignment")
+    wait_until(lambda: replicas_of(cluster4, topic_name, 0) == (target,), timeout_s=30, what="the reassignment",
+               interval_s=0.2)
 
 
 def test_controller_and_target_replica_sigkilled_mid_reassignment(cluster4, admin, topic_name):
@@ -241,8 +241,8 @@ def test_controller_and_target_replica_sigkilled_mid_reassignment(cluster4, admi
     try:
         tp = TopicPartition(topic_name, 0)
         assert admin.alter_partition_reassignments({tp: target})[tp] is None
-        wait_until(lambda: all(b in cluster4.partition_dirs(topic_name, 0) for b in target), 15,
-                   "the target replicas created")
+        wait_until(lambda: all(b in cluster4.partition_dirs(topic_name, 0) for b in target), timeout_s=15,
+                   what="the target replicas created", interval_s=0.2)
         controller = cluster4.controller_id()
         cluster4.kill(controller)
         cluster4.restart(controller, wait=True)
@@ -252,11 +252,13 @@ def test_controller_and_target_replica_sigkilled_mid_reassignment(cluster4, admi
         admin.close()
         fresh = KafkaAdminClient(bootstrap_servers=cluster4.bootstrap_servers, request_timeout_ms=30000)
         try:
-            listed = wait_until(lambda: fresh.list_partition_reassignments(), 15, "the reassignment listed")
+            listed = wait_until(lambda: fresh.list_partition_reassignments(), timeout_s=15,
+                                what="the reassignment listed", interval_s=0.2)
             assert listed[tp]["adding_replicas"] == target  # still in flight: the throttle holds it
             set_rates(fresh, cluster4.broker_ids, None)
-            wait_until(lambda: not fresh.list_partition_reassignments() and
-                       replicas_of(cluster4, topic_name, 0) == tuple(target), 60, "the reassignment completed")
+            wait_until(lambda: not fresh.list_partition_reassignments()
+                       and replicas_of(cluster4, topic_name, 0) == tuple(target),
+                       timeout_s=60, what="the reassignment completed", interval_s=0.2)
         finally:
             fresh.close()
     finally:
@@ -264,7 +266,8 @@ def test_controller_and_target_replica_sigkilled_mid_reassignment(cluster4, admi
     records = read_partition(cluster4.bootstrap_servers, topic_name, 0, count)
     assert [o for o, _ in records] == list(range(count))
     assert [v[:7] for _, v in records] == [b"%07d" % i for i in range(count)]
-    wait_until(lambda: set(cluster4.partition_dirs(topic_name, 0)) == set(target), 30, "the origin logs deleted")
+    wait_until(lambda: set(cluster4.partition_dirs(topic_name, 0)) == set(target), timeout_s=30,
+               what="the origin logs deleted", interval_s=0.2)
 
 
 def test_a_running_reassignment_can_be_changed(cluster4, admin, topic_name):
@@ -276,16 +279,20 @@ def test_a_running_reassignment_can_be_changed(cluster4, admin, topic_name):
     try:
         tp = TopicPartition(topic_name, 0)
         assert admin.alter_partition_reassignments({tp: [first, origin[0]]})[tp] is None
-        wait_until(lambda: first in cluster4.partition_dirs(topic_name, 0), 10, "the first target created")
+        wait_until(lambda: first in cluster4.partition_dirs(topic_name, 0), timeout_s=10,
+                   what="the first target created", interval_s=0.2)
         assert admin.alter_partition_reassignments({tp: [second, origin[1]]})[tp] is None
-        listed = wait_until(lambda: admin.list_partition_reassignments().get(tp, {}).get("adding_replicas") ==
-                            [second] and admin.list_partition_reassignments()[tp], 10, "the new target listed")
+        listed = wait_until(lambda: admin.list_partition_reassignments().get(tp, {}).get("adding_replicas") == [second]
+                            and admin.list_partition_reassignments()[tp],
+                            timeout_s=10, what="the new target listed", interval_s=0.2)
         assert listed["removing_replicas"] == [origin[0]]  # from the same origin; the first target is dropped
-        wait_until(lambda: first not in cluster4.partition_dirs(topic_name, 0), 15, "the dropped target deleted")
+        wait_until(lambda: first not in cluster4.partition_dirs(topic_name, 0), timeout_s=15,
+                   what="the dropped target deleted", interval_s=0.2)
     finally:
         set_rates(admin, cluster4.broker_ids, None)
     wait_until(lambda: replicas_of(cluster4, topic_name, 0) == (second, origin[1])
-               and not admin.list_partition_reassignments(), 30, "the changed reassignment")
+               and not admin.list_partition_reassignments(),
+               timeout_s=30, what="the changed reassignment", interval_s=0.2)
     assert len(read_partition(cluster4.bootstrap_servers, topic_name, 0, count)) == count
 
 
@@ -298,11 +305,12 @@ def test_the_admin_reassign_partitions_znode_is_run_and_removed(cluster4, admin,
         targets[(topic_name, partition)] = [next(b for b in (3, 2, 1, 0) if b != current)]
     targets[("no-such-topic", 0)] = [1]  # dropped with an error in the controller's log, as Kafka does
     cluster4._zk.create(zk_layout.REASSIGN_PARTITIONS, zk_layout.encode_reassign_partitions(targets))
-    wait_until(lambda: cluster4._zk.exists(zk_layout.REASSIGN_PARTITIONS) is None, 30, "the znode removed")
+    wait_until(lambda: cluster4._zk.exists(zk_layout.REASSIGN_PARTITIONS) is None, timeout_s=30,
+               what="the znode removed", interval_s=0.2)
     for (topic, partition), replicas in targets.items():
         if topic == topic_name:  # the brokers' metadata follows the controller's last write a moment later
-            wait_until(lambda: replicas_of(cluster4, topic, partition) == tuple(replicas), 30,
-                       f"partition {partition} on {replicas}")
+            wait_until(lambda: replicas_of(cluster4, topic, partition) == tuple(replicas), timeout_s=30,
+                       what=f"partition {partition} on {replicas}", interval_s=0.2)
     assert [v for _, v in read_partition(cluster4.bootstrap_servers, topic_name, 1, 2)] == [b"a", b"b"]
 
 

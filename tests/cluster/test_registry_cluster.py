@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from broker_sim.testing.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -42,27 +43,13 @@ def registry_state(url: str) -> dict:
     return state
 
 
-def wait_until(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except (OSError, AssertionError) as exc:
-            last = exc
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {timeout_s} s; last: {last!r}")
-
-
 def test_each_broker_serves_the_registry_and_forwards_writes_to_the_writer(healthy_cluster):
     cluster = healthy_cluster
     urls = {b: cluster.schema_registry_url(b) for b in cluster.broker_ids}
     assert all(urls.values())
     # the first registration creates _schemas; until its leader is elected clients are told to retry (50004)
-    wait_until(lambda: call("POST", urls[0] + "/subjects/first-value/versions",
-                            {"schema": schema("First")})[0] == 200, 60, "the first registration")
+    wait_until(lambda: call("POST", urls[0] + "/subjects/first-value/versions", {"schema": schema("First")})[0] == 200,
+               timeout_s=60, what="the first registration", interval_s=0.2)
     states = cluster.wait_for_full_isr("_schemas", 1)
     writer = states[0].leader
     assert sorted(states[0].replicas) == cluster.broker_ids
@@ -82,14 +69,16 @@ def test_each_broker_serves_the_registry_and_forwards_writes_to_the_writer(healt
         assert status == 200 and json.loads(fetched["schema"])["name"] == "Fwd", fetched
     # and each from its own replay of _schemas soon after
     for url in urls.values():
-        wait_until(lambda url=url: "forwarded-value" in registry_state(url), 10, f"{url} replaying")
+        wait_until(lambda url=url: "forwarded-value" in registry_state(url), timeout_s=10, what=f"{url} replaying",
+                   interval_s=0.2)
 
 
 def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(healthy_cluster):
     cluster = healthy_cluster
     urls = {b: cluster.schema_registry_url(b) for b in cluster.broker_ids}
     wait_until(lambda: call("POST", urls[0] + "/subjects/warmup-value/versions",
-                            {"schema": schema("Warmup")})[0] == 200, 60, "a registration")
+                            {"schema": schema("Warmup")})[0] == 200,
+               timeout_s=60, what="a registration", interval_s=0.2)
     cluster.wait_for_full_isr("_schemas", 1)
     writer = cluster.leader_of("_schemas", 0)
     answered: dict[str, int] = {}  # subject -> the id it was answered with
@@ -126,13 +115,14 @@ def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(h
     threads = [threading.Thread(target=client, args=(b,), daemon=True) for b in cluster.broker_ids]
     for thread in threads:
         thread.start()
-    wait_until(lambda: len(answered) >= 15, 60, "registrations before the kill")
+    wait_until(lambda: len(answered) >= 15, timeout_s=60, what="registrations before the kill", interval_s=0.2)
     cluster.kill(writer)
     killed_at = time.monotonic()
     killed.set()
     survivors = [b for b in cluster.broker_ids if b != writer]
     before_kill = len(answered)
-    wait_until(lambda: len(answered) >= before_kill + 30, 90, "registrations after the kill")
+    wait_until(lambda: len(answered) >= before_kill + 30, timeout_s=90, what="registrations after the kill",
+               interval_s=0.2)
     stop.set()
     for thread in threads:
         thread.join(90)
@@ -151,7 +141,7 @@ def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(h
         if any(state != states[0] for state in states):
             return None
         return states[0]
-    state = wait_until(agreed, 30, "the surviving brokers agreeing")
+    state = wait_until(agreed, timeout_s=30, what="the surviving brokers agreeing", interval_s=0.2)
     for subject, schema_id in answered.items():
         assert state.get(subject) == (200, schema_id, 1), (subject, schema_id, state.get(subject))
     served_ids = [entry[1] for entry in state.values()]
@@ -159,8 +149,8 @@ def test_ids_stay_unique_and_answered_registrations_survive_a_sigkilled_writer(h
 
     # the killed broker comes back, replays _schemas and answers the same
     cluster.heal(wait=True)
-    wait_until(lambda: registry_state(urls[writer]) == registry_state(urls[new_writer]), 60,
-               "the restarted broker agreeing")
+    wait_until(lambda: registry_state(urls[writer]) == registry_state(urls[new_writer]), timeout_s=60,
+               what="the restarted broker agreeing", interval_s=0.2)
     status, again = call("POST", urls[writer] + "/subjects/after-value/versions", {"schema": schema("After")})
     assert status == 200 and again["id"] not in ids
 
@@ -226,7 +216,8 @@ def test_a_secured_cluster_forwards_https_writes_with_the_clients_credentials(tm
         for url in urls.values():
             assert secured_call("GET", url + "/subjects")[0] == 401
         wait_until(lambda: secured_call("POST", urls[0] + "/subjects/admin-value/versions", {"schema": schema("A")},
-                                        "admin", "admin-secret")[0] == 200, 60, "a first registration")
+                                        "admin", "admin-secret")[0] == 200,
+                   timeout_s=60, what="a first registration", interval_s=0.2)
         writer = cluster.leader_of("_schemas", 0)
         other = next(b for b in cluster.broker_ids if b != writer)
         status, answer = secured_call("POST", urls[other] + "/subjects/fwd-value/versions", {"schema": schema("F")},
@@ -279,7 +270,8 @@ def test_the_foreground_cluster_command_serves_every_brokers_registry_on_the_pin
         urls = line.strip().split("=", 1)[1].split(",")  # every broker's, for clients to try in turn
         assert urls == [f"http://127.0.0.1:{pinned}", f"http://127.0.0.1:{pinned + 1}"]
         for url in urls:  # right after the start _schemas may have no leader yet: 50004, which clients retry
-            assert wait_until(lambda url=url: call("GET", url + "/subjects") == (200, []), 30, f"{url} answering")
+            assert wait_until(lambda url=url: call("GET", url + "/subjects") == (200, []), timeout_s=30,
+                              what=f"{url} answering", interval_s=0.2)
         process.terminate()
         assert process.wait(60) == 0
         assert "schema registry http://127.0.0.1:" in process.stderr.read()
@@ -295,8 +287,8 @@ def test_a_broker_without_a_replica_of_schemas_forwards_reads_too(tmp_path):
     try:
         urls = {b: cluster.schema_registry_url(b) for b in cluster.broker_ids}
         first = wait_until(lambda: (lambda r: r[1] if r[0] == 200 else None)(
-            call("POST", urls[0] + "/subjects/four-value/versions", {"schema": schema("Four")})), 60,
-            "a first registration")
+                               call("POST", urls[0] + "/subjects/four-value/versions", {"schema": schema("Four")})),
+                           timeout_s=60, what="a first registration", interval_s=0.2)
         states = cluster.wait_for_full_isr("_schemas", 1)
         outsider = next(b for b in cluster.broker_ids if b not in states[0].replicas)
         assert len(states[0].replicas) == 3

@@ -12,14 +12,7 @@ import connector.wire
 from connector.options import parse_sink_options
 from connector.sink.producer import TaskProducer
 from connector.wire import BrokerConnection, ConnectionPool
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from broker_sim.testing.clock import ManualClock
 
 
 def _connect(broker) -> BrokerConnection:
@@ -50,14 +43,14 @@ def test_a_kept_connection_is_handed_out_once_and_only_for_the_same_settings(pyl
 
 
 def test_connections_idle_past_the_limit_are_closed_and_the_oldest_go_first_beyond_the_bound(pylog_broker):
-    clock = _Clock()
-    pool = ConnectionPool(max_idle=2, idle_s=60, clock=clock)
+    clock = ManualClock()
+    pool = ConnectionPool(max_idle=2, idle_s=60, clock=clock.now_s)
     first, second, third = (_connect(pylog_broker) for _ in range(3))
     for i, connection in enumerate((first, second, third)):
-        clock.now += 1
+        clock.advance(seconds=1)
         pool.put(("k", i), connection)
     assert _closed(first) and not _closed(second) and len(pool) == 2
-    clock.now += 61
+    clock.advance(seconds=61)
     assert pool.take(("k", 2)) is None
     assert _closed(second) and _closed(third) and len(pool) == 0
 

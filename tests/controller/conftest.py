@@ -4,35 +4,17 @@ Skipped with the reason when Debian's ``zookeeper`` package (the jar) or java is
 """
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
 
+from broker_sim.testing.waiting import wait_until
 
 
 @pytest.fixture
 def zk_connect(zookeeper):
     """A connect string with a fresh chroot per test, so tests of a module share the server, not state."""
     return f"{zookeeper.connect_string}/t{uuid.uuid4().hex[:12]}"
-
-
-def _wait_until(condition, timeout_s: float = 20.0, interval_s: float = 0.02, message: str = ""):
-    """Poll ``condition`` until it returns a truthy value (returned) or fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s: {message or condition}")
-        time.sleep(interval_s)
-
-
-@pytest.fixture
-def wait_until():
-    """The bounded poll helper (tests take it as a fixture: conftest modules are not importable by name)."""
-    return _wait_until
 
 
 def _expire_session(client, connect: str, timeout_s: float = 20.0) -> None:
@@ -48,8 +30,8 @@ def _expire_session(client, connect: str, timeout_s: float = 20.0) -> None:
     other.stop()
     other.close()
     try:
-        _wait_until(lambda: lost and client.connected and client.client_id[0] != session_id, timeout_s,
-                    message="session expired and client reconnected")
+        wait_until(lambda: lost and client.connected and client.client_id[0] != session_id, timeout_s=timeout_s,
+                   what="session expired and client reconnected", interval_s=0.02)
     finally:
         client.remove_listener(listener)
 

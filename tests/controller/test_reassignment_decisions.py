@@ -1,4 +1,4 @@
-"""Reassignment (KIP-455) decisions and codecs without ZooKeeper, and the KIP-73 throttle quota with a fake clock."""
+"""Reassignment (KIP-455) decisions and codecs without ZooKeeper, and the KIP-73 throttle quota with a manual clock."""
 from __future__ import annotations
 
 import json
@@ -15,6 +15,7 @@ from broker_sim.controller.cluster_state import NO_LEADER, PartitionState
 from broker_sim.controller.reassignment import (
     Reassignment, ReassignmentError, completion_state, of, plan, with_partitions, without_unassigned)
 from broker_sim.replication.throttle import ByteRateQuota, ReplicationThrottles
+from broker_sim.testing.clock import ManualClock
 
 E = 9
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "broker_sim" / "schemas" /
@@ -93,32 +94,24 @@ def test_throttled_replicas_configs_are_validated():
         validate_topic_configs({"follower.replication.throttled.replicas": "0-1"})
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_quota_holds_the_configured_rate_with_at_most_one_window_of_burst():
-    clock, rate = Clock(), [1000]
-    quota = ByteRateQuota(lambda: rate[0], lambda: 1.0, clock)
+    clock, rate = ManualClock(start_ms=100_000), [1000]
+    quota = ByteRateQuota(lambda: rate[0], lambda: 1.0, clock.now_s)
     assert quota.exceeded()  # no credit at start
-    clock.now += 5.0  # idle: credit capped at one window (1000 bytes), not 5000
+    clock.advance(seconds=5.0)  # idle: credit capped at one window (1000 bytes), not 5000
     assert not quota.exceeded()
     quota.record(1500)
     assert quota.exceeded() and quota.wait_s() == pytest.approx(0.5)
-    clock.now += 0.5
+    clock.advance(seconds=0.5)
     assert quota.exceeded()  # exactly back to zero credit
-    clock.now += 0.01
+    clock.advance(seconds=0.01)
     assert not quota.exceeded()
-    moved, start = 0, clock.now  # a copy that takes 100 bytes whenever allowed moves 1000 bytes/s
-    while clock.now < start + 10:
+    moved, start = 0, clock.now_s()  # a copy that takes 100 bytes whenever allowed moves 1000 bytes/s
+    while clock.now_s() < start + 10:
         if not quota.exceeded():
             quota.record(100)
             moved += 100
-        clock.now += 0.01
+        clock.advance(seconds=0.01)
     assert 9000 <= moved <= 11100
     rate[0] = LONG_MAX  # unlimited (the default): never exceeded, still counted
     assert not quota.exceeded() and quota.wait_s() == 0.0

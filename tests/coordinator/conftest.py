@@ -9,12 +9,14 @@ from broker_sim.coordinator.group.metadata import GroupConfig
 from broker_sim.coordinator.group.records import OFFSETS_TOPIC
 from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
 
-from group_helpers import DirInternalTopic, FakeClock
+from group_helpers import START_MS, DirInternalTopic
+
+from broker_sim.testing.clock import ManualClock
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock(start_ms=START_MS)
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""Coordinator test helpers: a fake clock, internal topics as partitions in a directory, join requests.
+"""Coordinator test helpers: internal topics as partitions in a directory, join requests.
 
-No sockets and no sleeps: time moves only when a test advances the clock.
+No sockets and no sleeps: time moves only when a test advances the clock (the kit's ``ManualClock``).
 """
 from __future__ import annotations
 
@@ -9,28 +9,17 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from broker_sim.coordinator.group.metadata import JoinRequest
 from broker_sim.replication.partition import Partition
 from broker_sim.storage.log import LogConfig
+from broker_sim.testing.clock import ManualClock
 
 START_MS = 1_700_000_000_000
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
 
 
-class FakeClock:
-    def __init__(self, now: int = START_MS) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> int:
-        self.now += ms
-        return self.now
-
-
 class DirInternalTopic:
     """A coordinator's internal topic as real partitions in a directory; ``reopen`` simulates a broker restart."""
 
-    def __init__(self, name: str, directory, partitions: int, clock: FakeClock) -> None:
+    def __init__(self, name: str, directory, partitions: int, clock: ManualClock) -> None:
         self.name = name
         self.directory = directory
         self.count = partitions

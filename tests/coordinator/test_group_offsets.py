@@ -168,9 +168,9 @@ def test_offsets_of_a_group_empty_past_retention_expire_and_the_group_goes(make_
     commit(coordinator, member=member, generation=generation)
     coordinator.leave("g", [(member, None)])
     assert coordinator.groups["g"].state is EMPTY
-    clock.advance(RETENTION_MS - 1)
+    clock.advance(ms=RETENTION_MS - 1)
     assert coordinator.expire_offsets() == 0
-    clock.advance(1)
+    clock.advance(ms=1)
     assert coordinator.expire_offsets() == 1
     assert "g" not in coordinator.groups
     partition = offsets_topic.partition(partition_for("g", 3))
@@ -184,7 +184,7 @@ def test_offsets_of_a_stable_group_do_not_expire(make_coordinator, clock):
     coordinator = make_coordinator()
     member, generation = stable_member(coordinator)
     commit(coordinator, member=member, generation=generation)
-    clock.advance(RETENTION_MS * 2)
+    clock.advance(ms=RETENTION_MS * 2)
     coordinator.heartbeat("g", member, None, generation)
     assert coordinator.expire_offsets() == 0
 
@@ -192,9 +192,9 @@ def test_offsets_of_a_stable_group_do_not_expire(make_coordinator, clock):
 def test_simple_group_offsets_expire_from_their_commit_time(make_coordinator, clock):
     coordinator = make_coordinator()
     commit(coordinator, offsets=[("events", 0, 1)])
-    clock.advance(RETENTION_MS // 2)
+    clock.advance(ms=RETENTION_MS // 2)
     commit(coordinator, offsets=[("events", 1, 1)])
-    clock.advance(RETENTION_MS // 2)
+    clock.advance(ms=RETENTION_MS // 2)
     assert coordinator.expire_offsets() == 1
     assert fetched(coordinator) == {("events", 1): 1}
 
@@ -245,9 +245,9 @@ def test_service_answers_held_joins_when_the_timer_completes_the_rebalance(offse
                  for i in range(2)]
         await asyncio.sleep(0)  # let both requests reach the coordinator
         assert not any(j.done() for j in joins)
-        clock.advance(3000)
+        clock.advance(ms=3000)
         service.deliver(service.poll())
-        clock.advance(3000)  # the second member extended the initial delay once
+        clock.advance(ms=3000)  # the second member extended the initial delay once
         service.deliver(service.poll())
         return await asyncio.gather(*joins)
 

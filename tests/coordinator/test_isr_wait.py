@@ -355,7 +355,7 @@ def test_the_timer_answers_each_group_after_its_own_appends_only(offsets_topic, 
         await service.join_group("b", join_request(v4=False))  # its one member expires: b becomes Empty
         await _settle()
         assert not held.done() and first.generation_id == 1
-        clock.advance(REBALANCE_MS)  # past both sessions and a's rebalance timeout
+        clock.advance(ms=REBALANCE_MS)  # past both sessions and a's rebalance timeout
         service.isr_wait = FailingIsr(Errors.NotLeaderForPartitionError.errno)
         timer = asyncio.ensure_future(service.run_timer())
         try:
@@ -375,7 +375,7 @@ def test_expired_offsets_are_not_waited_for_by_the_next_answer(offsets_topic, cl
     async def scenario():
         assert await service.commit_offsets("old", "", None, -1, [("events", 0, CommittedOffset(10))]) == {
             ("events", 0): NONE}
-        clock.advance(2000)
+        clock.advance(ms=2000)
         assert service.expire_offsets() == 1
         service.isr_wait = FailingIsr(Errors.NotLeaderForPartitionError.errno)
         return await service.join_group("g", join_request(v4=False))

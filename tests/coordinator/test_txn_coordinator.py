@@ -149,7 +149,7 @@ def test_kip360_bump_naming_another_producer_or_a_stale_epoch_is_fenced(coordina
 def test_adding_partitions_starts_the_transaction_durably(coordinator, state_topic, clock):
     pid, epoch = _open_txn(coordinator)
     txn = coordinator.transactions["tx"]
-    assert (txn.state, txn.partitions, txn.start_ms) == (ONGOING, set(EVENTS), clock.now)
+    assert (txn.state, txn.partitions, txn.start_ms) == (ONGOING, set(EVENTS), clock.now_ms())
     stored = _stored(state_topic, "tx")
     assert (stored.state, stored.partitions) == (ONGOING, frozenset(EVENTS))
 
@@ -265,9 +265,9 @@ def test_fencing_answers_concurrent_transactions_while_abort_markers_are_pending
 
 def test_a_transaction_older_than_its_timeout_is_aborted_and_its_producer_fenced(coordinator, markers, clock):
     pid, epoch = _open_txn(coordinator)
-    clock.advance(TIMEOUT_MS)
+    clock.advance(ms=TIMEOUT_MS)
     assert coordinator.abort_timed_out() == []  # not older than its timeout yet
-    clock.advance(1)
+    clock.advance(ms=1)
     assert coordinator.abort_timed_out() == ["tx"]
     assert markers.written == [(pid, epoch + 1, False, tp) for tp in EVENTS]
     txn = coordinator.transactions["tx"]
@@ -280,7 +280,7 @@ def test_idle_transactional_ids_expire_with_a_tombstone(make, state_topic, clock
     coordinator = make(id_expiration_ms=1000)
     pid, epoch = _open_txn(coordinator, "busy")
     coordinator.init_producer_id("idle", TIMEOUT_MS)
-    clock.advance(1000)
+    clock.advance(ms=1000)
     assert coordinator.expire_transactional_ids() == ["idle"]
     assert "idle" not in coordinator.transactions and "busy" in coordinator.transactions
     assert _stored(state_topic, "idle") is None
@@ -315,7 +315,7 @@ def test_an_ongoing_transaction_reloaded_still_times_out(make, state_topic, cloc
     _open_txn(make())
     state_topic.reopen()
     reloaded = make()
-    clock.advance(TIMEOUT_MS + 1)
+    clock.advance(ms=TIMEOUT_MS + 1)
     assert reloaded.abort_timed_out() == ["tx"]
 
 
@@ -332,17 +332,17 @@ def test_list_and_describe(coordinator, clock):
     assert coordinator.list_transactions(pattern="a") == (NONE, [a])
     assert coordinator.list_transactions(pattern="") == (NONE, [a, b])
     assert coordinator.list_transactions(pattern="(") == (INVALID_REGULAR_EXPRESSION, [])
-    clock.advance(500)
+    clock.advance(ms=500)
     # the duration filter keeps ids whose last transaction started more than that long ago; an id that never
     # started one (start -1) always passes it, as in Kafka
     assert coordinator.list_transactions(min_duration_ms=499) == (NONE, [a, b])
     assert coordinator.list_transactions(min_duration_ms=500) == (NONE, [a])
     described = coordinator.describe("b")
     assert (described.state, described.producer_id, described.producer_epoch, described.partitions,
-            described.start_ms) == ("Ongoing", pid, epoch, tuple(EVENTS), clock.now - 500)
+            described.start_ms) == ("Ongoing", pid, epoch, tuple(EVENTS), clock.now_ms() - 500)
     assert coordinator.describe("a").start_ms == -1
     coordinator.end_transaction("b", pid, epoch, commit=True)
-    assert coordinator.describe("b").start_ms == clock.now - 500, "a completed transaction keeps its start"
+    assert coordinator.describe("b").start_ms == clock.now_ms() - 500, "a completed transaction keeps its start"
     assert coordinator.describe("nope") == TxnDescription("nope", TRANSACTIONAL_ID_NOT_FOUND)
 
 
@@ -360,13 +360,13 @@ def test_the_service_timer_pass_aborts_retries_markers_and_expires_ids(state_top
 
     pid, epoch = asyncio.run(open_txn())
     markers.failing = {("events", 0)}
-    clock.advance(TIMEOUT_MS + 1)
-    next_expiry = service.tick(clock.now + TIMEOUT_MS)
+    clock.advance(ms=TIMEOUT_MS + 1)
+    next_expiry = service.tick(clock.now_ms() + TIMEOUT_MS)
     assert service.transactions["late"].state is PREPARE_ABORT
     markers.failing = set()
-    clock.advance(10 * TIMEOUT_MS)
+    clock.advance(ms=10 * TIMEOUT_MS)
     service.tick(next_expiry)  # finishes the abort ...
     assert service.transactions["late"].state is COMPLETE_ABORT
-    clock.advance(10 * TIMEOUT_MS)
-    service.tick(clock.now)  # ... and the id, idle since, expires
+    clock.advance(ms=10 * TIMEOUT_MS)
+    service.tick(clock.now_ms())  # ... and the id, idle since, expires
     assert "late" not in service.transactions

@@ -99,7 +99,7 @@ def test_a_fenced_producer_cannot_commit_offsets(make_coordinator, offsets_topic
 def test_a_group_with_only_pending_transactional_offsets_does_not_expire(make_coordinator, offsets_topic, clock):
     coordinator = make_coordinator(offsets_retention_ms=1000)
     txn_commit(coordinator, 7)
-    clock.advance(2000)
+    clock.advance(ms=2000)
     coordinator.expire_offsets()
     assert "g" in coordinator.groups
     marker(coordinator, offsets_topic, commit=True)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import socket
 
-from client_helpers import wait_until
 from hostile import assert_serving, rss_bytes, wait_read_or_refused
 from kafka.protocol.consumer import FetchRequest
 from kafka_wire import (LATEST, WireClient, batches_of, fetch_request, fetched_partitions, framed, list_offsets,
                         metadata, produce_request, produce_result, record_batch)
+from broker_sim.testing.waiting import wait_until
 
 MB = 1 << 20
 INT32_MAX = 2**31 - 1
@@ -22,8 +22,8 @@ NOT_LEADER_OR_FOLLOWER = 6
 def _produce(client: WireClient, topic: str, batches: list[bytes]) -> None:
     metadata(client, [topic])
     for batch in batches:
-        wait_until(lambda: produce_result(client.call(produce_request(topic, 0, batch)))[0] == 0, 10,
-                   message=f"produce to {topic} acknowledged")
+        wait_until(lambda: produce_result(client.call(produce_request(topic, 0, batch)))[0] == 0, timeout_s=10,
+                   what=f"produce to {topic} acknowledged")
 
 
 def _fetch(topic: str, copies: int, *, max_bytes: int = INT32_MAX, partition_max_bytes: int = INT32_MAX,

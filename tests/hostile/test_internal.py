@@ -35,12 +35,13 @@ from broker_sim.coordinator.records import build_batch
 from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
 from broker_sim.coordinator.txn.records import encode_key as txn_key
 from broker_sim.storage.batch import parse_batches
-from client_helpers import Record, create_topic, produce_kafka_python, wait_until
+from client_helpers import Record, create_topic, produce_kafka_python
 from hostile import assert_alive, assert_serving, rss_bytes
 from kafka_wire import (
     WireClient, batches_of, fetch_request, fetched_partitions, metadata, produce_request,
     produce_result,
 )
+from broker_sim.testing.waiting import wait_until
 
 INVALID_TOPIC_EXCEPTION, CLUSTER_AUTHORIZATION_FAILED, TOPIC_ALREADY_EXISTS, INVALID_REQUEST = 17, 31, 36, 42
 PARTITIONS = 3  # of each internal topic: few files to plant into, quick to create
@@ -89,7 +90,7 @@ def _read_committed(bootstrap: str, topic: str, until: bytes) -> list[bytes]:
     seen: list[bytes] = []
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        wait_until(lambda: _poll_into(consumer, seen, until), 20, message=f"{until!r} read_committed")
+        wait_until(lambda: _poll_into(consumer, seen, until), timeout_s=20, what=f"{until!r} read_committed")
         return seen
     finally:
         consumer.close()
@@ -260,8 +261,8 @@ def test_bad_coordinator_records_on_disk_are_skipped_and_the_rest_loads(hostile_
     broker = hostile_broker(config=CONFIG, data_dir=broker.data_dir, port=broker.port)
     rss_before = rss_bytes(broker.process.pid)
     # 3 records skipped in each topic; log recovery already truncates the batch with a lying count
-    wait_until(lambda: broker.log_path.read_text(errors="replace").count("skipping the record at offset") == 6, 10,
-               message="the bad records skipped and logged")
+    wait_until(lambda: broker.log_path.read_text(errors="replace").count("skipping the record at offset") == 6,
+               timeout_s=10, what="the bad records skipped and logged")
     for group, offset in groups.items():
         assert _committed(broker.bootstrap_servers, group, [("data", 0)]) == {("data", 0): offset}, group
     assert _described(broker.bootstrap_servers, txn_ids) == described
@@ -297,8 +298,8 @@ def test_corrupt_checkpoint_files_are_rebuilt_or_ignored(hostile_broker):
 
     broker = hostile_broker(config=CONFIG, data_dir=broker.data_dir, port=broker.port)
     rss_before = rss_bytes(broker.process.pid)
-    wait_until(lambda: "ignoring producer state snapshot" in broker.log_path.read_text(errors="replace"), 10,
-               message="the corrupt snapshot logged")
+    wait_until(lambda: "ignoring producer state snapshot" in broker.log_path.read_text(errors="replace"), timeout_s=10,
+               what="the corrupt snapshot logged")
     log_text = broker.log_path.read_text(errors="replace")
     assert "unreadable leader epoch checkpoint" in log_text
     assert "unreadable log start offset checkpoint" in log_text

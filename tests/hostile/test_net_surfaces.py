@@ -25,9 +25,10 @@ from broker_sim.server.broker import Broker
 from broker_sim.testing.hostile_soak import (close_all, client_ssl_context, failed_scram_logins, many_groups,
                                              silent_connections, stalled_scrapers, surface_configs,
                                              unauthenticated_frames)
-from client_helpers import BrokerProcess, free_port, wait_until
+from client_helpers import BrokerProcess, free_port
 from hostile import assert_serving, rss_bytes
 from kafka_wire import WireClient, create_topics, produce_request, produce_result, record_batch
+from broker_sim.testing.waiting import wait_until
 
 MB = 1 << 20
 LATENCY_BOUND_S = 0.5
@@ -116,10 +117,10 @@ def test_failed_logins_over_sasl_ssl_and_sasl_plaintext_leave_no_socket_open(hos
         _assert_during(probe, since)
     finally:
         probe.stop()
-    wait_until(lambda: _fds(pid) <= before + 5, 15,
-               message=f"the broker's descriptors back near {before} after 200 failed logins")
-    wait_until(lambda: rss_bytes(pid) - rss_before < 10 * MB, 10,
-               message="the TLS connections' memory given back (RSS within 10 MB of before)")
+    wait_until(lambda: _fds(pid) <= before + 5, timeout_s=15,
+               what=f"the broker's descriptors back near {before} after 200 failed logins")
+    wait_until(lambda: rss_bytes(pid) - rss_before < 10 * MB, timeout_s=10,
+               what="the TLS connections' memory given back (RSS within 10 MB of before)")
     assert_serving(broker)
     assert_serving(hostile_broker.restart(broker))
 
@@ -144,9 +145,9 @@ def test_tls_connects_that_never_say_hello_are_counted_from_accept(hostile_broke
     finally:
         close_all(socks)
         probe.stop()
-    wait_until(lambda: _fds(pid) <= fds_before + 5, 15, message="the TLS attackers' sockets closed")
-    wait_until(lambda: rss_bytes(pid) - rss_before < 10 * MB, 10,
-               message="the handshakes' memory given back (RSS within 10 MB of before)")
+    wait_until(lambda: _fds(pid) <= fds_before + 5, timeout_s=15, what="the TLS attackers' sockets closed")
+    wait_until(lambda: rss_bytes(pid) - rss_before < 10 * MB, timeout_s=10,
+               what="the handshakes' memory given back (RSS within 10 MB of before)")
     assert_serving(broker)
     assert_serving(hostile_broker.restart(broker))
 
@@ -171,8 +172,9 @@ def test_unauthenticated_frames_cannot_take_the_request_memory_of_authenticated_
 
         def all_closed() -> bool:
             return all(_closed_by_peer(sock) for sock in socks)
-        wait_until(all_closed, 4.5 - (time.monotonic() - since), interval=0.2,
-                   message="every unauthenticated connection closed by sasl.server.authentication.timeout.ms=3000")
+        wait_until(all_closed, timeout_s=max(0.0, 4.5 - (time.monotonic() - since)),
+                   what="every unauthenticated connection closed by sasl.server.authentication.timeout.ms=3000",
+                   interval_s=0.2)
     finally:
         close_all(socks)
         probe.stop()
@@ -277,7 +279,7 @@ class _LimitedBroker(BrokerProcess):
             resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, preexec_fn=limit_descriptors)
-        wait_until(lambda: self._ready(), timeout, message=f"broker on port {self.port} listening")
+        wait_until(lambda: self._ready(), timeout_s=timeout, what=f"broker on port {self.port} listening")
         return self
 
 

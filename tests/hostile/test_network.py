@@ -16,11 +16,11 @@ import time
 import urllib.request
 
 from broker_sim.protocol.client import ConnectionClosed
-from client_helpers import wait_until
 from hostile import assert_alive, assert_serving, rss_bytes, wait_read_or_refused
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka_wire import (LATEST, WireClient, fetch_request, list_offsets, metadata, produce_request, produce_result,
                         record_batch)
+from broker_sim.testing.waiting import wait_until
 
 MB = 1 << 20
 
@@ -76,7 +76,7 @@ def test_headers_declaring_100_mb_allocate_nothing_and_idle_senders_are_closed(h
     assert all(_closed_by_peer(sock, 20) for sock in attackers)
     for sock in attackers:
         sock.close()
-    assert wait_until(lambda: _pool_used(broker) == 0, 10, message="the closed senders' reservations released")
+    assert wait_until(lambda: _pool_used(broker) == 0, timeout_s=10, what="the closed senders' reservations released")
     assert_serving(broker)
     assert_serving(hostile_broker.restart(broker))
 
@@ -87,7 +87,7 @@ def test_a_half_sent_50_mb_frame_holds_about_its_bytes(hostile_broker):
     with WireClient(broker.bootstrap_servers) as client:
         metadata(client, [topic])
         wait_until(lambda: produce_result(client.call(produce_request(topic, 0, record_batch([b"kept"]))))[0] == 0,
-                   10, message="first produce acknowledged")
+                   timeout_s=10, what="first produce acknowledged")
     before = rss_bytes(broker.process.pid)
     sent = 8 * MB
     with _connect(broker) as sock:
@@ -111,7 +111,7 @@ def test_an_exhausted_request_pool_makes_connections_wait_then_answers_all(hosti
     with WireClient(broker.bootstrap_servers) as client:
         metadata(client, [topic])
         wait_until(lambda: produce_result(client.call(produce_request(topic, 0, record_batch([b"x"]))))[0] == 0,
-                   10, message="topic ready")
+                   timeout_s=10, what="topic ready")
     batch = record_batch([bytes(1536 * 1024)], key=None)
     clients, per_client = 16, 4
     errors: list = []
@@ -159,7 +159,7 @@ def test_idle_connections_are_closed_but_a_long_poll_is_not(hostile_broker):
     with WireClient(broker.bootstrap_servers) as client:
         metadata(client, [topic])
         wait_until(lambda: produce_result(client.call(produce_request(topic, 0, record_batch([b"a"]))))[0] == 0,
-                   10, message="topic ready")
+                   timeout_s=10, what="topic ready")
     idle = WireClient(broker.bootstrap_servers)
     assert _api_versions_ok(idle)
     polling = WireClient(broker.bootstrap_servers, timeout=30)
@@ -200,7 +200,7 @@ def _refused(broker) -> bool:
 
 def _limits_hold(broker, limit: int) -> None:
     # one at a time, each answered: the fixture's readiness probe may still be closing a moment
-    clients = [wait_until(lambda: _accepted_client(broker), 10, message="a connection below the limit")
+    clients = [wait_until(lambda: _accepted_client(broker), timeout_s=10, what="a connection below the limit")
                for _ in range(limit)]
     assert _refused(broker), f"connection {limit + 1} was accepted"
     before = rss_bytes(broker.process.pid)
@@ -210,7 +210,7 @@ def _limits_hold(broker, limit: int) -> None:
     assert grown < 20 * MB, f"200 refused connections grew RSS by {grown / MB:.1f} MB (bound 20 MB)"
     clients.pop().close()
     # the count drops once the broker saw the close; then one more is accepted, and only one
-    replacement = wait_until(lambda: _accepted_client(broker), 10, message="a slot freed by a close")
+    replacement = wait_until(lambda: _accepted_client(broker), timeout_s=10, what="a slot freed by a close")
     assert _refused(broker)
     replacement.close()
     for client in clients:
@@ -274,7 +274,7 @@ def test_the_broker_survives_a_connection_flood(hostile_broker):
     grown = _settled_rss(broker) - before
     assert grown < 20 * MB, f"500 connects grew RSS by {grown / MB:.1f} MB (bound 20 MB)"
     # closed connections gave their slots back: the count is exact after churn
-    wait_until(lambda: _fifty_accepted(broker), 15, message="all 50 slots free again")
+    wait_until(lambda: _fifty_accepted(broker), timeout_s=15, what="all 50 slots free again")
     assert_serving(broker)
     assert_serving(hostile_broker.restart(broker))
 
@@ -301,7 +301,7 @@ def test_a_sender_that_stops_halfway_is_closed_while_others_wait_for_request_mem
     with WireClient(broker.bootstrap_servers) as client:
         metadata(client, [topic])
         wait_until(lambda: produce_result(client.call(produce_request(topic, 0, record_batch([b"x"]))))[0] == 0,
-                   10, message="topic ready")
+                   timeout_s=10, what="topic ready")
     attacker = _connect(broker)
     attacker.sendall(struct.pack(">i", 50 * MB) + bytes(2 * MB))
     wait_read_or_refused(broker.port)   # the attacker's 2 MB are in the broker's pool (or refused) first

@@ -18,9 +18,10 @@ import urllib.request
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from client_helpers import create_topic, free_port, wait_until
+from client_helpers import create_topic, free_port
 from hostile import assert_serving, rss_bytes
 from kafka_wire import WireClient, produce_request, record_batch
+from broker_sim.testing.waiting import wait_until
 
 LATENCY_BOUND_S = 0.5  # what an attack may add to the control's worst round trip, measured in the same test
 MB = 1 << 20
@@ -51,7 +52,7 @@ class Registry:
                 return self.call("GET", "/subjects")[0] == 200
             except OSError:
                 return False
-        wait_until(answers, timeout, message=f"the registry at {self.url}")
+        wait_until(answers, timeout_s=timeout, what=f"the registry at {self.url}")
 
 
 class Probe(threading.Thread):

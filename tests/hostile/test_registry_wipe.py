@@ -16,9 +16,10 @@ import urllib.request
 
 from kafka.protocol.admin import AlterConfigsRequest, DeleteRecordsRequest, DescribeConfigsRequest
 
-from client_helpers import Record, consume_kafka_python, create_topic, free_port, produce_kafka_python, wait_until
+from client_helpers import Record, consume_kafka_python, create_topic, free_port, produce_kafka_python
 from hostile import assert_serving
 from kafka_wire import WireClient, delete_topics, set_topic_configs
+from broker_sim.testing.waiting import wait_until
 
 POLICY_VIOLATION = 44
 INVALID_REQUEST = 42
@@ -63,7 +64,7 @@ class Registry:
                 return self.call("GET", "/subjects")[0] == 200
             except OSError:
                 return False
-        wait_until(answers, timeout, message=f"the registry at {self.url}")
+        wait_until(answers, timeout_s=timeout, what=f"the registry at {self.url}")
 
     def timed_read(self) -> float:
         start = time.monotonic()

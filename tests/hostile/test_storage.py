@@ -14,13 +14,14 @@ import threading
 import time
 from pathlib import Path
 
-from client_helpers import BrokerProcess, consume_kafka_python, free_port, wait_until
+from client_helpers import BrokerProcess, consume_kafka_python, free_port
 from hostile import assert_serving, rss_bytes
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka_wire import (
     WireClient, create_partitions, create_topics, delete_topics, fetch_request, fetched_partitions, batches_of,
     metadata, produce_request, produce_result, record_batch, set_topic_configs,
 )
+from broker_sim.testing.waiting import wait_until
 
 POLICY_VIOLATION, INVALID_PARTITIONS, INVALID_TOPIC, KAFKA_STORAGE_ERROR = 44, 37, 17, 56
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -64,7 +65,7 @@ class LimitedBrokerProcess(BrokerProcess):
 
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, preexec_fn=lower_limit)
-        wait_until(lambda: self._ready(), timeout, message=f"broker on port {self.port} listening")
+        wait_until(lambda: self._ready(), timeout_s=timeout, what=f"broker on port {self.port} listening")
         return self
 
 
@@ -161,7 +162,7 @@ def test_tiny_segments_keep_descriptors_bounded_and_data_readable(hostile_broker
     values = [r.value for r in consume_kafka_python(broker.bootstrap_servers, "tiny", 400, timeout=60)]
     assert values == [b"%04d" % i * 220 for i in range(400)]
     # 5: FDS_PER_PARTITION, whatever the segment count, once the consumer's last responses have left
-    wait_until(lambda: open_fds(pid) <= 5 * partition_count(broker), 10, message="<= 5 files per partition")
+    wait_until(lambda: open_fds(pid) <= 5 * partition_count(broker), timeout_s=10, what="<= 5 files per partition")
     assert_serving(broker)
     broker = hostile_broker.restart(broker)
     assert open_fds(broker.process.pid) <= 5 * partition_count(broker)  # loading: a segment at a time
@@ -332,8 +333,8 @@ def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evi
             readers.append((reader, request, correlation_id))
         # every fetch has been answered (its response began to arrive), so every segment has been read and
         # all but two evicted while the responses wait; the descriptors' return below shows the evictions
-        wait_until(lambda: all(_has_bytes(reader.sock) for reader, *_ in readers), 30,
-                   message="every fetch answered")
+        wait_until(lambda: all(_has_bytes(reader.sock) for reader, *_ in readers), timeout_s=30,
+                   what="every fetch answered")
         for i, (reader, request, correlation_id) in enumerate(readers):
             response = reader.read_response(request, correlation_id)
             batches = batches_of(fetched_partitions(response)[0].records)
@@ -342,10 +343,10 @@ def test_pending_sendfile_keeps_its_segment_readable_while_the_open_ones_are_evi
     finally:
         for reader, *_ in readers:
             reader.close()
-    wait_until(lambda: open_fds(pid) - fds_before < 10, 10, message="descriptors back to the baseline")
+    wait_until(lambda: open_fds(pid) - fds_before < 10, timeout_s=10, what="descriptors back to the baseline")
     # the evictions happened: of the 21 segments only the two most recently read and the active one are open
-    wait_until(lambda: len(_open_segment_files(pid, "old-0")) <= 3, 10,
-               message=f"<= 3 open segments of old-0 (open: {_open_segment_files(pid, 'old-0')})")
+    wait_until(lambda: len(_open_segment_files(pid, "old-0")) <= 3, timeout_s=10,
+               what=f"<= 3 open segments of old-0 (open: {_open_segment_files(pid, 'old-0')})")
     assert rss_bytes(pid) - rss_before < 64 * MIB  # sendfile: the 108 MB sent were never in memory
     assert_serving(broker)
     broker = hostile_broker.restart(broker)

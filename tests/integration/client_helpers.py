@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from broker_sim.testing.waiting import wait_until
 
 CREATE, APPEND = "CreateTime", "LogAppendTime"
 
@@ -254,19 +255,7 @@ def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float
                     return False
         return True
 
-    wait_until(led, timeout, message=f"a leader for every partition of {topic}")
-
-
-def wait_until(condition, timeout: float, interval: float = 0.1, message: str = "condition"):
-    """Poll ``condition`` until it returns a truthy value or ``timeout`` passes (then AssertionError)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{message} not reached within {timeout} s")
-        time.sleep(interval)
+    wait_until(led, timeout_s=timeout, what=f"a leader for every partition of {topic}")
 
 
 # --- broker in a separate process -----------------------------------------
@@ -301,7 +290,7 @@ class BrokerProcess:
             args += ["--config", f"{key}={value}"]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
-        wait_until(lambda: self._ready(), timeout, message=f"broker on port {self.port} listening")
+        wait_until(lambda: self._ready(), timeout_s=timeout, what=f"broker on port {self.port} listening")
         return self
 
     def _ready(self) -> bool:

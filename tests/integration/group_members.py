@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 HEARTBEAT_MS = 500
 POLL_MS = 2000  # kafka-python's poll; see KafkaPythonMember.run
@@ -160,17 +159,6 @@ def split_evenly(members, partitions: int):
     if every == list(range(partitions)) and all(owned):
         return owned
     return None
-
-
-def wait_for(condition, timeout: float, message: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{message}: not reached within {timeout} s")
-        time.sleep(0.1)
 
 
 KILLABLE_MEMBER = """

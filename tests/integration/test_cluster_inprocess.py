@@ -18,7 +18,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 
 from broker_sim.server.broker import Broker
-from client_helpers import wait_until
+from broker_sim.testing.waiting import wait_until
 
 FAST = {
     "zookeeper.session.timeout.ms": "3000",
@@ -35,7 +35,7 @@ FAST = {
 
 def settle(condition, message: str):
     """Cluster changes (elections, ISR moves, catch-up) take a few seconds: wait up to 30."""
-    return wait_until(condition, 30, interval=0.05, message=message)
+    return wait_until(condition, timeout_s=30, what=message, interval_s=0.05)
 
 
 class InProcessCluster:

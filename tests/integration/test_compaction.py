@@ -25,7 +25,6 @@ from client_helpers import (
     create_topic,
     produce_confluent,
     produce_kafka_python,
-    wait_until,
 )
 from kafka_wire import (
     WireClient,
@@ -36,6 +35,7 @@ from kafka_wire import (
     produce_request,
     produce_result,
 )
+from broker_sim.testing.waiting import wait_until
 
 BROKER = {"log.cleaner.backoff.ms": "100"}
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "internal.segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
@@ -60,7 +60,7 @@ def _wait_cleaned_past(broker, topic: str, offset: int) -> None:
         ranges = read_cleaner_checkpoint(directory)
         return bool(ranges) and ranges[-1].end_offset > offset
 
-    wait_until(cleaned, 15, 0.05, message=f"{topic} cleaned past offset {offset}")
+    wait_until(cleaned, timeout_s=15, what=f"{topic} cleaned past offset {offset}", interval_s=0.05)
 
 
 def _latest(records) -> dict:
@@ -118,8 +118,8 @@ def test_tombstones_disappear_after_delete_retention(pylog_broker_factory):
     produce_kafka_python(broker.bootstrap_servers, "deletes", _fillers(0), **KAFKA_PYTHON_SMALL_BATCHES)
     _wait_cleaned_past(broker, "deletes", data_end - 1)
     directory = broker.replicas.get("deletes", 0).log.directory
-    wait_until(lambda: not any(r.tombstones for r in read_cleaner_checkpoint(directory)), 15, 0.05,
-               message="tombstones removed")
+    wait_until(lambda: not any(r.tombstones for r in read_cleaner_checkpoint(directory)), timeout_s=15,
+               what="tombstones removed", interval_s=0.05)
     got = consume_kafka_python(broker.bootstrap_servers, "deletes", 10 + 40)
     assert {r.key: r.value for r in got if r.key.startswith(b"key-")} == _latest(_updates(0)[10:])
 

@@ -9,8 +9,9 @@ import pytest
 from kafka.protocol.admin import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
 from broker_sim.server.broker import Broker
-from tests.integration.client_helpers import create_topic, wait_until
+from tests.integration.client_helpers import create_topic
 from tests.integration.kafka_wire import WireClient, metadata
+from broker_sim.testing.waiting import wait_until
 
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
@@ -78,10 +79,11 @@ def test_incremental_broker_configs_win_over_the_default_and_can_be_deleted(requ
     assert _incremental(broker, BROKER, own, [("message.max.bytes", 0, "2000000")]).error_code == 0
     # Kafka's broker takes a change from its metadata log a moment after the controller answered
     wait_until(lambda: _described(broker, BROKER, own)["message.max.bytes"] == ("2000000", DYNAMIC_BROKER_CONFIG),
-               10, message="message.max.bytes 2000000 from the broker's own config")
+               timeout_s=10, what="message.max.bytes 2000000 from the broker's own config")
     assert _incremental(broker, BROKER, own, [("message.max.bytes", 1, None)]).error_code == 0
     wait_until(lambda: _described(broker, BROKER, own)["message.max.bytes"] ==
-               ("3000000", DYNAMIC_DEFAULT_BROKER_CONFIG), 10, message="DELETE: the dynamic default shows again")
+               ("3000000", DYNAMIC_DEFAULT_BROKER_CONFIG),
+               timeout_s=10, what="DELETE: the dynamic default shows again")
 
 
 def test_static_or_bad_broker_configs_are_refused_naming_them(any_broker):

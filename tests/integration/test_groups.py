@@ -20,8 +20,9 @@ import time
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
-from client_helpers import Record, create_topic, produce_kafka_python, wait_until
-from group_members import KILLABLE_MEMBER, MEMBERS, ConfluentMember, KafkaPythonMember, split_evenly, wait_for
+from client_helpers import Record, create_topic, produce_kafka_python
+from group_members import KILLABLE_MEMBER, MEMBERS, ConfluentMember, KafkaPythonMember, split_evenly
+from broker_sim.testing.waiting import wait_until
 
 PARTITIONS = 6
 REBALANCE_WAIT_S = 30
@@ -44,7 +45,7 @@ def stable_description(broker, group: str, members: int) -> dict:
         def described():
             d = admin.describe_groups([group])[group]
             return d if d["group_state"] == "Stable" and len(d["members"]) == members else None
-        return wait_for(described, REBALANCE_WAIT_S, f"group {group} Stable with {members} members")
+        return wait_until(described, timeout_s=REBALANCE_WAIT_S, what=f"group {group} Stable with {members} members")
     finally:
         admin.close()
 
@@ -55,7 +56,8 @@ def test_three_members_own_every_partition_once_and_a_leaving_members_partitions
     create_topic(bootstrap, events, PARTITIONS)
     members = [MEMBERS[client](bootstrap, events, group).start() for _ in range(3)]
     try:
-        owned = wait_for(lambda: split_evenly(members, PARTITIONS), REBALANCE_WAIT_S, "3 members split 6 partitions")
+        owned = wait_until(lambda: split_evenly(members, PARTITIONS), timeout_s=REBALANCE_WAIT_S,
+                           what="3 members split 6 partitions")
         assert sorted(len(parts) for parts in owned) == [2, 2, 2]
         described = stable_description(any_broker, group, 3)
         assigned = sorted(p for m in described["members"]
@@ -64,7 +66,8 @@ def test_three_members_own_every_partition_once_and_a_leaving_members_partitions
 
         leaving = members.pop(1)
         leaving.stop()
-        owned = wait_for(lambda: split_evenly(members, PARTITIONS), REBALANCE_WAIT_S, "2 members take over")
+        owned = wait_until(lambda: split_evenly(members, PARTITIONS), timeout_s=REBALANCE_WAIT_S,
+                           what="2 members take over")
         assert sorted(len(parts) for parts in owned) == [3, 3]
     finally:
         for member in members:
@@ -85,15 +88,15 @@ def test_a_sigkilled_members_partitions_move_after_its_session_timeout(any_broke
 
     threading.Thread(target=follow_victim, daemon=True).start()
     try:
-        wait_for(lambda: victim_owns[-1] and survivor.partitions()
-                 and not victim_owns[-1] & survivor.partitions()
-                 and victim_owns[-1] | survivor.partitions() == frozenset(range(PARTITIONS)),
-                 REBALANCE_WAIT_S, "the survivor and the subprocess share the partitions")
+        wait_until(lambda: victim_owns[-1] and survivor.partitions()
+                   and not victim_owns[-1] & survivor.partitions()
+                   and victim_owns[-1] | survivor.partitions() == frozenset(range(PARTITIONS)),
+                   timeout_s=REBALANCE_WAIT_S, what="the survivor and the subprocess share the partitions")
         killed_at = time.monotonic()
         os.kill(victim.pid, signal.SIGKILL)
         victim.wait(10)
-        wait_for(lambda: survivor.partitions() == frozenset(range(PARTITIONS)), 20,
-                 "the survivor owns every partition")
+        wait_until(lambda: survivor.partitions() == frozenset(range(PARTITIONS)), timeout_s=20,
+                   what="the survivor owns every partition")
         # not before the 6 s session timeout (minus the survivor's last heartbeat interval)
         assert time.monotonic() - killed_at > 4
     finally:
@@ -116,7 +119,8 @@ def test_client_side_assignors(any_broker, unique, member, strategy):
     create_topic(bootstrap, events, PARTITIONS)
     members = [member(bootstrap, events, group, strategy=strategy).start() for _ in range(2)]
     try:
-        owned = wait_for(lambda: split_evenly(members, PARTITIONS), REBALANCE_WAIT_S, f"{strategy} splits")
+        owned = wait_until(lambda: split_evenly(members, PARTITIONS), timeout_s=REBALANCE_WAIT_S,
+                           what=f"{strategy} splits")
         assert sorted(len(parts) for parts in owned) == [3, 3]
         if strategy == "range":
             assert sorted(sorted(parts) for parts in owned) == [[0, 1, 2], [3, 4, 5]]
@@ -183,10 +187,11 @@ def test_a_new_group_starts_where_auto_offset_reset_says(any_broker, unique, res
     produce_round_robin(bootstrap, events, 1)  # offset 0 of every partition exists before the group
     member = KafkaPythonMember(bootstrap, events, unique(f"new-{reset}"), offset_reset=reset).start()
     try:
-        wait_for(lambda: member.partitions() == frozenset(range(PARTITIONS)), REBALANCE_WAIT_S, "assigned")
+        wait_until(lambda: member.partitions() == frozenset(range(PARTITIONS)), timeout_s=REBALANCE_WAIT_S,
+                   what="assigned")
         if reset == "earliest":
-            wait_for(lambda: {(p, o) for p, o, _ in member.records} >= {(p, 0) for p in range(PARTITIONS)}, 20,
-                     "offset 0 of every partition consumed")
+            wait_until(lambda: {(p, o) for p, o, _ in member.records} >= {(p, 0) for p in range(PARTITIONS)},
+                       timeout_s=20, what="offset 0 of every partition consumed")
         else:
             # produce until the member sees new records: its position was looked up at some end offset >= 1
             deadline = time.monotonic() + 20
@@ -211,7 +216,8 @@ def test_kcat_consumes_as_a_group_member(any_broker, unique):
     assert sorted((int(p), int(o)) for p, o, _ in lines) == [(p, o) for p in range(PARTITIONS) for o in range(2)]
     admin = admin_for(any_broker)
     try:
-        wait_until(lambda: group in {g["group_id"] for g in admin.list_groups()}, 10, "kcat's group listed")
+        wait_until(lambda: group in {g["group_id"] for g in admin.list_groups()}, timeout_s=10,
+                   what="kcat's group listed")
     finally:
         admin.close()
 
@@ -240,12 +246,14 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
 
     consumers = [member("a"), member("b")]
     try:
-        before = wait_for(lambda: split(consumers), REBALANCE_WAIT_S, "two static members split the partitions")
+        before = wait_until(lambda: split(consumers), timeout_s=REBALANCE_WAIT_S,
+                            what="two static members split the partitions")
         stable_description(any_broker, group, 2)
         assigned_to_b = assigned["b"]
         consumers[0].close()  # a static member leaves no LeaveGroup behind: the broker keeps its place
         consumers[0] = member("a")
-        after = wait_for(lambda: split(consumers), REBALANCE_WAIT_S, "the restarted member owns its partitions again")
+        after = wait_until(lambda: split(consumers), timeout_s=REBALANCE_WAIT_S,
+                           what="the restarted member owns its partitions again")
         assert after == before
         for _ in range(10):  # a rebalance, had there been one, would reach "b" within its heartbeats (500 ms)
             consumers[1].poll(0.1)

@@ -21,11 +21,12 @@ from confluent_kafka import Producer
 from kafka import KafkaAdminClient, TopicPartition
 
 from client_helpers import (
-    Record, consume_confluent, consume_kafka_python, create_topic, produce_kafka_python, wait_until,
+    Record, consume_confluent, consume_kafka_python, create_topic, produce_kafka_python,
 )
 from kafka_wire import (
     EARLIEST, WireClient, init_producer_id, list_offsets, metadata, produce_request, produce_result, record_batch,
 )
+from broker_sim.testing.waiting import wait_until
 
 TOTAL = 4000
 KILL_AFTER_ACKS = 800
@@ -80,7 +81,8 @@ def test_every_acknowledged_record_survives_sigkill_exactly_once(broker_process)
     create_topic(broker.bootstrap_servers, "durable")
     stream = StreamingProducer(broker.bootstrap_servers, "durable")
     stream.start()
-    wait_until(lambda: len(stream.acked) >= KILL_AFTER_ACKS, 30, 0.005, message="first acknowledgements")
+    wait_until(lambda: len(stream.acked) >= KILL_AFTER_ACKS, timeout_s=30, what="first acknowledgements",
+               interval_s=0.005)
     broker.kill()
     acked_before_kill = len(stream.acked)
     assert acked_before_kill < TOTAL, "the stream finished before the kill; the test proves nothing"

@@ -13,8 +13,9 @@ import time
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from client_helpers import consume_kafka_python, create_topic, wait_until
+from client_helpers import consume_kafka_python, create_topic
 from kafka_wire import EARLIEST, LATEST, WireClient, list_offsets, produce_request, produce_result, record_batch
+from broker_sim.testing.waiting import wait_until
 
 BROKER_CONFIG = {"internal.log.segment.bytes": "2048", "log.retention.check.interval.ms": "200",
                  "log.initial.task.delay.ms": "200"}
@@ -65,7 +66,7 @@ def test_time_retention_deletes_expired_segments_and_keeps_new_data(pylog_broker
 
     _set_topic_config(bootstrap, "aged", "retention.ms", "60000")
 
-    wait_until(lambda: _earliest(bootstrap, "aged") == keep_from, 10, 0.1, message=f"earliest offset {keep_from}")
+    wait_until(lambda: _earliest(bootstrap, "aged") == keep_from, timeout_s=10, what=f"earliest offset {keep_from}")
     assert min(_segment_files(directory)) == keep_from
     assert not [base for base in before if base < keep_from and (directory / f"{base:020d}.log").exists()]
     got = consume_kafka_python(bootstrap, "aged", 50 - keep_from)
@@ -92,7 +93,7 @@ def test_size_retention_keeps_at_least_retention_bytes_of_the_newest_segments(py
 
     _set_topic_config(bootstrap, "sized", "retention.bytes", str(limit))
 
-    wait_until(lambda: _earliest(bootstrap, "sized") == keep_from, 10, 0.1, message=f"earliest offset {keep_from}")
+    wait_until(lambda: _earliest(bootstrap, "sized") == keep_from, timeout_s=10, what=f"earliest offset {keep_from}")
     after = _segment_files(directory)
     assert min(after) == keep_from and sum(after.values()) >= limit
     got = consume_kafka_python(bootstrap, "sized", 60 - keep_from)

@@ -24,9 +24,9 @@ from kafka.errors import KafkaError
 
 from client_helpers import (
     Record, consume_confluent, consume_kafka_python, produce_confluent, produce_kafka_python, wait_for_leaders,
-    wait_until,
 )
 from kafka_wire import EARLIEST, WireClient, list_offsets, metadata
+from broker_sim.testing.waiting import wait_until
 
 TOPIC_ALREADY_EXISTS, INVALID_TOPIC, INVALID_REPLICATION_FACTOR, UNKNOWN_TOPIC_OR_PARTITION = 36, 17, 38, 3
 INVALID_CONFIG = 40
@@ -175,8 +175,8 @@ def test_describe_configs_shows_overrides_broker_settings_and_defaults(request, 
         assert described["segment.bytes"] == ("1073741824", DEFAULT)
 
         admin.set_config("configured", "retention.ms", "999")
-        wait_until(lambda: admin.describe("configured")["retention.ms"] == ("999", OVERRIDE), 10,
-                   message="retention.ms 999 described")
+        wait_until(lambda: admin.describe("configured")["retention.ms"] == ("999", OVERRIDE), timeout_s=10,
+                   what="retention.ms 999 described")
         if factory == "pylog_broker_factory":  # broker_sim's partition log took it too
             assert broker.replicas.get("configured", 0).log.config.retention_ms == 999
     finally:
@@ -202,8 +202,8 @@ def test_deleted_topic_is_unknown_and_its_directories_are_gone(any_broker, admin
 
     admin.delete_topic(doomed)
 
-    wait_until(lambda: _error_of(bootstrap, doomed) == UNKNOWN_TOPIC_OR_PARTITION, 10,
-               message=f"{doomed} unknown")
+    wait_until(lambda: _error_of(bootstrap, doomed) == UNKNOWN_TOPIC_OR_PARTITION, timeout_s=10,
+               what=f"{doomed} unknown")
     assert doomed not in admin.list()
     if any_broker.kind == "pylog":
         assert not [p for p in any_broker.server.data_dir.iterdir() if p.name.startswith(doomed)]

@@ -18,7 +18,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.errors import InvalidProducerEpochError, KafkaError, KafkaTimeoutError, ProducerFencedError
 
-from client_helpers import create_topic, kcat, wait_until
+from client_helpers import create_topic, kcat
+from broker_sim.testing.waiting import wait_until
 
 FAST_TIMEOUTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 
@@ -211,7 +212,7 @@ def test_confluent_transactional_producer_commits_and_aborts(any_broker, unique)
     producer.abort_transaction(10)
     assert sorted(consume_kafka_python(bootstrap, conf, 4, partitions=(0, 1))) == [b"c0", b"c1", b"c2", b"c3"]
     # Kafka writes the markers after answering EndTxn: PrepareAbort for a moment
-    wait_until(lambda: _state(bootstrap, conf_tx) == "CompleteAbort", 10, message="the abort completed")
+    wait_until(lambda: _state(bootstrap, conf_tx) == "CompleteAbort", timeout_s=10, what="the abort completed")
 
 
 def test_aiokafka_transactional_producer_commits_aborts_and_sends_offsets(any_broker, unique):
@@ -361,7 +362,7 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(fast_
     try:
         producer.begin_transaction()
         _send(producer, "slow", [b"never"])
-        wait_until(lambda: _state(bootstrap, "sleepy") == "CompleteAbort", 10, message="the coordinator's abort")
+        wait_until(lambda: _state(bootstrap, "sleepy") == "CompleteAbort", timeout_s=10, what="the coordinator's abort")
         # the coordinator bumped the epoch when it aborted: EndTxn at the old one is PRODUCER_FENCED
         with pytest.raises(ProducerFencedError):
             producer.commit_transaction()
@@ -406,8 +407,8 @@ def test_an_open_transaction_left_by_a_restart_times_out(tmp_path):
         producer.close(timeout=0)
         broker.stop()
         broker = Broker(tmp_path / "data", config=FAST_TIMEOUTS).start()
-        wait_until(lambda: _state(broker.bootstrap_servers, "orphaned") == "CompleteAbort", 10,
-                   message="the abort after restart")
+        wait_until(lambda: _state(broker.bootstrap_servers, "orphaned") == "CompleteAbort", timeout_s=10,
+                   what="the abort after restart")
         partition = broker.replicas.get("orphan", 0)
         assert partition.last_stable_offset == partition.high_watermark
         assert partition.aborted_transactions(0, partition.high_watermark)

@@ -25,8 +25,9 @@ from kafka.protocol.producer import (
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from client_helpers import create_topic, wait_until
+from client_helpers import create_topic
 from kafka_wire import WireClient, batches_of, fetched_partitions
+from broker_sim.testing.waiting import wait_until
 
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_TRANSACTION_TIMEOUT, PRODUCER_FENCED = 47, 48, 50, 90
 TRANSACTION_ABORTABLE = 120
@@ -119,7 +120,7 @@ def latest(wire, partition, isolation):
 
 def stable_at(wire, partition, offset, timeout: float = 10) -> None:
     """Wait until the partition's LSO is ``offset`` (Kafka writes markers after answering EndTxn)."""
-    wait_until(lambda: latest(wire, partition, 1) == offset, timeout, message=f"LSO {offset}")
+    wait_until(lambda: latest(wire, partition, 1) == offset, timeout_s=timeout, what=f"LSO {offset}")
 
 
 def test_produce_to_a_partition_not_added_to_the_transaction_is_refused(wire):

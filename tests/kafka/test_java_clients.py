@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from broker_sim.local.kafka import java_command, run_tool
+from broker_sim.testing.waiting import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 
@@ -135,13 +136,18 @@ class JavaTool:
         return self.events()
 
     def wait_for(self, what: str, predicate, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not predicate(self.events()):
+        """Until ``predicate(events)`` holds; fails at once if the process exits first, either way with its output."""
+        def reached() -> bool:
+            if predicate(self.events()):
+                return True
             if self.process.poll() is not None:
-                raise AssertionError(f"exited {self.process.returncode} before {what}; {self.describe()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not {what} within {timeout_s:g} s; {self.describe()}")
-            time.sleep(0.2)
+                raise AssertionError(f"exited {self.process.returncode} before {what}")
+            return False
+
+        try:
+            wait_until(reached, timeout_s=timeout_s, what=what, interval_s=0.2, retry_on=())
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}; {self.describe()}") from None
 
     def describe(self) -> str:
         return (f"stdout ends:\n{self.stdout_path.read_text(errors='replace')[-1500:]}\n"

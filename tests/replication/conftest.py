@@ -1,23 +1,16 @@
-"""Fixtures for replication tests: a settable clock and real partitions in tmp_path."""
+"""Fixtures for replication tests: the kit's manual clock and real partitions in tmp_path."""
 from __future__ import annotations
 
 import pytest
 
 from broker_sim.replication.partition import Partition
 from broker_sim.storage.log import LogConfig
-
-
-class Clock:
-    def __init__(self, now=1_000_000):
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+from broker_sim.testing.clock import ManualClock
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture

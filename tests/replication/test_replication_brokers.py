@@ -28,6 +28,7 @@ from broker_sim.replication.client import BrokerClient
 from broker_sim.server.broker import Broker
 from broker_sim.server.inter_broker import InterBrokerIdentity
 from replication_helpers import build_batch
+from broker_sim.testing.waiting import wait_until
 
 TOPIC = "replicated"
 KEY = (TOPIC, 0)
@@ -43,16 +44,6 @@ BROKER_CONFIG = {
 # what ZooKeeper's shared secret gives a real cluster: followers' fetches (and this test's wire requests,
 # which play brokers) prove they come from brokers, so they are not refused as clients' follower fetches
 IDENTITY = InterBrokerIdentity("replication-test secret")
-
-
-def wait_until(condition, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"{what} not reached within {timeout} s")
 
 
 class TestCluster:
@@ -241,10 +232,11 @@ def test_followers_replicate_byte_identical_logs(cluster):
         producer.send(TOPIC, key=b"k%d" % i, value=b"value-%d" % i, partition=0)
     producer.flush()
     producer.close()
-    leader = wait_until(lambda: (info := c.partition_info(0))["hw"] == 200 and info, what="leader HW 200")
+    leader = wait_until(lambda: (info := c.partition_info(0))["hw"] == 200 and info, timeout_s=10.0,
+                        what="leader HW 200", interval_s=0.02)
     for follower in (1, 2):
         info = wait_until(lambda: (i := c.partition_info(follower))["leo"] == 200 and i["hw"] == 200 and i,
-                          what=f"follower {follower} caught up")
+                          timeout_s=10.0, what=f"follower {follower} caught up", interval_s=0.02)
         assert info["bytes"] == leader["bytes"], f"follower {follower}'s log differs from the leader's"
         assert info["epochs"] == leader["epochs"] == [(1, 0)]
         assert info["leader"] is False
@@ -314,13 +306,15 @@ def test_a_follower_that_stops_fetching_leaves_the_isr_and_the_hw_moves_on(clust
     c.brokers[2].stop()  # follower 2 dies
     (response,) = wire(c.bootstrap(0), produce_request([b"c"], acks=1))
     assert produce_error(response) == (0, 2)
-    info = wait_until(lambda: (i := c.partition_info(0))["isr"] == (0, 1) and i, timeout=30, what="ISR shrink")
+    info = wait_until(lambda: (i := c.partition_info(0))["isr"] == (0, 1) and i, timeout_s=30, what="ISR shrink",
+                      interval_s=0.02)
     elapsed = time.monotonic() - started
     lag_s = BROKER_CONFIG["replica.lag.time.max.ms"] / 1000.0
     assert elapsed >= lag_s, f"the follower left the ISR {elapsed:.2f} s after its last fetch, before " \
                              f"replica.lag.time.max.ms ({lag_s} s)"
     assert (0, (0, 1)) in c.isr_writes
-    wait_until(lambda: c.partition_info(0)["hw"] == 3, what="HW advancing without the dead follower")
+    wait_until(lambda: c.partition_info(0)["hw"] == 3, timeout_s=10.0, what="HW advancing without the dead follower",
+               interval_s=0.02)
     (response,) = wire(c.bootstrap(0), produce_request([b"d"], acks=-1, timeout_ms=5000))
     assert produce_error(response) == (0, 3)
     assert info["leader"] is True
@@ -331,7 +325,7 @@ def test_a_follower_that_catches_up_rejoins_the_isr(cluster):
     c.create_topic()
     c.elect(leader=0, epoch=1, isr=[0])
     wire(c.bootstrap(0), produce_request([b"a", b"b", b"c"], acks=1))
-    wait_until(lambda: c.partition_info(0)["isr"] == (0, 1), what="ISR expansion")
+    wait_until(lambda: c.partition_info(0)["isr"] == (0, 1), timeout_s=10.0, what="ISR expansion", interval_s=0.02)
     assert (0, (0, 1)) in c.isr_writes
     assert c.partition_info(1)["leo"] == 3
 
@@ -341,7 +335,8 @@ def test_a_divergent_follower_is_truncated_to_the_new_leaders_log(cluster):
     c.create_topic()
     c.elect(leader=0, epoch=1, isr=[0, 1])
     wire(c.bootstrap(0), produce_request([b"a", b"b"], acks=-1))
-    wait_until(lambda: c.partition_info(1)["leo"] == 2, what="replication of the first records")
+    wait_until(lambda: c.partition_info(1)["leo"] == 2, timeout_s=10.0, what="replication of the first records",
+               interval_s=0.02)
     c.stop_fetching(1)
     # broker 0 appends at epoch 1 what broker 1 never gets (acks=1), then loses leadership
     (response,) = wire(c.bootstrap(0), produce_request([b"lost-1", b"lost-2", b"lost-3"], acks=1))
@@ -351,11 +346,13 @@ def test_a_divergent_follower_is_truncated_to_the_new_leaders_log(cluster):
     (response,) = wire(c.bootstrap(1), produce_request([b"new-1"], acks=1))
     assert produce_error(response) == (0, 2)
     c.elect(leader=1, epoch=2, isr=[1], followers=[0])  # broker 0 learns of the change and follows
-    old = wait_until(lambda: (i := c.partition_info(0))["leo"] == 3 and i, what="truncation and catch-up")
+    old = wait_until(lambda: (i := c.partition_info(0))["leo"] == 3 and i, timeout_s=10.0,
+                     what="truncation and catch-up", interval_s=0.02)
     new = c.partition_info(1)
     assert old["bytes"] == new["bytes"], "the divergent tail was not replaced by the new leader's records"
     assert old["epochs"] == new["epochs"] == [(1, 0), (2, 2)]
-    wait_until(lambda: c.partition_info(1)["isr"] == (0, 1), what="old leader rejoining the ISR")
+    wait_until(lambda: c.partition_info(1)["isr"] == (0, 1), timeout_s=10.0, what="old leader rejoining the ISR",
+               interval_s=0.02)
     assert wire(c.bootstrap(1), fetch_request(0))[0].responses[0].partitions[0].error_code == 0
 
 
@@ -406,7 +403,8 @@ def test_a_follower_serves_consumers_only_below_its_own_high_watermark(cluster):
     wire(c.bootstrap(0), produce_request([b"a", b"b"], acks=-1))
     c.stop_fetching(2)  # in the ISR but no longer fetching: the high watermark stays at 2
     wire(c.bootstrap(0), produce_request([b"c", b"d", b"e"], acks=1))
-    follower = wait_until(lambda: (i := c.partition_info(1))["leo"] == 5 and i, what="follower 1 holding 2-4")
+    follower = wait_until(lambda: (i := c.partition_info(1))["leo"] == 5 and i, timeout_s=10.0,
+                          what="follower 1 holding 2-4", interval_s=0.02)
     assert c.partition_info(0)["hw"] == 2 and follower["leader"] is False
     fetched, at_hw = wire(c.bootstrap(1), fetch_request(0), fetch_request(2, max_wait_ms=200))
     assert fetched_records(at_hw) == (0, 2, []), "a follower served records above its high watermark"
@@ -436,7 +434,8 @@ def test_the_preferred_read_replica_is_never_a_follower_outside_the_isr(cluster)
     assert [preferred_read_replica(c, rack) for rack in RACKS] == [-1, 1, 2]
     c.stop_fetching(2)
     wire(c.bootstrap(0), produce_request([b"c"], acks=1))  # follower 2 falls behind, out after replica.lag.time.max.ms
-    wait_until(lambda: c.partition_info(0)["isr"] == (0, 1), timeout=30, what="follower 2 leaving the ISR")
+    wait_until(lambda: c.partition_info(0)["isr"] == (0, 1), timeout_s=30, what="follower 2 leaving the ISR",
+               interval_s=0.02)
     assert [preferred_read_replica(c, rack) for rack in RACKS] == [-1, 1, -1], \
         "a follower outside the ISR was named the preferred read replica"
 
@@ -475,7 +474,7 @@ def test_stopping_a_broker_stops_its_fetchers(cluster):
     c.create_topic()
     c.elect(leader=0, epoch=1, isr=[0, 1])
     wait_until(lambda: c.call(c.brokers[1], lambda: c.brokers[1].replicas.fetcher.sources[0].fetches) > 2,
-               what="fetching")
+               timeout_s=10.0, what="fetching", interval_s=0.02)
     follower = c.brokers[1]
     thread = follower._thread
     tasks = c.call(follower, lambda: [s.task for s in follower.replicas.fetcher.sources.values()])
@@ -516,14 +515,15 @@ def test_a_follower_behind_the_leaders_log_start_restarts_there_and_follows_it(c
     wire(c.bootstrap(0), produce_request([b"a", b"b", b"c", b"d"], acks=1))
     c.call(c.brokers[0], c.brokers[0].replicas.partitions[KEY].delete_records_before, 3)
     c.elect(leader=0, epoch=1, isr=[0], followers=[1])
-    follower = wait_until(lambda: (i := c.partition_info(1))["leo"] == 4 and i, what="follower catch-up")
+    follower = wait_until(lambda: (i := c.partition_info(1))["leo"] == 4 and i, timeout_s=10.0,
+                          what="follower catch-up", interval_s=0.02)
     leader = c.partition_info(0)
     assert follower["bytes"] == leader["bytes"]
     assert c.call(c.brokers[1], lambda: c.brokers[1].replicas.partitions[KEY].log_start_offset) == 3
     wire(c.bootstrap(0), produce_request([b"e"], acks=-1))
     c.call(c.brokers[0], c.brokers[0].replicas.partitions[KEY].delete_records_before, 5)
     wait_until(lambda: c.call(c.brokers[1], lambda: c.brokers[1].replicas.partitions[KEY].log_start_offset) == 5,
-               what="the follower following the leader's log start offset")
+               timeout_s=10.0, what="the follower following the leader's log start offset", interval_s=0.02)
 
 
 def test_transactions_replicate_with_markers_and_aborted_index(cluster):
@@ -550,8 +550,10 @@ def test_transactions_replicate_with_markers_and_aborted_index(cluster):
                     dict(p.producers.ongoing_transactions()), p.log.read_bytes(0, 1 << 30))
         return c.call(broker, view)
 
-    leader = wait_until(lambda: (v := txn_view(0))[0] == 4 and v, what="both markers on the leader")
-    follower = wait_until(lambda: (v := txn_view(1))[0] == 4 and v, what="both markers on the follower")
+    leader = wait_until(lambda: (v := txn_view(0))[0] == 4 and v, timeout_s=10.0, what="both markers on the leader",
+                        interval_s=0.02)
+    follower = wait_until(lambda: (v := txn_view(1))[0] == 4 and v, timeout_s=10.0, what="both markers on the follower",
+                          interval_s=0.02)
     assert follower == leader
     assert leader[1] == [(leader[1][0][0], 0)] and leader[2] == {}
 
@@ -587,13 +589,15 @@ def test_failover_keeps_every_acks_all_record_and_the_old_leader_rejoins_as_a_fo
     c.brokers[0] = restarted  # on a new port: resolve_broker answers with it
     c.call(restarted, c._install, restarted)
     c.elect(leader=1, epoch=2, isr=[1, 2], followers=[0])
-    wait_until(lambda: c.partition_info(0)["leo"] == 15, what="the old leader caught up after truncation")
+    wait_until(lambda: c.partition_info(0)["leo"] == 15, timeout_s=10.0,
+               what="the old leader caught up after truncation", interval_s=0.02)
     new_leader = c.partition_info(1)
     for broker_id in (0, 2):
         info = c.partition_info(broker_id)
         assert info["bytes"] == new_leader["bytes"], f"broker {broker_id} diverges from the new leader"
         assert info["epochs"] == new_leader["epochs"] == [(1, 0), (2, 10)]
-    wait_until(lambda: c.partition_info(1)["isr"] == (0, 1, 2), what="the old leader back in the ISR")
+    wait_until(lambda: c.partition_info(1)["isr"] == (0, 1, 2), timeout_s=10.0, what="the old leader back in the ISR",
+               interval_s=0.02)
     (fetched,) = wire(c.bootstrap(1), fetch_request(0))
     error, hw, records = fetched_records(fetched)
     assert error == 0 and hw == 15
@@ -631,6 +635,7 @@ def test_a_follower_that_learns_of_the_epoch_before_its_leader_backs_off_and_the
     assert min(gaps) >= 0.08, f"retries {gaps} s apart: no replica.fetch.backoff.ms (100 ms) between them"
     assert c.partition_info(1)["leo"] == 0
     c.call(c.brokers[0], c.brokers[0].replicas.become_leader, TOPIC, 0, state, [0, 1])
-    follower = wait_until(lambda: (i := c.partition_info(1))["leo"] == 2 and i, what="replication after the epoch")
+    follower = wait_until(lambda: (i := c.partition_info(1))["leo"] == 2 and i, timeout_s=10.0,
+                          what="replication after the epoch", interval_s=0.02)
     assert follower["bytes"] == c.partition_info(0)["bytes"]
-    wait_until(lambda: c.partition_info(0)["hw"] == 2, what="HW")
+    wait_until(lambda: c.partition_info(0)["hw"] == 2, timeout_s=10.0, what="HW", interval_s=0.02)

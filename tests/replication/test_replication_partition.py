@@ -87,11 +87,11 @@ def test_the_high_watermark_is_the_minimum_log_end_offset_of_the_isr(open_partit
     for i in range(5):
         produce(leader, b"v%d" % i)
     assert leader.high_watermark == 0, "followers have not fetched: nothing is committed"
-    leader.update_follower_fetch(1, 5, clock.now)
+    leader.update_follower_fetch(1, 5, clock.now_ms())
     assert leader.high_watermark == 0, "follower 2 of the ISR is unknown yet"
-    leader.update_follower_fetch(2, 3, clock.now)
+    leader.update_follower_fetch(2, 3, clock.now_ms())
     assert leader.high_watermark == 3
-    leader.update_follower_fetch(2, 5, clock.now)
+    leader.update_follower_fetch(2, 5, clock.now_ms())
     assert leader.high_watermark == 5
 
 
@@ -99,9 +99,9 @@ def test_the_high_watermark_never_moves_back_while_leading(open_partition, clock
     leader = open_partition(0)
     leader.make_leader(state(0, 1, [0, 1]), [0, 1])
     produce(leader, b"a", b"b", b"c")
-    leader.update_follower_fetch(1, 3, clock.now)
+    leader.update_follower_fetch(1, 3, clock.now_ms())
     assert leader.high_watermark == 3
-    leader.update_follower_fetch(1, 1, clock.now)  # e.g. a follower that truncated reports a lower offset
+    leader.update_follower_fetch(1, 1, clock.now_ms())  # e.g. a follower that truncated reports a lower offset
     assert leader.high_watermark == 3
 
 
@@ -131,7 +131,7 @@ def test_a_fetch_waiter_wakes_when_the_high_watermark_moves(open_partition, cloc
         produce(leader, b"a")
         waiter = leader.wait_for_append()
         assert not waiter.done()
-        leader.update_follower_fetch(1, 1, clock.now)
+        leader.update_follower_fetch(1, 1, clock.now_ms())
         assert waiter.done(), "a consumer long poll must wake when records become committed"
 
     asyncio.run(scenario())
@@ -145,14 +145,14 @@ def test_a_follower_that_stops_fetching_leaves_the_isr_after_the_lag_time(open_p
         leader = open_partition(0, isr_writer=writer)
         leader.make_leader(state(0, 1, [0, 1, 2]), [0, 1, 2])
         produce(leader, b"a")
-        leader.update_follower_fetch(1, 1, clock.now)
-        leader.update_follower_fetch(2, 0, clock.now)  # follower 2 stops after this fetch
+        leader.update_follower_fetch(1, 1, clock.now_ms())
+        leader.update_follower_fetch(2, 0, clock.now_ms())  # follower 2 stops after this fetch
         assert leader.high_watermark == 0
-        clock.now += LAG_MS
-        assert leader.maybe_shrink_isr(clock.now, LAG_MS) is False, "exactly the lag time is still in sync"
-        clock.now += 1
-        leader.update_follower_fetch(1, 1, clock.now)
-        assert leader.maybe_shrink_isr(clock.now, LAG_MS) is True
+        clock.advance(ms=LAG_MS)
+        assert leader.maybe_shrink_isr(clock.now_ms(), LAG_MS) is False, "exactly the lag time is still in sync"
+        clock.advance(ms=1)
+        leader.update_follower_fetch(1, 1, clock.now_ms())
+        assert leader.maybe_shrink_isr(clock.now_ms(), LAG_MS) is True
         assert leader.isr == (0, 1, 2), "the ISR changes only once ZooKeeper accepted the write"
         await leader.isr_update_task
         assert writer.calls == [(0, 1)]
@@ -167,9 +167,9 @@ def test_a_follower_at_the_log_end_stays_in_sync_however_long_ago_it_fetched(ope
         leader = open_partition(0, isr_writer=IsrWriter())
         leader.make_leader(state(0, 1, [0, 1]), [0, 1])
         produce(leader, b"a")
-        leader.update_follower_fetch(1, 1, clock.now)
-        clock.now += 10 * LAG_MS
-        assert leader.maybe_shrink_isr(clock.now, LAG_MS) is False
+        leader.update_follower_fetch(1, 1, clock.now_ms())
+        clock.advance(ms=10 * LAG_MS)
+        assert leader.maybe_shrink_isr(clock.now_ms(), LAG_MS) is False
 
     asyncio.run(scenario())
 
@@ -180,8 +180,8 @@ def test_a_refused_isr_write_leaves_the_isr_alone(open_partition, clock):
         leader = open_partition(0, isr_writer=writer)
         leader.make_leader(state(0, 1, [0, 1]), [0, 1])
         produce(leader, b"a")
-        clock.now += LAG_MS + 1
-        assert leader.maybe_shrink_isr(clock.now, LAG_MS)
+        clock.advance(ms=LAG_MS + 1)
+        assert leader.maybe_shrink_isr(clock.now_ms(), LAG_MS)
         await leader.isr_update_task
         assert writer.calls == [(0,)] and leader.isr == (0, 1) and leader.high_watermark == 0
 
@@ -195,9 +195,9 @@ def test_a_follower_that_caught_up_rejoins_the_isr(open_partition, clock):
         leader.make_leader(state(0, 1, [0]), [0, 1])
         produce(leader, b"a", b"b")
         assert leader.high_watermark == 2
-        leader.update_follower_fetch(1, 1, clock.now)
+        leader.update_follower_fetch(1, 1, clock.now_ms())
         assert leader.isr_update_task is None, "below the high watermark: not caught up"
-        leader.update_follower_fetch(1, 2, clock.now)
+        leader.update_follower_fetch(1, 2, clock.now_ms())
         await leader.isr_update_task
         assert writer.calls == [(0, 1)] and leader.isr == (0, 1)
 
@@ -220,17 +220,17 @@ def test_while_a_follower_joins_the_isr_the_high_watermark_waits_for_it_too(open
         leader = open_partition(0, isr_writer=slow_writer)
         leader.make_leader(state(0, 1, [0, 1]), [0, 1, 2])
         produce(leader, b"a", b"b")
-        leader.update_follower_fetch(1, 2, clock.now)
+        leader.update_follower_fetch(1, 2, clock.now_ms())
         assert leader.high_watermark == 2
-        leader.update_follower_fetch(2, 2, clock.now)  # caught up: the ISR write (0, 1, 2) is in flight
+        leader.update_follower_fetch(2, 2, clock.now_ms())  # caught up: the ISR write (0, 1, 2) is in flight
         assert leader.isr_update_task is not None and leader.isr == (0, 1)
         produce(leader, b"c", b"d")
-        leader.update_follower_fetch(1, 4, clock.now)
+        leader.update_follower_fetch(1, 4, clock.now_ms())
         assert leader.high_watermark == 2, "acknowledged past a follower the ISR is taking in"
         release.set()
         await leader.isr_update_task
         assert leader.isr == (0, 1, 2) and leader.high_watermark == 2
-        leader.update_follower_fetch(2, 4, clock.now)
+        leader.update_follower_fetch(2, 4, clock.now_ms())
         assert leader.high_watermark == 4
 
     asyncio.run(scenario())
@@ -243,9 +243,9 @@ def test_a_follower_must_reach_the_start_of_the_leaders_epoch_to_rejoin(open_par
         produce(leader, b"a", b"b", b"c")  # HW 3 under the single-node ISR
         leader.make_leader(state(0, 1, [0]), [0, 1])
         leader.high_watermark = 1  # as if the HW the new leader knew were behind its log end
-        leader.update_follower_fetch(1, 2, clock.now)
+        leader.update_follower_fetch(1, 2, clock.now_ms())
         assert writer.calls == [] and leader.isr_update_task is None
-        leader.update_follower_fetch(1, 3, clock.now)
+        leader.update_follower_fetch(1, 3, clock.now_ms())
         await leader.isr_update_task
         assert writer.calls == [(0, 1)]
 
@@ -262,7 +262,7 @@ def test_acks_all_waits_for_the_isr(open_partition, clock):
         waiting = asyncio.ensure_future(leader.wait_for_high_watermark(result.last_offset + 1, 5.0, min_isr=2))
         await asyncio.sleep(0.01)
         assert not waiting.done()
-        leader.update_follower_fetch(1, 2, clock.now)
+        leader.update_follower_fetch(1, 2, clock.now_ms())
         await asyncio.wait_for(waiting, 1.0)
 
     asyncio.run(scenario())
@@ -299,8 +299,8 @@ def test_acks_all_after_the_isr_shrank_below_the_minimum(open_partition, clock):
         leader.make_leader(state(0, 1, [0, 1]), [0, 1])
         produce(leader, b"a")
         waiting = asyncio.ensure_future(leader.wait_for_high_watermark(1, 5.0, min_isr=2))
-        clock.now += LAG_MS + 1
-        leader.maybe_shrink_isr(clock.now, LAG_MS)
+        clock.advance(ms=LAG_MS + 1)
+        leader.maybe_shrink_isr(clock.now_ms(), LAG_MS)
         with pytest.raises(NotEnoughReplicasAfterAppendError):
             await asyncio.wait_for(waiting, 1.0)
 
@@ -322,7 +322,7 @@ def test_a_follower_log_is_byte_identical_with_offsets_epochs_and_timestamps(ope
     leader.make_leader(state(0, 1, [0, 1]), [0, 1])
     follower.make_follower(state(0, 1, [0, 1]), [0, 1])
     produce(leader, b"a", b"b")
-    clock.now += 5
+    clock.advance(ms=5)
     replicate(leader, follower)
     leader.make_leader(state(0, 4, [0, 1]), [0, 1])
     follower.make_follower(state(0, 4, [0, 1]), [0, 1])
@@ -610,7 +610,7 @@ def test_leading_again_at_the_epoch_led_before_a_restart_keeps_the_epochs_start(
         reopened.make_follower(state(-1, reopened.leader_epoch, []), [])  # what ensure_partition does
         assert reopened.make_leader(state(0, 2, [0]), [0, 1]) is True
         assert reopened.leader_epoch_start_offset == 0 and reopened.epochs.entries == [(2, 0)]
-        reopened.update_follower_fetch(1, 3, clock.now)
+        reopened.update_follower_fetch(1, 3, clock.now_ms())
         await reopened.isr_update_task
         assert writer.calls == [(0, 1)]
 
@@ -655,7 +655,7 @@ def test_a_replica_reopened_in_cluster_mode_starts_from_its_checkpointed_high_wa
     partition = manager.ensure_partition(info, 0)
     manager.become_leader("t", 0, state(0, 1, [0, 1]), [0, 1])
     produce(partition, b"a", b"b", b"c")
-    partition.update_follower_fetch(1, 2, clock.now)
+    partition.update_follower_fetch(1, 2, clock.now_ms())
     assert partition.high_watermark == 2
     manager.close()
     assert (tmp_path / "replication-offset-checkpoint").read_text().split("\n")[:3] == ["0", "1", "t 0 2"]

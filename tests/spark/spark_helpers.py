@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
-from kafka.admin import NewTopic
 
+from broker_sim.testing.data import create_topics, seed
 from connector.source.offsets import without_group
 
 _query_names = itertools.count()
@@ -20,25 +19,19 @@ broker_sim_only = pytest.mark.parametrize("broker", ["pylog"], indirect=True)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: dict | None = None) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=config or {})])
-    finally:
-        admin.close()
+    """``topic`` with ``partitions``, every partition led before this returns (``testing.data.create_topics``)."""
+    create_topics(bootstrap, {topic: (partitions, config or {})})
 
 
 def produce(bootstrap: str, topic: str, records) -> None:
-    """``records``: (partition, key, value[, timestamp_ms[, headers]]) tuples, sent in order and flushed."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    try:
-        for record in records:
-            partition, key, value, *rest = record
-            timestamp = rest[0] if rest else None
-            headers = rest[1] if len(rest) > 1 else None
-            producer.send(topic, value=value, key=key, partition=partition, timestamp_ms=timestamp, headers=headers)
-        producer.flush(timeout=30)
-    finally:
-        producer.close()
+    """``records``: (partition, key, value[, timestamp_ms[, headers]]) tuples, sent in order and flushed
+    (``testing.data.seed``)."""
+    rows = []
+    for record in records:
+        partition, key, value, *rest = record
+        rows.append({"partition": partition, "key": key, "value": value,
+                     "timestamp": rest[0] if rest else None, "headers": rest[1] if len(rest) > 1 else None})
+    seed(bootstrap, topic, rows, timeout_s=30)
 
 
 def numbered(partition: int, start: int, count: int, prefix: str = "v"):

@@ -16,10 +16,10 @@ Mutation: LocalCluster.kill as a no-op -> "leadership of clean-0 stayed on broke
 from __future__ import annotations
 
 import tempfile
-import time
 
 import pytest
 
+from broker_sim.testing.waiting import wait_until
 from sink_helpers import read_topic, values_of
 from spark_helpers import create_replicated_topics, kill_and_restart, produce_acks_all, stream
 
@@ -61,12 +61,21 @@ def assert_running_mid_stream(query, bootstrap: str, expected: int) -> int:
     return batch_id(query)
 
 
-def wait_for_new_batches(query, after: int, what: str) -> None:
-    deadline = time.monotonic() + 120
-    while batch_id(query) <= after + 1:
+def wait_while_running(query, condition, *, timeout_s: float, what: str, interval_s: float) -> None:
+    """Until ``condition()`` holds; fails at once if ``query`` failed; a timeout names its last progress."""
+    def reached() -> bool:
         assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"no new batch committed after {what}: {query.lastProgress}"
-        time.sleep(0.5)
+        return condition()
+
+    try:
+        wait_until(reached, timeout_s=timeout_s, what=what, interval_s=interval_s, retry_on=())
+    except AssertionError as failure:
+        raise AssertionError(f"{failure}; last progress: {query.lastProgress}") from None
+
+
+def wait_for_new_batches(query, after: int, what: str) -> None:
+    wait_while_running(query, lambda: batch_id(query) > after + 1, timeout_s=120, interval_s=0.5,
+                       what=f"a new batch committed after {what}")
 
 
 def committed_count(bootstrap: str, topic: str) -> int:
@@ -88,11 +97,8 @@ def test_stream_exactly_once_across_leader_failovers(spark, cluster):
              .option("topic", "clean").option("checkpointLocation", checkpoint)
              .trigger(processingTime="500 milliseconds").start())
     try:
-        deadline = time.monotonic() + 120
-        while committed_count(bootstrap, "clean") <= 0:   # the faults hit a running stream
-            assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, f"no first batch: {query.lastProgress}"
-            time.sleep(1)
+        wait_while_running(query, lambda: committed_count(bootstrap, "clean") > 0, timeout_s=120, interval_s=1,
+                           what="a first batch")   # the faults hit a running stream
         before = assert_running_mid_stream(query, bootstrap, 700)
         killed = [kill_and_restart(cluster, "clean", 0, down_s=5)]          # the sink's leader
         produce_acks_all(bootstrap, "events", range(400, 600), 2)
@@ -101,11 +107,8 @@ def test_stream_exactly_once_across_leader_failovers(spark, cluster):
         killed.append(kill_and_restart(cluster, "events", 1, down_s=5))    # the source's leader
         produce_acks_all(bootstrap, "events", range(600, 700), 2)
         wait_for_new_batches(query, before, f"the kill of events-1's leader {killed[1]}")
-        deadline = time.monotonic() + 240
-        while committed_count(bootstrap, "clean") < 700:
-            assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, f"the query did not catch up: {query.lastProgress}"
-            time.sleep(2)
+        wait_while_running(query, lambda: committed_count(bootstrap, "clean") >= 700, timeout_s=240, interval_s=2,
+                           what="the query catching up to 700 rows")
     finally:
         query.stop()
     assert query.exception() is None

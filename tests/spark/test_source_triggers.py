@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import tempfile
-import threading
-import time
 from datetime import datetime
 
 import pytest
 
+from broker_sim.testing.waiting import wait_until
 from spark_helpers import create_topic, numbered, produce, run_available_now, source_progress, stream
 
 pytestmark = pytest.mark.spark
@@ -20,19 +19,16 @@ class BatchRecorder:
 
     def __init__(self) -> None:
         self.batches: list[list[tuple[int, int]]] = []
-        self._changed = threading.Condition()
 
     def __call__(self, batch_df, _batch_id) -> None:
         rows = sorted((r.partition, r.offset) for r in batch_df.select("partition", "offset").collect())
         if rows:
-            with self._changed:
-                self.batches.append(rows)
-                self._changed.notify_all()
+            self.batches.append(rows)
 
     def wait_for(self, count: int, timeout_s: float) -> list[list[tuple[int, int]]]:
-        with self._changed:
-            self._changed.wait_for(lambda: len(self.batches) >= count, timeout_s)
-            return list(self.batches)
+        """The batches recorded, once there are ``count`` (AssertionError naming them after ``timeout_s``)."""
+        return wait_until(lambda: len(self.batches) >= count and list(self.batches), timeout_s=timeout_s,
+                          what=f"{count} micro-batches with rows", interval_s=0.05)
 
 
 def _start(df, recorder: BatchRecorder, interval: str = "100 milliseconds"):
@@ -42,13 +38,11 @@ def _start(df, recorder: BatchRecorder, interval: str = "100 milliseconds"):
 
 def _wait_for_data_batch_starts(query, count: int, timeout_s: float) -> list[float]:
     """Trigger start times (epoch seconds) of the micro-batches that read rows, once ``count`` have reported."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        starts = [datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
-                  for p in query.recentProgress if p["numInputRows"]]
-        if len(starts) >= count or time.monotonic() > deadline:
-            return starts
-        time.sleep(0.1)
+    def starts() -> list[float]:
+        return [datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+                for p in query.recentProgress if p["numInputRows"]]
+    return wait_until(lambda: len(found := starts()) >= count and found, timeout_s=timeout_s,
+                      what=f"progress of {count} micro-batches with rows")
 
 
 def _wait_for_triggers_that_saw(query, latest: dict, count: int, timeout_s: float) -> int:
@@ -57,10 +51,8 @@ def _wait_for_triggers_that_saw(query, latest: dict, count: int, timeout_s: floa
         return sum(1 for p in query.recentProgress
                    if not p["numInputRows"] and p["sources"]
                    and json.loads(p["sources"][0].get("latestOffset") or "null") == latest)
-    deadline = time.monotonic() + timeout_s
-    while held() < count and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return held()
+    return wait_until(lambda: (seen := held()) >= count and seen, timeout_s=timeout_s,
+                      what=f"{count} triggers that saw latest offset {latest} and ran no batch")
 
 
 def test_min_offsets_per_trigger_holds_the_batch_until_enough_offsets_arrive(spark, pylog_broker):

@@ -1,4 +1,4 @@
-"""Fixtures for storage tests: real RecordBatch v2 bytes built with kafka-python, and a fake clock."""
+"""Fixtures for storage tests: real RecordBatch v2 bytes built with kafka-python, and the kit's manual clock."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker_sim.storage.batch import parse_batches
 from broker_sim.storage.log import LogConfig, PartitionLog
+from broker_sim.testing.clock import ManualClock
 
 
 class BatchFactory:
@@ -42,27 +43,19 @@ class BatchFactory:
         return [f"{prefix}{i}".encode().ljust(size, b".") for i in range(count)]
 
 
-class Clock:
-    def __init__(self, now=1_000_000):
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
 @pytest.fixture
 def batches() -> BatchFactory:
     return BatchFactory()
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
 def open_log(tmp_path, clock):
-    """open_log(**config) -> PartitionLog in tmp_path/"topic-0" with the fake clock; closed after the test."""
+    """open_log(**config) -> PartitionLog in tmp_path/"topic-0" with the manual clock; closed after the test."""
     logs = []
 
     def opener(directory=None, **config) -> PartitionLog:

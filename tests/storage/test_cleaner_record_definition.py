@@ -35,7 +35,7 @@ def test_a_rebuilt_batch_keeps_the_records_as_kafka_reads_them(open_log, produce
         produce(log, keyed([(b"k", b"new %d" % i), (b"other %d" % i, b"x")]))
     assert rows(log)[0] == (0, kafka_key_of_shifted(1), SHIFTED_VALUE)
 
-    result = clean_log(log, clock.now)
+    result = clean_log(log, clock.now_ms())
 
     assert result is not None and result.records_removed > 0
     assert rows(log)[0] == (0, kafka_key_of_shifted(1), SHIFTED_VALUE)

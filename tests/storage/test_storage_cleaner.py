@@ -78,7 +78,7 @@ def test_clean_keeps_only_the_latest_record_per_key_at_its_original_offset(open_
     active_bytes = os.pread(active.file.fileno(), active.size, 0)
     end = active.base_offset
 
-    result = clean_log(log, clock.now)
+    result = clean_log(log, clock.now_ms())
 
     assert result is not None and result.records_removed == len(before) - len(latest_per_key(before, end))
     after = records(log)
@@ -98,7 +98,7 @@ def test_clean_keeps_only_the_latest_record_per_key_at_its_original_offset(open_
 def test_reads_and_timestamp_lookups_work_at_any_offset_after_a_clean(open_log, produce, clock):
     log = open_log(**COMPACT)
     fill(log, produce, 40)
-    clean_log(log, clock.now)
+    clean_log(log, clock.now_ms())
     after = records(log)
     offsets = [o for o, _, _ in after]
     for offset in range(0, log.log_end_offset):
@@ -119,16 +119,16 @@ def test_tombstones_survive_the_first_clean_and_go_after_delete_retention(open_l
     produce(log, keyed([(b"gone", b"old"), (b"kept", b"1")]))
     produce(log, keyed([(b"gone", None)]))
     fill(log, produce, 20, keys=3)
-    first = clean_log(log, clock.now)
+    first = clean_log(log, clock.now_ms())
     assert first is not None
     rows = records(log)
     assert (2, b"gone", None) in rows and not [r for r in rows if r[2] == b"old"]
     assert read_cleaner_checkpoint(log.directory)[-1].tombstones == 1
 
-    clock.now += 59_999
-    assert clean_log(log, clock.now) is None  # nothing dirty, horizon not reached
-    clock.now += 1
-    second = clean_log(log, clock.now)  # the horizon alone makes the log cleanable
+    clock.advance(ms=59_999)
+    assert clean_log(log, clock.now_ms()) is None  # nothing dirty, horizon not reached
+    clock.advance(ms=1)
+    second = clean_log(log, clock.now_ms())  # the horizon alone makes the log cleanable
     assert second is not None and second.records_removed == 1
     assert (2, b"gone", None) not in records(log)
     assert (1, b"kept", b"1") in records(log)
@@ -138,75 +138,75 @@ def test_tombstones_survive_the_first_clean_and_go_after_delete_retention(open_l
 def test_tombstone_written_after_a_clean_gets_its_own_horizon(open_log, produce, clock):
     log = open_log(**COMPACT, delete_retention_ms=60_000, min_cleanable_dirty_ratio=0.0)
     fill(log, produce, 20, keys=3)
-    clean_log(log, clock.now)
-    clock.now += 50_000
+    clean_log(log, clock.now_ms())
+    clock.advance(ms=50_000)
     produce(log, keyed([(b"k0", None)]))
     fill(log, produce, 20, keys=3, prefix="w")
     produce(log, keyed([(b"late", None)]))
     fill(log, produce, 8, keys=3, prefix="x")
-    assert clean_log(log, clock.now) is not None
+    assert clean_log(log, clock.now_ms()) is not None
     tombstone = [r for r in records(log) if r[1] == b"late"]
     assert tombstone and tombstone[0][2] is None
-    clock.now += 30_000  # 80 s after the first clean, 30 s after the tombstone's first clean
+    clock.advance(ms=30_000)  # 80 s after the first clean, 30 s after the tombstone's first clean
     fill(log, produce, 10, keys=3, prefix="y")
-    clean_log(log, clock.now)
+    clean_log(log, clock.now_ms())
     assert [r for r in records(log) if r[1] == b"late"] == tombstone
-    clock.now += 30_000
-    clean_log(log, clock.now)
+    clock.advance(ms=30_000)
+    clean_log(log, clock.now_ms())
     assert not [r for r in records(log) if r[1] == b"late"]
 
 
 def test_no_clean_while_the_dirty_ratio_is_not_above_the_minimum(open_log, produce, clock):
     log = open_log(**COMPACT, min_cleanable_dirty_ratio=0.5)
     fill(log, produce, 40, keys=40)  # unique keys: the clean removes nothing, all bytes become clean
-    assert clean_log(log, clock.now) is not None
+    assert clean_log(log, clock.now_ms()) is not None
     clean_bytes = sum(s.size for s in log.segments[:-1])
     fill(log, produce, 12, keys=40, prefix="w")
     dirty = sum(s.size for s in log.segments[:-1]) - clean_bytes
     assert 0 < dirty / (dirty + clean_bytes) <= 0.5
-    assert clean_log(log, clock.now) is None
+    assert clean_log(log, clock.now_ms()) is None
     fill(log, produce, 60, keys=40, prefix="x")
-    assert clean_log(log, clock.now) is not None
+    assert clean_log(log, clock.now_ms()) is not None
 
 
 def test_min_compaction_lag_holds_back_young_segments(open_log, produce, clock):
     log = open_log(**COMPACT, min_compaction_lag_ms=10_000)
-    fill(log, produce, 40, timestamp=clock.now)
-    assert clean_log(log, clock.now) is None
-    clock.now += 9_000
-    assert clean_log(log, clock.now) is None
-    clock.now += 2_000
+    fill(log, produce, 40, timestamp=clock.now_ms())
+    assert clean_log(log, clock.now_ms()) is None
+    clock.advance(ms=9_000)
+    assert clean_log(log, clock.now_ms()) is None
+    clock.advance(ms=2_000)
     before = records(log)
-    result = clean_log(log, clock.now)
+    result = clean_log(log, clock.now_ms())
     assert result is not None and result.end_offset == log.active_segment.base_offset
     assert records(log) == latest_per_key(before, result.end_offset)
 
 
 def test_min_compaction_lag_cleans_only_old_enough_segments(open_log, produce, clock):
     log = open_log(**COMPACT, min_compaction_lag_ms=10_000)
-    fill(log, produce, 20, timestamp=clock.now - 60_000)
-    fill(log, produce, 20, timestamp=clock.now, prefix="w")
+    fill(log, produce, 20, timestamp=clock.now_ms() - 60_000)
+    fill(log, produce, 20, timestamp=clock.now_ms(), prefix="w")
     before = records(log)
-    result = clean_log(log, clock.now)
-    young = min(s.base_offset for s in log.segments if s.max_timestamp > clock.now - 10_000)
+    result = clean_log(log, clock.now_ms())
+    young = min(s.base_offset for s in log.segments if s.max_timestamp > clock.now_ms() - 10_000)
     assert result is not None and 0 < result.end_offset == young < log.active_segment.base_offset
     assert records(log) == latest_per_key(before, young)
 
 
 def test_max_compaction_lag_forces_a_clean_below_the_ratio(open_log, produce, clock):
     log = open_log(**COMPACT, min_cleanable_dirty_ratio=1.0, max_compaction_lag_ms=60_000)
-    fill(log, produce, 40, timestamp=clock.now)
-    assert clean_log(log, clock.now) is None
-    clock.now += 60_000
-    assert clean_log(log, clock.now) is None  # the first batch's max timestamp is clock + 1
-    clock.now += 2
-    assert clean_log(log, clock.now) is not None
+    fill(log, produce, 40, timestamp=clock.now_ms())
+    assert clean_log(log, clock.now_ms()) is None
+    clock.advance(ms=60_000)
+    assert clean_log(log, clock.now_ms()) is None  # the first batch's max timestamp is clock + 1
+    clock.advance(ms=2)
+    assert clean_log(log, clock.now_ms()) is not None
 
 
 def test_delete_policy_logs_are_not_cleaned_and_compact_logs_keep_expired_segments(open_log, produce, clock):
     deleting = open_log(segment_bytes=400)
     fill(deleting, produce, 40)
-    assert clean_log(deleting, clock.now) is None
+    assert clean_log(deleting, clock.now_ms()) is None
     compacted = open_log(deleting.directory.with_name("c-0"), **COMPACT, retention_ms=1)
     fill(compacted, produce, 40)
     assert compacted.enforce_retention() == 0
@@ -228,7 +228,7 @@ def test_compact_delete_logs_lose_old_segments_to_retention_and_compact_the_rest
     assert both.size_in_bytes <= 2000 + 400
     remaining = [row for row in before if row[0] >= start]
     assert records(both) == remaining, "retention removed more (or other) than a prefix of whole segments"
-    result = clean_log(both, clock.now)
+    result = clean_log(both, clock.now_ms())
     assert result is not None, "the cleaner did not run on a compact,delete log"
     assert start < result.end_offset <= both.active_segment.base_offset
     kept = records(both)
@@ -245,7 +245,7 @@ def test_rebuilt_batches_keep_producer_fields_offsets_and_codec(open_log, produc
     fill(log, produce, 30, keys=3)
     producers = ProducerStateManager(log.directory)
     producers.load(log)
-    clean_log(log, clock.now, producer_last_offsets={7: producers.producers[7].last_offset})
+    clean_log(log, clock.now_ms(), producer_last_offsets={7: producers.producers[7].last_offset})
     data = log.read_bytes(0, 1 << 20)
     first = stored_batches(data)[0]
     assert (first.base_offset, first.last_offset_delta, first.record_count) == (0, 2, 2)
@@ -274,7 +274,7 @@ def test_a_producers_fully_superseded_last_batch_stays_as_an_empty_header(open_l
     producers = ProducerStateManager(log.directory)
     producers.load(log)
     assert producers.producers[7].last_offset == 2
-    result = clean_log(log, clock.now, producer_last_offsets={7: 2})
+    result = clean_log(log, clock.now_ms(), producer_last_offsets={7: 2})
 
     assert result is not None and result.records_removed >= 3
     data = log.read_bytes(0, 1 << 20)
@@ -285,14 +285,14 @@ def test_a_producers_fully_superseded_last_batch_stays_as_an_empty_header(open_l
     assert (empty.base_offset, empty.last_offset_delta, empty.partition_leader_epoch) == (0, 2, 4)
     assert (empty.producer_id, empty.producer_epoch, empty.base_sequence, empty.last_sequence) == (7, 2, 10, 12)
     assert empty.timestamp_type == (1 if timestamp_type == "LogAppendTime" else 0)
-    assert empty.max_timestamp == (clock.now if timestamp_type == "LogAppendTime" else 5_002)
+    assert empty.max_timestamp == (clock.now_ms() if timestamp_type == "LogAppendTime" else 5_002)
     assert list(DefaultRecordBatch(bytes(data[:61]))) == []
     rows = records(log)
     assert [row for row in rows if row[1] in (b"a", b"b", b"c")] == [(3, b"a", b"2"), (4, b"b", b"2"), (5, b"c", b"2")]
 
     # a second pass keeps it byte for byte while it is still the producer's last batch
     fill(log, produce, 10, keys=3, prefix="w")
-    clean_log(log, clock.now, producer_last_offsets={7: 2})
+    clean_log(log, clock.now_ms(), producer_last_offsets={7: 2})
     assert log.read_bytes(0, 1 << 20)[:61] == data[:61]
 
     # recovery (indexes lost) keeps it, and the producer state rebuilt from the log has its sequence
@@ -317,12 +317,12 @@ def test_an_empty_batch_goes_once_it_is_no_longer_its_producers_last(open_log, p
     produce(log, keyed([(b"a", b"1")], producer_id=7, producer_epoch=0, base_sequence=0))
     produce(log, keyed([(b"a", b"2")]))
     fill(log, produce, 20, keys=3)
-    clean_log(log, clock.now, producer_last_offsets={7: 0})
+    clean_log(log, clock.now_ms(), producer_last_offsets={7: 0})
     assert stored_batches(log.read_bytes(0, 1 << 20))[0].record_count == 0
     produce(log, keyed([(b"z", b"1")], producer_id=7, producer_epoch=0, base_sequence=1))
     fill(log, produce, 20, keys=3, prefix="w")
     last = log.log_end_offset - 41
-    clean_log(log, clock.now, producer_last_offsets={7: last})
+    clean_log(log, clock.now_ms(), producer_last_offsets={7: last})
     headers = stored_batches(log.read_bytes(0, 1 << 20))
     assert all(h.base_offset != 0 for h in headers)
     assert all(h.record_count > 0 for h in headers)
@@ -334,7 +334,7 @@ def test_transactional_control_and_unkeyed_records(open_log, produce, clock):
                        transactional=True))
     produce(log, keyed([(None, b"unkeyed"), (b"t", b"plain")]))
     fill(log, produce, 30, keys=3)
-    clean_log(log, clock.now)
+    clean_log(log, clock.now_ms())
     rows = records(log)
     assert (0, b"t", b"txn") in rows and (1, b"a", b"old") in rows  # transactional batch kept as-is
     assert (2, None, b"unkeyed") not in rows  # Kafka drops unkeyed records from compacted logs
@@ -344,11 +344,11 @@ def test_transactional_control_and_unkeyed_records(open_log, produce, clock):
 def test_second_clean_merges_small_segments(open_log, produce, clock):
     log = open_log(**COMPACT, min_cleanable_dirty_ratio=0.0)
     fill(log, produce, 60, keys=2)
-    clean_log(log, clock.now)
+    clean_log(log, clock.now_ms())
     count = len(log.segments)
     fill(log, produce, 4, keys=2, prefix="w")
     before = records(log)
-    result = clean_log(log, clock.now)
+    result = clean_log(log, clock.now_ms())
     assert result is not None and len(log.segments) < count
     assert records(log) == latest_per_key(before, result.end_offset)
 
@@ -356,31 +356,31 @@ def test_second_clean_merges_small_segments(open_log, produce, clock):
 def test_clean_is_abandoned_when_retention_removed_a_segment_meanwhile(open_log, produce, clock):
     log = open_log(**{**COMPACT, "cleanup_policy": "compact,delete"})
     fill(log, produce, 40)
-    plan = _plan(log, clock.now, None, {})
+    plan = _plan(log, clock.now_ms(), None, {})
     _build_or_discard(plan)
     log.delete_records_before(log.segments[1].base_offset)
     before = records(log)
     assert _commit(plan) is None
     assert records(log) == before
     assert not [p for p in log.directory.iterdir() if p.name.endswith(".cleaned")]
-    assert clean_log(log, clock.now) is not None
+    assert clean_log(log, clock.now_ms()) is not None
 
 
 def test_async_clean_runs_the_work_in_a_thread_with_the_same_result(open_log, produce, clock):
     log = open_log(**COMPACT)
     fill(log, produce, 40)
     before = records(log)
-    result = asyncio.run(clean_log_async(log, clock.now))
+    result = asyncio.run(clean_log_async(log, clock.now_ms()))
     assert result is not None and records(log) == latest_per_key(before, result.end_offset)
 
 
 def test_unreadable_checkpoint_means_clean_from_the_start(open_log, produce, clock):
     log = open_log(**COMPACT)
     fill(log, produce, 40)
-    clean_log(log, clock.now)
+    clean_log(log, clock.now_ms())
     after = records(log)
     (log.directory / CLEANER_CHECKPOINT).write_text("garbage")
-    assert clean_log(log, clock.now) is not None
+    assert clean_log(log, clock.now_ms()) is not None
     assert records(log) == after
 
 
@@ -391,7 +391,7 @@ def test_partial_cleaned_files_are_deleted_on_open(open_log, produce, clock, tmp
     log = open_log(**COMPACT)
     fill(log, produce, 40)
     before = records(log)
-    plan = _plan(log, clock.now, None, {})
+    plan = _plan(log, clock.now_ms(), None, {})
     _build_or_discard(plan)  # "crash" before the swap: the .cleaned files stay behind
     cleaned = sorted(p.name for p in log.directory.iterdir() if p.name.endswith(".cleaned"))
     assert cleaned
@@ -431,7 +431,7 @@ def test_a_crash_at_any_step_of_the_swap_loses_and_duplicates_nothing(open_log, 
             snapshot()
         return real_unlink(self, *args, **kwargs)
 
-    plan = _plan(log, clock.now, None, {})
+    plan = _plan(log, clock.now_ms(), None, {})
     _build_or_discard(plan)
     monkeypatch.setattr(os, "replace", replace)
     monkeypatch.setattr(pathlib.Path, "unlink", unlink)
@@ -463,7 +463,7 @@ def test_cleaned_log_recovers_cleanly_after_losing_its_indexes(open_log, produce
     log = open_log(**COMPACT)
     for i in range(30):
         produce(log, keyed([(f"k{i % 4}".encode(), b"x" * 20), (f"j{i % 2}".encode(), b"y")], compression=compression))
-    clean_log(log, clock.now)
+    clean_log(log, clock.now_ms())
     after = records(log)
     log.close()
     for path in log.directory.glob("*.index"):

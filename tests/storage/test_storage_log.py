@@ -51,13 +51,13 @@ def test_create_time_is_kept_and_reported(open_log, batches, produce):
 
 def test_log_append_time_rewrites_timestamps_and_crc_still_verifies(open_log, batches, produce, clock):
     log = open_log(message_timestamp_type="LogAppendTime")
-    clock.now = 5_000_000
+    appended_at = clock.advance(ms=4_000_000)
     info = produce(log, batches.build(batches.values(3), timestamp=1, compression=2))
-    assert info.log_append_time == 5_000_000 and info.max_timestamp == 5_000_000
+    assert info.log_append_time == appended_at and info.max_timestamp == appended_at
     data = log.read_bytes(0, 1 << 20)
     (header,) = parse_batches(data)
     assert header.timestamp_type == 1
-    assert [ts for _, ts, _ in records_of(data)] == [5_000_000] * 3
+    assert [ts for _, ts, _ in records_of(data)] == [appended_at] * 3
 
 
 def test_batch_over_the_logs_max_message_bytes_is_refused_by_its_record_rules(open_log, batches):
@@ -84,25 +84,25 @@ def test_segment_rolls_by_size_and_reads_span_segments(open_log, batches, produc
 
 def test_segment_rolls_by_time_of_first_batch(open_log, batches, produce, clock):
     log = open_log(segment_ms=60_000)
-    produce(log, batches.build([b"a"], timestamp=clock.now))
-    clock.now += 60_000
-    produce(log, batches.build([b"b"], timestamp=clock.now))
+    produce(log, batches.build([b"a"], timestamp=clock.now_ms()))
+    clock.advance(ms=60_000)
+    produce(log, batches.build([b"b"], timestamp=clock.now_ms()))
     assert len(log.segments) == 1
-    clock.now += 1
-    produce(log, batches.build([b"c"], timestamp=clock.now))
+    clock.advance(ms=1)
+    produce(log, batches.build([b"c"], timestamp=clock.now_ms()))
     assert [s.base_offset for s in log.segments] == [0, 2]
 
 
 def test_maybe_roll_rolls_an_idle_expired_segment_but_not_an_empty_one(open_log, batches, produce, clock):
     log = open_log(segment_ms=1000)
-    clock.now += 5000
+    clock.advance(ms=5000)
     assert not log.maybe_roll()
-    produce(log, batches.build([b"a"], timestamp=clock.now))
+    produce(log, batches.build([b"a"], timestamp=clock.now_ms()))
     assert not log.maybe_roll()
-    clock.now += 1001
+    clock.advance(ms=1001)
     assert log.maybe_roll()
     assert [s.base_offset for s in log.segments] == [0, 1]
-    assert log.segments[0].time_index.last_entry()[0] == clock.now - 1001
+    assert log.segments[0].time_index.last_entry()[0] == clock.now_ms() - 1001
 
 
 def test_index_lookup_lands_near_an_offset_in_a_large_segment(open_log, batches, produce):
@@ -152,11 +152,11 @@ def test_read_out_of_range_offsets_raise(open_log, batches, produce):
 
 def test_retention_by_time_deletes_expired_segments_and_start_offset_persists(open_log, batches, produce, clock, tmp_path):
     log = open_log(segment_bytes=600, retention_ms=10_000, file_delete_delay_ms=0)
-    start = clock.now
+    start = clock.now_ms()
     for i in range(6):
         produce(log, batches.build(batches.values(3), timestamp=start + i * 1000))
     assert len(log.segments) == 6
-    clock.now = start + 11_500  # older than 10 s: the segments with timestamps start+0 and start+1000
+    clock.advance(ms=11_500)  # older than 10 s: the segments with timestamps start+0 and start+1000
     assert log.enforce_retention() == 2
     assert log.log_start_offset == 6 == log.segments[0].base_offset
     assert not (tmp_path / "topic-0" / f"{0:020d}.log").exists()
@@ -169,11 +169,11 @@ def test_retention_by_time_deletes_expired_segments_and_start_offset_persists(op
 
 def test_retention_rolls_and_deletes_an_entirely_expired_active_segment(open_log, batches, produce, clock):
     log = open_log(retention_ms=1000)
-    produce(log, batches.build(batches.values(3), timestamp=clock.now))
-    clock.now += 5000
+    produce(log, batches.build(batches.values(3), timestamp=clock.now_ms()))
+    clock.advance(ms=5000)
     assert log.enforce_retention() == 1
     assert (log.log_start_offset, log.log_end_offset, log.size_in_bytes) == (3, 3, 0)
-    assert produce(log, batches.build([b"x"], timestamp=clock.now)).first_offset == 3
+    assert produce(log, batches.build([b"x"], timestamp=clock.now_ms())).first_offset == 3
 
 
 def test_retention_by_size_keeps_the_newest_segments_within_the_limit(open_log, batches, produce):
@@ -202,7 +202,7 @@ def test_deleted_segment_stays_readable_through_an_earlier_region(open_log, batc
     log.delete_records_before(6)
     assert log.log_start_offset == 6
     assert len(os.pread(region.file.fileno(), region.size, region.position)) == region.size
-    clock.now += 60_000
+    clock.advance(ms=60_000)
     log.enforce_retention()
     fd = region.file.fileno()
     assert len(os.pread(fd, region.size, region.position)) == region.size  # the region holds its file

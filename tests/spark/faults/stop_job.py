@@ -19,18 +19,16 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))   # connector.stop_query from this checkout
 
+from broker_sim.testing.waiting import wait_until  # noqa: E402
 
-def wait_for(path: str, limit_s: float = 240) -> None:
-    deadline = time.monotonic() + limit_s
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"stop_job: {path} never appeared")
-        time.sleep(0.05)
+
+def wait_for(path: str) -> None:
+    """Until the test creates ``path`` (a control file), for at most 240 s."""
+    wait_until(lambda: os.path.exists(path), timeout_s=240, what=f"stop_job: {path} to appear", interval_s=0.05)
 
 
 def main() -> int:
