@@ -71,10 +71,10 @@ fi
 # A .pyc whose source changed since is ignored by Python, so this is only ever a cache.
 "$PYTHON" -m compileall -q -j 0 broker_sim connector >/dev/null \
   || echo "ci/setup.sh: compileall failed (slower starts only)" >&2
-# A class-data-sharing archive of Spark's driver JVM (tests/spark_cds.py; ~1.5 min once per JVM and Spark): the
+# A class-data-sharing archive of Spark's driver JVM (broker_sim/testing/spark_cds.py; ~1.5 min once per JVM and Spark): the
 # suite's Spark drivers map Spark's classes from it instead of loading them from jars, and start in half the time.
 if [ "${PYLOG_SETUP_SPARK_CDS:-0}" = 1 ]; then   # ci/test.sh asks
-  "$PYTHON" tests/spark_cds.py || echo "ci/setup.sh: no Spark class archive (slower Spark starts only)" >&2
+  (cd / && "$PYTHON" -m broker_sim.testing.spark_cds) || echo "ci/setup.sh: no Spark class archive (slower Spark starts only)" >&2
 fi
 # Docker for the container tests (tests/containers, tests/spark/test_containers.py), when ci/test.sh asks:
 # install Debian's docker.io (and debootstrap, for the local base image) if no engine answers, start dockerd

@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # the container tests need Docker and the images: setup installs/starts dockerd and builds them
 export PYLOG_SETUP_DOCKER=1
-# and the Spark drivers' class archive (tests/spark_cds.py)
+# and the Spark drivers' class archive (broker_sim/testing/spark_cds.py)
 export PYLOG_SETUP_SPARK_CDS=1
 [ "${CI:-}" = true ] && export PYLOG_REQUIRE_DOCKER=1 PYLOG_REQUIRE_ZOOKEEPER=1 PYLOG_REQUIRE_KAFKA=1
 PYTHON="$(bash ci/setup.sh | tail -n 1)"

@@ -2,18 +2,15 @@ import os
 import sys
 
 import pytest
-from spark_cds import java_options
+from broker_sim.testing.spark import submit_args
 
 # Spark workers and subprocess-based tests run the interpreter that runs the tests.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-# Spark's driver JVMs (the shared session and every driver a test starts) compile with C1 only: test queries are
-# short, and on two cores the C2 compiler's threads cost more CPU than their code wins back (test_source_stream.py
-# and test_sink.py: 178 s against 305 s, paired runs). Semantics are the JVM's either way.
-# They also map the classes a driver loads from a class-data-sharing archive when ci/setup.sh wrote one for this JVM
-# and Spark (tests/spark_cds.py): a driver's start and first job take about half the time.
-_driver_options = f"-XX:TieredStopAtLevel=1 {java_options()}".strip()
-os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{_driver_options}" pyspark-shell')
+# Every Spark driver JVM a test starts in a subprocess gets the kit's driver options (broker_sim/testing/spark.py:
+# C1 only, and the class-data-sharing archive of broker_sim/testing/spark_cds.py when there is one). The shared
+# session (pylog_spark) adds its own on top and, with no archive yet, dumps one when the test run ends.
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", submit_args())
 
 try:  # the plugin registers itself through its entry point once pylog is installed
     import importlib.metadata as _md

@@ -57,9 +57,12 @@ import pytest
 
 from broker_sim.testing.data import MARKER as TOPICS_MARKER, pylog_topics
 from broker_sim.testing.faults import pylog_faults
+from broker_sim.testing.spark import (pylog_spark, pylog_spark_config, pylog_spark_connect, pylog_spark_connect_url,
+                                      pylog_spark_factory)
 
 # fixtures defined beside the code they drive, offered by this plugin
-KIT_FIXTURES = (pylog_topics, pylog_faults)
+KIT_FIXTURES = (pylog_topics, pylog_faults, pylog_spark, pylog_spark_config, pylog_spark_factory,
+                pylog_spark_connect_url, pylog_spark_connect)
 
 TEST_CONFIG = {"group.initial.rebalance.delay.ms": "0"}
 # the in-process fixtures' brokers serve a Schema Registry too (Broker.schema_registry_url), on any free port

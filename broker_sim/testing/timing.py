@@ -21,7 +21,6 @@ retention by time             topic ``retention.ms``; ``clock.advance(ms=...)`` 
 (``retention.ms``)            past it: closed segments go, the active one rolls      pass; the log start
                               first as Kafka's does                                  offset moves)
 retention by size             topic ``retention.bytes`` and a small ``segment.bytes``  ~1 s, no clock
-segment roll by time          topic ``segment.ms``; advance past it                  ~1 s
 transaction timeout           the producer's ``transaction.timeout.ms``; advance      ~0.1 s: aborted, the
                               past it                                                LSO moves, the
                                                                                      producer is fenced
@@ -34,10 +33,6 @@ initial rebalance delay       ``group.initial.rebalance.delay.ms`` (0 in every  
                               pylog fixture, as Kafka's test harness sets it)
 committed offset expiry       ``offsets.retention.minutes`` (at least 1); advance     ~0.1 s after the
                               past it while the group is empty                       group is empty
-compaction                    ``cleanup.policy=compact``, ``min.cleanable.dirty.      ~0.1 s per pass
-                              ratio=0``, a small ``segment.ms``/``segment.bytes``;
-                              tombstones after ``delete.retention.ms`` (advance)
-producer state expiry         ``producer.id.expiration.ms``; advance past it          ~0.1 s
 ============================  =====================================================  ====================
 """
 from __future__ import annotations

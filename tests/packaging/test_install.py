@@ -53,18 +53,18 @@ def _run(args, cwd, env, timeout):
     return done.stdout
 
 
-def _install(mode: str, python: Path, source: Path, outside: Path, env) -> None:
+def _install(mode: str, python: Path, source: Path, outside: Path, env, extras: str = "spark") -> None:
     _run([python, "-m", "pip", "uninstall", "-q", "-y", "pylog"], outside, env, PIP_TIMEOUT_S)
     pip = [python, "-m", "pip", "install", "-q"]
     if mode == "wheel":
         wheels = outside / "wheels"
         shutil.rmtree(wheels, ignore_errors=True)
         _run([python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, source], outside, env, PIP_TIMEOUT_S)
-        _run(pip + [f"{next(wheels.glob('pylog-*.whl'))}[spark]"], outside, env, PIP_TIMEOUT_S)
+        _run(pip + [f"{next(wheels.glob('pylog-*.whl'))}[{extras}]"], outside, env, PIP_TIMEOUT_S)
     elif mode == "editable":
-        _run(pip + ["-e", f"{source}[spark]"], outside, env, PIP_TIMEOUT_S)
+        _run(pip + ["-e", f"{source}[{extras}]"], outside, env, PIP_TIMEOUT_S)
     elif mode == "install":  # the Spark connector is the `spark` extra: `pip install pylog` is the broker and tools
-        _run(pip + [f"{source}[spark]"], outside, env, PIP_TIMEOUT_S)
+        _run(pip + [f"{source}[{extras}]"], outside, env, PIP_TIMEOUT_S)
     else:
         raise ValueError(f"PYLOG_INSTALL_MODES: unknown mode {mode!r} (install, editable, wheel)")
 
@@ -100,3 +100,39 @@ def test_format_pylog_works_after_each_kind_of_install_from_outside_the_checkout
                                           "connector.source._records_arrow"], report["compiled"]
     for name, file in report["compiled"].items():
         assert Path(file).resolve().is_relative_to(home.resolve()) and file.endswith(".so"), (name, file)
+
+
+KIT_EXAMPLE = ROOT / "examples" / "testing" / "test_avro_pipeline.py"
+# a pipeline author's test without Spark: the kit's topics marker, seeding, a fault and the exactly-once check
+KIT_BROKER_TEST = """
+import pytest
+from broker_sim.testing import assert_exactly_once, inject, seed
+
+
+@pytest.mark.pylog_topics(events=2)
+def test_seeded_rows_survive_an_injected_produce_error(pylog_broker, pylog_topics):
+    rule = inject(pylog_broker, "Produce", error="NOT_LEADER_OR_FOLLOWER", count=2, topic="events")
+    seed(pylog_broker, "events", [{"id": i, "n": i * i} for i in range(50)], format="json", key="id")
+    assert rule.injected == 2
+    assert_exactly_once([{"id": i, "n": i * i} for i in range(50)], "events", bootstrap=pylog_broker,
+                        key="id", format="json")
+"""
+
+
+def test_the_test_kit_runs_from_a_wheel_outside_the_checkout_under_xdist(environment):
+    """``pip install "pylog[testing]"`` from a wheel: the plugin's fixtures (pylog_spark, pylog_topics,
+    pylog_broker) and the kit's functions run a user's tests from a directory of their own, in two xdist
+    workers, with nothing of the checkout on the path."""
+    python, source, outside, env = environment
+    _install("wheel", python, source, outside, env, extras="spark,testing")
+    _run([python, "-m", "pip", "install", "-q", "pytest-xdist>=3.5"], outside, env, PIP_TIMEOUT_S)
+    project = outside / "user-project"
+    shutil.rmtree(project, ignore_errors=True)
+    project.mkdir()
+    shutil.copy(KIT_EXAMPLE, project / KIT_EXAMPLE.name)
+    (project / "test_broker_only.py").write_text(KIT_BROKER_TEST)
+    output = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--strict-markers", "."],
+                  project, env, JOB_TIMEOUT_S)
+    assert "2 passed" in output, output[-3000:]
+    where = _run([python, "-c", "import broker_sim.testing.data as d; print(d.__file__)"], project, env, 60)
+    assert Path(where.strip()).resolve().is_relative_to((python.parent.parent).resolve()), where

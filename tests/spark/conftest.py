@@ -1,4 +1,5 @@
-"""One session-scoped local[2] SparkSession for every Spark test, and the brokers the tests run on.
+"""One session-scoped local[2] SparkSession for every Spark test (the kit's ``pylog_spark``, as ``spark``), and
+the brokers the tests run on.
 
 ``broker`` runs a test twice: on a fresh in-process broker_sim and on the session's Apache Kafka node
 (``kafka_broker``), where a test passes only if the connector works against Kafka itself. Kafka's node is
@@ -29,21 +30,16 @@ def _spark_kafka_jars() -> str:
 
 
 @pytest.fixture(scope="session")
-def spark():
-    from pyspark.sql import SparkSession
+def pylog_spark_config():
+    """The kit's session, plus Spark's own Kafka connector (when fetched) for format("kafka") tests."""
+    jars = _spark_kafka_jars()
+    return {"spark.jars": jars} if jars else {}
 
-    session = (SparkSession.builder.master("local[2]").appName("pylog-spark-tests")
-               .config("spark.jars", _spark_kafka_jars())
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.default.parallelism", "2")
-               .config("spark.sql.streaming.stopTimeout", "30s")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.host", "127.0.0.1")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+
+@pytest.fixture(scope="session")
+def spark(pylog_spark):
+    """The suite's name for ``pylog_spark``."""
+    return pylog_spark
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from broker_sim.testing.spark import connect_server
 from sink_helpers import read_topic
 from spark_helpers import create_topic, numbered, produce
 
@@ -30,21 +31,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SPARK_PIPELINES = Path(pyspark.__file__).parent / "bin" / "spark-pipelines"
-# prints the Connect server's port, serves until its stdin closes (the fixture's end, or the test run's death)
-CONNECT_SERVER = """
-import sys
-from pyspark.sql import SparkSession
-spark = (SparkSession.builder.master("local[2]").appName("pylog-connect-tests")
-         .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
-         .config("spark.connect.grpc.binding.address", "127.0.0.1").config("spark.connect.grpc.binding.port", "0")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-         .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-         .getOrCreate())
-service = getattr(spark._jvm, "org.apache.spark.sql.connect.service.SparkConnectService$")
-print(getattr(service, "MODULE$").localPort(), flush=True)
-sys.stdin.read()
-spark.stop()
-"""
 
 
 def _env(**extra: str) -> dict:
@@ -57,22 +43,10 @@ def _env(**extra: str) -> dict:
 
 @pytest.fixture(scope="module")
 def connect_url(tmp_path_factory):
-    """``sc://127.0.0.1:<port>`` of a Spark Connect server (local[2]) for this module."""
-    log = tmp_path_factory.mktemp("connect-server") / "server.log"
-    with open(log, "w") as stderr:
-        server = subprocess.Popen([sys.executable, "-c", CONNECT_SERVER], env=_env(), stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=stderr, text=True)
-    try:
-        port = server.stdout.readline().strip()   # a server that fails to start closes stdout: ""
-        assert port.isdigit(), f"the Spark Connect server did not start:\n{log.read_text()[-6000:]}"
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        server.stdin.close()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    """``sc://127.0.0.1:<port>`` of a Spark Connect server (the kit's ``connect_server``) for this module."""
+    with connect_server("pylog-connect-tests", log=tmp_path_factory.mktemp("connect-server") / "server.log",
+                        env=_env()) as url:
+        yield url
 
 
 def _driver_java_options() -> str:

@@ -107,3 +107,22 @@ def test_fast_timers_are_broker_configs_kafka_knows(pylog_broker_factory):
     """Every FAST_TIMERS key is a broker config (a typo would be refused at the start, naming it)."""
     broker = pylog_broker_factory(config=FAST_TIMERS)
     assert {key: str(broker.config.get(key)) for key in FAST_TIMERS} == FAST_TIMERS
+
+
+def test_an_empty_groups_committed_offsets_expire_after_offsets_retention(pylog_clocked_broker, pylog_clock):
+    from kafka.structs import OffsetAndMetadata
+
+    bootstrap = pylog_clocked_broker.bootstrap_servers
+    _topic(bootstrap, "committed")
+    tp = TopicPartition("committed", 0)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="expiring", enable_auto_commit=False)
+    consumer.assign([tp])
+    consumer.commit({tp: OffsetAndMetadata(0, "", -1)})
+    consumer.close(autocommit=False)
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, group_id="expiring", enable_auto_commit=False)
+    try:
+        assert reader.committed(tp) == 0
+        pylog_clock.advance(days=7, hours=1)   # offsets.retention.minutes: Kafka's default, 7 days
+        wait_until(lambda: reader.committed(tp) is None, timeout_s=10, what="the empty group's offsets to expire")
+    finally:
+        reader.close(autocommit=False)
