@@ -19,6 +19,16 @@ SCRAM users and ACLs enforced (``broker_sim.testing.secured.SecuredBroker``: ``k
 through the admin API; its Schema Registry is on, https with Basic auth: ``schema_registry()``), so users
 test their secured pipelines locally.
 
+The pipeline test kit (``pip install "pylog[testing]"``; docs/testing.md): ``pylog_spark`` is a session's
+SparkSession set up for tests (``broker_sim.testing.spark``; ``pylog_spark_config`` to override its static
+confs, ``pylog_spark_factory`` for sessions with runtime confs, ``pylog_spark_connect`` through a local Spark
+Connect server), ``pylog_topics`` the topics a ``@pytest.mark.pylog_topics(...)`` names, created on
+``pylog_broker``; ``pylog_faults`` injects Kafka errors, delays and disconnects into ``pylog_broker``'s answers
+and takes it down or restarts it (``broker_sim.testing.faults``); ``pylog_clock`` and ``pylog_clocked_broker``
+are a broker clock the test moves and a broker on it with its periodic checks every 100 ms
+(``broker_sim.testing.timing``). Seeding, reading, running queries and assertions are functions of
+``broker_sim.testing``.
+
 With Docker (``pip install "pylog[containers]"`` and the images from ``bash ci/build_image.sh``):
 ``pylog_container`` is one broker container for the whole session (``.get_bootstrap_server()``) and
 ``pylog_topic`` a fresh topic name per test on it; ``pylog_container_factory`` starts containers of your

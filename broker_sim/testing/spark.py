@@ -54,6 +54,7 @@ CONNECT_CONF = {
 _ARCHIVE_FLAGS = ("SharedArchiveFile", "ArchiveClassesAtExit", "Xshare")
 # a dumping JVM writes ~100 MiB after the session stops; a bound, not an expectation
 STOP_TIMEOUT = 180.0
+GATEWAY_CLOSE_S = 5.0  # py4j's close of a gateway whose JVM has exited
 _PORT_LINE = "pylog-connect-port "
 # gateway JVM pid -> (partial, archive) for the JVMs this process started dumping
 _dumps: dict[int, tuple[Path, Path]] = {}
@@ -130,8 +131,6 @@ def stop_session(session, *, timeout: float = STOP_TIMEOUT) -> None:
     proc = getattr(gateway, "proc", None)
     if proc is None:
         return
-    with contextlib.suppress(Exception):
-        gateway.close()
     SparkContext._gateway = None
     SparkContext._jvm = None
     partial, archive = _dumps.pop(proc.pid, (None, None))
@@ -143,11 +142,22 @@ def stop_session(session, *, timeout: float = STOP_TIMEOUT) -> None:
         proc.kill()
         proc.wait()
         returncode = None
+    # py4j's close only after the JVM is gone: with the JVM alive, closing a connection of a gateway that
+    # ran a callback server (foreachBatch) can block for good; once the JVM exited its sockets are reset.
+    # Still bounded: a daemon thread, waited for a few seconds.
+    closer = threading.Thread(target=_close_quietly, args=(gateway,), name="pylog-py4j-close", daemon=True)
+    closer.start()
+    closer.join(GATEWAY_CLOSE_S)
     if partial is not None:
         spark_cds.publish(partial, archive, returncode)
     if returncode is None:
         raise TimeoutError(f"stop_session: the Spark driver JVM (pid {proc.pid}) had not exited {timeout:g} s "
                            f"after its stdin closed; it was killed")
+
+
+def _close_quietly(gateway) -> None:
+    with contextlib.suppress(Exception):
+        gateway.close()
 
 
 def _conf_value(value) -> str:

@@ -14,6 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))   # broker_sim.testing from this checkout
 
 
 def main() -> int:
@@ -26,14 +29,8 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYLOG_SINK_DRIVER_PGID"] = str(os.getpgid(0))   # what PYLOG_SINK_CRASH_AT kills
 
-    from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[2]").appName("pylog-handoff-job")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.driver.host", "127.0.0.1")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    from broker_sim.testing.spark import spark_session
+    spark = spark_session("pylog-handoff-job")
     source = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", args.bootstrap)
               .option("subscribe", args.input).option("startingOffsets", args.starting)
               .option("groupId", args.group).option("maxOffsetsPerTrigger", args.max_offsets).load())

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))   # broker_sim.testing from this checkout
 
 
 def main() -> int:
@@ -19,12 +22,8 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYLOG_SINK_DRIVER_PGID"] = str(os.getpgid(0))
 
-    from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[2]").appName("pylog-typed-fault-job")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    from broker_sim.testing.spark import spark_session
+    spark = spark_session("pylog-typed-fault-job")
     readings = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", source_topic).option("startingOffsets", "earliest")
                 .option("maxOffsetsPerTrigger", "40").option("valueFormat", "avro")
