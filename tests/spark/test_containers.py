@@ -7,6 +7,7 @@ import tempfile
 import time
 
 import pytest
+from kafka.errors import KafkaTimeoutError
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
@@ -25,7 +26,14 @@ def _query(spark, bootstrap: str, source_topic: str, sink_topic: str, **source_o
 
 def _wait_for_count(query, bootstrap: str, topic: str, count: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    while len(read_topic(bootstrap, topic, timeout_s=20)) < count:
+
+    def records() -> int:
+        try:
+            return len(read_topic(bootstrap, topic, timeout_s=20))
+        except KafkaTimeoutError:  # a broker restarting: its partitions' end offsets are not known yet
+            return -1
+
+    while records() < count:
         assert query.exception() is None, query.exception()
         assert time.monotonic() < deadline, f"{topic}: fewer than {count} records in {timeout_s} s: " \
                                             f"{query.lastProgress}"
