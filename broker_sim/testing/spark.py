@@ -14,6 +14,8 @@ Theory of operation:
    PYSPARK_SUBMIT_ARGS does not replace: options of yours (that variable, ``spark.driver.extraJavaOptions``)
    come after pylog's and win. If yours name an archive (``SharedArchiveFile``, ``ArchiveClassesAtExit``,
    ``Xshare``), pylog adds none.
+   Its Python workers import pyspark from site-packages, compiled, instead of from the source-only zip Spark
+   puts first on their path (``broker_sim.testing.spark_home``): a second or more saved per worker process.
 3. When there is no archive yet, the first session's JVM dumps one at its exit: ``stop_session`` stops the
    session, ends the gateway JVM (closing its stdin makes pyspark's gateway server exit) and waits for it,
    then publishes the JVM's partial file as the archive only if it exited 0 (see ``spark_cds``).
@@ -35,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_sim.testing import spark_cds
+from broker_sim.testing import spark_cds, spark_home
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"
 DEFAULT_CONF = {
@@ -67,7 +69,9 @@ class StaticConfError(ValueError):
 
 
 def driver_java_options() -> str:
-    """C1 only plus the archive's options (when there is one): for PYSPARK_SUBMIT_ARGS of subprocess drivers."""
+    """C1 only plus the archive's options (when there is one): for PYSPARK_SUBMIT_ARGS of subprocess drivers.
+    Points SPARK_HOME at the fast home first (``spark_home.use()``), which the drivers then inherit."""
+    spark_home.use()
     return f"{C1_ONLY} {spark_cds.java_options()}".strip()
 
 
@@ -100,7 +104,8 @@ def spark_session(app_name: str = "pylog-tests", *, conf: dict | None = None, ja
         _apply_to_running(session, requested)
         return session
     partial = None
-    if SparkContext._gateway is None:   # the JVM starts now: its options still count
+    if SparkContext._gateway is None:   # the JVM starts now: its options and environment still count
+        spark_home.use()
         settings["spark.driver.defaultJavaOptions"], partial = _launch_java_options(settings)
     builder = SparkSession.builder.master("local[2]").appName(app_name)
     for key, value in settings.items():

@@ -6,7 +6,8 @@ Theory of operation:
    JDK's dynamic AppCDS (``-XX:ArchiveClassesAtExit``) dumps the classes one JVM loaded into an archive when it
    exits; later JVMs map it instead (``-XX:SharedArchiveFile``).
 2. The archive is only valid for the JVM and class path that wrote it, so its file name carries a key of both
-   (the JDK's modules file, pyspark's version and its jars): one archive per JVM and Spark version, in
+   (the JDK's modules file, pyspark's version, the jars directory of the SPARK_HOME in use and its jar names;
+   ``spark_home.use()`` runs first wherever a driver starts): one archive per JVM and Spark version, in
    ``$XDG_CACHE_HOME/pylog`` (``~/.cache/pylog`` without it).
 3. A JVM handed an archive it cannot use runs without it (``-Xlog:cds*=off`` keeps its warning out of the
    driver's stdout), so a stale or foreign archive costs speed, never a test.
@@ -43,7 +44,8 @@ def cache_dir() -> Path:
 
 
 def archive_key() -> str | None:
-    """A key of this JVM and pyspark (modules file, pyspark version, jar names); None without java or pyspark."""
+    """A key of this JVM and Spark (modules file, pyspark version, the jars directory a driver's class path
+    names, which follows SPARK_HOME, and its jar names); None without java or pyspark."""
     java_home = os.environ.get("JAVA_HOME")
     java = shutil.which("java", path=os.path.join(java_home, "bin")) if java_home else shutil.which("java")
     try:
@@ -53,13 +55,14 @@ def archive_key() -> str | None:
     if not java:
         return None
     modules = Path(os.path.realpath(java)).parents[1] / "lib" / "modules"
-    jars = Path(pyspark.__file__).parent / "jars"
+    jars = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
     try:
         stat = modules.stat()
         names = sorted(p.name for p in jars.iterdir())
     except OSError:
         return None
-    text = "\n".join([str(modules), str(stat.st_size), str(stat.st_mtime_ns), pyspark.__version__, *names])
+    text = "\n".join([str(modules), str(stat.st_size), str(stat.st_mtime_ns), pyspark.__version__, str(jars),
+                      *names])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -174,6 +177,9 @@ def package_roots() -> list[str]:
 def create() -> int:
     """Write the archive by the workload in a subprocess driver, unless it is there. Always 0: no archive only
     means slower Spark starts (the reason goes to stderr)."""
+    from broker_sim.testing import spark_home
+
+    spark_home.use()   # the drivers the archive is for run from this home: the class path names it
     path = archive_path()
     if path is None:
         print("spark_cds: no java or pyspark here; no archive", file=sys.stderr)

@@ -28,6 +28,7 @@ def test_ci_setup_wrote_the_archive_and_every_test_driver_is_given_it():
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    monkeypatch.setenv("SPARK_HOME", "")   # restored after the test, whatever spark_home.use() sets in it
     return tmp_path / "pylog"
 
 
@@ -45,7 +46,7 @@ def test_the_archive_is_keyed_by_spark_version_in_the_users_cache(cache, monkeyp
 def test_driver_options_map_the_archive_only_when_it_is_there(cache):
     assert java_options() == ""
     assert kit_spark.submit_args() == '--driver-java-options "-XX:TieredStopAtLevel=1" pyspark-shell'
-    cache.mkdir()
+    cache.mkdir(exist_ok=True)   # submit_args() may have built the fast SPARK_HOME in it
     archive_path().write_bytes(b"archive")
     assert java_options() == f"-XX:SharedArchiveFile={archive_path()} -Xlog:cds*=off"
     assert shlex.split(kit_spark.submit_args())[1] == f"-XX:TieredStopAtLevel=1 {java_options()}"
