@@ -14,6 +14,8 @@ Theory of operation:
    PYSPARK_SUBMIT_ARGS does not replace: options of yours (that variable, ``spark.driver.extraJavaOptions``)
    come after pylog's and win. If yours name an archive (``SharedArchiveFile``, ``ArchiveClassesAtExit``,
    ``Xshare``), pylog adds none.
+   A daemon thread initializes the few classes whose static initializers take seconds (``WARM_UP_CLASSES``)
+   while the test sets up, so its first ``upper()`` does not wait 1.4 s for one.
    Its Python workers import pyspark from site-packages, compiled, instead of from the source-only zip Spark
    puts first on their path (``broker_sim.testing.spark_home``): a second or more saved per worker process.
 3. When there is no archive yet, the first session's JVM dumps one at its exit: ``stop_session`` stops the
@@ -53,6 +55,11 @@ CONNECT_CONF = {
     "spark.connect.grpc.binding.address": "127.0.0.1",
     "spark.connect.grpc.binding.port": "0",   # a free port: two servers on a host (xdist workers) never collide
 }
+# Classes whose static initializers take seconds and which the first query touching them would wait for:
+# CollationAwareUTF8String (any upper/lower/initcap, Spark 4's case mapping) builds a table by ICU's title-casing
+# of all 1.1M code points, 1.4 s in a C1-only driver. Initialized on a daemon thread as the session starts.
+WARM_UP_CLASSES = ("org.apache.spark.sql.catalyst.util.CollationAwareUTF8String",)
+WARM_UP_JOIN_S = 10.0   # stop_session waits this long for a warm-up still running (a dumping JVM's exit)
 _ARCHIVE_FLAGS = ("SharedArchiveFile", "ArchiveClassesAtExit", "Xshare")
 # a dumping JVM writes ~100 MiB after the session stops; a bound, not an expectation
 STOP_TIMEOUT = 180.0
@@ -60,6 +67,8 @@ GATEWAY_CLOSE_S = 5.0  # py4j's close of a gateway whose JVM has exited
 _PORT_LINE = "pylog-connect-port "
 # gateway JVM pid -> (partial, archive) for the JVMs this process started dumping
 _dumps: dict[int, tuple[Path, Path]] = {}
+# id of a gateway -> its warm-up thread and the classes it initialized so far (_warm_up)
+_warming: dict[int, tuple[threading.Thread, list[str]]] = {}
 # remote session id -> the Connect server context spark_session(connect=True) started for it
 _connect_servers: dict[int, contextlib.ExitStack] = {}
 
@@ -115,6 +124,7 @@ def spark_session(app_name: str = "pylog-tests", *, conf: dict | None = None, ja
     proc = getattr(SparkContext._gateway, "proc", None)
     if partial is not None and proc is not None:
         _dumps[proc.pid] = (partial, spark_cds.archive_path())
+    _warm_up(session)
     return session
 
 
@@ -132,6 +142,9 @@ def stop_session(session, *, timeout: float = STOP_TIMEOUT) -> None:
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
+    warming = _warming.pop(id(gateway), None)
+    if warming is not None:
+        warming[0].join(WARM_UP_JOIN_S)
     session.stop()
     proc = getattr(gateway, "proc", None)
     if proc is None:
@@ -158,6 +171,25 @@ def stop_session(session, *, timeout: float = STOP_TIMEOUT) -> None:
     if returncode is None:
         raise TimeoutError(f"stop_session: the Spark driver JVM (pid {proc.pid}) had not exited {timeout:g} s "
                            f"after its stdin closed; it was killed")
+
+
+def _warm_up(session) -> None:
+    """Initialize ``WARM_UP_CLASSES`` in the new driver JVM on a daemon thread, while the test sets up."""
+    gateway = session.sparkContext._gateway
+    done: list[str] = []
+    thread = threading.Thread(target=_initialize, args=(gateway, done), name="pylog-spark-warm-up", daemon=True)
+    _warming[id(gateway)] = (thread, done)
+    thread.start()
+
+
+def _initialize(gateway, done: list) -> None:
+    """Initialize each of ``WARM_UP_CLASSES``, appending its name to ``done`` once its initializer ran."""
+    with contextlib.suppress(Exception):   # a warm-up only: a JVM stopping under it is no error
+        jvm = gateway.jvm
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        for name in WARM_UP_CLASSES:
+            jvm.java.lang.Class.forName(name, True, loader)
+            done.append(name)
 
 
 def _close_quietly(gateway) -> None:

@@ -1,15 +1,19 @@
 """What the kit's Spark fixtures guarantee (broker_sim/testing/spark.py): ``pylog_spark`` runs the tests'
-interpreter, local[2] with UI off and 2 partitions, its driver JVM on C1 with the class archive's options;
+interpreter, local[2] with UI off and 2 partitions, its driver JVM on C1 with the class archive's options and
+its slow class initializers run ahead, its workers on compiled pyspark;
 ``pylog_spark_factory`` sessions keep their runtime confs to themselves and refuse static ones by name;
 ``spark_session`` refuses a static conf a running session cannot take; ``pylog_spark_connect`` is a Connect
 session that leaves the process classic after its test."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+import pyspark
 import pytest
 
-from broker_sim.testing import spark_cds
+from broker_sim.testing import spark as kit_spark
+from broker_sim.testing import spark_cds, spark_home
 from broker_sim.testing.spark import StaticConfError, spark_session
 
 pytestmark = pytest.mark.spark
@@ -42,6 +46,25 @@ def test_pylog_spark_driver_compiles_with_c1_and_maps_or_dumps_the_class_archive
     assert cds == [f"-XX:SharedArchiveFile={archive}"] or cds == [
         f"-XX:ArchiveClassesAtExit={spark_cds.partial_path(archive)}"], cds
     assert "-Xlog:cds*=off" in arguments
+
+
+def test_pylog_spark_initializes_the_slow_case_mapping_class_while_the_test_sets_up(pylog_spark):
+    """Spark 4's upper/lower build a table of 1.1M code points in a static initializer (1.4 s on C1): the
+    session's warm-up thread runs it, so a Spark upgrade that renames the class fails here, not silently."""
+    thread, done = kit_spark._warming[id(pylog_spark.sparkContext._gateway)]
+    thread.join(60)
+    assert done == list(kit_spark.WARM_UP_CLASSES)
+    assert pylog_spark.sql("select upper('straße') as u").first().u == "STRASSE"
+
+
+def test_pylog_spark_python_workers_import_compiled_pyspark_not_sparks_zip(pylog_spark):
+    package = Path(pyspark.__file__).resolve().parent
+    if not (package / "python" / "lib" / "pyspark.zip").is_file():
+        pytest.skip("this pyspark is not pip's layout: no python/lib/pyspark.zip")
+    home = pylog_spark._jvm.java.lang.System.getenv("SPARK_HOME")
+    assert Path(home).name.startswith(spark_home.PREFIX), home
+    where = pylog_spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__).first()
+    assert ".zip" not in where and Path(where).resolve().parent == package, where
 
 
 def test_factory_sessions_keep_their_runtime_confs_to_themselves(pylog_spark, pylog_spark_factory):
