@@ -32,15 +32,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from broker_sim.testing import spark_home
+from broker_sim.testing.spark_home import cache_dir
+
 # the JVM's warnings about an archive it cannot map would land in the driver's stdout
 QUIET = "-Xlog:cds*=off"
 # partial files older than this belong to a process that died while dumping
 STALE_PARTIAL_SECONDS = 6 * 3600
-
-
-def cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/pylog``, or ``~/.cache/pylog`` when XDG_CACHE_HOME is unset or empty."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pylog"
 
 
 def archive_key() -> str | None:
@@ -177,8 +175,6 @@ def package_roots() -> list[str]:
 def create() -> int:
     """Write the archive by the workload in a subprocess driver, unless it is there. Always 0: no archive only
     means slower Spark starts (the reason goes to stderr)."""
-    from broker_sim.testing import spark_home
-
     spark_home.use()   # the drivers the archive is for run from this home: the class path names it
     path = archive_path()
     if path is None:

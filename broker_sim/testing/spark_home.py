@@ -9,7 +9,7 @@ Theory of operation:
    zip and 0.6-0.8 s from site-packages, where pip wrote the bytecode. A test query starts several of them.
 2. ``home()`` builds a directory that is the pip install in every other way: a symlink to each entry of the
    pyspark package (``bin``, ``jars``, ``sbin``, ...) and a ``python/lib`` without the two zips, so workers find
-   pyspark and py4j where the running interpreter has them. It lives in ``spark_cds.cache_dir()``, named by a
+   pyspark and py4j where the running interpreter has them. It lives in ``cache_dir()``, named by a
    key of the package's path, version and entries; it is built under a temporary name and renamed, so a
    process sees a whole home or none, and two processes building it at once both end up using one.
 3. ``use()`` points SPARK_HOME at it, only when that changes nothing but speed: SPARK_HOME unset or naming the
@@ -28,9 +28,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from broker_sim.testing import spark_cds
-
 PREFIX = "spark-home-"
+
+
+def cache_dir() -> Path:
+    """pylog's cache of Spark homes and class archives: ``$XDG_CACHE_HOME/pylog``, or ``~/.cache/pylog`` when
+    XDG_CACHE_HOME is unset or empty."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pylog"
 
 
 def _pip_pyspark() -> Path | None:
@@ -73,7 +77,7 @@ def home() -> Path | None:
         return None
     if not (_outside_zip("pyspark") and _outside_zip("py4j")):
         return None
-    cache = spark_cds.cache_dir()
+    cache = cache_dir()
     target = cache / f"{PREFIX}{key(package)}"
     if (target / "jars").is_dir():
         return target

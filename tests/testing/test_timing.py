@@ -90,7 +90,10 @@ def test_a_static_member_that_went_away_expires_after_its_session_timeout(pylog_
     bootstrap = pylog_clocked_broker.bootstrap_servers
     _topic(bootstrap, "static-in")
     consumer = KafkaConsumer("static-in", bootstrap_servers=bootstrap, group_id="static-group",
-                             group_instance_id="worker-1", session_timeout_ms=45000, heartbeat_interval_ms=3000)
+                             group_instance_id="worker-1", session_timeout_ms=45000, heartbeat_interval_ms=3000,
+                             # a leader that assigned before its metadata had the new topic ("No partition
+                             # metadata") rejoins at its next refresh: every 0.5 s, not kafka-python's 5 min
+                             metadata_max_age_ms=500)
     wait_until(lambda: consumer.poll(timeout_ms=200) is not None and consumer.assignment(), timeout_s=20,
                what="the static member's assignment")
     consumer.close(autocommit=False)
