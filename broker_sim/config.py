@@ -398,6 +398,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("num.partitions", "1", _parse_int(1), "Partitions of auto-created topics."),
     ConfigDef("default.replication.factor", "1", _parse_int(1), "Replication factor of auto-created topics."),
     ConfigDef("auto.create.topics.enable", "true", _parse_bool, "Create topics named by Metadata requests."),
+    ConfigDef("max.request.partition.size.limit", "2000", _parse_int(1),
+              "Most partitions a DescribeTopicPartitions answer holds, whatever its ResponsePartitionLimit."),
     ConfigDef("delete.topic.enable", "true", _parse_bool, "Allow DeleteTopics."),
     ConfigDef("log.retention.minutes", "", _parse_int(-1), "log.retention.ms in minutes (ms wins when both are set)."),
     ConfigDef("log.retention.hours", "168", _parse_int(-1), "log.retention.ms in hours (ms and minutes win)."),

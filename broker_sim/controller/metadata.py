@@ -46,6 +46,12 @@ log = logging.getLogger(__name__)
 TOPICS_FILE = "pylog-topics.json"
 _PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]{0,8})")
 _INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def is_internal_topic(name: str) -> bool:
+    """Kafka's ``Topic.isInternal``: by name, whether the topic exists or not (Kafka 4 counts share groups' state
+    topic too, which broker_sim never creates)."""
+    return name in _INTERNAL_TOPICS or name == "__share_group_state"
 FORMAT_VERSION = 1
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10000

@@ -84,6 +84,8 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.AlterConfigs, ADMIN, 0, 2),
     ApiSpec(ApiKey.IncrementalAlterConfigs, ADMIN, 0, 1),
     ApiSpec(ApiKey.DescribeCluster, ADMIN, 0, 2),
+    # paged topic descriptions (KIP-966), which Kafka 4's kafka-topics --describe asks for
+    ApiSpec(ApiKey.DescribeTopicPartitions, ADMIN, 0, 0),
     ApiSpec(ApiKey.FindCoordinator, METADATA, 0, 4),
     ApiSpec(ApiKey.JoinGroup, CONSUMER, 0, 7),
     ApiSpec(ApiKey.SyncGroup, CONSUMER, 0, 5),

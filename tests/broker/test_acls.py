@@ -129,6 +129,36 @@ def test_metadata_hides_topics_the_principal_may_not_describe(acl_broker, admin)
         assert acl_broker.metadata.get(hidden) is not None  # nothing was auto-created or changed
 
 
+def test_describe_topic_partitions_hides_topics_the_principal_may_not_describe(acl_broker, admin):
+    """Kafka's DescribeTopicPartitionsRequestHandler: all topics lists only describable ones; a named hidden
+    topic comes last, TOPIC_AUTHORIZATION_FAILED with a zero id and no partitions, whether it exists or not;
+    the others carry their authorized operations as a bitfield (READ implies DESCRIBE)."""
+    from kafka.protocol.admin import DescribeTopicPartitionsRequest
+    visible, hidden = _name("dtp-visible"), _name("dtp-hidden")
+    for topic in (visible, hidden):
+        _create_topic(admin, topic)
+    _allow(admin, "alice", ACLOperation.READ, ResourceType.TOPIC, visible)
+    from tests.broker.test_sasl import _authenticate  # the wire SASL exchange
+    from broker_sim.security.sasl import SaslLogin
+    request = DescribeTopicPartitionsRequest[0]
+    with WireClient(acl_broker.bootstrap_servers_for("SASL_PLAINTEXT")) as client:
+        assert _authenticate(client, "SCRAM-SHA-256",
+                             SaslLogin("SCRAM-SHA-256", "alice", USERS["alice"]).exchange()).error_code == 0
+        everything = client.call(request(topics=[], response_partition_limit=2000, cursor=None))
+        assert visible in {t.name for t in everything.topics} and hidden not in {t.name for t in everything.topics}
+        named = client.call(request(topics=[DescribeTopicPartitionsRequest.TopicRequest(name=n)
+                                            for n in (hidden, visible, hidden + "-missing")],
+                                    response_partition_limit=2000, cursor=None))
+        answered = [(t.name, t.error_code) for t in named.topics]
+        assert answered[0] == (visible, 0)   # the refused ones after it, in no set order (a HashSet in Kafka)
+        assert sorted(answered[1:]) == [(hidden, TopicAuthorizationFailedError.errno),
+                                        (hidden + "-missing", TopicAuthorizationFailedError.errno)]
+        refused = named.topics[1:]
+        assert all(t.partitions == [] and (t.topic_id is None or t.topic_id.int == 0) for t in refused)
+        assert named.topics[0].topic_authorized_operations == (1 << int(Operation.READ)) | \
+            (1 << int(Operation.DESCRIBE))
+
+
 def test_a_consumer_group_needs_read_on_the_group_and_the_topic(acl_broker, admin):
     """Each missing binding fails with its own error; with both the group consumes."""
     topic, group = _name("events"), _name("readers")

@@ -49,7 +49,6 @@ BELOW_KAFKA = {
     ApiKey.ConsumerGroupHeartbeat: (None, "KIP-848 consumer groups"),
     ApiKey.ConsumerGroupDescribe: (None, "KIP-848 consumer groups"),
     ApiKey.ListConfigResources: (None, "client-metrics resources (KIP-714) and their listing (KIP-1142)"),
-    ApiKey.DescribeTopicPartitions: (None, "paged topic descriptions (KIP-966)"),
     ApiKey.AddRaftVoter: (None, "KRaft: no Raft quorum"),
     ApiKey.RemoveRaftVoter: (None, "KRaft: no Raft quorum"),
     **{key: (None, "share groups (KIP-932)") for key in (

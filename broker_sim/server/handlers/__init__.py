@@ -54,6 +54,7 @@ def build_handlers(broker) -> dict:
         ApiKey.ApiVersions: cluster.api_versions,
         ApiKey.Metadata: cluster.metadata,
         ApiKey.DescribeCluster: cluster.describe_cluster,
+        ApiKey.DescribeTopicPartitions: cluster.describe_topic_partitions,
         ApiKey.Produce: ProduceApi(access, broker.replicas, broker.quotas).produce,
         ApiKey.InitProducerId: txns.init_producer_id,
         ApiKey.AddPartitionsToTxn: txns.add_partitions_to_txn,

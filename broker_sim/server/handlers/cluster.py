@@ -1,23 +1,32 @@
-"""ApiVersions, Metadata and DescribeCluster: what the metadata store and the local replicas say.
+"""ApiVersions, Metadata, DescribeTopicPartitions and DescribeCluster: what the metadata store and the local
+replicas say.
 
 ``ClusterApis`` answers from the topics (``MetadataStore`` or, in a cluster, the ``ZkMetadataStore``'s
 partition states and live brokers), the local replicas on a single node, and this broker's endpoint on
 the client's listener; Metadata auto-creates topics through the broker's ``auto_create_topic``.
+
+DescribeTopicPartitions (KIP-966, what Kafka 4's ``kafka-topics --describe`` asks) pages through topics as
+Kafka's ``DescribeTopicPartitionsRequestHandler`` and ``KRaftMetadataCache.getTopicMetadataForDescribeTopic
+Response`` do: topics in name order from the cursor's, at most ``min(max.request.partition.size.limit,
+ResponsePartitionLimit)`` partitions, and a next cursor at the first partition left out. It never creates a
+topic; a named topic the principal may not DESCRIBE comes last, TOPIC_AUTHORIZATION_FAILED with a zero id.
 """
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Callable
 
 import kafka.errors as Errors
 
 from broker_sim.controller.cluster_state import BrokerEndpoint
-from broker_sim.controller.metadata import MetadataError, TopicInfo, validate_topic_name
+from broker_sim.controller.metadata import MetadataError, TopicInfo, is_internal_topic, validate_topic_name
 from broker_sim.protocol.apis import api_versions_response, messages
 from broker_sim.server.handlers.access import CREATE, DESCRIBE, TOPIC, Access
 from broker_sim.server.request_slicing import Slices
 
 NOT_REQUESTED = None  # authorized_operations when the client did not ask (INT32_MIN on the wire)
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: the id of a topic not described
 
 
 class ClusterApis:
@@ -40,34 +49,41 @@ class ClusterApis:
         Topic = messages.MetadataResponse.MetadataResponseTopic
         PartitionMeta = Topic.MetadataResponsePartition
         if self._clustered:
-            return self._cluster_topic_metadata(info)
-        me = self._broker_id
-        partitions = []
-        for partition in self._replicas.topic_partitions(info.name):
-            partitions.append(PartitionMeta(
-                error_code=0, partition_index=partition.index, leader_id=me,
-                leader_epoch=partition.leader_epoch, replica_nodes=[me], isr_nodes=[me], offline_replicas=[]))
+            rows = self._cluster_partition_rows(info, range(info.partitions))
+        else:
+            me = self._broker_id
+            rows = ((partition.index, me, partition.leader_epoch, [me], [me], [])
+                    for partition in self._replicas.topic_partitions(info.name))
+        partitions = [PartitionMeta(
+            error_code=0 if leader >= 0 else Errors.LeaderNotAvailableError.errno, partition_index=index,
+            leader_id=leader, leader_epoch=epoch, replica_nodes=replicas, isr_nodes=isr, offline_replicas=offline)
+            for index, leader, epoch, replicas, isr, offline in rows]
         return Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
                      partitions=partitions)
 
-    def _cluster_topic_metadata(self, info):
-        """A topic as the cluster state says: leader, epoch, ISR from ZooKeeper; LEADER_NOT_AVAILABLE while
-        leaderless."""
-        Topic = messages.MetadataResponse.MetadataResponseTopic
-        PartitionMeta = Topic.MetadataResponsePartition
+    def _cluster_partition_rows(self, info, indexes):
+        """(index, leader, leader epoch, replicas, ISR, offline replicas) of ``indexes`` as the cluster state says:
+        leader, epoch, ISR from ZooKeeper; leader -1 while leaderless."""
         states, live = self._metadata.partition_states, self._metadata.brokers
-        partitions = []
-        for index in range(info.partitions):
+        for index in indexes:
             replicas = info.replicas_of(index, self._broker_id)
             state = states.get((info.name, index))
             leader = state.leader if state is not None and state.leader in live else -1
-            partitions.append(PartitionMeta(
-                error_code=0 if leader >= 0 else Errors.LeaderNotAvailableError.errno, partition_index=index,
-                leader_id=leader, leader_epoch=state.leader_epoch if state is not None else -1,
-                replica_nodes=replicas, isr_nodes=list(state.isr) if state is not None else [],
-                offline_replicas=[r for r in replicas if r not in live]))
-        return Topic(error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
-                     partitions=partitions)
+            yield (index, leader, state.leader_epoch if state is not None else -1, replicas,
+                   list(state.isr) if state is not None else [], [r for r in replicas if r not in live])
+
+    def _partition_rows(self, info, indexes):
+        """``_cluster_partition_rows`` for this broker's mode (a single node leads every partition it hosts)."""
+        if self._clustered:
+            yield from self._cluster_partition_rows(info, indexes)
+            return
+        me = self._broker_id
+        for index in indexes:
+            try:
+                epoch = self._replicas.get(info.name, index).leader_epoch
+            except Errors.KafkaError:   # deleted while the request was answered
+                continue
+            yield index, me, epoch, [me], [me], []
 
     def _brokers(self, ctx) -> tuple[list[tuple[int, str, int, str | None]], int]:
         """(id, host, port, rack) of the live brokers on the listener the request came in on, and the controller's
@@ -154,6 +170,64 @@ class ClusterApis:
                                 topics=topics, brokers=[MetadataResponse.MetadataResponseBroker(
                                     node_id=node, host=host, port=port, rack=rack)
                                     for node, host, port, rack in brokers])
+
+    async def describe_topic_partitions(self, ctx, request):
+        """See the module docstring: Kafka's paging, authorization and errors."""
+        Response = messages.DescribeTopicPartitionsResponse
+        Topic = Response.DescribeTopicPartitionsResponseTopic
+        access, store, slices = self._access, self._metadata, Slices()
+        cursor = request.cursor
+        cursor_name = cursor.topic_name if cursor is not None else ""
+        fetch_all = not request.topics
+        if fetch_all:
+            names = {name for name in list(store.topics) if name >= cursor_name}
+        else:
+            names = {t.name for t in request.topics if t.name is not None and t.name >= cursor_name}
+            if cursor is not None and cursor_name not in names:
+                # Kafka's InvalidRequestException, answered by getErrorResponse: every requested topic INVALID_REQUEST
+                return Response(throttle_time_ms=0, next_cursor=None, topics=[
+                    Topic(error_code=Errors.InvalidRequestError.errno, name=t.name, topic_id=ZERO_UUID,
+                          is_internal=False, partitions=[]) for t in request.topics])
+        describable = access.topic_check(ctx, DESCRIBE)
+        authorized, refused = [], []
+        for name in sorted(names):
+            (authorized if describable(name) else refused).append(name)
+            if slices.due():
+                await asyncio.sleep(0)
+        # Kafka: at least one partition, however small a limit the request asks for
+        remaining = max(min(self._config.get("max.request.partition.size.limit"), request.response_partition_limit), 1)
+        topics, next_cursor = [], None
+        for name in authorized:
+            if slices.due():
+                await asyncio.sleep(0)
+            if remaining <= 0:   # the next page begins with this topic (whether it exists or not)
+                next_cursor = Response.Cursor(topic_name=name, partition_index=0)
+                break
+            info = store.topics.get(name)
+            if info is None:
+                if not fetch_all:
+                    topics.append(Topic(error_code=_missing_topic(name).error_code, name=name, topic_id=ZERO_UUID,
+                                        is_internal=is_internal_topic(name), partitions=[]))
+                continue
+            start = cursor.partition_index if cursor is not None and name == cursor_name else 0
+            stop = min(info.partitions, start + remaining)
+            partitions = [Topic.DescribeTopicPartitionsResponsePartition(
+                error_code=0, partition_index=index, leader_id=leader, leader_epoch=epoch, replica_nodes=replicas,
+                isr_nodes=isr, eligible_leader_replicas=[], last_known_elr=[], offline_replicas=offline)
+                for index, leader, epoch, replicas, isr, offline in self._partition_rows(info, range(start, stop))]
+            topics.append(Topic(error_code=0, name=name, topic_id=info.topic_id, is_internal=info.internal,
+                                partitions=partitions))
+            if stop < info.partitions:
+                next_cursor = Response.Cursor(topic_name=name, partition_index=stop)
+                break
+            remaining -= max(0, stop - start)
+        for topic in topics:
+            # an int32 bitfield here (Metadata's kafka-python field takes the set of codes)
+            topic.topic_authorized_operations = sum(1 << code for code in
+                                                    access.authorized_operations(ctx, TOPIC, topic.name))
+        topics.extend(Topic(error_code=Errors.TopicAuthorizationFailedError.errno, name=name, topic_id=ZERO_UUID,
+                            is_internal=False, partitions=[]) for name in refused if not fetch_all)
+        return Response(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
     async def describe_cluster(self, ctx, request):
         DescribeClusterResponse = messages.DescribeClusterResponse
