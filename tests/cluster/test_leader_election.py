@@ -144,3 +144,41 @@ def test_a_broker_that_is_not_the_controller_answers_not_controller(cluster, top
 def codes_of(response) -> dict:
     return {(r.topic, p.partition_id): p.error_code for r in response.replica_election_results
             for p in r.partition_result}
+
+
+def test_describe_topic_partitions_answers_the_cluster_state_of_every_broker(cluster, topic_name):
+    """DescribeTopicPartitions on any broker answers ZooKeeper's leaders, epochs, replicas and ISR, as Metadata
+    does; an offline partition has leader -1, its replicas offline, and (Kafka's) no partition error where
+    Metadata says LEADER_NOT_AVAILABLE."""
+    from kafka.protocol.admin import DescribeTopicPartitionsRequest
+    from kafka.protocol.metadata import MetadataRequest
+
+    def both(broker_id):
+        with WireClient(cluster.address(broker_id)) as client:
+            described = client.call(DescribeTopicPartitionsRequest[0](
+                topics=[DescribeTopicPartitionsRequest.TopicRequest(name=topic_name)], response_partition_limit=10,
+                cursor=None)).topics[0]
+            metadata = client.call(MetadataRequest[12](
+                topics=[MetadataRequest.MetadataRequestTopic(name=topic_name, topic_id=None)],
+                allow_auto_topic_creation=False, include_topic_authorized_operations=False)).topics[0]
+        rows = [(p.partition_index, p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes, p.offline_replicas)
+                for p in described.partitions]
+        assert described.error_code == 0 and described.topic_id == metadata.topic_id
+        assert rows == [(p.partition_index, p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes,
+                         p.offline_replicas) for p in sorted(metadata.partitions, key=lambda p: p.partition_index)]
+        return described, metadata
+
+    create_with_assignment(cluster, topic_name, [[0, 1], [1, 2], [2, 0]])
+    for broker_id in (0, 1, 2):
+        described, _ = both(broker_id)
+        assert [(p.leader_id, p.replica_nodes) for p in described.partitions] == [(0, [0, 1]), (1, [1, 2]),
+                                                                                  (2, [2, 0])]
+    cluster.kill(0)
+    wait_leader(cluster, topic_name, 0, lambda s: s.leader == 1, "broker 1 leads")
+    cluster.kill(1)
+    wait_leader(cluster, topic_name, 0, lambda s: s.leader == -1, "offline")
+    described, metadata = both(2)
+    offline = described.partitions[0]
+    assert (offline.leader_id, offline.offline_replicas, offline.error_code) == (-1, [0, 1], 0)
+    [leaderless] = [p for p in metadata.partitions if p.partition_index == 0]
+    assert leaderless.error_code == 5   # LEADER_NOT_AVAILABLE
