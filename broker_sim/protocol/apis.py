@@ -94,7 +94,7 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.OffsetCommit, CONSUMER, 2, 8),
     ApiSpec(ApiKey.OffsetFetch, CONSUMER, 1, 8),
     ApiSpec(ApiKey.DescribeGroups, ADMIN, 0, 5),
-    ApiSpec(ApiKey.ListGroups, ADMIN, 0, 4),
+    ApiSpec(ApiKey.ListGroups, ADMIN, 0, 5),
     ApiSpec(ApiKey.DeleteGroups, ADMIN, 0, 2),
     ApiSpec(ApiKey.OffsetDelete, CONSUMER, 0, 0),
     # transactions at Kafka 3.x's level (transaction version 1: no KIP-890 part 2 epoch bump per transaction)

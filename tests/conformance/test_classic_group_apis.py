@@ -367,9 +367,10 @@ def test_describe_groups(pair, version):
     pair.compare(Scenario(f"DescribeGroups v{version}", run))
 
 
-@pytest.mark.parametrize("version", range(5))
+@pytest.mark.parametrize("version", range(6))
 def test_list_groups(pair, version):
-    """Groups with their protocol type (and v4+ state, filtered by states case-insensitively)."""
+    """Groups with their protocol type (v4+ state, filtered by states case-insensitively; v5+ type, filtered by
+    types case-insensitively, an unknown type matching nothing)."""
     def run(peer):
         topic = create_topic(peer)
         stable, empty = peer.name("g"), peer.name("g")
@@ -378,14 +379,21 @@ def test_list_groups(pair, version):
         _commit(peer, empty, {(topic, 0): 1})
         names = {stable: "stable", empty: "empty"}
 
-        def listed(states=None):
+        def listed(states=None, types=None):
             fields = {"states_filter": states or []} if version >= 4 else {}
-            answer = peer.call(ListGroupsRequest[version](**fields, types_filter=[]))
-            return answer.error_code, sorted((names[g.group_id], g.protocol_type, getattr(g, "group_state", None))
+            answer = peer.call(ListGroupsRequest[version](**fields, types_filter=types or []))
+            return answer.error_code, sorted((names[g.group_id], g.protocol_type, getattr(g, "group_state", None),
+                                              getattr(g, "group_type", None))
                                              for g in answer.groups if g.group_id in names)
         answers = {"all": listed()}
         if version >= 4:
             answers.update(stable=listed(["stable"]), both=listed(["Empty", "Stable"]), bogus=listed(["Bogus"]))
+        if version >= 5:
+            answers.update(classic=listed(types=["Classic"]), consumer=listed(types=["consumer"]),
+                           share=listed(types=["share"]), streams=listed(types=["streams"]),
+                           either=listed(types=["CONSUMER", "classic"]), padded=listed(types=[" classic"]),
+                           unknown=listed(types=["bogus"]),
+                           stable_classic=listed(["Stable"], ["classic"]))
         return answers
     pair.compare(Scenario(f"ListGroups v{version}", run))
 

@@ -29,6 +29,7 @@ TXN_AUTHORIZATION_FAILED = Errors.TransactionalIdAuthorizationFailedError.errno
 UNSTABLE_OFFSET_COMMIT = Errors.UnstableOffsetCommitError.errno
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+CLASSIC_GROUP_TYPE = "classic"  # Kafka's Group.GroupType.CLASSIC, as ListGroups v5 names it
 
 log = logging.getLogger(__name__)
 
@@ -404,18 +405,23 @@ class GroupApis:
         return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
     async def list_groups(self, ctx, request):
+        """Kafka's GroupMetadataManager.listGroups: v4+ a states filter, v5+ a types filter (KIP-848), both
+        case-insensitive; an unknown type (" classic" too: types are not trimmed) parses as Kafka's UNKNOWN,
+        which no group has. Every group here is a
+        classic one (no KIP-848 consumer, share or streams groups yet)."""
         ListGroupsResponse = messages.ListGroupsResponse
         names = request.states_filter if ctx.version >= 4 else []
         states = [parse_state(name) for name in names or []]
-        if states and all(state is None for state in states):
-            listed = []  # only unknown states asked for: nothing matches
+        types = {name.lower() for name in (request.types_filter or [])} if ctx.version >= 5 else set()
+        if (states and all(state is None for state in states)) or (types and CLASSIC_GROUP_TYPE not in types):
+            listed = []  # only unknown states, or no classic groups, asked for: nothing matches
         else:
             listed = self._groups.list_groups([s for s in states if s is not None])
         if not self._access.allowed_cluster(ctx, DESCRIBE):
             # Kafka: without DESCRIBE on the cluster, the groups it may DESCRIBE
             listed = [entry for entry in listed if self._access.allowed(ctx, DESCRIBE, GROUP, entry[0])]
         groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
-                                                 group_type="classic")
+                                                 group_type=CLASSIC_GROUP_TYPE)
                   for group_id, protocol_type, state in listed]
         return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
