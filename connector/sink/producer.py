@@ -11,9 +11,14 @@ meanwhile. ``write`` maps each Arrow batch's rows to (topic, partition) —
 explicit ``partition``, else ``connector.sink.partitioner`` — and appends them to
 one aiokafka compiled ``DefaultRecordBatchBuilder`` per partition (RecordBatch
 v2 with the producer id, epoch and the partition's next sequence number; CRC32C
-in C). Without headers or compression, the C extension ``_arrow_batches``
+in C). Without headers, the C extension ``_arrow_batches``
 writes the same batches straight from the Arrow buffers, one call per
-partition (``_encode_rows``), with no Python object per row. Full batches wait in a queue; when the queued bytes reach
+partition (``_encode_rows``), with no Python object per row; with
+``kafka.compression.type`` each batch's records section is then compressed
+whole, at Kafka's producer defaults (``_codec``: gzip 6, LZ4's fast compressor,
+zstd 3), and the header's length and codec bits are rewritten (``_compress``):
+one codec call per batch. The per-record path builds uncompressed batches and
+compresses them the same way, so both write the same bytes. Full batches wait in a queue; when the queued bytes reach
 ``kafka.max.request.size`` they go out as Produce requests (acks=all) of at
 most one batch per partition, to each partition's leader, without waiting for
 the answers: up to ``MAX_IN_FLIGHT`` (5, Kafka's ceiling for idempotence)
@@ -61,6 +66,9 @@ MAX_IN_FLIGHT = 5
 INVALID_PRODUCER_ID_MAPPING = 49
 _CRC = struct.Struct(">I")
 _IDS = struct.Struct(">qh")   # a v2 record batch's producer id (offset 43) and epoch (51)
+_LENGTH = struct.Struct(">i")       # a v2 record batch's length (offset 8): the bytes after it
+_ATTRIBUTES = struct.Struct(">h")   # its attributes (offset 21): the codec in bits 0-2
+_BATCH_HEADER = 61                  # a v2 record batch's header; its records follow
 
 try:
     from connector.sink import _arrow_batches
@@ -151,7 +159,7 @@ class TaskProducer:
         names = batch.schema.names
         keys_array = batch.column(names.index("key")) if "key" in names else None
         compiled = None
-        if _arrow_batches is not None and "headers" not in names and not self.options.compression:
+        if _arrow_batches is not None and "headers" not in names:
             compiled = _column_buffers(keys_array), _column_buffers(batch.column(names.index("value")))
             if compiled[1] is None or (keys_array is not None and compiled[0] is None):
                 compiled = None
@@ -214,6 +222,8 @@ class TaskProducer:
             chunks = _arrow_batches.encode(columns[0], columns[1], indices[run], timestamp, self.producer_id,
                                            self.epoch, self._sequences[tp], transactional, self.options.batch_bytes)
             for data, count in chunks:
+                if self.options.compression:
+                    data = _compress(data, self.options.compression)
                 if not early:
                     _CRC.pack_into(data, 17, crc32c(memoryview(data)[21:]))
                 elif self._setup is None:   # a flush_ready of this loop finished the setup: stamp it here
@@ -245,7 +255,8 @@ class TaskProducer:
 
     def _new_builder(self, tp):
         from aiokafka.record._crecords import DefaultRecordBatchBuilder
-        builder = DefaultRecordBatchBuilder(2, self.options.compression, int(self.transactional_id is not None),
+        # uncompressed: _close_builder compresses the whole records section as the compiled path does
+        builder = DefaultRecordBatchBuilder(2, 0, int(self.transactional_id is not None),
                                             self.producer_id, self.epoch, self._sequences[tp],
                                             self.options.batch_bytes)
         self._builders[tp] = builder
@@ -257,7 +268,11 @@ class TaskProducer:
         count = self._builder_counts.pop(tp)
         if not count:
             return
-        data = bytes(builder.build())
+        data = builder.build()
+        if self.options.compression:
+            data = _compress(bytearray(data), self.options.compression)
+            _CRC.pack_into(data, 17, crc32c(memoryview(data)[21:]))
+        data = bytes(data)
         self._sequences[tp] = (self._sequences[tp] + count) & 0x7FFFFFFF
         self.counts[tp] += count
         self._ready.append((tp, data))
@@ -522,6 +537,38 @@ def init_producer_id(cluster: SinkCluster, transactional_id: str | None, timeout
         if time.monotonic() > deadline:
             raise SinkError(f"InitProducerId(transactional id {transactional_id}) gave up: {why}")
         time.sleep(RETRY_BACKOFF_S)
+
+
+def _gzip(data: bytes) -> bytes:
+    import gzip
+    return gzip.compress(data, compresslevel=6, mtime=0)   # Kafka's default level (Deflater's 6), no timestamp
+
+
+def _lz4(data: bytes) -> bytes:
+    """LZ4 frames as Kafka's producer writes them at its default level: the fast compressor (Lz4BlockOutputStream
+    takes lz4-java's highCompressor only for a level other than the default), independent 64 KiB blocks, no
+    checksums. aiokafka's ``lz4_encode`` runs LZ4HC at level 9 instead: ~40x slower for ~25% smaller batches."""
+    import cramjam
+    compressor = cramjam.lz4.Compressor(level=1, content_checksum=False, block_linked=False)
+    compressor.compress(data)
+    return bytes(compressor.finish())
+
+
+def _codec(codec: int):
+    """Kafka's codec id -> the function compressing a records section at Kafka's producer defaults."""
+    from aiokafka import codec as codecs
+    return {1: _gzip, 2: codecs.snappy_encode, 3: _lz4, 4: codecs.zstd_encode}[codec]   # zstd: level 3, Kafka's
+
+
+def _compress(batch: bytearray, codec: int) -> bytearray:
+    """``batch`` (an uncompressed v2 record batch) with its records section compressed by ``codec`` (Kafka's codec
+    id, ``_codec``), its length and attributes rewritten; the CRC is written by the caller. As Kafka's producer:
+    compressed even where that does not shrink it (one small record)."""
+    out = bytearray(memoryview(batch)[:_BATCH_HEADER])
+    out += _codec(codec)(bytes(memoryview(batch)[_BATCH_HEADER:]))
+    _LENGTH.pack_into(out, 8, len(out) - 12)
+    _ATTRIBUTES.pack_into(out, 21, _ATTRIBUTES.unpack_from(out, 21)[0] | codec)
+    return out
 
 
 def _column_buffers(column):
