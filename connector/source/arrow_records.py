@@ -16,10 +16,9 @@ length null), never by aiokafka's record reader, which reads the attributes
 as a varint and so could read a key and value other than those the broker's
 validator and every Kafka consumer read in the same bytes. Two compiled twins of it in
 ``_records_arrow.c`` read them: ``decode_batches`` straight into Arrow
-buffers (whole uncompressed batches without headers, ``decode(compiled=True)``),
-``read_records`` into lists (the per-record path: partial batches, headers,
-typed reads, compressed batches once aiokafka's codecs have decompressed
-them); without the extension, ``walk_records`` of that module. What Kafka
+buffers (whole batches without headers, ``decode(compiled=True)``; a
+compressed one once aiokafka's codecs have decompressed it), ``read_records``
+into lists (the per-record path: partial batches, headers, typed reads); without the extension, ``walk_records`` of that module. What Kafka
 refuses raises ValueError on every path. Legacy batches (magic 0 and 1) are
 aiokafka's ``LegacyRecordBatch``, a different format.
 
@@ -95,8 +94,9 @@ def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=N
            include_headers: bool = False, compiled: bool = False) -> Columns:
     """Records with offsets in [low, high) from ``records``; ``next_offset`` is past the last batch seen (-1: none).
 
-    ``compiled``: decode uncompressed v2 batches with the C extension (when built, and without headers) into
-    ``Columns.chunks``, for ``to_record_batch`` only (the column lists stay empty).
+    ``compiled``: decode whole v2 batches with the C extension (when built, and without headers) into
+    ``Columns.chunks``, for ``to_record_batch`` only (the column lists stay empty); a compressed one is
+    decompressed first.
     Raises ValueError for records Kafka refuses to read."""
     from aiokafka.record.memory_records import MemoryRecords
 
@@ -140,10 +140,13 @@ def decode(records: bytes | None, low: int, high: int, *, aborted_transactions=N
             continue
         whole = low <= batch.base_offset and batch_next <= high
         v2 = whole and records[header_at + _MAGIC_AT] == 2
-        if spans and v2 and not _V2_HEADER.unpack_from(records, header_at)[1] & _COMPRESSION:
+        codec = _V2_HEADER.unpack_from(records, header_at)[1] & _COMPRESSION if v2 else 0
+        if spans and v2 and not codec:
             if not columns.chunks or not isinstance(columns.chunks[-1], list):
                 columns.chunks.append([])
             columns.chunks[-1].append(_span(records, header_at, batch_start, batch.timestamp_type))
+        elif spans and v2:   # decompressed whole, then decoded by the C extension like an uncompressed batch
+            columns.chunks.append(_decompressed_rows(records, header_at, batch_start, codec, batch.timestamp_type))
         else:
             if spans:
                 if not columns.chunks or isinstance(columns.chunks[-1], list):
@@ -287,6 +290,16 @@ def _append_legacy(batch, low: int, high: int, columns: Columns) -> None:
         if columns.headers is not None:
             columns.headers.append(record.headers)
     columns.offset_runs.append(offsets)
+
+
+def _decompressed_rows(records: bytes, header_at: int, batch_end: int, codec: int,
+                       timestamp_type: int) -> "_CompiledRows":
+    """The compressed v2 batch at ``header_at``, decompressed and decoded into Arrow arrays by the C extension."""
+    (base_offset, attributes, base_timestamp, max_timestamp,
+     count) = _V2_HEADER.unpack_from(records, header_at)
+    data = _decompress(memoryview(records)[header_at + _V2_HEADER_SIZE:batch_end], codec, base_offset)
+    return _CompiledRows(data, [(0, len(data), base_offset, base_timestamp, attributes & _LOG_APPEND_TIME,
+                                 max_timestamp, count, timestamp_type)])
 
 
 def _span(records: bytes, header_at: int, batch_end: int, timestamp_type: int) -> tuple:
