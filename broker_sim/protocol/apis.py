@@ -105,6 +105,7 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.WriteTxnMarkers, PRODUCER, 1, 1),
     ApiSpec(ApiKey.DescribeTransactions, ADMIN, 0, 0),
     ApiSpec(ApiKey.ListTransactions, ADMIN, 0, 2),
+    ApiSpec(ApiKey.DescribeProducers, ADMIN, 0, 0),
     # security: SASL (KIP-43, KIP-152, KIP-368) and SCRAM users (KIP-554)
     ApiSpec(ApiKey.SaslHandshake, SASL, 0, 1),
     ApiSpec(ApiKey.SaslAuthenticate, SASL, 0, 2),

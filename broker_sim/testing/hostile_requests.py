@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, DeleteRecordsRequest, DescribeConfigsRequest,
-                                  ElectLeadersRequest)
+                                  DescribeProducersRequest, ElectLeadersRequest)
 from kafka.protocol.consumer import (FetchRequest, ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest,
                                      OffsetForLeaderEpochRequest)
 from kafka.protocol.metadata import MetadataRequest
@@ -87,6 +87,9 @@ def wide_request(api: str, count: int, topic: str = UNKNOWN_TOPIC):
         return DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
             resource_type=TOPIC_RESOURCE, resource_name=f"{topic}-{i}", configuration_keys=None) for i in indexes],
             include_synonyms=False, include_documentation=False)
+    if api == "DescribeProducers":
+        return DescribeProducersRequest[0](topics=[DescribeProducersRequest.TopicRequest(
+            name=topic, partition_indexes=list(indexes))])
     if api == "AlterPartitionReassignments":
         return AlterPartitionReassignmentsRequest[0](timeout_ms=1000, topics=[
             AlterPartitionReassignmentsRequest.ReassignableTopic(name=topic, partitions=[
@@ -96,7 +99,8 @@ def wide_request(api: str, count: int, topic: str = UNKNOWN_TOPIC):
 
 
 WIDE_APIS = ("Fetch", "ListOffsets", "OffsetCommit", "OffsetFetch", "DeleteRecords", "OffsetForLeaderEpoch",
-             "Produce", "Metadata", "ElectLeaders", "DescribeConfigs", "AlterPartitionReassignments")
+             "Produce", "Metadata", "ElectLeaders", "DescribeConfigs", "AlterPartitionReassignments",
+             "DescribeProducers")
 
 
 def commit_frames(count: int, *, group: str = "hostile-pipelined", topic: str = "hostile-pipelined") -> list[bytes]:

@@ -22,8 +22,9 @@ from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest, CreateAclsRequest,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
     DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, DescribeTransactionsRequest, DescribeUserScramCredentialsRequest,
-    IncrementalAlterConfigsRequest, ListGroupsRequest, ListPartitionReassignmentsRequest, ListTransactionsRequest,
+    DescribeGroupsRequest, DescribeProducersRequest, DescribeTransactionsRequest,
+    DescribeUserScramCredentialsRequest, IncrementalAlterConfigsRequest, ListGroupsRequest,
+    ListPartitionReassignmentsRequest, ListTransactionsRequest,
 )
 from kafka.protocol.consumer import (
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest,
@@ -356,6 +357,18 @@ def _transactional_produce(env: Env):
     return request
 
 
+def _written_in_a_transaction(env: Env) -> None:
+    """admin's open transaction wrote a batch to partition 0: its producer state is there to describe."""
+    _ongoing(env)
+    response = env.admin.call(_transactional_produce(env))
+    assert _first_partition_error(response) == 0, response
+
+
+def _describe_producers(env: Env):
+    return DescribeProducersRequest[0](topics=[DescribeProducersRequest.TopicRequest(name=env.topic,
+                                                                                     partition_indexes=[0])])
+
+
 def _txn_offsets(env: Env):
     return TxnOffsetCommitRequest[3](transactional_id=env.txn, group_id=env.group, producer_id=env.data["pid"],
                                      producer_epoch=env.data["epoch"], generation_id=-1, member_id="",
@@ -547,6 +560,9 @@ CASES = [
          lambda r: r.error_code, ("txn", OP.DESCRIBE), 0, setup=_ongoing,
          told=lambda r: [t.transactional_id for t in r.transaction_states
                          if t.transactional_id.startswith("x-list-transactions")]),
+    # KIP-664: READ on the topic, as Kafka's handleDescribeProducersRequest (not DESCRIBE)
+    Case("describe-producers", _describe_producers, _first_partition_error, ("topic", OP.READ), TOPIC_DENIED,
+         setup=_written_in_a_transaction, told=lambda r: r.topics[0].partitions[0].active_producers),
     # users, ACLs, quotas
     Case("describe-user-scram-credentials", lambda e: DescribeUserScramCredentialsRequest[0](users=None),
          lambda r: r.error_code, ("cluster", OP.DESCRIBE), CLUSTER_DENIED,

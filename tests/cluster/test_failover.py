@@ -12,6 +12,7 @@ from broker_sim.testing.jepsen_checker import batch_digests, replica_difference
 pytestmark = pytest.mark.cluster
 
 NOT_LEADER_OR_FOLLOWER = 6
+UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 def test_every_broker_serves_metadata_and_clients_bootstrap_from_any(healthy_cluster, topic_name):
@@ -50,6 +51,37 @@ def test_a_broker_that_is_not_the_leader_refuses_produce(healthy_cluster, topic_
     follower = next(b for b in cluster.broker_ids if b != leader)
     assert raw_produce(cluster.address(follower), topic_name, 0, b"misrouted") == NOT_LEADER_OR_FOLLOWER
     assert raw_produce(cluster.address(leader), topic_name, 0, b"routed") == 0
+
+
+def _describe_producers(address: str, topic: str, *indexes: int) -> list:
+    """(error code, [(epoch, last sequence, coordinator epoch, open transaction's start)]) of each partition, as
+    the broker at ``address`` answers DescribeProducers."""
+    from kafka.protocol.admin import DescribeProducersRequest
+
+    from broker_sim.protocol.client import WireConnection
+
+    with WireConnection.to(address, timeout_s=10, client_id="pylog-cluster-tests") as connection:
+        response = connection.call(DescribeProducersRequest[0](topics=[DescribeProducersRequest.TopicRequest(
+            name=topic, partition_indexes=list(indexes))]))
+    return [(p.error_code, [(s.producer_epoch, s.last_sequence, s.coordinator_epoch, s.current_txn_start_offset)
+                            for s in p.active_producers]) for p in response.topics[0].partitions]
+
+
+def test_describe_producers_answers_from_every_replica_and_not_leader_elsewhere(healthy_cluster, topic_name):
+    """DescribeProducers as Kafka's ReplicaManager.activeProducerState: the leader and the follower each answer
+    from their own replica (the follower's state came with the replicated batches, as ``describe-producers
+    --broker-id`` reads it), a broker with no replica of the partition NOT_LEADER_OR_FOLLOWER, and a partition
+    the topic does not have UNKNOWN_TOPIC_OR_PARTITION on every broker."""
+    cluster = healthy_cluster
+    create_topic(cluster.bootstrap_servers, topic_name, partitions=1, replication_factor=2)
+    state = cluster.wait_for_full_isr(topic_name, 1, timeout_s=30)[0]
+    results = produce(cluster.bootstrap_servers, topic_name, [b"a", b"b", b"c"], acks="all", idempotent=True)
+    assert [error_code(err) for err, _ in results] == [None] * 3
+    outsider = next(b for b in cluster.broker_ids if b not in state.replicas)
+    answers = {b: _describe_producers(cluster.address(b), topic_name, 0, 1) for b in cluster.broker_ids}
+    for replica in state.replicas:
+        assert answers[replica] == [(0, [(0, 2, -1, -1)]), (UNKNOWN_TOPIC_OR_PARTITION, [])], (replica, answers)
+    assert answers[outsider] == [(NOT_LEADER_OR_FOLLOWER, []), (UNKNOWN_TOPIC_OR_PARTITION, [])], answers
 
 
 def test_controller_failover(healthy_cluster, topic_name):

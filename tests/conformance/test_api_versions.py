@@ -43,7 +43,6 @@ BELOW_KAFKA = {
     ApiKey.DescribeDelegationToken: (None, "delegation tokens (KIP-48) are not implemented"),
     ApiKey.DescribeQuorum: (None, "KRaft: broker_sim has no Raft quorum (ZooKeeper or in-process metadata)"),
     ApiKey.UpdateFeatures: (None, "feature versions (KIP-584): broker_sim finalizes none"),
-    ApiKey.DescribeProducers: (None, "producer state listing (KIP-664)"),
     ApiKey.UnregisterBroker: (None, "KRaft broker registrations"),
     ApiKey.ConsumerGroupHeartbeat: (None, "KIP-848 consumer groups"),
     ApiKey.ConsumerGroupDescribe: (None, "KIP-848 consumer groups"),

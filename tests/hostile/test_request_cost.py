@@ -1,6 +1,7 @@
 """Requests whose cost grows with what they name (issue 44, findings 2 and 7): one request naming 150,000 partitions
 that do not exist, on each API whose work is per partition, topic or resource; ElectLeaders and OffsetFetch naming
-1,000,000 (a 4 MB frame); four connections each pipelining thousands of OffsetCommits.
+1,000,000 (a 4 MB frame); four connections each pipelining thousands of OffsetCommits; a small DescribeProducers
+naming one partition of 40 producers 15,000 times (an answer that grows with the partition's producers).
 
 The broker still does all that work (Kafka does too), but no request may hold its event loop meanwhile: another
 client's ApiVersions round trip, measured on its own connection during the attack, stays within 0.5 s of a
@@ -34,6 +35,7 @@ def _bound(control: float) -> float:
     return BOUND_S + control
 UNKNOWN_TOPIC_OR_PARTITION, CLUSTER_AUTHORIZATION_FAILED = 3, 31
 WIDE = 150_000
+DESCRIBED_PRODUCERS = 40  # idempotent producers of the partition a DescribeProducers names again and again
 
 
 def _ping(port: int, worst, count, stopping) -> None:
@@ -131,7 +133,7 @@ def _codes(api: str, answer) -> list[int]:
     """The error code of each partition (topic, resource) the answer names."""
     if api == "Fetch":
         return [p.error_code for t in answer.responses for p in t.partitions]
-    if api in ("ListOffsets", "OffsetCommit", "DeleteRecords"):
+    if api in ("ListOffsets", "OffsetCommit", "DeleteRecords", "DescribeProducers"):
         return [p.error_code for t in answer.topics for p in t.partitions]
     if api == "OffsetForLeaderEpoch":
         return [p.error_code for t in answer.topics for p in t.partitions]
@@ -210,4 +212,36 @@ def test_pipelined_offset_commits_on_four_connections_do_not_hold_the_loop(hosti
           f"(control {control * 1000:.0f} ms)")
     assert answered == [10_000] * 4  # every commit answered, in order, on its own connection
     assert during < _bound(control), f"{during * 1000:.0f} ms (control {control * 1000:.0f} ms): main: 0.9 s"
+    assert_serving(broker)
+
+
+def test_describe_producers_naming_one_partition_again_and_again_does_not_hold_the_loop(hostile_broker):
+    """A DescribeProducers frame below OFFLOAD_FRAME_BYTES (so the dispatcher would encode its answer on the loop)
+    naming partition 0 of a topic with 40 producers 15,000 times: 600,000 producer states, the partition's list
+    built once and the answer encoded beside the loop (encoded on the loop, it held another client ~1 s)."""
+    from kafka.protocol.admin import DescribeProducersRequest
+    from kafka.protocol.producer import InitProducerIdRequest
+    from kafka_wire import produce_request, record_batch
+
+    from broker_sim.server.request_slicing import OFFLOAD_FRAME_BYTES
+
+    broker = hostile_broker()
+    with WireClient(broker.bootstrap_servers) as client:
+        assert create_topics(client, {"hostile-producers": 1})["hostile-producers"][0] == 0
+        for _ in range(DESCRIBED_PRODUCERS):
+            init = client.call(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=60_000,
+                                                        producer_id=-1, producer_epoch=-1))
+            produced = client.call(produce_request("hostile-producers", 0, record_batch(
+                [b"v"], producer_id=init.producer_id, producer_epoch=init.producer_epoch, base_sequence=0)))
+            assert produced.responses[0].partition_responses[0].error_code == 0, produced
+    request = DescribeProducersRequest[0](topics=[DescribeProducersRequest.TopicRequest(
+        name="hostile-producers", partition_indexes=[0] * 15_000)])
+    frame = _encode(request)
+    assert len(frame) < OFFLOAD_FRAME_BYTES
+    control, during, body = _latency_during(broker.port, lambda: _call(broker.port, frame))
+    print(f"\nDescribeProducers x 15,000 of one partition: {len(body) / MB:.1f} MB answer; other client's worst "
+          f"round trip {during * 1000:.0f} ms (control {control * 1000:.0f} ms)")
+    answer = _answer("DescribeProducers", 0, body)
+    assert [len(p.active_producers) for p in answer.topics[0].partitions] == [DESCRIBED_PRODUCERS] * 15_000
+    assert during < _bound(control), f"{during * 1000:.0f} ms (control {control * 1000:.0f} ms)"
     assert_serving(broker)

@@ -7,8 +7,11 @@ per broker is normalized on top of ``test_tools_admin.normalized``: producer ids
 times and durations.  Output lines naming other tests' groups or transactions (Kafka's node is the session's)
 are left out.
 
-Not compared: ``kafka-transactions abort --start-offset`` finds the producer with DescribeProducers (API 61),
-which broker_sim does not serve yet (issue #39); how ``--describe`` of a deleted group fails (see there).
+``describe-producers``, ``find-hanging`` and ``abort --start-offset`` read the partitions' producer state with
+DescribeProducers (API 61): their tables are compared with only the producer ids (and a marker's broker-stamped
+timestamp) masked, rows in sorted order (Kafka lists producers in its hash map's order of its own ids).
+
+Not compared: how ``--describe`` of a deleted group fails (see there).
 """
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ from test_tools_admin import normalized, pylog_node1  # noqa: F401 (a fixture)
 
 # a minute ago, then every second (recent: older records would go at Kafka's first retention pass)
 RECORD_TIMES_MS = [(int(time.time()) - 60 + i) * 1000 for i in range(5)]
+# an open transaction's record, stamped an hour ago: older than find-hanging's 15-minute bound
+OPEN_TIME_MS = (int(time.time()) - 3600) * 1000
 _NUMBER = re.compile(r"\d+")
 _PADDING = re.compile(r"[ \t]+")
 
@@ -116,12 +121,12 @@ def test_consumer_groups_reset_describe_delete(kafka_broker, pylog_node1, both_t
     groups("--describe", "--group", group, keep=lambda text: "not found" in text or "does not exist" in text)
 
 
-def _open_transaction(bootstrap: str, transactional_id: str, topic: str) -> None:
+def _open_transaction(bootstrap: str, transactional_id: str, topic: str, timestamp_ms: int | None = None) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
                              transaction_timeout_ms=600_000)
     producer.init_transactions()
     producer.begin_transaction()
-    producer.send(topic, b"open", partition=0)
+    producer.send(topic, b"open", partition=0, timestamp_ms=timestamp_ms)
     producer.flush(15)
     producer.close(0)  # the transaction stays Ongoing
 
@@ -165,3 +170,62 @@ def test_transactions_list_describe_and_abort(kafka_broker, pylog_node1, both_to
              for kind in ("kafka", "pylog")}
     aborted = _run_both(kafka, pylog, "kafka-transactions", abort)
     assert aborted["pylog"] == aborted["kafka"] and aborted["kafka"][0] == 0, aborted
+
+
+def _producer_rows(text: str, *topics: str) -> list:
+    """A producers table (describe-producers, or find-hanging's rows of ``topics``): the header, then the rows
+    sorted, each a list of its columns with the producer id masked and a timestamp the tests did not write (a
+    marker's, stamped by the broker) too."""
+    lines = [line for line in text.strip().splitlines() if "\t" in line]
+    if not lines:
+        return [text]
+    header = [column.strip() for column in lines[0].split("\t") if column.strip()]
+    written = {str(t) for t in (*RECORD_TIMES_MS, OPEN_TIME_MS)}
+    rows = []
+    for line in lines[1:]:
+        row = dict(zip(header, (column.strip() for column in line.split("\t"))))
+        if topics and row.get("Topic") not in topics:
+            continue
+        row["ProducerId"] = "<id>"
+        if row["LastTimestamp"] not in written:
+            row["LastTimestamp"] = "<broker clock>"
+        row.pop("Duration(min)", None)
+        rows.append([row[h] for h in header if h in row])
+    return [header, *sorted(rows)]
+
+
+def test_transactions_describe_producers_find_hanging_and_abort_by_start_offset(kafka_broker, pylog_node1,
+                                                                                both_topics):  # noqa: F811
+    """describe-producers (from the leader and --broker-id 1) lists the idempotent producer that wrote the
+    records and the open transaction (start offset 5); find-hanging --broker-id 1 finds it a candidate (its
+    record is an hour old) but not hanging (its coordinator has it Ongoing on the partition); abort
+    --start-offset 5 finds its producer by the start offset and writes the ABORT marker, after which
+    describe-producers shows no open transaction and coordinator epoch 0; an illegal topic name fails with
+    Kafka's INVALID_TOPIC_EXCEPTION message."""
+    topic, kafka, pylog = both_topics, kafka_broker, pylog_node1
+    transactional_id = f"tools-dp-{uuid.uuid4().hex[:8]}"
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda server: _open_transaction(server.bootstrap_servers, transactional_id, topic,
+                                                       OPEN_TIME_MS), (kafka, pylog)))
+
+    def txns(*args, keep=lambda text: text):
+        return _same(kafka, pylog, "kafka-transactions", "--bootstrap-server", "{bs}", *args, keep=keep)
+
+    describe = ("describe-producers", "--topic", topic, "--partition", "0")
+    status, table = txns(*describe, keep=_producer_rows)
+    assert status == 0 and table[1:] == [["<id>", "0", "-1", "0", str(OPEN_TIME_MS), "5"],
+                                         ["<id>", "0", "-1", "4", str(RECORD_TIMES_MS[4]), "None"]], table
+    assert txns(*describe, "--broker-id", "1", keep=_producer_rows)[1] == table
+    assert txns("describe-producers", "--topic", topic, "--partition", "1", keep=_producer_rows)[1][1:] == [
+        ["<id>", "0", "-1", "4", str(RECORD_TIMES_MS[4]), "None"]]
+    status, hanging = txns("find-hanging", "--broker-id", "1", keep=lambda text: _producer_rows(text, topic))
+    assert status == 0 and hanging[1:] == [], hanging
+    status, _ = txns("abort", "--topic", topic, "--partition", "0", "--start-offset", "5")
+    assert status == 0
+    status, table = txns(*describe, keep=_producer_rows)
+    assert table[1:] == [["<id>", "0", "-1", "4", str(RECORD_TIMES_MS[4]), "None"],
+                         ["<id>", "0", "0", "0", "<broker clock>", "None"]], table
+    status, missing = txns("abort", "--topic", topic, "--partition", "0", "--start-offset", "5")
+    assert status == 1 and "Could not find any open transactions starting at offset 5" in missing, missing
+    status, refused = txns("describe-producers", "--topic", "bad!", "--partition", "0", "--broker-id", "1")
+    assert status == 1 and "Topic name is invalid: 'bad!' contains" in refused, refused

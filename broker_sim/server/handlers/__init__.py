@@ -32,7 +32,8 @@ def build_handlers(broker) -> dict:
                           clustered=clustered, endpoint_on=broker.endpoint_on,
                           auto_create_topic=broker.auto_create_topic)
     txns = TransactionApis(
-        access, broker.transactions, broker.groups, broker.producer_ids,
+        access, broker.transactions, broker.groups, broker.producer_ids, replicas=broker.replicas,
+        metadata=broker.metadata,
         write_markers=partial(txn_markers.write_txn_markers, broker),
         write_markers_replicated=partial(txn_markers.write_txn_markers_replicated, broker) if clustered else None)
     fetch = FetchApis(access, broker.replicas, broker.config, now_ms=broker.now_ms, quotas=broker.quotas,
@@ -64,6 +65,7 @@ def build_handlers(broker) -> dict:
         ApiKey.WriteTxnMarkers: txns.write_txn_markers,
         ApiKey.ListTransactions: txns.list_transactions,
         ApiKey.DescribeTransactions: txns.describe_transactions,
+        ApiKey.DescribeProducers: txns.describe_producers,
         ApiKey.Fetch: fetch.fetch,
         ApiKey.ListOffsets: offsets.list_offsets,
         ApiKey.OffsetForLeaderEpoch: offsets.offset_for_leader_epoch,

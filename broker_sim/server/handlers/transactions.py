@@ -1,5 +1,5 @@
 """Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
-WriteTxnMarkers, ListTransactions and DescribeTransactions.
+WriteTxnMarkers, ListTransactions, DescribeTransactions and DescribeProducers.
 
 Each ``TransactionApis`` handler reads its version's fields, calls the transaction coordinator
 (``transactions``, a ``broker_sim.coordinator.txn.service.TxnService``), the producer id manager
@@ -12,13 +12,26 @@ client (``ctx.inter_broker`` false) without CLUSTER_ACTION every partition answe
 CLUSTER_AUTHORIZATION_FAILED; without one, Kafka writes any client's markers.  ACL checks (``handlers/access.py``) are Kafka's:
 WRITE on the transactional id for InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
 TxnOffsetCommit; WRITE on each topic added; READ on the group whose offsets join the transaction.
+
+DescribeProducers (KIP-664, what ``kafka-transactions describe-producers``, ``find-hanging`` and
+``abort --start-offset`` ask) lists a partition's producer state (``storage/producer_state.py``) as this
+broker's replica holds it: Kafka answers from any replica, a follower's too (``--broker-id``), and
+NOT_LEADER_OR_FOLLOWER only when the broker hosts no replica of an existing partition.  Kafka's
+``handleDescribeProducersRequest`` decides per topic, in this order, for all the topic's partitions: an
+illegal name INVALID_TOPIC_EXCEPTION, no READ on the topic TOPIC_AUTHORIZATION_FAILED, a topic the metadata
+does not know UNKNOWN_TOPIC_OR_PARTITION (these three with a message); then per partition (without one): a
+partition the topic does not have UNKNOWN_TOPIC_OR_PARTITION, an offline one KAFKA_STORAGE_ERROR.
 """
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+import asyncio
+import re
+from functools import partial
+from typing import Awaitable, Callable, Iterable
 
 import kafka.errors as Errors
 
+from broker_sim.controller.metadata import MAX_TOPIC_NAME
 from broker_sim.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset
 from broker_sim.coordinator.txn.coordinator import TxnDescription
 from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
@@ -26,6 +39,7 @@ from broker_sim.coordinator.txn.state import parse_state
 from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers import access
 from broker_sim.server.handlers.access import Access
+from broker_sim.server.request_slicing import OFFLOAD_PARTITIONS, Slices, codec_thread
 
 PRODUCER_FENCED = Errors.ProducerFencedError.errno
 INVALID_PRODUCER_EPOCH = Errors.InvalidProducerEpochError.errno
@@ -34,11 +48,50 @@ TXN_AUTHORIZATION_FAILED = Errors.TransactionalIdAuthorizationFailedError.errno
 TOPIC_AUTHORIZATION_FAILED = Errors.TopicAuthorizationFailedError.errno
 GROUP_AUTHORIZATION_FAILED = Errors.GroupAuthorizationFailedError.errno
 OPERATION_NOT_ATTEMPTED = Errors.OperationNotAttemptedError.errno
+INVALID_TOPIC = Errors.InvalidTopicError.errno
+UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
+NOT_LEADER_OR_FOLLOWER = Errors.NotLeaderForPartitionError.errno
+# the messages of Kafka's ApiError(error) for DescribeProducers' topic-level refusals (Errors.<name>.message())
+TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."
+UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def _fenced_as(error: int, version: int, first_version: int) -> int:
     """PRODUCER_FENCED on versions that have it (``first_version`` on), INVALID_PRODUCER_EPOCH before."""
     return INVALID_PRODUCER_EPOCH if error == PRODUCER_FENCED and version < first_version else error
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Kafka 4.1's ``Topic.validate`` message for an illegal topic name, None for a legal one (its length is
+    Java's: UTF-16 code units)."""
+    if not name:
+        return "Topic name is invalid: the empty string is not allowed"
+    if name in (".", ".."):
+        return f"Topic name is invalid: '{name}' is not allowed"
+    if len(name.encode("utf-16-le")) // 2 > MAX_TOPIC_NAME:
+        return f"Topic name is invalid: the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        return (f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, "
+                "'.', '_' and '-'")
+    return None
+
+
+def kafka_listing_order(producer_ids: Iterable[int]) -> list[int]:
+    """``producer_ids`` (in insertion order) in the order Kafka lists them: its ProducerStateManager keeps
+    producers in a ``java.util.HashMap``, iterated by bucket of the spread ``Long.hashCode`` and, within a
+    bucket, in insertion order.  The table is taken as sized for the current count (16, doubled while more
+    than 3/4 full); Kafka's never shrinks, so after many producers expired its order can differ."""
+    ids = list(producer_ids)
+    capacity = 16
+    while len(ids) > capacity * 3 // 4:
+        capacity *= 2
+    mask = capacity - 1
+
+    def bucket(producer_id: int) -> int:
+        h = (producer_id ^ (producer_id >> 32)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & mask
+    return sorted(ids, key=bucket)  # stable: insertion order within a bucket
 
 
 def _topic_results(cls, results: dict[tuple[str, int], int], version: int) -> list:
@@ -51,10 +104,12 @@ def _topic_results(cls, results: dict[tuple[str, int], int], version: int) -> li
 
 
 class TransactionApis:
-    def __init__(self, access: Access, transactions, groups, producer_ids, *,
+    def __init__(self, access: Access, transactions, groups, producer_ids, *, replicas, metadata,
                  write_markers: Callable[..., dict[tuple[str, int], int]],
                  write_markers_replicated: Callable[..., Awaitable[dict[tuple[str, int], int]]] | None) -> None:
         self._access = access
+        self._replicas = replicas  # DescribeProducers: the partitions hosted here and their producer state
+        self._metadata = metadata  # DescribeProducers: which topics and partitions exist
         self._transactions = transactions
         self._groups = groups  # TxnOffsetCommit's offsets and AddOffsetsToTxn's partition are the group's
         self._producer_ids = producer_ids  # idempotent producers' ids
@@ -268,3 +323,95 @@ class TransactionApis:
                 producer_epoch=d.producer_epoch,
                 topics=[Described.TopicData(topic=t, partitions=ps) for t, ps in topics.items()]))
         return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=described)
+
+    # --- DescribeProducers (KIP-664) --------------------------------------------------------------
+
+    async def _producer_states(self, name: str, index: int, known: dict, slices: Slices) -> tuple[int, list]:
+        """(error code, ProducerState list) of one partition of a topic that exists; ``known`` keeps each
+        distinct partition's answer for the request (one naming a partition 100,000 times builds its list
+        once), and building a long list gives the loop a turn at each of the request's ``slices``."""
+        key = (name, index)
+        found = known.get(key)
+        if found is not None:
+            return found
+        info = self._metadata.topics.get(name)
+        if info is None or not 0 <= index < info.partitions:
+            found = (UNKNOWN_TOPIC_OR_PARTITION, [])  # Kafka's metadata cache has no such partition
+        else:
+            try:
+                partition = self._replicas.get(name, index)
+            except Errors.UnknownTopicOrPartitionError:
+                found = (NOT_LEADER_OR_FOLLOWER, [])  # the partition exists, no replica of it is here
+            except Errors.KafkaError as exc:  # offline (KAFKA_STORAGE_ERROR); in a cluster no replica here
+                found = (exc.errno, [])
+            else:
+                found = (0, await _listed_producers(partition.producers.producers, slices))
+        known[key] = found
+        return found
+
+    async def describe_producers(self, ctx, request):
+        """Each requested partition's active producers: id, epoch, last sequence (-1 without batches), last
+        timestamp, the coordinator epoch of its last marker (-1 before any) and the first offset of its open
+        transaction (-1 when none is open), in Kafka's order; the refusals are in the module docstring.  Work
+        is per named partition and per producer listed, given to the loop in slices; an answer of
+        ``OFFLOAD_PARTITIONS`` or more entries is encoded beside the loop."""
+        DescribeProducersResponse = messages.DescribeProducersResponse
+        TopicResponse = DescribeProducersResponse.TopicResponse
+        PartitionResponse = TopicResponse.PartitionResponse
+        allowed, slices = self._access.topic_check(ctx, access.READ), Slices()
+        known: dict = {}
+        topics, entries = [], 0
+        for topic in request.topics:
+            name = topic.name
+            message = topic_name_problem(name)
+            if message is not None:
+                refusal = (INVALID_TOPIC, message)
+            elif not allowed(name):
+                refusal = (TOPIC_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED_MESSAGE)
+            elif name not in self._metadata.topics:
+                refusal = (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE)
+            else:
+                refusal = None
+            partitions = []
+            for index in topic.partition_indexes:
+                if refusal is not None:
+                    partitions.append(PartitionResponse(partition_index=index, error_code=refusal[0],
+                                                        error_message=refusal[1], active_producers=[]))
+                else:
+                    error, states = await self._producer_states(name, index, known, slices)
+                    partitions.append(PartitionResponse(partition_index=index, error_code=error,
+                                                        error_message=None, active_producers=states))
+                    entries += len(states)
+                if slices.due():
+                    await asyncio.sleep(0)
+            entries += len(partitions) + 1
+            topics.append(TopicResponse(name=name, partitions=partitions))
+            if slices.due():
+                await asyncio.sleep(0)
+        response = DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+        if entries < OFFLOAD_PARTITIONS:
+            return response
+        # kafka-python's encoder, pure Python, beside the loop (as Fetch's large answers); a request naming one
+        # partition many times costs an entry per producer each time, as in Kafka's answer
+        response.API_VERSION = ctx.version
+        response.with_header(correlation_id=ctx.correlation_id)
+        return [bytes(await codec_thread.run(partial(response.encode, header=True, framed=True)))]
+
+
+async def _listed_producers(producers, slices: Slices) -> list:
+    """DescribeProducers' ProducerState of each of a partition's producers (``ProducerStateManager.producers``),
+    in Kafka's order (``kafka_listing_order``): Kafka's ``UnifiedLog.activeProducers``."""
+    ProducerState = messages.DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState
+    listed = []
+    for producer_id in kafka_listing_order(producers):
+        entry = producers.get(producer_id)
+        if entry is None:  # expired while the request gave the loop a turn
+            continue
+        txn_start = entry.current_txn_first_offset
+        listed.append(ProducerState(
+            producer_id=producer_id, producer_epoch=entry.epoch, last_sequence=entry.last_seq,
+            last_timestamp=entry.last_timestamp, coordinator_epoch=entry.coordinator_epoch,
+            current_txn_start_offset=-1 if txn_start is None else txn_start))
+        if slices.due():
+            await asyncio.sleep(0)
+    return listed
