@@ -69,7 +69,7 @@ def _table(*specs: ApiSpec) -> dict[int, ApiSpec]:
 APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.Produce, PRODUCER, 3, 9, advertised_min_version=0),
     ApiSpec(ApiKey.Fetch, CONSUMER, 4, 12),
-    ApiSpec(ApiKey.ListOffsets, CONSUMER, 1, 7),
+    ApiSpec(ApiKey.ListOffsets, CONSUMER, 1, 10),
     ApiSpec(ApiKey.Metadata, METADATA, 0, 12),
     ApiSpec(ApiKey.ApiVersions, METADATA, 0, 4),
     # Kafka 4 removed CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, DescribeConfigs v0,

@@ -25,7 +25,6 @@ from differential import SETTLING, Scenario
 BELOW_KAFKA = {
     ApiKey.Produce: ((0, 9), "v10 KIP-951 leader discovery, v11-12 KIP-890 transactions v2, v13 topic ids"),
     ApiKey.Fetch: ((4, 12), "v13+ topic ids (KIP-516), then tiered storage, KIP-951 leader discovery"),
-    ApiKey.ListOffsets: ((1, 7), "v8 earliest-local (-4, tiered storage), v9 latest-tiered (-5), v10 timeout"),
     ApiKey.Metadata: ((0, 12), "v13 top-level error code for rebootstrap (KIP-1102)"),
     ApiKey.OffsetCommit: ((2, 8), "v9 KIP-848 consumer-group member epochs"),
     ApiKey.OffsetFetch: ((1, 8), "v9 KIP-848 consumer-group member epochs"),

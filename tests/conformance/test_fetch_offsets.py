@@ -22,7 +22,7 @@ from differential import SETTLING, Pair, Peer, Scenario, error_codes
 
 T0 = 1_600_000_000_000  # the batches' CreateTime: fixed, long past
 FETCH_VERSIONS = range(4, 13)
-LIST_OFFSETS_VERSIONS = range(1, 8)
+LIST_OFFSETS_VERSIONS = range(1, 11)
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 # a topic just created: Kafka may answer UNKNOWN_TOPIC_OR_PARTITION (3) for a moment as well as the settling codes;
 # a produce refused with any of them wrote nothing, so it is sent again

@@ -180,6 +180,10 @@ CASES = {
         tool("kafka-get-offsets", "--topic", "{topic}", "--time", "4102444800000"),
         tool("kafka-delete-records", "--offset-json-file", "{file}"),
         tool("kafka-get-offsets", "--topic", "{topic}", "--time", "-2"),
+        # earliest local (ListOffsets v8+) after the deletion, latest tiered (v9+), max timestamp (v7+)
+        tool("kafka-get-offsets", "--topic", "{topic}", "--time", "-4"),
+        tool("kafka-get-offsets", "--topic", "{topic}", "--time", "-5"),
+        tool("kafka-get-offsets", "--topic", "{topic}", "--time", "-3"),
     ],
     "kafka-leader-election and kafka-reassign-partitions on one node": [
         CREATE,

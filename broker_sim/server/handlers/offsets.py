@@ -17,10 +17,11 @@ from broker_sim.server.handlers.access import DELETE, DESCRIBE, Access
 from broker_sim.errors import error_of
 from broker_sim.server.request_slicing import Slices
 
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
-# the first ListOffsets version that knows each negative timestamp (a query, not a time); Kafka 4.1 also knows
-# -4 (earliest local, v8) and -5 (latest tiered, v9), versions broker_sim does not serve yet
-QUERY_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7}
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+# the first ListOffsets version that knows each negative timestamp (a query, not a time): KIP-734's max
+# timestamp (v7), KIP-1005's earliest local (v8) and latest tiered (v9) offsets (tiered storage; v10 adds a
+# timeout for the remote reads, which a broker without tiered storage never makes)
+QUERY_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 READ_COMMITTED = 1
 
 
@@ -29,8 +30,10 @@ def _lookup(partition, timestamp: int, version: int, read_committed: bool) -> tu
     timestamp this version does not know is UNSUPPORTED_VERSION, as Kafka answers it."""
     if timestamp < 0 and QUERY_SINCE.get(timestamp, version + 1) > version:
         raise Errors.UnsupportedVersionError(f"timestamp {timestamp} is not a query ListOffsets v{version} knows")
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):   # without tiered storage every record is local
         return -1, partition.log_start_offset
+    if timestamp == LATEST_TIERED:   # Kafka's answer without remote storage: no tiered offset
+        return -1, -1
     if timestamp == LATEST:
         return -1, partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == MAX_TIMESTAMP:
