@@ -70,7 +70,7 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.Produce, PRODUCER, 3, 9, advertised_min_version=0),
     ApiSpec(ApiKey.Fetch, CONSUMER, 4, 12),
     ApiSpec(ApiKey.ListOffsets, CONSUMER, 1, 10),
-    ApiSpec(ApiKey.Metadata, METADATA, 0, 12),
+    ApiSpec(ApiKey.Metadata, METADATA, 0, 13),
     ApiSpec(ApiKey.ApiVersions, METADATA, 0, 4),
     # Kafka 4 removed CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, DescribeConfigs v0,
     # OffsetCommit v0-1 and OffsetFetch v0 (KIP-896): a request at those versions closes the connection

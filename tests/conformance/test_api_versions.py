@@ -25,7 +25,6 @@ from differential import SETTLING, Scenario
 BELOW_KAFKA = {
     ApiKey.Produce: ((0, 9), "v10 KIP-951 leader discovery, v11-12 KIP-890 transactions v2, v13 topic ids"),
     ApiKey.Fetch: ((4, 12), "v13+ topic ids (KIP-516), then tiered storage, KIP-951 leader discovery"),
-    ApiKey.Metadata: ((0, 12), "v13 top-level error code for rebootstrap (KIP-1102)"),
     ApiKey.OffsetCommit: ((2, 8), "v9 KIP-848 consumer-group member epochs"),
     ApiKey.OffsetFetch: ((1, 8), "v9 KIP-848 consumer-group member epochs"),
     ApiKey.FindCoordinator: ((0, 4), "v5 KIP-890 TRANSACTION_ABORTABLE, v6 share-group keys (KIP-932)"),
@@ -171,7 +170,7 @@ def test_describe_cluster_has_kafkas_shape(pair, version):
 
 # -- Metadata ---------------------------------------------------------------------------------------------------
 
-METADATA_VERSIONS = [0, 1, 4, 9, 12]
+METADATA_VERSIONS = [0, 1, 4, 9, 12, 13]
 # a topic being auto-created: Kafka's first answer is UNKNOWN_TOPIC_OR_PARTITION (the creation goes to its
 # controller), broker_sim's the created topic; clients retry, so the answers are compared once settled
 CREATING = SETTLING | {3}
@@ -220,7 +219,7 @@ def test_metadata_auto_creates_a_named_topic_and_lists_it_among_all(pair, versio
     assert kafka["listed among all"] and kafka["created"]["topics"][0]["error_code"] == 0
 
 
-@pytest.mark.parametrize("version", [10, 11, 12])
+@pytest.mark.parametrize("version", [10, 11, 12, 13])
 def test_metadata_by_topic_id(pair, version):
     """v12 names a topic by id: a known id answers the topic with its name, an unknown one UNKNOWN_TOPIC_ID. v10-11
     carry the field but Kafka refuses it: every topic INVALID_REQUEST."""

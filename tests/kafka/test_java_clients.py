@@ -43,6 +43,9 @@ STRESS = os.environ.get("PYLOG_STRESS_KAFKA_CLIENTS", "") == "1"
 PERF_RECORDS = 200_000 if STRESS else 50_000
 PERF_ROUNDS = 3 if STRESS else 1
 VERIFIABLE_RECORDS = 30_000 if STRESS else 4_000
+# the copier reads input produced before it starts, at full speed (~20k records/s): enough that the rest after
+# half of it outlasts the progress poll (0.2 s) and the kill, so the restart lands while it copies
+COPIED_RECORDS = 60_000 if STRESS else 20_000
 PRODUCE_RATE = 1_000   # records/s: every restart (Kafka: ~4 s each with its controlled shutdown) lands while the producer runs
 RESTARTS = 3 if STRESS else 1
 DOWNTIME_S = 2.0
@@ -283,29 +286,29 @@ def test_transactional_copy_across_a_restart_read_committed_sees_each_value_once
     tag = uuid.uuid4().hex[:8]
     source, copied = f"txn-in-{tag}", f"txn-out-{tag}"
     _create_topics(broker.bootstrap_servers, source, copied)
-    producer = _verifiable_producer(broker, source, VERIFIABLE_RECORDS, tmp_path, rate=-1)
+    producer = _verifiable_producer(broker, source, COPIED_RECORDS, tmp_path, rate=-1)
     try:
         acked = _acked(producer.wait(DEADLINE_S))
     finally:
         producer.stop()
-    assert len(acked) == VERIFIABLE_RECORDS
+    assert len(acked) == COPIED_RECORDS
     copier = JavaTool("org.apache.kafka.tools.TransactionalMessageCopier",
                       ["--broker-list", broker.bootstrap_servers, "--input-topic", source, "--input-partition", "0",
                        "--output-topic", copied, "--consumer-group", f"copier-{tag}", "--transactional-id",
                        f"copier-{tag}", "--transaction-size", "100", "--group-mode", "--use-group-metadata",
                        "--enable-random-aborts"], tmp_path, "copier")
     try:
-        _restart_while(broker, copier, _copied_count, VERIFIABLE_RECORDS)
+        _restart_while(broker, copier, _copied_count, COPIED_RECORDS)
         progress = copier.wait(DEADLINE_S)
     finally:
         copier.stop()
     assert progress[-1]["stage"] == "ShutdownComplete" and progress[-1]["remaining"] == 0, progress[-3:]
-    committed = _consume(broker, copied, VERIFIABLE_RECORDS, tmp_path, "read-committed",
+    committed = _consume(broker, copied, COPIED_RECORDS, tmp_path, "read-committed",
                          {"isolation.level": "read_committed"})
     values = [r["value"] for r in committed]
     assert _duplicates(values) == []
     assert set(values) == set(acked)
-    assert _read_uncommitted_count(broker.bootstrap_servers, copied) > VERIFIABLE_RECORDS
+    assert _read_uncommitted_count(broker.bootstrap_servers, copied) > COPIED_RECORDS
 
 
 def _copied_count(events: list[dict]) -> int:

@@ -110,7 +110,7 @@ class ClusterApis:
         if 10 <= ctx.version < 12 and any(t.name is None or t.topic_id is not None for t in request.topics or ()):
             # Kafka: topic ids are served from v12; before, a null name or a topic id is an InvalidRequestException,
             # every topic answered INVALID_REQUEST (MetadataRequest.getErrorResponse: a null name as "")
-            return MetadataResponse(throttle_time_ms=0, cluster_id=None, controller_id=-1, brokers=[], topics=[
+            return MetadataResponse(throttle_time_ms=0, error_code=0, cluster_id=None, controller_id=-1, brokers=[], topics=[
                 _error_topic(Errors.InvalidRequestError, name=t.name or "", topic_id=t.topic_id)
                 for t in request.topics])
         if request.topics is None or (ctx.version == 0 and not request.topics):
@@ -165,7 +165,9 @@ class ClusterApis:
         if 8 <= ctx.version <= 10 and request.include_cluster_authorized_operations:
             cluster_fields["authorized_operations"] = access.cluster_operations(ctx)
         brokers, controller_id = self._brokers(ctx)
-        return MetadataResponse(throttle_time_ms=0, cluster_id=store.cluster_id, controller_id=controller_id,
+        # v13's top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is 0: a broker always knows its cluster
+        return MetadataResponse(throttle_time_ms=0, error_code=0, cluster_id=store.cluster_id,
+                                controller_id=controller_id,
                                 **cluster_fields,
                                 topics=topics, brokers=[MetadataResponse.MetadataResponseBroker(
                                     node_id=node, host=host, port=port, rack=rack)
