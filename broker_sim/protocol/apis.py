@@ -93,7 +93,7 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.LeaveGroup, CONSUMER, 0, 5),
     ApiSpec(ApiKey.OffsetCommit, CONSUMER, 2, 8),
     ApiSpec(ApiKey.OffsetFetch, CONSUMER, 1, 8),
-    ApiSpec(ApiKey.DescribeGroups, ADMIN, 0, 5),
+    ApiSpec(ApiKey.DescribeGroups, ADMIN, 0, 6),
     ApiSpec(ApiKey.ListGroups, ADMIN, 0, 5),
     ApiSpec(ApiKey.DeleteGroups, ADMIN, 0, 2),
     ApiSpec(ApiKey.OffsetDelete, CONSUMER, 0, 0),

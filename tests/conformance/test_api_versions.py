@@ -29,7 +29,6 @@ BELOW_KAFKA = {
     ApiKey.OffsetFetch: ((1, 8), "v9 KIP-848 consumer-group member epochs"),
     ApiKey.FindCoordinator: ((0, 4), "v5 KIP-890 TRANSACTION_ABORTABLE, v6 share-group keys (KIP-932)"),
     ApiKey.JoinGroup: ((0, 7), "v8 leave reasons (KIP-800), v9 static leader SkipAssignment (KIP-814)"),
-    ApiKey.DescribeGroups: ((0, 5), "v6 GROUP_ID_NOT_FOUND and error messages (KIP-1043)"),
     ApiKey.InitProducerId: ((0, 4), "v5+ transactions v2 (KIP-890)"),
     ApiKey.AddPartitionsToTxn: ((0, 4), "v5 transactions v2 (KIP-890)"),
     ApiKey.AddOffsetsToTxn: ((0, 3), "v4 transactions v2 (KIP-890)"),

@@ -342,10 +342,10 @@ def test_offset_fetch(pair, version):
 
 # --- DescribeGroups / ListGroups / DeleteGroups / OffsetDelete ----------------------------------------------------
 
-@pytest.mark.parametrize("version", range(6))
+@pytest.mark.parametrize("version", range(7))
 def test_describe_groups(pair, version):
     """A Stable group with its member (client id, host, metadata, assignment), an Empty one, one that does not
-    exist (Dead, no error)."""
+    exist (Dead: no error before v6, GROUP_ID_NOT_FOUND and Kafka's message from v6, KIP-1043)."""
     def run(peer):
         topic = create_topic(peer)
         stable, empty = peer.name("g"), peer.name("g")
@@ -358,7 +358,8 @@ def test_describe_groups(pair, version):
         # by group: Kafka answers in the order of its coordinator shards, not the request's
         roles = {stable: "stable", empty: "empty", missing: "missing"}
         return {roles[g.group_id]: {
-                    "error": g.error_code, "state": g.group_state, "protocol_type": g.protocol_type,
+                    "error": g.error_code, "message": (getattr(g, "error_message", None) or "").replace(missing, "<id>"),
+                    "state": g.group_state, "protocol_type": g.protocol_type,
                     "protocol": g.protocol_data, "operations": getattr(g, "authorized_operations", None),
                     "members": [(m.member_id == joined.member_id, m.client_id, m.client_host,
                                  bytes(m.member_metadata).hex(), bytes(m.member_assignment).hex(),

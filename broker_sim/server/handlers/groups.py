@@ -27,6 +27,7 @@ UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
 FETCH_CHUNK = 5_000  # partitions of an OffsetFetch asked of the coordinator at a time
 TXN_AUTHORIZATION_FAILED = Errors.TransactionalIdAuthorizationFailedError.errno
 UNSTABLE_OFFSET_COMMIT = Errors.UnstableOffsetCommitError.errno
+GROUP_ID_NOT_FOUND = Errors.GroupIdNotFoundError.errno
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 CLASSIC_GROUP_TYPE = "classic"  # Kafka's Group.GroupType.CLASSIC, as ListGroups v5 names it
@@ -397,7 +398,11 @@ class GroupApis:
                                        client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
                                        member_assignment=m.assignment)
                        for m in d.members]
-            groups.append(Described(error_code=d.error, error_message=None, group_id=group_id, group_state=d.state,
+            error, message = d.error, None
+            if ctx.version >= 6 and not error and d.state == "Dead" and not d.members:
+                # KIP-1043: a group that does not exist is GROUP_ID_NOT_FOUND, no longer a silent Dead group
+                error, message = GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            groups.append(Described(error_code=error, error_message=message, group_id=group_id, group_state=d.state,
                                     protocol_type=d.protocol_type, protocol_data=d.protocol, members=members,
                                     authorized_operations=(self._access.authorized_operations(ctx, GROUP, group_id)
                                                            if ctx.version >= 3 and request.include_authorized_operations
