@@ -86,7 +86,7 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.DescribeCluster, ADMIN, 0, 2),
     # paged topic descriptions (KIP-966), which Kafka 4's kafka-topics --describe asks for
     ApiSpec(ApiKey.DescribeTopicPartitions, ADMIN, 0, 0),
-    ApiSpec(ApiKey.FindCoordinator, METADATA, 0, 4),
+    ApiSpec(ApiKey.FindCoordinator, METADATA, 0, 6),
     ApiSpec(ApiKey.JoinGroup, CONSUMER, 0, 7),
     ApiSpec(ApiKey.SyncGroup, CONSUMER, 0, 5),
     ApiSpec(ApiKey.Heartbeat, CONSUMER, 0, 4),

@@ -8,6 +8,7 @@ leader's, never the id itself.
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
 from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
@@ -97,18 +98,22 @@ def _commit(peer, group, offsets, version=8, *, generation=-1, member_id="", met
 
 # --- FindCoordinator ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("version", range(5))
+@pytest.mark.parametrize("version", range(7))
 def test_find_coordinator(pair, version):
-    """A group's and a transactional id's coordinator at v0-3 (one key), v4 (batched); an unknown key type
-    is INVALID_REQUEST."""
+    """A group's and a transactional id's coordinator at v0-3 (one key), v4+ (batched); an unknown key type
+    is INVALID_REQUEST; v6's share key type (KIP-932) where share groups are off."""
     def run(peer):
         group = peer.name("g")
         if version >= 4:
             def keys(key_type, *names):
-                answer = peer.settled(lambda: FindCoordinatorRequest[4](key_type=key_type, coordinator_keys=list(names)))
+                answer = peer.settled(lambda: FindCoordinatorRequest[version](key_type=key_type,
+                                                                              coordinator_keys=list(names)))
                 return [(c.key in names, c.error_code, c.node_id >= 0) for c in answer.coordinators]
-            return {"groups": keys(0, group, peer.name("g")), "txn": keys(1, peer.name("x")),
-                    "bad_type": [c[:2] for c in keys(7, group)]}
+            found = {"groups": keys(0, group, peer.name("g")), "txn": keys(1, peer.name("x")),
+                     "bad_type": [c[:2] for c in keys(7, group)]}
+            if version >= 6:   # a share-partition key: "group:topic-id:partition"
+                found["share"] = [c[:2] for c in keys(2, f"{group}:{uuid.uuid4()}:0")]
+            return found
         answer = peer.settled(lambda: FindCoordinatorRequest[version](key=group, key_type=0))
         found = {"group": (answer.error_code, answer.node_id >= 0)}
         if version >= 1:
