@@ -87,7 +87,7 @@ APIS: dict[int, ApiSpec] = _table(
     # paged topic descriptions (KIP-966), which Kafka 4's kafka-topics --describe asks for
     ApiSpec(ApiKey.DescribeTopicPartitions, ADMIN, 0, 0),
     ApiSpec(ApiKey.FindCoordinator, METADATA, 0, 6),
-    ApiSpec(ApiKey.JoinGroup, CONSUMER, 0, 7),
+    ApiSpec(ApiKey.JoinGroup, CONSUMER, 0, 9),
     ApiSpec(ApiKey.SyncGroup, CONSUMER, 0, 5),
     ApiSpec(ApiKey.Heartbeat, CONSUMER, 0, 4),
     ApiSpec(ApiKey.LeaveGroup, CONSUMER, 0, 5),

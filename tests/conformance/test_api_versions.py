@@ -27,7 +27,6 @@ BELOW_KAFKA = {
     ApiKey.Fetch: ((4, 12), "v13+ topic ids (KIP-516), then tiered storage, KIP-951 leader discovery"),
     ApiKey.OffsetCommit: ((2, 8), "v9 KIP-848 consumer-group member epochs"),
     ApiKey.OffsetFetch: ((1, 8), "v9 KIP-848 consumer-group member epochs"),
-    ApiKey.JoinGroup: ((0, 7), "v8 leave reasons (KIP-800), v9 static leader SkipAssignment (KIP-814)"),
     ApiKey.InitProducerId: ((0, 4), "v5+ transactions v2 (KIP-890)"),
     ApiKey.AddPartitionsToTxn: ((0, 4), "v5 transactions v2 (KIP-890)"),
     ApiKey.AddOffsetsToTxn: ((0, 3), "v4 transactions v2 (KIP-890)"),

@@ -49,7 +49,8 @@ def _joined(answer, member_id: str | None = None) -> dict:
     return {"error": answer.error_code, "generation": answer.generation_id,
             "has_member_id": bool(answer.member_id), "leader": bool(answer.leader) and answer.leader == answer.member_id,
             "protocol_type": getattr(answer, "protocol_type", None), "protocol": answer.protocol_name,
-            "members": len(answer.members), "same_member": member_id is None or answer.member_id == member_id}
+            "members": len(answer.members), "same_member": member_id is None or answer.member_id == member_id,
+            "skip_assignment": getattr(answer, "skip_assignment", None)}
 
 
 def _join(peer, group, version=7, **kwargs):
@@ -126,7 +127,7 @@ def test_find_coordinator(pair, version):
 
 # --- JoinGroup ----------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("version", range(8))
+@pytest.mark.parametrize("version", range(10))
 def test_join_group_as_a_new_member(pair, version):
     """An unknown member joins: v4+ first gets MEMBER_ID_REQUIRED with its id, then joins with it; the group's
     first generation has it as leader."""
@@ -142,10 +143,12 @@ def test_join_group_as_a_new_member(pair, version):
     pair.compare(Scenario(f"JoinGroup v{version} new member", run))
 
 
-@pytest.mark.parametrize("version", [5, 7])
+@pytest.mark.parametrize("version", [5, 7, 8, 9])
 def test_join_group_static_member(pair, version):
     """A group.instance.id joins at once (no MEMBER_ID_REQUIRED); the same instance id joining again replaces the
-    member, whose old member id is then FENCED_INSTANCE_ID."""
+    member, whose old member id is then FENCED_INSTANCE_ID. The rejoining member led the Stable group: before v9
+    its answer names the old leader (it must not reassign); from v9 it leads, with the members and
+    skip_assignment (KIP-814)."""
     def run(peer):
         group = peer.name("g")
         _coordinator(peer, group)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 import kafka.errors as Errors
@@ -76,6 +76,7 @@ class JoinRequest:
     protocol_type: str
     protocols: tuple[tuple[str, bytes], ...]
     require_known_member_id: bool = True  # JoinGroup v4+
+    skip_assignment: bool = False         # JoinGroup v9+ (KIP-814): the client understands skip_assignment
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class JoinResult:
     protocol_name: str | None = None
     leader_id: str = ""
     members: tuple[JoinedMember, ...] = ()
+    skip_assignment: bool = False   # KIP-814: the leader gets the members but must not reassign
 
 
 @dataclass(frozen=True)
@@ -339,12 +341,17 @@ class ClassicGroup:
             self.leader_id = new_id
         if self.state is STABLE:
             if self.select_protocol() == self.protocol_name:
-                # nothing the assignment depends on changed: no rebalance.  The answer names the old leader
-                # id, so a rejoining leader does not take itself for the leader and reassign in a Stable group.
+                # nothing the assignment depends on changed: no rebalance.  A rejoining leader must not reassign
+                # in a Stable group: from JoinGroup v9 (KIP-814) it is answered as the leader, with the members
+                # and skip_assignment; before, the answer names the old leader id, so it takes itself for a
+                # follower.
                 member.join_ticket = None
                 outcome.store = True
-                result = JoinResult(NONE, new_id, self.generation_id, self.protocol_type, self.protocol_name,
-                                    old_leader or "")
+                if request.skip_assignment and self.leader_id == new_id:
+                    result = replace(self._join_result(new_id), skip_assignment=True)
+                else:
+                    result = JoinResult(NONE, new_id, self.generation_id, self.protocol_type, self.protocol_name,
+                                        old_leader or "")
                 return outcome.add(self._reply(ticket, result))
             return outcome.add(self._prepare_rebalance(now_ms))
         if self.state is COMPLETING_REBALANCE:

@@ -177,6 +177,7 @@ class GroupApis:
             protocol_type=request.protocol_type,
             protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
             require_known_member_id=version >= 4,
+            skip_assignment=version >= 9,   # KIP-814: a rejoining static leader is told to keep the assignment
         )
         result = await self._groups.join_group(request.group_id, join)
         members = [JoinGroupResponse.JoinGroupResponseMember(member_id=m.member_id,
@@ -185,7 +186,8 @@ class GroupApis:
         protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
         return JoinGroupResponse(throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
                                  protocol_type=result.protocol_type, protocol_name=protocol_name,
-                                 leader=result.leader_id, skip_assignment=False, member_id=result.member_id,
+                                 leader=result.leader_id, skip_assignment=result.skip_assignment,
+                                 member_id=result.member_id,
                                  members=members)
 
     async def sync_group(self, ctx, request):
