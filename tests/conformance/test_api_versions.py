@@ -25,8 +25,6 @@ from differential import SETTLING, Scenario
 BELOW_KAFKA = {
     ApiKey.Produce: ((0, 9), "v10 KIP-951 leader discovery, v11-12 KIP-890 transactions v2, v13 topic ids"),
     ApiKey.Fetch: ((4, 12), "v13+ topic ids (KIP-516), then tiered storage, KIP-951 leader discovery"),
-    ApiKey.OffsetCommit: ((2, 8), "v9 KIP-848 consumer-group member epochs"),
-    ApiKey.OffsetFetch: ((1, 8), "v9 KIP-848 consumer-group member epochs"),
     ApiKey.InitProducerId: ((0, 4), "v5+ transactions v2 (KIP-890)"),
     ApiKey.AddPartitionsToTxn: ((0, 4), "v5 transactions v2 (KIP-890)"),
     ApiKey.AddOffsetsToTxn: ((0, 3), "v4 transactions v2 (KIP-890)"),

@@ -283,7 +283,7 @@ def test_leave_group(pair, version):
 
 # --- OffsetCommit / OffsetFetch -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("version", range(2, 9))
+@pytest.mark.parametrize("version", range(2, 10))
 def test_offset_commit(pair, version):
     """A simple commit (generation -1, no member) creates the group; an unknown topic or partition is
     UNKNOWN_TOPIC_OR_PARTITION; metadata over offset.metadata.max.bytes (4096) OFFSET_METADATA_TOO_LARGE; a
@@ -315,10 +315,10 @@ def test_offset_commit(pair, version):
     pair.compare(Scenario(f"OffsetCommit v{version}", run))
 
 
-@pytest.mark.parametrize("version", range(1, 9))
+@pytest.mark.parametrize("version", range(1, 10))
 def test_offset_fetch(pair, version):
     """Committed offsets back, -1 for partitions without one and for a group that does not exist (no error);
-    v2+ all topics (topics null); v8 several groups in one request."""
+    v2+ all topics (topics null); v8+ several groups in one request; v9 a member id and epoch."""
     def run(peer):
         topic = create_topic(peer, partitions=2)
         group, unknown = peer.name("g"), peer.name("g")
@@ -332,11 +332,17 @@ def test_offset_fetch(pair, version):
         if version >= 8:
             Group = OffsetFetchRequest.OffsetFetchRequestGroup
             GroupTopic = Group.OffsetFetchRequestTopics
-            answer = peer.call(OffsetFetchRequest[8](require_stable=False, groups=[
+            answer = peer.call(OffsetFetchRequest[version](require_stable=False, groups=[
                 Group(group_id=group, topics=[GroupTopic(name=topic, partition_indexes=[0, 1])]),
                 Group(group_id=unknown, topics=[GroupTopic(name=topic, partition_indexes=[0])]),
                 Group(group_id=group, topics=None)]))
-            return [(g.group_id == group, g.error_code, offsets(g.topics)) for g in answer.groups]
+            found = [(g.group_id == group, g.error_code, offsets(g.topics)) for g in answer.groups]
+            if version >= 9:   # KIP-848's member id and epoch, given to a classic group and a missing one
+                answer = peer.call(OffsetFetchRequest[version](require_stable=False, groups=[
+                    Group(group_id=g, member_id="someone", member_epoch=3,
+                          topics=[GroupTopic(name=topic, partition_indexes=[0])]) for g in (group, unknown)]))
+                found.append([(g.group_id == group, g.error_code, offsets(g.topics)) for g in answer.groups])
+            return found
         fields = {"require_stable": False} if version >= 7 else {}
         answers = {}
         for name, group_id, topics in (("named", group, [Topic(name=topic, partition_indexes=[0, 1])]),

@@ -357,11 +357,14 @@ class GroupCoordinator(InternalTopicOwner):
 
     # --- offsets --------------------------------------------------------------------------
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                       commits: list[tuple[str, int, CommittedOffset]]) -> dict[tuple[str, int], int]:
+                       commits: list[tuple[str, int, CommittedOffset]], *,
+                       missing_group: int = ILLEGAL_GENERATION) -> dict[tuple[str, int], int]:
         """Error code per (topic, partition); the commits are durable before this returns.
 
         A commit timestamp of -1 means "now".  Commits from outside the group (generation -1, no member
-        id) create the group when it does not exist, as Kafka does for consumers that assign themselves.
+        id) create the group when it does not exist, as Kafka does for consumers that assign themselves; a
+        member's commit (generation >= 0) to a group that does not exist is ``missing_group``: Kafka's
+        ILLEGAL_GENERATION before OffsetCommit v9, GROUP_ID_NOT_FOUND from it.
         """
         now = self.clock()
         error = self._group_error(group_id)
@@ -369,7 +372,7 @@ class GroupCoordinator(InternalTopicOwner):
         created = False
         if not error and group is None:
             if generation_id >= 0:
-                error = ILLEGAL_GENERATION  # a member of a generation this coordinator never saw
+                error = missing_group  # a member of a generation this coordinator never saw
             elif self._full():
                 error = GROUP_MAX_SIZE_REACHED
             else:

@@ -28,6 +28,7 @@ FETCH_CHUNK = 5_000  # partitions of an OffsetFetch asked of the coordinator at 
 TXN_AUTHORIZATION_FAILED = Errors.TransactionalIdAuthorizationFailedError.errno
 UNSTABLE_OFFSET_COMMIT = Errors.UnstableOffsetCommitError.errno
 GROUP_ID_NOT_FOUND = Errors.GroupIdNotFoundError.errno
+ILLEGAL_GENERATION = Errors.IllegalGenerationError.errno
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 CLASSIC_GROUP_TYPE = "classic"  # Kafka's Group.GroupType.CLASSIC, as ListGroups v5 names it
@@ -272,7 +273,8 @@ class GroupApis:
             request.member_id if version >= 1 else "",
             request.group_instance_id if version >= 7 else None,
             request.generation_id_or_member_epoch if version >= 1 else -1,
-            commits) if commits or not unknown else {}
+            commits, missing_group=GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION,
+        ) if commits or not unknown else {}
         results.update(unknown)
         topics = []
         for topic in request.topics:
