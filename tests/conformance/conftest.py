@@ -7,13 +7,17 @@ from differential import Pair, Peer
 
 
 @pytest.fixture(scope="module")
-def pylog_module_broker(tmp_path_factory):
-    """One in-process broker_sim for a module's scenarios (each names its topics and groups uniquely)."""
+def pylog_module_broker(request, tmp_path_factory):
+    """One in-process broker_sim for a module's scenarios (each names its topics and groups uniquely). A module
+    whose answers name broker ids sets ``PYLOG_BROKER_ID = 1``, Kafka's node id, so replica lists and broker
+    resources name the same broker."""
     from broker_sim.server.broker import Broker
     from broker_sim.testing.pytest_plugin import TEST_CONFIG
 
+    broker_id = getattr(request.module, "PYLOG_BROKER_ID", None)
+    extra = {} if broker_id is None else {"broker.id": str(broker_id)}
     broker = Broker(tmp_path_factory.mktemp("pylog-conformance"), host="127.0.0.1", port=0,
-                    config={**TEST_CONFIG, "schema.registry.listeners": ""}).start()
+                    config={**TEST_CONFIG, "schema.registry.listeners": "", **extra}).start()
     yield broker
     broker.stop()
 

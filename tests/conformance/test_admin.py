@@ -28,16 +28,7 @@ AlterResource = IncrementalAlterConfigsRequest.AlterConfigsResource
 QuotaEntry = AlterClientQuotasRequest.EntryData
 
 
-@pytest.fixture(scope="module")
-def pylog_module_broker(tmp_path_factory):
-    """broker_sim as node 1, Kafka's node id, so replica lists and broker resources name the same broker."""
-    from broker_sim.server.broker import Broker
-    from broker_sim.testing.pytest_plugin import TEST_CONFIG
-
-    broker = Broker(tmp_path_factory.mktemp("pylog-admin"), host="127.0.0.1", port=0,
-                    config={**TEST_CONFIG, "schema.registry.listeners": "", "broker.id": "1"}).start()
-    yield broker
-    broker.stop()
+PYLOG_BROKER_ID = 1   # Kafka's node id: replica lists and broker resources name the same broker (conftest.py)
 
 
 # --- requests ------------------------------------------------------------------------------------------------
