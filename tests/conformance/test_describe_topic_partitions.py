@@ -68,6 +68,13 @@ def a_cursor_past_the_last_partition(peer):
     return _with_names(_describe(peer, [names["a"], names["b"]], cursor=(names["a"], 5)), names)
 
 
+def a_negative_cursor_index(peer):
+    """A cursor index below 0: INVALID_REQUEST for every named topic; asking for all topics, an empty answer."""
+    names = _topics(peer, a=3)
+    return [_with_names(_describe(peer, topics, limit=limit, cursor=(names["a"], -2)), names)
+            for topics, limit in (([names["a"]], 2), ([names["a"]], 4), ([], 2))]
+
+
 def a_cursor_outside_the_named_topics(peer):
     names = _topics(peer, a=1)
     names["other"] = names["a"] + "-other"
@@ -87,7 +94,7 @@ def all_topics_from_a_cursor(peer):
 
 SCENARIOS = [Scenario(f.__name__.replace("_", " "), f) for f in (
     named_topics_in_name_order, pages_by_the_partition_limit, a_cursor_past_the_last_partition,
-    a_cursor_outside_the_named_topics, a_zero_limit_answers_one_partition, all_topics_from_a_cursor)]
+    a_negative_cursor_index, a_cursor_outside_the_named_topics, a_zero_limit_answers_one_partition, all_topics_from_a_cursor)]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=str)

@@ -8,7 +8,7 @@ the client's listener; Metadata auto-creates topics through the broker's ``auto_
 DescribeTopicPartitions (KIP-966, what Kafka 4's ``kafka-topics --describe`` asks) pages through topics as
 Kafka's ``DescribeTopicPartitionsRequestHandler`` and ``KRaftMetadataCache.getTopicMetadataForDescribeTopic
 Response`` do: topics in name order from the cursor's, at most ``min(max.request.partition.size.limit,
-ResponsePartitionLimit)`` partitions, and a next cursor at the first partition left out. It never creates a
+ResponsePartitionLimit)`` partitions (at least one), and a next cursor at the first partition left out. It never creates a
 topic; a named topic the principal may not DESCRIBE comes last, TOPIC_AUTHORIZATION_FAILED with a zero id.
 """
 from __future__ import annotations
@@ -110,7 +110,8 @@ class ClusterApis:
         if 10 <= ctx.version < 12 and any(t.name is None or t.topic_id is not None for t in request.topics or ()):
             # Kafka: topic ids are served from v12; before, a null name or a topic id is an InvalidRequestException,
             # every topic answered INVALID_REQUEST (MetadataRequest.getErrorResponse: a null name as "")
-            return MetadataResponse(throttle_time_ms=0, error_code=0, cluster_id=None, controller_id=-1, brokers=[], topics=[
+            return MetadataResponse(throttle_time_ms=0, error_code=0, cluster_id=None, controller_id=-1, brokers=[],
+                                    topics=[
                 _error_topic(Errors.InvalidRequestError, name=t.name or "", topic_id=t.topic_id)
                 for t in request.topics])
         if request.topics is None or (ctx.version == 0 and not request.topics):
@@ -185,11 +186,12 @@ class ClusterApis:
             names = {name for name in list(store.topics) if name >= cursor_name}
         else:
             names = {t.name for t in request.topics if t.name is not None and t.name >= cursor_name}
-            if cursor is not None and cursor_name not in names:
-                # Kafka's InvalidRequestException, answered by getErrorResponse: every requested topic INVALID_REQUEST
-                return Response(throttle_time_ms=0, next_cursor=None, topics=[
-                    Topic(error_code=Errors.InvalidRequestError.errno, name=t.name, topic_id=ZERO_UUID,
-                          is_internal=False, partitions=[]) for t in request.topics])
+        if cursor is not None and (cursor.partition_index < 0 or not fetch_all and cursor_name not in names):
+            # Kafka's InvalidRequestException (a negative cursor index, or a cursor topic not named), answered by
+            # getErrorResponse: every requested topic INVALID_REQUEST
+            return Response(throttle_time_ms=0, next_cursor=None, topics=[
+                Topic(error_code=Errors.InvalidRequestError.errno, name=t.name, topic_id=ZERO_UUID,
+                      is_internal=False, partitions=[]) for t in request.topics])
         describable = access.topic_check(ctx, DESCRIBE)
         authorized, refused = [], []
         for name in sorted(names):
@@ -222,7 +224,7 @@ class ClusterApis:
             if stop < info.partitions:
                 next_cursor = Response.Cursor(topic_name=name, partition_index=stop)
                 break
-            remaining -= max(0, stop - start)
+            remaining -= len(partitions)
         for topic in topics:
             # an int32 bitfield here (Metadata's kafka-python field takes the set of codes)
             topic.topic_authorized_operations = sum(1 << code for code in
