@@ -180,10 +180,11 @@ CASES = {
         tool("kafka-get-offsets", "--topic", "{topic}", "--time", "4102444800000"),
         tool("kafka-delete-records", "--offset-json-file", "{file}"),
         tool("kafka-get-offsets", "--topic", "{topic}", "--time", "-2"),
-        # earliest local (ListOffsets v8+) after the deletion, latest tiered (v9+), max timestamp (v7+)
+        # earliest local (ListOffsets v8+) after the deletion, latest tiered (v9+); not max timestamp (-3): the
+        # console producer stamps each broker's records with its own clock, so which record has the largest
+        # timestamp differs between the two runs (tests/conformance compares -3 on fixed timestamps)
         tool("kafka-get-offsets", "--topic", "{topic}", "--time", "-4"),
         tool("kafka-get-offsets", "--topic", "{topic}", "--time", "-5"),
-        tool("kafka-get-offsets", "--topic", "{topic}", "--time", "-3"),
     ],
     "kafka-leader-election and kafka-reassign-partitions on one node": [
         CREATE,
