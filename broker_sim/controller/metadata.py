@@ -109,6 +109,22 @@ def validate_topic_name(name: str | None) -> None:
                             "ASCII alphanumerics, '.', '_' and '-'")
 
 
+def topic_name_problem(name: str) -> str | None:
+    """Kafka 4.1's ``Topic.validate`` message for an illegal topic name, None for a legal one (its length is
+    Java's: UTF-16 code units), as DescribeProducers answers it; ``validate_topic_name`` keeps the wording
+    CreateTopics answers."""
+    if not name:
+        return "Topic name is invalid: the empty string is not allowed"
+    if name in (".", ".."):
+        return f"Topic name is invalid: '{name}' is not allowed"
+    if len(name.encode("utf-16-le")) // 2 > MAX_TOPIC_NAME:
+        return f"Topic name is invalid: the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
+    if not _LEGAL_NAME.fullmatch(name):
+        return (f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, "
+                "'.', '_' and '-'")
+    return None
+
+
 def check_topic_configs(configs: dict[str, str]) -> None:
     """Topic config overrides, validated; a bad one is a MetadataError (INVALID_CONFIG) naming key and value."""
     try:

@@ -39,6 +39,7 @@ acknowledged.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import threading
@@ -554,6 +555,7 @@ def _lz4(data: bytes) -> bytes:
     return bytes(compressor.finish())
 
 
+@functools.cache
 def _codec(codec: int):
     """Kafka's codec id -> the function compressing a records section at Kafka's producer defaults."""
     from aiokafka import codec as codecs

@@ -294,12 +294,11 @@ def _append_legacy(batch, low: int, high: int, columns: Columns) -> None:
 
 def _decompressed_rows(records: bytes, header_at: int, batch_end: int, codec: int,
                        timestamp_type: int) -> "_CompiledRows":
-    """The compressed v2 batch at ``header_at``, decompressed and decoded into Arrow arrays by the C extension."""
-    (base_offset, attributes, base_timestamp, max_timestamp,
-     count) = _V2_HEADER.unpack_from(records, header_at)
-    data = _decompress(memoryview(records)[header_at + _V2_HEADER_SIZE:batch_end], codec, base_offset)
-    return _CompiledRows(data, [(0, len(data), base_offset, base_timestamp, attributes & _LOG_APPEND_TIME,
-                                 max_timestamp, count, timestamp_type)])
+    """The compressed v2 batch at ``header_at``, decompressed and decoded into Arrow arrays by the C extension:
+    its ``_span``, over the decompressed records instead of the batch's bytes."""
+    start, end, base_offset, *rest = _span(records, header_at, batch_end, timestamp_type)
+    data = _decompress(memoryview(records)[start:end], codec, base_offset)
+    return _CompiledRows(data, [(0, len(data), base_offset, *rest)])
 
 
 def _span(records: bytes, header_at: int, batch_end: int, timestamp_type: int) -> tuple:

@@ -25,13 +25,12 @@ partition the topic does not have UNKNOWN_TOPIC_OR_PARTITION, an offline one KAF
 from __future__ import annotations
 
 import asyncio
-import re
 from functools import partial
 from typing import Awaitable, Callable, Iterable
 
 import kafka.errors as Errors
 
-from broker_sim.controller.metadata import MAX_TOPIC_NAME
+from broker_sim.controller.metadata import topic_name_problem
 from broker_sim.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset
 from broker_sim.coordinator.txn.coordinator import TxnDescription
 from broker_sim.coordinator.txn.records import TRANSACTION_STATE_TOPIC
@@ -54,27 +53,11 @@ NOT_LEADER_OR_FOLLOWER = Errors.NotLeaderForPartitionError.errno
 # the messages of Kafka's ApiError(error) for DescribeProducers' topic-level refusals (Errors.<name>.message())
 TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."
 UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
-_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def _fenced_as(error: int, version: int, first_version: int) -> int:
     """PRODUCER_FENCED on versions that have it (``first_version`` on), INVALID_PRODUCER_EPOCH before."""
     return INVALID_PRODUCER_EPOCH if error == PRODUCER_FENCED and version < first_version else error
-
-
-def topic_name_problem(name: str) -> str | None:
-    """Kafka 4.1's ``Topic.validate`` message for an illegal topic name, None for a legal one (its length is
-    Java's: UTF-16 code units)."""
-    if not name:
-        return "Topic name is invalid: the empty string is not allowed"
-    if name in (".", ".."):
-        return f"Topic name is invalid: '{name}' is not allowed"
-    if len(name.encode("utf-16-le")) // 2 > MAX_TOPIC_NAME:
-        return f"Topic name is invalid: the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
-    if not _LEGAL_TOPIC_NAME.fullmatch(name):
-        return (f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, "
-                "'.', '_' and '-'")
-    return None
 
 
 def kafka_listing_order(producer_ids: Iterable[int]) -> list[int]:
