@@ -11,6 +11,9 @@ if [ -n "${PYLOG_VENV:-}" ]; then
 else
   PYTHON="${PYTHON:-$(command -v python3 || command -v python)}"
 fi
+# the interpreter itself, not a launcher such as a pyenv shim: callers export it as PYSPARK_PYTHON, and Spark's
+# workers are given the fast SPARK_HOME (broker_sim/testing/spark_home.py) only when that is the running interpreter
+PYTHON="$("$PYTHON" -c 'import sys; print(sys.executable)')"
 
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)

@@ -13,22 +13,26 @@ Theory of operation:
    key of the package's path, version and entries; it is built under a temporary name and renamed, so a
    process sees a whole home or none, and two processes building it at once both end up using one.
 3. ``use()`` points SPARK_HOME at it, only when that changes nothing but speed: SPARK_HOME unset or naming the
-   pip install, the workers' Python (PYSPARK_PYTHON) the running interpreter, which has pyspark and py4j
-   outside the zips. A Spark distribution of the user's own, another worker Python, or a machine without
+   pip install, the workers' Python (PYSPARK_PYTHON) the running interpreter (its file, or a launcher such as
+   a pyenv shim that runs it), which has pyspark and py4j outside the zips. A Spark distribution of the user's own, another worker Python, or a machine without
    symlinks keeps Spark's layout. The driver's classpath then names the new home's ``jars``, which is why
    ``spark_cds.archive_key`` carries the home in use.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 PREFIX = "spark-home-"
+# how long a PYSPARK_PYTHON that is not the running interpreter's file may take to say which interpreter it runs
+LAUNCHER_TIMEOUT_SECONDS = 15
 
 
 def cache_dir() -> Path:
@@ -118,7 +122,23 @@ def applies() -> bool:
         if not mirrors and here.resolve() != package:
             return False
     worker = os.environ.get("PYSPARK_PYTHON")
-    return not worker or os.path.abspath(shutil.which(worker) or worker) == os.path.abspath(sys.executable)
+    return not worker or _runs_this_interpreter(worker)
+
+
+@functools.lru_cache(maxsize=8)
+def _runs_this_interpreter(worker: str) -> bool:
+    """True when the command ``worker`` runs the running interpreter: the same file, or a launcher of it (a
+    pyenv shim, a wrapper script), which it is asked once per process."""
+    path = shutil.which(worker) or worker
+    if os.path.abspath(path) == os.path.abspath(sys.executable):
+        return True
+    try:   # not os.path.samefile: a virtualenv's python is a link to its base interpreter, with other packages
+        done = subprocess.run([path, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True,
+                              timeout=LAUNCHER_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    answer = done.stdout.strip()
+    return done.returncode == 0 and bool(answer) and os.path.abspath(answer) == os.path.abspath(sys.executable)
 
 
 def use() -> Path | None:

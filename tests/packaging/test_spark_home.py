@@ -76,6 +76,27 @@ def test_use_keeps_sparks_layout_for_workers_of_another_python(cache, monkeypatc
 
 
 @needs_zip
+def test_use_gives_the_mirror_to_workers_whose_python_is_a_launcher_of_this_one(cache, tmp_path, monkeypatch):
+    """A pyenv shim or a wrapper script runs the running interpreter under another path (ci/setup.sh on a
+    pyenv machine printed the shim, and the suite's drivers lost the mirror and their class archive)."""
+    launcher = tmp_path / "python3"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    launcher.chmod(0o755)
+    monkeypatch.setenv("PYSPARK_PYTHON", str(launcher))
+    home = spark_home.use()
+    assert home is not None and os.environ["SPARK_HOME"] == str(home)
+
+
+@needs_zip
+def test_use_keeps_sparks_layout_for_a_virtualenv_of_this_interpreter(cache, tmp_path, monkeypatch):
+    """A virtualenv's python links to the same interpreter file but has packages of its own."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setenv("PYSPARK_PYTHON", str(venv / "bin" / "python"))
+    assert spark_home.use() is None and os.environ["SPARK_HOME"] == ""
+
+
+@needs_zip
 def test_use_sets_nothing_when_the_cache_cannot_be_written(cache, tmp_path, monkeypatch):
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache directory would be")
