@@ -153,6 +153,25 @@ def _parse_choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+# Kafka's built-in server-side assignors: their names and class names
+CONSUMER_GROUP_ASSIGNORS = {"uniform": "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+                            "range": "org.apache.kafka.coordinator.group.assignor.RangeAssignor"}
+
+
+def _parse_assignors(value: str) -> str:
+    """group.consumer.assignors: names or class names of the built-in assignors, as their names, in order."""
+    by_class = {cls: name for name, cls in CONSUMER_GROUP_ASSIGNORS.items()}
+    names = []
+    for part in (p.strip() for p in value.split(",")):
+        name = part if part in CONSUMER_GROUP_ASSIGNORS else by_class.get(part)
+        if name is None:
+            raise ValueError(f"{part!r} is not an assignor pylog has; accepted: "
+                             + ", ".join([*CONSUMER_GROUP_ASSIGNORS, *by_class]))
+        if name not in names:
+            names.append(name)
+    return ",".join(names)
+
+
 def _parse_policy(value: str) -> str:
     parts = sorted(p.strip() for p in value.split(",") if p.strip())
     if not parts or any(p not in ("delete", "compact") for p in parts):
@@ -386,8 +405,6 @@ _KAFKA_DYNAMIC_ONLY = (
     ("remote.log.manager.follower.thread.pool.size", "2", _parse_int(1, INT_MAX), "tiered storage, which pylog lacks"),
     ("remote.log.reader.threads", "10", _parse_int(1, INT_MAX), "tiered storage, which pylog lacks"),
     ("follower.fetch.last.tiered.offset.enable", "false", _parse_bool, "tiered storage, which pylog lacks"),
-    ("group.consumer.heartbeat.interval.ms", "5000", _parse_int(1, INT_MAX), "KIP-848 groups, which pylog lacks"),
-    ("group.consumer.session.timeout.ms", "45000", _parse_int(1, INT_MAX), "KIP-848 groups, which pylog lacks"),
     ("group.share.heartbeat.interval.ms", "5000", _parse_int(1, INT_MAX), "share groups, which pylog lacks"),
     ("group.share.session.timeout.ms", "45000", _parse_int(1, INT_MAX), "share groups, which pylog lacks"),
     ("share.coordinator.cached.buffer.max.bytes", "1048588", _parse_int(1, INT_MAX), "share groups, which pylog lacks"),
@@ -455,9 +472,30 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("group.initial.rebalance.delay.ms", "3000", _parse_int(0),
               "How long a new group waits for more members before its first rebalance (0: rebalance per joiner)."),
     ConfigDef("group.max.size", "2147483647", _parse_int(1), "Most members a group may have."),
+    # KIP-848 consumer groups (group.protocol=consumer): Kafka 4.1's GroupCoordinatorConfig names and defaults
+    ConfigDef("group.consumer.session.timeout.ms", "45000", _parse_int(1, INT_MAX),
+              "A consumer-protocol member not heard from this long is removed (a group config may override it)."),
+    ConfigDef("group.consumer.min.session.timeout.ms", "45000", _parse_int(1, INT_MAX),
+              "Smallest consumer.session.timeout.ms a group config may set."),
+    ConfigDef("group.consumer.max.session.timeout.ms", "60000", _parse_int(1, INT_MAX),
+              "Largest consumer.session.timeout.ms a group config may set."),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "5000", _parse_int(1, INT_MAX),
+              "How often consumer-protocol members heartbeat (told in every ConsumerGroupHeartbeat answer)."),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", "5000", _parse_int(1, INT_MAX),
+              "Smallest consumer.heartbeat.interval.ms a group config may set."),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", "15000", _parse_int(1, INT_MAX),
+              "Largest consumer.heartbeat.interval.ms a group config may set."),
+    ConfigDef("group.consumer.max.size", "2147483647", _parse_int(1, INT_MAX),
+              "Most members a consumer-protocol group may have."),
+    ConfigDef("group.consumer.assignors", "uniform,range", _parse_assignors,
+              "The server-side assignors a member may name (uniform, range, or Kafka's class names of them); "
+              "the first is used when a member names none."),
     ConfigDef("group.max.groups", "10000", _parse_int(1, INT_MAX),
               "Most consumer groups one coordinator holds (pylog, after Kafka's group.share.max.groups); a request "
               "that would create one more gets GROUP_MAX_SIZE_REACHED. Each group is replayed at every start."),
+    ConfigDef("telemetry.max.bytes", "1048576", _parse_int(1, INT_MAX),
+              "Largest metrics payload a PushTelemetry may carry (KIP-714; beyond, TELEMETRY_TOO_LARGE), told to "
+              "clients in GetTelemetrySubscriptions."),
     ConfigDef("offsets.topic.num.partitions", "50", _parse_int(1), "Partitions of __consumer_offsets when created."),
     ConfigDef("offsets.topic.segment.bytes", "104857600", _parse_int(SEGMENT_BYTES_MIN),
               "Segment size of __consumer_offsets (it becomes the topic's segment.bytes, so 1 MiB at least)."),

@@ -29,12 +29,14 @@ from kafka.protocol.api_key import ApiKey
 
 # the kafka-python packages of the rows (kafka.protocol.<name>)
 ADMIN, CONSUMER, METADATA, PRODUCER, SASL = "admin", "consumer", "metadata", "producer", "sasl"
+# Kafka 4.1.1's own definitions of the messages kafka-python does not ship (a full module name)
+KAFKA4 = "broker_sim.protocol.messages"
 
 
 @dataclass(frozen=True)
 class ApiSpec:
     key: ApiKey
-    package: str  # kafka.protocol.<package> defines <key name>Request and <key name>Response
+    package: str  # kafka.protocol.<package> (or the module named) defines <key name>Request and <key name>Response
     min_version: int
     max_version: int
     # Lowest version advertised, when below min_version.  Kafka 4 advertises Produce from v0
@@ -59,7 +61,8 @@ class ApiSpec:
         return self._message_class("Response")
 
     def _message_class(self, kind: str) -> type:
-        return getattr(importlib.import_module(f"kafka.protocol.{self.package}"), self.key.name + kind)
+        module = self.package if "." in self.package else f"kafka.protocol.{self.package}"
+        return getattr(importlib.import_module(module), self.key.name + kind)
 
 
 def _table(*specs: ApiSpec) -> dict[int, ApiSpec]:
@@ -97,6 +100,9 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.ListGroups, ADMIN, 0, 5),
     ApiSpec(ApiKey.DeleteGroups, ADMIN, 0, 2),
     ApiSpec(ApiKey.OffsetDelete, CONSUMER, 0, 0),
+    # the consumer group protocol of KIP-848 (group.protocol=consumer), Kafka 4.1's versions
+    ApiSpec(ApiKey.ConsumerGroupHeartbeat, KAFKA4, 0, 1),
+    ApiSpec(ApiKey.ConsumerGroupDescribe, KAFKA4, 0, 1),
     # transactions at Kafka 3.x's level (transaction version 1: no KIP-890 part 2 epoch bump per transaction)
     ApiSpec(ApiKey.AddPartitionsToTxn, PRODUCER, 0, 4),
     ApiSpec(ApiKey.AddOffsetsToTxn, PRODUCER, 0, 3),

@@ -37,8 +37,6 @@ BELOW_KAFKA = {
     ApiKey.DescribeQuorum: (None, "KRaft: broker_sim has no Raft quorum (ZooKeeper or in-process metadata)"),
     ApiKey.UpdateFeatures: (None, "feature versions (KIP-584): broker_sim finalizes none"),
     ApiKey.UnregisterBroker: (None, "KRaft broker registrations"),
-    ApiKey.ConsumerGroupHeartbeat: (None, "KIP-848 consumer groups"),
-    ApiKey.ConsumerGroupDescribe: (None, "KIP-848 consumer groups"),
     ApiKey.ListConfigResources: (None, "client-metrics resources (KIP-714) and their listing (KIP-1142)"),
     ApiKey.AddRaftVoter: (None, "KRaft: no Raft quorum"),
     ApiKey.RemoveRaftVoter: (None, "KRaft: no Raft quorum"),

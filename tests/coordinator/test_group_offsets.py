@@ -218,8 +218,9 @@ def test_list_and_describe(make_coordinator):
     coordinator = make_coordinator()
     member, _ = stable_member(coordinator, "a")
     commit(coordinator, "b")
-    assert coordinator.list_groups() == [("a", "consumer", "Stable"), ("b", "", "Empty")]
-    assert coordinator.list_groups([STABLE]) == [("a", "consumer", "Stable")]
+    assert coordinator.list_groups() == [("a", "consumer", "Stable", "classic"), ("b", "", "Empty", "classic")]
+    assert coordinator.list_groups([STABLE]) == [("a", "consumer", "Stable", "classic")]
+    assert coordinator.list_groups(["stable"], ["consumer"]) == []   # the type filter: no KIP-848 group here
     described = coordinator.describe("a")
     assert (described.state, described.protocol_type, described.protocol) == ("Stable", "consumer", "range")
     assert [(m.member_id, m.client_host, m.assignment) for m in described.members] == [

@@ -51,19 +51,26 @@ from __future__ import annotations
 import itertools
 import logging
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 import kafka.errors as Errors
 
+from broker_sim.coordinator.group.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, POLL_RETRY_MS, ConsumerGroup, ConsumerSettings, GroupError,
+    HeartbeatAnswer, HeartbeatRequest,
+)
 from broker_sim.coordinator.group.metadata import (
-    COORDINATOR_NOT_AVAILABLE, GROUP_MAX_SIZE_REACHED, NONE, UNKNOWN_MEMBER_ID, ClassicGroup, GroupConfig, JoinRequest,
+    COORDINATOR_NOT_AVAILABLE, GROUP_MAX_SIZE_REACHED, INCONSISTENT_GROUP_PROTOCOL, NONE, UNKNOWN_MEMBER_ID,
+    ClassicGroup, GroupConfig, JoinRequest,
     JoinResult, Outcome, Reply, SyncResult,
 )
 from broker_sim.coordinator.group.records import (
-    OFFSETS_TOPIC, CommittedOffset, GroupKey, OffsetKey, StoredGroup, decode_group, decode_key, decode_offset,
-    encode_group, encode_key, encode_offset,
+    OFFSETS_TOPIC, CommittedOffset, ConsumerGroupEpochKey, GroupKey, OffsetKey, RegexKey, StoredGroup,
+    TargetAssignmentEpochKey, decode_consumer_group_value, decode_group, decode_key, decode_offset,
+    encode_consumer_group_key, encode_consumer_group_value, encode_group, encode_key, encode_offset,
+    is_consumer_group_key,
 )
-from broker_sim.coordinator.group.state import DEAD, EMPTY, STABLE, GroupState
+from broker_sim.coordinator.group.state import DEAD, STABLE
 from broker_sim.coordinator.internal_topic import (
     UNKNOWN_SERVER_ERROR, InternalTopic, InternalTopicOwner, read_partition_batches,
 )
@@ -100,6 +107,7 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...] = ()
+    not_found: str | None = None   # DescribeGroups v6+: why the group is GROUP_ID_NOT_FOUND (None: it is not)
 
 
 class GroupCoordinator(InternalTopicOwner):
@@ -131,11 +139,15 @@ class GroupCoordinator(InternalTopicOwner):
     }
 
     def __init__(self, config: GroupConfig, topic: InternalTopic, *, clock: Callable[[], int],
-                 partition_exists: Callable[[str, int], bool]) -> None:
+                 partition_exists: Callable[[str, int], bool], topics: Callable[[], Mapping] = dict) -> None:
         super().__init__(topic, clock)
         self.config = config
         self.partition_exists = partition_exists
-        self.groups: dict[str, ClassicGroup] = {}
+        self.topics = topics   # the cluster's topics by name (TopicInfo: topic_id, partitions), for KIP-848 groups
+        self.consumer_settings = ConsumerSettings(config.consumer_session_timeout_ms,
+                                                  config.consumer_heartbeat_interval_ms, config.consumer_max_size,
+                                                  config.consumer_assignors)
+        self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
         self._tickets = itertools.count(1)
         self._warned_full = False  # group.max.groups reached and logged
 
@@ -152,6 +164,8 @@ class GroupCoordinator(InternalTopicOwner):
         """
         stored: dict[str, StoredGroup | None] = {}
         offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        consumer_records: dict[str, list] = {}   # KIP-848 groups' records, in log order, replayed below
+        latest_kind: dict[str, str] = {}   # "classic" or "consumer": the protocol of a group's latest record
         in_txn: dict[int, dict] = {}  # producer id -> key -> value of its open transaction, in order
 
         def decoded(record):
@@ -162,6 +176,8 @@ class GroupCoordinator(InternalTopicOwner):
                     raise ValueError(f"group {key.group!r} belongs to partition {self.partition_of(key.group)}")
                 if record.value is None:
                     return key, None
+                if is_consumer_group_key(key):
+                    return key, decode_consumer_group_value(key, record.value)
                 return key, decode_offset(record.value) if isinstance(key, OffsetKey) else decode_group(record.value)
             except ValueError as exc:
                 log.warning("%s-%d: skipping the record at offset %d: %s", OFFSETS_TOPIC, partition.index,
@@ -175,8 +191,14 @@ class GroupCoordinator(InternalTopicOwner):
                     group_offsets.pop((key.topic, key.partition), None)
                 else:
                     group_offsets[(key.topic, key.partition)] = value
+            elif is_consumer_group_key(key):
+                consumer_records.setdefault(key.group, []).append((key, value))
+                if value is not None:
+                    latest_kind[key.group] = "consumer"
             else:
                 stored[key.group] = value
+                if value is not None:
+                    latest_kind[key.group] = "classic"
 
         for batch, records in read_partition_batches(partition):
             if batch.is_control_batch:
@@ -194,12 +216,24 @@ class GroupCoordinator(InternalTopicOwner):
                             held.pop(key, None)
         now = self.clock()
         loaded = 0
-        for group_id in set(stored) | set(offsets):
+        for group_id in set(stored) | set(offsets) | set(consumer_records):
             record, group_offsets = stored.get(group_id), offsets.get(group_id) or {}
-            if record is None and not group_offsets:
+            consumer = None
+            if latest_kind.get(group_id) == "consumer":
+                consumer = self._new_consumer_group(group_id, now)
+                for key, value in consumer_records[group_id]:
+                    consumer.replay(key, value)
+                if consumer.dead:
+                    consumer = None
+                else:
+                    consumer.restart_sessions(now, self.consumer_settings.session_timeout_ms)
+            if consumer is None and record is None and not group_offsets:
                 continue
-            group = (ClassicGroup.restored(group_id, record, now, self.config) if record is not None
-                     else ClassicGroup(group_id, now, self.config))
+            if consumer is not None:
+                group = consumer
+            else:
+                group = (ClassicGroup.restored(group_id, record, now, self.config) if record is not None
+                         and latest_kind.get(group_id) == "classic" else ClassicGroup(group_id, now, self.config))
             group.offsets = group_offsets
             self.groups[group_id] = group
             loaded += 1
@@ -220,6 +254,8 @@ class GroupCoordinator(InternalTopicOwner):
         replies: list[Reply] = []
         for group_id in [g for g in self.groups if self.partition_of(g) == index]:
             group = self.groups.pop(group_id)
+            if isinstance(group, ConsumerGroup):
+                continue   # nothing held: its members heartbeat the new coordinator
             for member in group.members.values():
                 if member.join_ticket is not None:
                     replies.append((member.join_ticket, JoinResult(NOT_COORDINATOR, member.member_id)))
@@ -242,6 +278,16 @@ class GroupCoordinator(InternalTopicOwner):
                               <= self.config.max_session_timeout_ms):
             error = INVALID_SESSION_TIMEOUT
         group = self.groups.get(group_id)
+        if not error and isinstance(group, ConsumerGroup):
+            if group.empty:   # Kafka converts an empty consumer group to a classic one on a JoinGroup
+                error = self._delete_consumer_group(group)
+                group = None
+            else:
+                # Kafka 4 lets classic members join a consumer group (group.consumer.migration.policy); pylog
+                # keeps the protocols apart and answers as Kafka does a group of another type
+                log.info("group %s: a classic JoinGroup to a consumer-protocol group with members refused",
+                         group_id)
+                error = INCONSISTENT_GROUP_PROTOCOL
         if not error and group is None:
             if request.member_id:
                 error = UNKNOWN_MEMBER_ID
@@ -258,7 +304,7 @@ class GroupCoordinator(InternalTopicOwner):
              ticket: int) -> list[Reply]:
         error = self._group_error(group_id)
         group = self.groups.get(group_id)
-        if not error and group is None:
+        if not error and (group is None or isinstance(group, ConsumerGroup)):
             error = UNKNOWN_MEMBER_ID
         if error:
             return [(ticket, SyncResult(error))]
@@ -278,7 +324,8 @@ class GroupCoordinator(InternalTopicOwner):
         stays in until the record is stored; pylog's group became Stable when the leader's SyncGroup came).
         """
         group = self.groups.get(group_id)
-        if group is None or group.state is not STABLE or group.generation_id != generation_id:
+        if (not isinstance(group, ClassicGroup) or group.state is not STABLE
+                or group.generation_id != generation_id):
             return []
         log.warning("group %s: the assignment of generation %d was not stored; rebalancing again", group_id,
                     generation_id)
@@ -299,7 +346,7 @@ class GroupCoordinator(InternalTopicOwner):
         if error:
             return error
         group = self.groups.get(group_id)
-        if group is None:
+        if not isinstance(group, ClassicGroup):
             return UNKNOWN_MEMBER_ID
         return group.heartbeat(member_id, group_instance_id, generation_id, self.clock())
 
@@ -309,7 +356,7 @@ class GroupCoordinator(InternalTopicOwner):
         if error:
             return error, [error] * len(members), []
         group = self.groups.get(group_id)
-        if group is None:
+        if not isinstance(group, ClassicGroup):
             return NONE, [UNKNOWN_MEMBER_ID] * len(members), []
         if group.state is DEAD:
             return COORDINATOR_NOT_AVAILABLE, [COORDINATOR_NOT_AVAILABLE] * len(members), []
@@ -322,7 +369,10 @@ class GroupCoordinator(InternalTopicOwner):
         replies: list[Reply] = []
         groups = self.groups.values() if group_ids is None else filter(None, map(self.groups.get, group_ids))
         for group in list(groups):
-            replies.extend(self._finish(group, group.poll(now)))
+            if isinstance(group, ConsumerGroup):
+                self._poll_consumer_group(group, now)
+            else:
+                replies.extend(self._finish(group, group.poll(now)))
         return replies
 
     def next_deadline_ms(self, group_id: str) -> int | None:
@@ -358,7 +408,7 @@ class GroupCoordinator(InternalTopicOwner):
     # --- offsets --------------------------------------------------------------------------
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                        commits: list[tuple[str, int, CommittedOffset]], *,
-                       missing_group: int = ILLEGAL_GENERATION) -> dict[tuple[str, int], int]:
+                       missing_group: int = ILLEGAL_GENERATION, version: int = 9) -> dict[tuple[str, int], int]:
         """Error code per (topic, partition); the commits are durable before this returns.
 
         A commit timestamp of -1 means "now".  Commits from outside the group (generation -1, no member
@@ -378,7 +428,11 @@ class GroupCoordinator(InternalTopicOwner):
             else:
                 group, created = ClassicGroup(group_id, now, self.config), True
         if not error:
-            error = group.validate_offset_commit(member_id, group_instance_id, generation_id, now)
+            if isinstance(group, ConsumerGroup):
+                error = group.validate_offset_commit(member_id, group_instance_id, generation_id, now,
+                                                     version=version)
+            else:
+                error = group.validate_offset_commit(member_id, group_instance_id, generation_id, now)
         if error:
             return {(t, p): error for t, p, _ in commits}
         results, accepted = self._screen_commits(commits, now, keep_given_timestamp=True)
@@ -457,13 +511,19 @@ class GroupCoordinator(InternalTopicOwner):
                 if commit:
                     group.offsets.update(pending)
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, list[int]]] | None
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, list[int]]] | None,
+                      member: tuple[str | None, int] = (None, -1)
                       ) -> tuple[int, dict[str, dict[int, CommittedOffset | None]]]:
-        """(group error, topic -> partition -> committed offset or None); ``partitions`` None means all."""
+        """(group error, topic -> partition -> committed offset or None); ``partitions`` None means all.
+        ``member`` (OffsetFetch v9's member id and epoch) is checked against a consumer-protocol group."""
         error = self._group_error(group_id)
         if error:
             return error, {}
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            error = group.validate_offset_fetch(*member)
+            if error:
+                return error, {}
         offsets = group.offsets if group is not None else {}
         result: dict[str, dict[int, CommittedOffset | None]] = {}
         if partitions is None:
@@ -486,9 +546,9 @@ class GroupCoordinator(InternalTopicOwner):
         """(group error, error per partition) for OffsetDelete."""
         error = self._group_error(group_id)
         group = self.groups.get(group_id)
-        if not error and (group is None or group.state is DEAD):
+        if not error and (group is None or group.dead):
             error = GROUP_ID_NOT_FOUND
-        if not error and group.state is not EMPTY and group.protocol_type != "consumer":
+        if not error and not group.empty and group.protocol_type != "consumer":
             error = NON_EMPTY_GROUP
         if error:
             return error, {}
@@ -497,7 +557,7 @@ class GroupCoordinator(InternalTopicOwner):
         for topic, partition in partitions:
             if not self.partition_exists(topic, partition):
                 results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
-            elif group.state is not EMPTY and group.is_subscribed_to(topic):
+            elif not group.empty and group.is_subscribed_to(topic):
                 results[(topic, partition)] = GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 results[(topic, partition)] = NONE
@@ -518,12 +578,15 @@ class GroupCoordinator(InternalTopicOwner):
         for group_id, group in list(self.groups.items()):
             if self.partition_of(group_id) not in self.loaded and self.topic.exists():
                 continue
-            expired = group.expired_offsets(now)
+            if isinstance(group, ConsumerGroup):
+                expired = group.expired_offsets(now, self.config.offsets_retention_ms)
+            else:
+                expired = group.expired_offsets(now)
             records = [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in expired]
-            remove_group = (group.state is EMPTY and not group.pending_members and not group.pending_txn_offsets
+            remove_group = (group.empty and not group.pending_members and not group.pending_txn_offsets
                             and len(expired) == len(group.offsets))
             if remove_group:
-                records.append((encode_key(GroupKey(group_id)), None))
+                records.extend(self._group_tombstones(group))
             if not records or self.append(group_id, records):
                 continue
             for tp in expired:
@@ -542,7 +605,10 @@ class GroupCoordinator(InternalTopicOwner):
             return GroupDescription(group_id, error, "", "", "")
         group = self.groups.get(group_id)
         if group is None:
-            return GroupDescription(group_id, NONE, str(DEAD), "", "")
+            return GroupDescription(group_id, NONE, str(DEAD), "", "", not_found=f"Group {group_id} not found.")
+        if isinstance(group, ConsumerGroup):   # Kafka's classicGroup(): GroupIdNotFoundException
+            return GroupDescription(group_id, NONE, str(DEAD), "", "",
+                                    not_found=f"Group {group_id} is not a classic group.")
         stable = group.state is STABLE
         members = tuple(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                           m.metadata(group.protocol_name) if stable else b"",
@@ -551,11 +617,15 @@ class GroupCoordinator(InternalTopicOwner):
         return GroupDescription(group_id, NONE, str(group.state), group.protocol_type or "",
                                 (group.protocol_name or "") if stable else "", members)
 
-    def list_groups(self, states: Iterable[GroupState] = ()) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of the groups this broker coordinates, optionally only in ``states``."""
-        wanted = set(states)
-        return [(g.group_id, g.protocol_type or "", str(g.state)) for group_id, g in sorted(self.groups.items())
-                if self.is_coordinator(group_id) and (not wanted or g.state in wanted)]
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of the groups this broker coordinates, optionally only
+        those whose state (case-insensitive, as Kafka's filter) is in ``states`` and type in ``types``."""
+        wanted = {str(state).lower() for state in states}
+        kinds = {kind.lower() for kind in types}
+        return [(g.group_id, g.protocol_type or "", str(g.state), g.group_type)
+                for group_id, g in sorted(self.groups.items())
+                if self.is_coordinator(group_id) and (not wanted or str(g.state).lower() in wanted)
+                and (not kinds or g.group_type in kinds)]
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         now = self.clock()
@@ -563,13 +633,13 @@ class GroupCoordinator(InternalTopicOwner):
         for group_id in group_ids:
             error = self._group_error(group_id)
             group = self.groups.get(group_id)
-            if not error and (group is None or group.state is DEAD):
+            if not error and (group is None or group.dead):
                 error = GROUP_ID_NOT_FOUND
-            if not error and group.state is not EMPTY:
+            if not error and not group.empty:
                 error = NON_EMPTY_GROUP
             if not error:
                 records = [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in group.offsets]
-                records.append((encode_key(GroupKey(group_id)), None))
+                records.extend(self._group_tombstones(group))
                 error = self.append(group_id, records)
                 if not error:
                     group.mark_dead(now)
@@ -585,3 +655,108 @@ class GroupCoordinator(InternalTopicOwner):
         if error:
             log.error("could not store the metadata of group %s (error %d)", group.group_id, error)
         return error
+
+    def _group_tombstones(self, group) -> list[tuple[bytes, None]]:
+        """The tombstones that delete an Empty group's own records (not its offsets)."""
+        if isinstance(group, ConsumerGroup):
+            keys = [*(RegexKey(group.group_id, regex) for regex in group.regexes),
+                    TargetAssignmentEpochKey(group.group_id), ConsumerGroupEpochKey(group.group_id)]
+            return [(encode_consumer_group_key(key), None) for key in keys]
+        return [(encode_key(GroupKey(group.group_id)), None)]
+
+    # --- KIP-848 consumer groups -----------------------------------------------------------------
+    def _new_consumer_group(self, group_id: str, now: int) -> ConsumerGroup:
+        return ConsumerGroup(group_id, now, self.consumer_settings)
+
+    def _write_consumer_records(self, group: ConsumerGroup, records) -> int:
+        """Append a consumer group's records; NONE or the error to answer (``GROUP_APPEND_ERRORS``)."""
+        if not records:
+            return NONE
+        encoded = [(encode_consumer_group_key(key), encode_consumer_group_value(key, value)) for key, value in records]
+        error = self.append(group.group_id, encoded, errors=self.GROUP_APPEND_ERRORS)
+        if error:
+            log.error("could not store the records of consumer group %s (error %d)", group.group_id, error)
+        return error
+
+    def _delete_consumer_group(self, group: ConsumerGroup) -> int:
+        """Drop an Empty consumer group's own records (a classic JoinGroup converts it); its offsets stay."""
+        error = self.append(group.group_id, self._group_tombstones(group), errors=self.GROUP_APPEND_ERRORS)
+        if not error:
+            del self.groups[group.group_id]
+            log.info("group %s: converted the empty consumer group to a classic group", group.group_id)
+        return error
+
+    def consumer_group_heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatAnswer:
+        """ConsumerGroupHeartbeat (KIP-848), after the request's own checks (``check_heartbeat``): the answer
+        once the group's records are written; a refusal is an answer with the error and its message."""
+        error = self._group_error(group_id)
+        if error:
+            return HeartbeatAnswer(error)
+        now = self.clock()
+        group = self.groups.get(group_id)
+        created = None
+        replaced_classic = False
+        try:
+            if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                if not isinstance(group, ConsumerGroup):
+                    raise GroupError(Errors.GroupIdNotFoundError, f"Group {group_id} not found." if group is None
+                                     else f"Group {group_id} is not a consumer group.")
+                snapshot = group.snapshot()
+                answer = group.leave(request.member_id, request.instance_id, request.member_epoch, self.topics, now)
+            else:
+                if group is None or (isinstance(group, ClassicGroup) and request.member_epoch == 0 and group.empty
+                                     and not group.pending_members):
+                    if request.member_epoch != 0:
+                        raise GroupError(Errors.GroupIdNotFoundError, f"Consumer group {group_id} not found.")
+                    if group is None and self._full():
+                        raise GroupError(Errors.GroupMaxSizeReachedError,
+                                         f"this coordinator holds group.max.groups={self.config.max_groups} groups")
+                    created = self._new_consumer_group(group_id, now)
+                    if group is not None:   # an empty classic group becomes a consumer group, its offsets kept
+                        created.offsets, created.pending_txn_offsets = group.offsets, group.pending_txn_offsets
+                        replaced_classic = True
+                    group = created
+                elif not isinstance(group, ConsumerGroup):
+                    # Kafka converts a classic group with members online (group.consumer.migration.policy); pylog
+                    # does not mix the protocols and answers as Kafka does when the policy forbids it
+                    raise GroupError(Errors.GroupIdNotFoundError, f"Group {group_id} is not a consumer group.")
+                snapshot = group.snapshot()
+                answer = group.heartbeat(request, self.topics, now,
+                                         interval_ms=self.consumer_settings.heartbeat_interval_ms,
+                                         session_ms=self.consumer_settings.session_timeout_ms)
+        except GroupError as exc:   # Kafka answers a refusal with its error and message only
+            if created is None and isinstance(group, ConsumerGroup) and "snapshot" in locals():
+                group.restore(snapshot)
+            return HeartbeatAnswer(exc.code, exc.message)
+        encoded = [(encode_consumer_group_key(k), encode_consumer_group_value(k, v)) for k, v in group.take_records()]
+        if replaced_classic:   # Kafka's maybeDeleteEmptyClassicGroup: the classic group's record goes first
+            encoded.insert(0, (encode_key(GroupKey(group_id)), None))
+        error = self.append(group_id, encoded, errors=self.GROUP_APPEND_ERRORS) if encoded else NONE
+        if error:
+            log.error("could not store the records of consumer group %s (error %d)", group_id, error)
+            if created is None:
+                group.restore(snapshot)
+            return HeartbeatAnswer(error)
+        if created is not None:
+            self.groups[group_id] = created
+            log.info("group %s: created as a consumer-protocol group", group_id)
+        return answer
+
+    def _poll_consumer_group(self, group: ConsumerGroup, now: int) -> None:
+        snapshot = group.snapshot()
+        group.poll(self.topics, now)
+        if self._write_consumer_records(group, group.take_records()):
+            group.restore(snapshot)
+            group.retry_at_ms = now + POLL_RETRY_MS
+
+    def describe_consumer_group(self, group_id: str):
+        """(error, message, group or None) for ConsumerGroupDescribe."""
+        error = self._group_error(group_id)
+        if error:
+            return error, None, None
+        group = self.groups.get(group_id)
+        if group is None:
+            return GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        if not isinstance(group, ConsumerGroup):
+            return GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", None
+        return NONE, None, group

@@ -63,6 +63,11 @@ class GroupConfig:
     offsets_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3_600_000
+    # KIP-848 consumer groups (group.consumer.*)
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,16 @@ class ClassicGroup:
         return f"ClassicGroup({self.group_id!r}, {self.state}, generation {self.generation_id})"
 
     # --- queries ----------------------------------------------------------------
+    group_type = "classic"   # Kafka's Group.GroupType, as ListGroups v5 names it
+
+    @property
+    def empty(self) -> bool:
+        return self.state is EMPTY
+
+    @property
+    def dead(self) -> bool:
+        return self.state is DEAD
+
     def is_leader(self, member_id: str) -> bool:
         return member_id == self.leader_id
 

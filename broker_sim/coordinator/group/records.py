@@ -148,7 +148,7 @@ def encode_key(key: OffsetKey | GroupKey) -> bytes:
     return _encode(MESSAGES.GroupMetadataKey(group=key.group), GROUP_METADATA_KEY_VERSION)
 
 
-def decode_key(data: bytes | None) -> OffsetKey | GroupKey:
+def decode_key(data: bytes | None):
     """Raises ValueError for a key version this broker does not know or bytes that are not a key."""
     version = record_version(data, "__consumer_offsets key")
     if version in (0, 1):
@@ -161,6 +161,10 @@ def decode_key(data: bytes | None) -> OffsetKey | GroupKey:
         if key.group is None:
             raise ValueError("__consumer_offsets group key with a null group")
         return GroupKey(key.group)
+    if version in _BY_TYPE:
+        return decode_consumer_group_key(version, data)
+    if version in OTHER_GROUP_RECORD_TYPES:
+        raise ValueError(f"__consumer_offsets record of type {version} (a share or streams group, which pylog lacks)")
     raise ValueError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -225,3 +229,173 @@ def record_to_json(key: bytes, value: bytes | None) -> dict:
                 member["assignment"] = base64.b64encode(member["assignment"]).decode()
             doc_value = {"version": value_version, **group}
     return {"key": doc_key, "value": doc_value}
+
+
+# --- KIP-848 consumer groups: Kafka 4's records (broker_sim/protocol/messages/ConsumerGroup*.json) --------------
+# The key's int16 version is the record type (CoordinatorRecordType), the key's body its version 0; every value
+# is version 0, flexible (compact strings and arrays, tagged fields).
+
+@dataclass(frozen=True)
+class ConsumerGroupEpochKey:       # ConsumerGroupMetadata (3): the group epoch
+    group: str
+
+
+@dataclass(frozen=True)
+class MemberMetadataKey:           # ConsumerGroupMemberMetadata (5): a member's subscription
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class TargetAssignmentEpochKey:    # ConsumerGroupTargetAssignmentMetadata (6): the assignment epoch
+    group: str
+
+
+@dataclass(frozen=True)
+class TargetAssignmentMemberKey:   # ConsumerGroupTargetAssignmentMember (7): a member's target partitions
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class CurrentAssignmentKey:        # ConsumerGroupCurrentMemberAssignment (8): a member's epoch and partitions
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class RegexKey:                    # ConsumerGroupRegularExpression (16): a regex's resolution
+    group: str
+    regex: str
+
+
+CONSUMER_GROUP_RECORDS = {   # key class -> (record type, Kafka's message name without Key/Value)
+    ConsumerGroupEpochKey: (3, "ConsumerGroupMetadata"),
+    MemberMetadataKey: (5, "ConsumerGroupMemberMetadata"),
+    TargetAssignmentEpochKey: (6, "ConsumerGroupTargetAssignmentMetadata"),
+    TargetAssignmentMemberKey: (7, "ConsumerGroupTargetAssignmentMember"),
+    CurrentAssignmentKey: (8, "ConsumerGroupCurrentMemberAssignment"),
+    RegexKey: (16, "ConsumerGroupRegularExpression"),
+}
+_BY_TYPE = {record_type: (cls, name) for cls, (record_type, name) in CONSUMER_GROUP_RECORDS.items()}
+# Kafka's other modern groups' record types (share 9-15, streams 17-24, share partition state 15): a pylog broker
+# writes none; a topic written by Kafka may hold them, and they are skipped as records of another group type
+OTHER_GROUP_RECORD_TYPES = frozenset(range(9, 16)) | frozenset(range(17, 25))
+
+
+def _kafka4_messages() -> dict[str, type]:
+    from broker_sim.protocol.messages import coordinator_record
+
+    classes = {}
+    for _, name in CONSUMER_GROUP_RECORDS.values():
+        for kind, flexible in (("Key", "none"), ("Value", "0+")):
+            definition = coordinator_record(name + kind)
+            # a field named Version would be kafka-python's own ``version=`` (names are not on the wire)
+            fields = [dict(f, name="RegexVersion") if f["name"] == "Version" else f for f in definition["fields"]]
+            classes[name + kind] = message(name + kind, definition["validVersions"], flexible, fields)
+    return classes
+
+
+KAFKA4_MESSAGES = LazyMessages(tuple(name + kind for _, name in CONSUMER_GROUP_RECORDS.values()
+                                     for kind in ("Key", "Value")), _kafka4_messages)
+
+
+def is_consumer_group_key(key) -> bool:
+    return type(key) in CONSUMER_GROUP_RECORDS
+
+
+def _encode_kafka4(record, version: int, flexible: bool) -> bytes:
+    return VERSION.pack(version) + record._struct.encode(record, version=0, compact=flexible, tagged=flexible)
+
+
+def _topic_partitions(cls, assignment) -> list:
+    return [cls(topic_id=topic, partitions=sorted(parts))
+            for topic, parts in sorted(assignment.items(), key=lambda item: str(item[0]))]
+
+
+def encode_consumer_group_key(key) -> bytes:
+    record_type, name = CONSUMER_GROUP_RECORDS[type(key)]
+    cls = getattr(KAFKA4_MESSAGES, name + "Key")
+    fields = {"group_id": key.group}
+    if hasattr(key, "member_id"):
+        fields["member_id"] = key.member_id
+    if isinstance(key, RegexKey):
+        fields["regular_expression"] = key.regex
+    return _encode_kafka4(cls(**fields), record_type, False)
+
+
+def encode_consumer_group_value(key, value) -> bytes | None:
+    """The value record of ``key``: an int epoch, a member (ConsumerMember), an assignment (topic id ->
+    partitions) or a resolved regex; None stays None (a tombstone)."""
+    if value is None:
+        return None
+    _, name = CONSUMER_GROUP_RECORDS[type(key)]
+    cls = getattr(KAFKA4_MESSAGES, name + "Value")
+    if isinstance(key, ConsumerGroupEpochKey):
+        record = cls(epoch=value)
+    elif isinstance(key, TargetAssignmentEpochKey):
+        record = cls(assignment_epoch=value)
+    elif isinstance(key, TargetAssignmentMemberKey):
+        record = cls(topic_partitions=_topic_partitions(cls.TopicPartition, value))
+    elif isinstance(key, RegexKey):
+        record = cls(topics=sorted(value.topics), regex_version=value.version, timestamp=value.timestamp)
+    elif isinstance(key, MemberMetadataKey):
+        record = cls(instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
+                     client_host=value.client_host, subscribed_topic_names=list(value.subscribed_topic_names),
+                     subscribed_topic_regex=value.subscribed_topic_regex or "",   # Kafka writes "" for none
+                     rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor)
+    else:
+        record = cls(member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
+                     state=int(value.state), assigned_partitions=_topic_partitions(cls.TopicPartitions, value.assigned),
+                     partitions_pending_revocation=_topic_partitions(cls.TopicPartitions, value.pending_revocation))
+    return _encode_kafka4(record, 0, True)
+
+
+def decode_consumer_group_key(record_type: int, data: bytes):
+    cls, name = _BY_TYPE[record_type]
+    key = decode_body(getattr(KAFKA4_MESSAGES, name + "Key"), data, 0, False)
+    if key.group_id is None:
+        raise ValueError(f"__consumer_offsets {name} key with a null group")
+    if cls is RegexKey:
+        return RegexKey(key.group_id, key.regular_expression or "")
+    if hasattr(key, "member_id"):
+        if key.member_id is None:
+            raise ValueError(f"__consumer_offsets {name} key with a null member id")
+        return cls(key.group_id, key.member_id)
+    return cls(key.group_id)
+
+
+def decode_consumer_group_value(key, data: bytes):
+    """The value of a consumer group record, as ``encode_consumer_group_value`` takes it."""
+    from broker_sim.coordinator.group.consumer_group import ConsumerMember, MemberState, ResolvedRegex
+
+    _, name = CONSUMER_GROUP_RECORDS[type(key)]
+    cls = getattr(KAFKA4_MESSAGES, name + "Value")
+    version = min(record_version(data, name + "Value"), cls._struct.max_version)
+    value = decode_body(cls, data, version, True)
+
+    def assignment(entries) -> dict:
+        return {entry.topic_id: frozenset(entry.partitions or ()) for entry in entries or () if entry.partitions}
+
+    if isinstance(key, ConsumerGroupEpochKey):
+        return value.epoch
+    if isinstance(key, TargetAssignmentEpochKey):
+        return value.assignment_epoch
+    if isinstance(key, TargetAssignmentMemberKey):
+        return assignment(value.topic_partitions)
+    if isinstance(key, RegexKey):
+        return ResolvedRegex(frozenset(value.topics or ()), value.regex_version, value.timestamp)
+    if isinstance(key, MemberMetadataKey):
+        return ConsumerMember(key.member_id, instance_id=value.instance_id, rack_id=value.rack_id,
+                              client_id=value.client_id or "", client_host=value.client_host or "",
+                              subscribed_topic_names=tuple(value.subscribed_topic_names or ()),
+                              subscribed_topic_regex=value.subscribed_topic_regex or None,
+                              rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor)
+    try:
+        state = MemberState(value.state)
+    except ValueError:
+        state = MemberState.UNKNOWN
+    return ConsumerMember(key.member_id, member_epoch=value.member_epoch,
+                          previous_member_epoch=value.previous_member_epoch, state=state,
+                          assigned=assignment(value.assigned_partitions),
+                          pending_revocation=assignment(value.partitions_pending_revocation))

@@ -37,6 +37,7 @@ import heapq
 import logging
 from typing import Awaitable, Callable
 
+from broker_sim.coordinator.group.consumer_group import HeartbeatAnswer, HeartbeatRequest
 from broker_sim.coordinator.group.coordinator import NOT_COORDINATOR, GroupCoordinator
 from broker_sim.coordinator.group.metadata import NONE, JoinRequest, JoinResult, Reply, SyncResult
 from broker_sim.coordinator.isr_wait import answered_once_replicated, no_wait
@@ -109,6 +110,16 @@ class GroupService(GroupCoordinator):
             lost = self.GROUP_APPEND_ERRORS.get(lost, lost)
             return lost, [lost] * len(errors)
         return error, errors
+
+    async def consumer_group_heartbeat(self, group_id: str, request: HeartbeatRequest) -> HeartbeatAnswer:
+        """A KIP-848 heartbeat, answered once the ISR has the group's records (a write it did not get is
+        answered with the error, as Kafka's runtime fails the write operation)."""
+        answer = super().consumer_group_heartbeat(group_id, request)
+        self._schedule(group_id)
+        error = await self.isr_wait(self.take_awaited(group_id))
+        if error and answer.error == NONE:
+            return HeartbeatAnswer(self.GROUP_APPEND_ERRORS.get(error, error))
+        return answer
 
     # a write the ISR did not get is answered with its error, per partition or group (Kafka's storeOffsets)
     commit_offsets = answered_once_replicated(GroupCoordinator.commit_offsets,

@@ -24,6 +24,10 @@ def group_config(config) -> GroupConfig:
         offsets_partitions=config.get("offsets.topic.num.partitions"),
         offset_metadata_max_bytes=config.get("offset.metadata.max.bytes"),
         offsets_retention_ms=config.get("offsets.retention.minutes") * 60_000,
+        consumer_session_timeout_ms=config.get("group.consumer.session.timeout.ms"),
+        consumer_heartbeat_interval_ms=config.get("group.consumer.heartbeat.interval.ms"),
+        consumer_max_size=config.get("group.consumer.max.size"),
+        consumer_assignors=tuple(config.get("group.consumer.assignors").split(",")),
     )
 
 
@@ -35,6 +39,7 @@ def group_service_for(broker) -> GroupService:
                                 replication_factor=config.get("offsets.topic.replication.factor"))
     service = GroupService(group_config(config), topic, clock=broker.now_ms,
                            partition_exists=partition_in_metadata(broker),
+                           topics=lambda: broker.metadata.topics,
                            retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
                            isr_wait=isr_wait_for(broker))
     service.startup()

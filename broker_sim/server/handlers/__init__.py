@@ -87,6 +87,8 @@ def build_handlers(broker) -> dict:
         ApiKey.ListGroups: groups.list_groups,
         ApiKey.DeleteGroups: groups.delete_groups,
         ApiKey.OffsetDelete: groups.offset_delete,
+        ApiKey.ConsumerGroupHeartbeat: groups.consumer_group_heartbeat,
+        ApiKey.ConsumerGroupDescribe: groups.consumer_group_describe,
         ApiKey.SaslHandshake: security.sasl_handshake,
         ApiKey.SaslAuthenticate: security.sasl_authenticate,
         ApiKey.DescribeUserScramCredentials: security.describe_user_scram_credentials,

@@ -1,5 +1,6 @@
 """Consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete.
+OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete, and KIP-848's ConsumerGroupHeartbeat and
+ConsumerGroupDescribe.
 
 Each ``GroupApis`` handler reads its version's fields, calls the group coordinator
 (``groups``, a ``broker_sim.coordinator.group.service.GroupService``; FindCoordinator also
@@ -14,9 +15,9 @@ from typing import Callable
 import kafka.errors as Errors
 
 from broker_sim.controller.cluster_state import BrokerEndpoint
+from broker_sim.coordinator.group.consumer_group import CONSUMER_GROUP_TYPE, HeartbeatRequest, check_heartbeat
 from broker_sim.coordinator.group.metadata import JoinRequest
 from broker_sim.coordinator.group.records import CommittedOffset
-from broker_sim.coordinator.group.state import parse_state
 from broker_sim.protocol.apis import messages
 from broker_sim.server.handlers.access import DELETE, DESCRIBE, GROUP, READ, TOPIC, TXN, Access
 from broker_sim.server.request_slicing import Slices
@@ -31,6 +32,7 @@ GROUP_ID_NOT_FOUND = Errors.GroupIdNotFoundError.errno
 ILLEGAL_GENERATION = Errors.IllegalGenerationError.errno
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+NOT_ASKED_OPERATIONS = -2**31   # authorized_operations when not requested (Kafka's INT32_MIN)
 CLASSIC_GROUP_TYPE = "classic"  # Kafka's Group.GroupType.CLASSIC, as ListGroups v5 names it
 
 log = logging.getLogger(__name__)
@@ -273,7 +275,7 @@ class GroupApis:
             request.member_id if version >= 1 else "",
             request.group_instance_id if version >= 7 else None,
             request.generation_id_or_member_epoch if version >= 1 else -1,
-            commits, missing_group=GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION,
+            commits, missing_group=GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION, version=version,
         ) if commits or not unknown else {}
         results.update(unknown)
         topics = []
@@ -288,7 +290,8 @@ class GroupApis:
             topics.append(CommitTopic(name=topic.name, partitions=partitions))
         return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
-    async def _fetch(self, ctx, group_id: str, topics, version: int, require_stable: bool, slices: Slices):
+    async def _fetch(self, ctx, group_id: str, topics, version: int, require_stable: bool, slices: Slices,
+                     member: tuple[str | None, int] = (None, -1)):
         """(group error, [(topic, [(partition, committed or None, partition error)])]) for one group.
 
         Kafka's checks: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); topics named in the request
@@ -308,7 +311,7 @@ class GroupApis:
             asked = [(name, indexes) for name, indexes in wanted if name not in denied]
         else:
             asked = None
-        error, offsets = await self._fetch_offsets(group_id, asked, slices)
+        error, offsets = await self._fetch_offsets(group_id, asked, slices, member)
         if error and version < 2:
             # no top-level error code before v2: every partition carries it
             return error, [(name, [(p, None, error) for p in indexes]) for name, indexes in wanted or []]
@@ -327,15 +330,15 @@ class GroupApis:
                      for name, indexes in wanted or [] if name in denied)
         return error, found
 
-    async def _fetch_offsets(self, group_id: str, asked, slices: Slices):
+    async def _fetch_offsets(self, group_id: str, asked, slices: Slices, member: tuple[str | None, int]):
         """The coordinator's ``fetch_offsets``, asked FETCH_CHUNK partitions at a time with the loop given a turn
         between (a request may name a million); a group error ends it."""
         if asked is None:
-            return self._groups.fetch_offsets(group_id, None)
+            return self._groups.fetch_offsets(group_id, None, member)
         offsets: dict[str, dict] = {}
         error = 0
         for chunk in _chunks(asked, FETCH_CHUNK):
-            error, found = self._groups.fetch_offsets(group_id, chunk)
+            error, found = self._groups.fetch_offsets(group_id, chunk, member)
             if error:
                 return error, {}
             for name, parts in found.items():
@@ -356,8 +359,10 @@ class GroupApis:
         if version >= 8:
             groups = []
             for group in request.groups:
+                # v9 (KIP-848): a consumer-protocol member names itself and its epoch, checked by its group
+                member = (group.member_id, group.member_epoch) if version >= 9 else (None, -1)
                 error, topics = await self._fetch(ctx, group.group_id, group.topics, version, request.require_stable,
-                                                  slices)
+                                                  slices, member)
                 groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=await _answers(
                     FetchGroupTopic, FetchGroupPartition, topics, slices)))
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
@@ -403,9 +408,10 @@ class GroupApis:
                                        member_assignment=m.assignment)
                        for m in d.members]
             error, message = d.error, None
-            if ctx.version >= 6 and not error and d.state == "Dead" and not d.members:
-                # KIP-1043: a group that does not exist is GROUP_ID_NOT_FOUND, no longer a silent Dead group
-                error, message = GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            if ctx.version >= 6 and not error and d.not_found is not None:
+                # KIP-1043: a group that does not exist (or is a consumer-protocol group) is GROUP_ID_NOT_FOUND,
+                # no longer a silent Dead group
+                error, message = GROUP_ID_NOT_FOUND, d.not_found
             groups.append(Described(error_code=error, error_message=message, group_id=group_id, group_state=d.state,
                                     protocol_type=d.protocol_type, protocol_data=d.protocol, members=members,
                                     authorized_operations=(self._access.authorized_operations(ctx, GROUP, group_id)
@@ -416,22 +422,21 @@ class GroupApis:
     async def list_groups(self, ctx, request):
         """Kafka's GroupMetadataManager.listGroups: v4+ a states filter, v5+ a types filter (KIP-848), both
         case-insensitive; an unknown type (" classic" too: types are not trimmed) parses as Kafka's UNKNOWN,
-        which no group has. Every group here is a
-        classic one (no KIP-848 consumer, share or streams groups yet)."""
+        which no group has. Groups here are classic or consumer-protocol ones (no share or streams groups)."""
         ListGroupsResponse = messages.ListGroupsResponse
         names = request.states_filter if ctx.version >= 4 else []
-        states = [parse_state(name) for name in names or []]
         types = {name.lower() for name in (request.types_filter or [])} if ctx.version >= 5 else set()
-        if (states and all(state is None for state in states)) or (types and CLASSIC_GROUP_TYPE not in types):
-            listed = []  # only unknown states, or no classic groups, asked for: nothing matches
+        known = {CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE}
+        if types and not types & known:
+            listed = []  # only types no group here has
         else:
-            listed = self._groups.list_groups([s for s in states if s is not None])
+            listed = self._groups.list_groups(names or [], types & known)
         if not self._access.allowed_cluster(ctx, DESCRIBE):
             # Kafka: without DESCRIBE on the cluster, the groups it may DESCRIBE
             listed = [entry for entry in listed if self._access.allowed(ctx, DESCRIBE, GROUP, entry[0])]
         groups = [ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
-                                                 group_type=CLASSIC_GROUP_TYPE)
-                  for group_id, protocol_type, state in listed]
+                                                 group_type=group_type)
+                  for group_id, protocol_type, state, group_type in listed]
         return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=groups)
 
     async def delete_groups(self, ctx, request):
@@ -442,3 +447,98 @@ class GroupApis:
         return DeleteGroupsResponse(throttle_time_ms=0, results=[
             DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=results[group_id])
             for group_id in request.groups_names])
+
+    # --- KIP-848 consumer groups ---------------------------------------------------------------
+
+    async def consumer_group_heartbeat(self, ctx, request):
+        """Kafka's KafkaApis.handleConsumerGroupHeartbeat: READ on the group, DESCRIBE on each subscribed topic
+        named (TOPIC_AUTHORIZATION_FAILED naming them), the request's own checks, then the coordinator."""
+        Response = messages.ConsumerGroupHeartbeatResponse
+
+        def refused(code: int, message: str | None = None):
+            return Response(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+                            member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+
+        if not self._access.allowed(ctx, READ, GROUP, request.group_id):
+            return refused(GROUP_AUTHORIZATION_FAILED)
+        allowed = self._access.topic_check(ctx, DESCRIBE)
+        names = request.subscribed_topic_names
+        if names is not None:
+            denied = sorted({name for name in names if not allowed(name)})
+            if denied:
+                return refused(TOPIC_AUTHORIZATION_FAILED, "Unauthorized topics: " + ", ".join(denied))
+        heartbeat = HeartbeatRequest(
+            member_id=request.member_id or "", member_epoch=request.member_epoch, instance_id=request.instance_id,
+            rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
+            subscribed_topic_names=tuple(names) if names is not None else None,
+            subscribed_topic_regex=request.subscribed_topic_regex if ctx.version >= 1 else None,
+            server_assignor=request.server_assignor,
+            owned=(tuple((t.topic_id, tuple(t.partitions or ())) for t in request.topic_partitions)
+                   if request.topic_partitions is not None else None),
+            client_id=ctx.client_id or "", client_host=_client_host(ctx), topic_allowed=allowed)
+        if not request.group_id:
+            return refused(Errors.InvalidRequestError.errno, "GroupId can't be empty.")
+        invalid = check_heartbeat(heartbeat, ctx.version, self._groups.consumer_settings.assignors)
+        if invalid is not None:
+            return refused(invalid.code, invalid.message)
+        answer = await self._groups.consumer_group_heartbeat(request.group_id, heartbeat)
+        assignment = None
+        if answer.assignment is not None:
+            assignment = Response.Assignment(topic_partitions=[
+                Response.Assignment.TopicPartitions(topic_id=topic, partitions=sorted(parts))
+                for topic, parts in sorted(answer.assignment.items(), key=lambda item: str(item[0]))])
+        return Response(throttle_time_ms=0, error_code=answer.error, error_message=answer.message,
+                        member_id=answer.member_id, member_epoch=answer.member_epoch,
+                        heartbeat_interval_ms=answer.heartbeat_interval_ms, assignment=assignment)
+
+    async def consumer_group_describe(self, ctx, request):
+        """Kafka's handleConsumerGroupDescribe: DESCRIBE on each group; a group whose members use a topic the
+        client may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED as a whole."""
+        Response = messages.ConsumerGroupDescribeResponse
+        Described = Response.DescribedGroup
+        Member = Described.Member
+        by_id = self._metadata.topics_by_id
+        allowed = self._access.topic_check(ctx, DESCRIBE)
+
+        def assignment(parts):
+            return Member.Assignment(topic_partitions=[
+                Member.Assignment.TopicPartitions(topic_id=topic, topic_name=by_id[topic].name,
+                                                  partitions=sorted(partitions))
+                for topic, partitions in sorted(parts.items(), key=lambda item: str(item[0])) if topic in by_id])
+
+        def failed(group_id: str, code: int, message: str | None = None):
+            return Described(error_code=code, error_message=message, group_id=group_id, group_state="",
+                             group_epoch=0, assignment_epoch=0, assignor_name="", members=[],
+                             authorized_operations=NOT_ASKED_OPERATIONS)
+
+        groups = []
+        for group_id in request.group_ids:
+            if not self._access.allowed(ctx, DESCRIBE, GROUP, group_id):
+                groups.append(failed(group_id, GROUP_AUTHORIZATION_FAILED))
+                continue
+            error, message, group = self._groups.describe_consumer_group(group_id)
+            if error:
+                groups.append(failed(group_id, error, message))
+                continue
+            used = {by_id[t].name for m in group.members.values()
+                    for parts in (m.assigned, group.target.get(m.member_id, {})) for t in parts if t in by_id}
+            used |= {name for m in group.members.values() for name in m.subscribed_topic_names}
+            if any(not allowed(name) for name in used):
+                groups.append(failed(group_id, TOPIC_AUTHORIZATION_FAILED, "The described group uses topics that the "
+                                     "client is not authorized to describe."))
+                continue
+            members = [Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                              member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                              subscribed_topic_names=list(m.subscribed_topic_names),
+                              subscribed_topic_regex=m.subscribed_topic_regex or "",   # Kafka: "" for none
+                              assignment=assignment(m.assigned),
+                              target_assignment=assignment(group.target.get(m.member_id, {})), member_type=1)
+                       for m in group.members.values()]
+            # Kafka 4.1's int32 bitfield (kafka-python's own messages take the set of operation codes)
+            operations = (sum(1 << op for op in self._access.authorized_operations(ctx, GROUP, group_id))
+                          if request.include_authorized_operations else NOT_ASKED_OPERATIONS)
+            groups.append(Described(error_code=0, error_message=None, group_id=group_id, group_state=str(group.state),
+                                    group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                                    assignor_name=group.preferred_assignor(), members=members,
+                                    authorized_operations=operations))
+        return Response(throttle_time_ms=0, groups=groups)
