@@ -36,6 +36,7 @@ assignment epoch), Reconciling (a member not at the assignment epoch, or not Sta
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
@@ -259,7 +260,7 @@ class ConsumerGroup:
         self.static_members: dict[str, str] = {}   # instance id -> member id
         self.regexes: dict[str, ResolvedRegex] = {}
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
-        self.metadata_signature: tuple = ()
+        self.metadata_hash = 0   # of the subscribed topics' ids and partition counts (Kafka's MetadataHash)
         self.offsets: dict[tuple[str, int], CommittedOffset] = {}
         self.pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = {}
         self.pending_members: dict[str, int] = {}   # none: a classic notion, kept for the coordinator's checks
@@ -317,12 +318,12 @@ class ConsumerGroup:
     # --- snapshots, for a write that fails ------------------------------------------------------
     def snapshot(self) -> tuple:
         return (self.group_epoch, self.assignment_epoch, dict(self.members), dict(self.target),
-                dict(self.static_members), dict(self.regexes), dict(self.partition_epochs), self.metadata_signature,
+                dict(self.static_members), dict(self.regexes), dict(self.partition_epochs), self.metadata_hash,
                 dict(self.session_deadlines), dict(self.rebalance_deadlines), self.state_timestamp, self.dead)
 
     def restore(self, snapshot: tuple) -> None:
         (self.group_epoch, self.assignment_epoch, self.members, self.target, self.static_members, self.regexes,
-         self.partition_epochs, self.metadata_signature, self.session_deadlines, self.rebalance_deadlines,
+         self.partition_epochs, self.metadata_hash, self.session_deadlines, self.rebalance_deadlines,
          self.state_timestamp, self.dead) = snapshot
         self._records = []
 
@@ -333,7 +334,7 @@ class ConsumerGroup:
     # --- changes (each one a record) ------------------------------------------------------------
     def _set_epoch(self, epoch: int) -> None:
         self.group_epoch = epoch
-        self._records.append((ConsumerGroupEpochKey(self.group_id), epoch))
+        self._records.append((ConsumerGroupEpochKey(self.group_id), (epoch, self.metadata_hash)))
 
     def _set_member(self, member: ConsumerMember, now_ms: int) -> None:
         """Store ``member``; a record of each half (subscription, assignment) that changed."""
@@ -428,9 +429,9 @@ class ConsumerGroup:
         bump |= self._update_regexes(member if member.member_id in self.members else None, updated, known, now_ms,
                                      request.topic_allowed)
         self._set_member(updated, now_ms)
-        signature = self._signature(known)
-        if bump or signature != self.metadata_signature:
-            self.metadata_signature = signature
+        metadata_hash = self._metadata_hash(known)
+        if bump or metadata_hash != self.metadata_hash:
+            self.metadata_hash = metadata_hash
             self._set_epoch(self.group_epoch + 1)
         if self.group_epoch > self.assignment_epoch:
             self._assign(known)
@@ -545,10 +546,12 @@ class ConsumerGroup:
             result[member.member_id] = frozenset(known[n].topic_id for n in names if n in known)
         return result
 
-    def _signature(self, known: Mapping) -> tuple:
-        """What the assignment depends on in the metadata: each subscribed topic's id and partition count."""
-        return tuple(sorted((name, str(known[name].topic_id), known[name].partitions)
-                            for name in self.subscribed_topics() if name in known))
+    def _metadata_hash(self, known: Mapping) -> int:
+        """A signed 64-bit hash of what the assignment depends on in the metadata: each subscribed topic's name, id
+        and partition count (Kafka's MetadataHash, by another function: Kafka reading it bumps the epoch once)."""
+        text = repr(sorted((name, str(known[name].topic_id), known[name].partitions)
+                           for name in self.subscribed_topics() if name in known)).encode()
+        return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big", signed=True)
 
     def _assign(self, known: Mapping) -> None:
         subscriptions = self._subscriptions(known)
@@ -669,7 +672,7 @@ class ConsumerGroup:
         remaining = {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
         for regex in [r for r in self.regexes if r not in remaining]:
             self._set_regex(regex, None)
-        self.metadata_signature = self._signature(topics())
+        self.metadata_hash = self._metadata_hash(topics())
         self._set_epoch(self.group_epoch + 1)
         if not self.members:
             self.state_timestamp = now_ms
@@ -705,7 +708,7 @@ class ConsumerGroup:
             if value is None:
                 self.dead = True
             else:
-                self.group_epoch = value
+                self.group_epoch, self.metadata_hash = value
         elif isinstance(key, TargetAssignmentEpochKey):
             self.assignment_epoch = value if value is not None else 0
         elif isinstance(key, TargetAssignmentMemberKey):

@@ -209,10 +209,50 @@ def decode_group(data: bytes) -> StoredGroup:
                        value.current_state_timestamp if version >= 2 else -1, members)
 
 
+def _consumer_group_json(decoded, key_version: int, value: bytes | None) -> dict:
+    """A KIP-848 record as ``schemas/consumer-offsets.json``'s consumerGroupRecord (topic ids as strings)."""
+    _, name = CONSUMER_GROUP_RECORDS[type(decoded)]
+    doc_key = {"type": name, "version": key_version, "group": decoded.group}
+    if hasattr(decoded, "member_id"):
+        doc_key["member_id"] = decoded.member_id
+    if isinstance(decoded, RegexKey):
+        doc_key["regex"] = decoded.regex
+    if value is None:
+        return {"key": doc_key, "value": None}
+    decoded_value = decode_consumer_group_value(decoded, value)
+
+    def partitions(assignment) -> list:
+        return [{"topic_id": str(t), "partitions": sorted(p)} for t, p in sorted(assignment.items(), key=str)]
+
+    if isinstance(decoded, ConsumerGroupEpochKey):
+        doc = {"epoch": decoded_value[0], "metadata_hash": decoded_value[1]}
+    elif isinstance(decoded, TargetAssignmentEpochKey):
+        doc = {"assignment_epoch": decoded_value}
+    elif isinstance(decoded, TargetAssignmentMemberKey):
+        doc = {"topic_partitions": partitions(decoded_value)}
+    elif isinstance(decoded, RegexKey):
+        doc = {"topics": sorted(decoded_value.topics), "regex_version": decoded_value.version,
+               "timestamp": decoded_value.timestamp}
+    elif isinstance(decoded, MemberMetadataKey):
+        m = decoded_value
+        doc = {"instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
+               "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
+               "subscribed_topic_regex": m.subscribed_topic_regex or "", "rebalance_timeout_ms": m.rebalance_timeout_ms,
+               "server_assignor": m.server_assignor}
+    else:
+        m = decoded_value
+        doc = {"member_epoch": m.member_epoch, "previous_member_epoch": m.previous_member_epoch,
+               "state": int(m.state), "assigned_partitions": partitions(m.assigned),
+               "partitions_pending_revocation": partitions(m.pending_revocation)}
+    return {"key": doc_key, "value": {"version": VERSION.unpack_from(value)[0], **doc}}
+
+
 def record_to_json(key: bytes, value: bytes | None) -> dict:
     """A record as the JSON document ``schemas/consumer-offsets.json`` describes (bytes in base64)."""
     decoded = decode_key(key)
     (key_version,) = VERSION.unpack_from(key)
+    if is_consumer_group_key(decoded):
+        return _consumer_group_json(decoded, key_version, value)
     value_version = VERSION.unpack_from(value)[0] if value is not None else None
     if isinstance(decoded, OffsetKey):
         doc_key = {"type": "offset_commit", "version": key_version, "group": decoded.group, "topic": decoded.topic,
@@ -325,14 +365,14 @@ def encode_consumer_group_key(key) -> bytes:
 
 
 def encode_consumer_group_value(key, value) -> bytes | None:
-    """The value record of ``key``: an int epoch, a member (ConsumerMember), an assignment (topic id ->
-    partitions) or a resolved regex; None stays None (a tombstone)."""
+    """The value record of ``key``: a group epoch and metadata hash, an assignment epoch, a member
+    (ConsumerMember), an assignment (topic id -> partitions) or a resolved regex; None stays None (a tombstone)."""
     if value is None:
         return None
     _, name = CONSUMER_GROUP_RECORDS[type(key)]
     cls = getattr(KAFKA4_MESSAGES, name + "Value")
-    if isinstance(key, ConsumerGroupEpochKey):
-        record = cls(epoch=value)
+    if isinstance(key, ConsumerGroupEpochKey):   # (epoch, metadata hash)
+        record = cls(epoch=value[0], metadata_hash=value[1])
     elif isinstance(key, TargetAssignmentEpochKey):
         record = cls(assignment_epoch=value)
     elif isinstance(key, TargetAssignmentMemberKey):
@@ -378,7 +418,7 @@ def decode_consumer_group_value(key, data: bytes):
         return {entry.topic_id: frozenset(entry.partitions or ()) for entry in entries or () if entry.partitions}
 
     if isinstance(key, ConsumerGroupEpochKey):
-        return value.epoch
+        return value.epoch, getattr(value, "metadata_hash", None) or 0
     if isinstance(key, TargetAssignmentEpochKey):
         return value.assignment_epoch
     if isinstance(key, TargetAssignmentMemberKey):
