@@ -52,6 +52,37 @@ class AdminClient(KafkaAdminClient):
     operations, so unknown bits are dropped instead of losing the response.
     """
 
+    def describe_consumer_protocol_groups(self, group_ids: list[str]) -> dict[str, dict]:
+        """ConsumerGroupDescribe (KIP-848) of each group, at its coordinator: ``{group id: {...}}`` with
+        ``error_code``, ``group_state``, ``group_epoch``, ``assignment_epoch``, ``assignor_name`` and ``members``
+        (each with ``member_epoch`` and its ``assignment`` as ``{topic: [partitions]}``)."""
+        return self._manager.run(self._describe_consumer_protocol_groups, list(dict.fromkeys(group_ids)))
+
+    async def _describe_consumer_protocol_groups(self, group_ids: list[str]) -> dict[str, dict]:
+        from broker_sim.protocol.messages import ConsumerGroupDescribeRequest
+
+        by_coordinator: dict[int, list[str]] = {}
+        for group_id, node_id in (await self._find_coordinator_ids(group_ids)).items():
+            by_coordinator.setdefault(node_id, []).append(group_id)
+        found: dict[str, dict] = {}
+        for node_id, ids in by_coordinator.items():
+            response = await self._manager.send(
+                ConsumerGroupDescribeRequest(group_ids=ids, include_authorized_operations=False), node_id=node_id)
+            for group in response.groups:
+                def partitions(assignment) -> dict[str, list[int]]:
+                    return {t.topic_name: sorted(t.partitions) for t in assignment.topic_partitions}
+
+                found[group.group_id] = {
+                    "error_code": group.error_code, "error_message": group.error_message,
+                    "group_state": group.group_state, "group_epoch": group.group_epoch,
+                    "assignment_epoch": group.assignment_epoch, "assignor_name": group.assignor_name,
+                    "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                                 "client_id": m.client_id, "client_host": m.client_host,
+                                 "member_epoch": m.member_epoch, "assignment": partitions(m.assignment),
+                                 "target_assignment": partitions(m.target_assignment)}
+                                for m in group.members]}
+        return found
+
     def _process_acl_operations(self, obj):
         operations = obj.get("authorized_operations")
         if operations is not None:

@@ -213,9 +213,15 @@ def describe_groups(conn: Connection, group_ids: list[str], *, output_format: st
     """
     with group_apis(conn) as admin:
         described = admin.describe_groups(group_ids)
+        missing = [g for g in dict.fromkeys(group_ids) if described.get(g) is None or _is_missing(described[g])]
+        modern = _consumer_protocol_groups(admin, missing)
         descriptions, problems = [], []
         for group_id in dict.fromkeys(group_ids):
             group = described.get(group_id)
+            if group_id in modern:
+                committed = admin.list_group_offsets(group_id)[group_id]
+                descriptions.append(_describe_consumer_protocol(admin, group_id, modern[group_id], committed))
+                continue
             if group is None or _is_missing(group):
                 problems.append(f"consumer group '{group_id}' does not exist")
                 continue
@@ -233,6 +239,48 @@ def describe_groups(conn: Connection, group_ids: list[str], *, output_format: st
             _print_group_text(description, out)
     if problems:
         raise ToolError("; ".join(problems))
+
+
+def _consumer_protocol_groups(admin, group_ids: list[str]) -> dict[str, dict]:
+    """Of groups DescribeGroups does not know, those that are KIP-848 consumer groups (ConsumerGroupDescribe,
+    when the broker has it: Kafka 4 answers a classic describe of one as GROUP_ID_NOT_FOUND)."""
+    if not group_ids:
+        return {}
+    try:
+        found = admin.describe_consumer_protocol_groups(group_ids)
+    except (KafkaError, IncompatibleBrokerVersion):   # a broker without the API: no such groups there
+        return {}
+    return {group_id: group for group_id, group in found.items() if group["error_code"] == NO_ERROR}
+
+
+def _describe_consumer_protocol(admin, group_id: str, group: dict,
+                                committed: dict[TopicPartition, OffsetAndMetadata]) -> dict:
+    """A KIP-848 group as ``_describe_one`` describes a classic one, with the group's and members' epochs."""
+    owners = {TopicPartition(topic, p): m for m in group["members"]
+              for topic, parts in m["assignment"].items() for p in parts}
+    tps = sorted(set(committed) | set(owners))
+    log_end = log_end_offsets(admin, tps)
+    offsets = []
+    for tp in tps:
+        offset = committed[tp].offset if tp in committed and committed[tp].offset >= 0 else None
+        end, owner = log_end.get(tp), owners.get(tp)
+        offsets.append({"topic": tp.topic, "partition": tp.partition, "committed_offset": offset,
+                        "log_end_offset": end,
+                        "lag": end - offset if offset is not None and end is not None else None,
+                        "member_id": owner["member_id"] if owner else None,
+                        "host": owner["client_host"] if owner else None,
+                        "client_id": owner["client_id"] if owner else None,
+                        "metadata": committed[tp].metadata if tp in committed else None})
+    members = [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
+                "client_id": m["client_id"], "host": m["client_host"], "member_epoch": m["member_epoch"],
+                "assignment": {t: p for t, p in sorted(m["assignment"].items())},
+                "target_assignment": {t: p for t, p in sorted(m["target_assignment"].items())}}
+               for m in sorted(group["members"], key=lambda m: m["member_id"])]
+    return {"group": group_id, "state": group["group_state"], "protocol_type": CONSUMER_PROTOCOL,
+            "protocol": group["assignor_name"], "group_protocol": "consumer", "group_epoch": group["group_epoch"],
+            "assignment_epoch": group["assignment_epoch"], "members": members, "offsets": offsets,
+            "total_lag": sum(o["lag"] for o in offsets if o["lag"] is not None),
+            "committed_by": committed_by(committed)}
 
 
 def _is_missing(group: dict) -> bool:
@@ -327,6 +375,9 @@ def log_end_offsets(admin, tps: list[TopicPartition]) -> dict[TopicPartition, in
 
 def _print_group_text(d: dict, out: TextIO) -> None:
     protocol = "/".join(p for p in (d["protocol_type"], d["protocol"]) if p) or NONE_TEXT
+    if d.get("group_protocol") == "consumer":   # KIP-848: the broker assigns; epochs instead of generations
+        protocol += f" (group protocol consumer, group epoch {d['group_epoch']}, assignment epoch " \
+                    f"{d['assignment_epoch']})"
     print(f"Consumer group '{d['group']}': state {d['state']}, protocol {protocol}, "
           f"{len(d['members'])} member{'' if len(d['members']) == 1 else 's'}", file=out)
     if d.get("committed_by"):
@@ -338,7 +389,14 @@ def _print_group_text(d: dict, out: TextIO) -> None:
              "CLIENT-ID"],
             [[d["group"], o["topic"], o["partition"], o["committed_offset"], o["log_end_offset"], o["lag"],
               o["member_id"], o["host"], o["client_id"]] for o in d["offsets"]], out)
-    if d["members"]:
+    if d["members"] and d.get("group_protocol") == "consumer":
+        print(file=out)
+        _print_table(
+            ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "EPOCH", "#PARTITIONS", "ASSIGNMENT", "TARGET-ASSIGNMENT"],
+            [[d["group"], m["member_id"], m["host"], m["client_id"], m["member_epoch"],
+              sum(len(p) for p in m["assignment"].values()), _assignment_text(m["assignment"]),
+              _assignment_text(m["target_assignment"])] for m in d["members"]], out)
+    elif d["members"]:
         print(file=out)
         _print_table(
             ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],

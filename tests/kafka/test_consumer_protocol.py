@@ -304,3 +304,41 @@ def test_kafkas_java_consumers_share_the_topic_and_one_killed_loses_nothing(brok
     duplicates = {r for r, n in consumed.items() if n > 1}
     assert duplicates <= victim.uncommitted_tail(), f"{broker.kind}: read twice with no kill to explain it"
     assert sum(int(row[-1]) for row in rows) == PARTITIONS, rows
+
+
+def test_pylog_groups_describes_a_consumer_protocol_group_with_its_epochs(broker, tmp_path):
+    """``pylog groups describe`` (ConsumerGroupDescribe where DescribeGroups says "not a classic group"): the
+    assignor, the group and assignment epochs, each member's epoch and partitions, the committed offsets."""
+    import io
+    import json
+
+    from broker_sim.tools.cli import main
+
+    topic, group = f"kip848t-{uuid.uuid4().hex[:6]}", f"gt-{uuid.uuid4().hex[:6]}"
+    _topic(broker.bootstrap_servers, topic, partitions=4, records=800)
+    members = [Member(broker, group, tmp_path, f"t{i}", topic) for i in range(2)]
+    try:
+        _wait_consumed(members, topic, 800, "two members")
+        wait_until(lambda: all(len(m.assignment()) == 2 for m in members), timeout_s=30, what="2 partitions each")
+
+        def describe(fmt: str) -> str:
+            out, err = io.StringIO(), io.StringIO()
+            assert main(["--bootstrap-server", broker.bootstrap_servers, "groups", "describe", group,
+                         "--format", fmt], stdout=out, stderr=err) == 0, err.getvalue()
+            return out.getvalue()
+
+        # the members commit every 200 records: wait for a description with the group Stable and every offset in
+        def settled():
+            found = json.loads(describe("json"))[0]
+            stable = found["state"] == "Stable" and all(o["committed_offset"] for o in found["offsets"])
+            return found if stable and len(found["offsets"]) == 4 else None
+
+        doc = wait_until(settled, timeout_s=30, what="a Stable group with its offsets", interval_s=0.5)
+        text = describe("text")
+    finally:
+        for member in members:
+            member.kill()
+    assert doc["group_protocol"] == "consumer" and doc["protocol"] == "uniform" and doc["group_epoch"] >= 2
+    assert sorted(sum(len(p) for p in m["assignment"].values()) for m in doc["members"]) == [2, 2]
+    assert all(m["member_epoch"] == doc["assignment_epoch"] for m in doc["members"])
+    assert "group protocol consumer" in text and "EPOCH" in text and "TARGET-ASSIGNMENT" in text
