@@ -91,6 +91,9 @@ class NoMatchingOffsetError(ValueError):
     """A timestamp lookup found no record at or after the timestamp (startingOffsetsByTimestampStrategy=error)."""
 
 
+UNKNOWN_MEMBER_ID = 25   # Kafka's error code: an OffsetCommit from outside a group that has members
+
+
 class OffsetReader:
     """Metadata, ListOffsets, OffsetFetch and OffsetCommit for one source, through ``connector.wire``."""
 
@@ -297,6 +300,13 @@ class OffsetReader:
             if any(retriable(code) for code in codes):
                 cluster.forget_coordinator(group_id)
                 raise _failed(min(c for c in codes if retriable(c)), f"OffsetCommit to group '{group_id}'")
+            if codes == {UNKNOWN_MEMBER_ID}:
+                # Kafka takes a non-member's commit only while the group has no members: a consumer group (either
+                # protocol, group.protocol=classic or consumer) with members uses this group id now
+                raise RuntimeError(
+                    f"OffsetCommit to group '{group_id}' failed: UNKNOWN_MEMBER_ID: the group has active members "
+                    "(consumers of their own use this group id), and Kafka refuses commits from outside a group "
+                    "with members; give the query a group of its own (kafka.group.id or groupIdPrefix)")
             if codes:
                 failed = {describe(tp): error_name(code) for tp, code in sorted(answers.items()) if code != 0}
                 raise RuntimeError(f"OffsetCommit to group '{group_id}' failed: {failed}")

@@ -342,3 +342,34 @@ def test_pylog_groups_describes_a_consumer_protocol_group_with_its_epochs(broker
     assert sorted(sum(len(p) for p in m["assignment"].values()) for m in doc["members"]) == [2, 2]
     assert all(m["member_epoch"] == doc["assignment_epoch"] for m in doc["members"])
     assert "group protocol consumer" in text and "EPOCH" in text and "TARGET-ASSIGNMENT" in text
+
+
+def test_the_spark_sources_group_commit_is_refused_while_a_consumer_group_holds_the_id_and_taken_once_empty(
+        broker, tmp_path):
+    """The connector commits as a non-member (generation -1); a group id that consumers of the new protocol hold
+    gets Kafka's UNKNOWN_MEMBER_ID, told as such, and once they left the commit lands in the (empty) group."""
+    from connector.options import parse_source_options
+    from connector.source.offset_reader import OffsetReader
+
+    topic, group = f"kip848c-{uuid.uuid4().hex[:6]}", f"gc-{uuid.uuid4().hex[:6]}"
+    _topic(broker.bootstrap_servers, topic, partitions=2, records=10)
+    member = Member(broker, group, tmp_path, "holder", topic)
+    reader = OffsetReader(parse_source_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                                                "subscribe": topic}))
+    try:
+        _wait_consumed([member], topic, 10, "the group's own consumer")
+        with pytest.raises(RuntimeError, match="UNKNOWN_MEMBER_ID: the group has active members"):
+            reader.commit_group_offsets(group, {(topic, 0): 3})
+        member.stop()
+        wait_until(lambda: _try_commit(reader, group, {(topic, 0): 4, (topic, 1): 4}), timeout_s=30,
+                   what="the commit taken by the emptied group", retry_on=(RuntimeError,), interval_s=0.5)
+        assert reader.group_commits([(topic, 0), (topic, 1)], group) == {(topic, 0): (4, ""), (topic, 1): (4, "")}
+    finally:
+        reader.close()
+        if member.process.poll() is None:
+            member.kill()
+
+
+def _try_commit(reader, group: str, offsets: dict) -> bool:
+    reader.commit_group_offsets(group, offsets)
+    return True
