@@ -139,7 +139,8 @@ class GroupCoordinator(InternalTopicOwner):
     }
 
     def __init__(self, config: GroupConfig, topic: InternalTopic, *, clock: Callable[[], int],
-                 partition_exists: Callable[[str, int], bool], topics: Callable[[], Mapping] = dict) -> None:
+                 partition_exists: Callable[[str, int], bool], topics: Callable[[], Mapping] = dict,
+                 group_timing: Callable[[str], tuple[int, int]] | None = None) -> None:
         super().__init__(topic, clock)
         self.config = config
         self.partition_exists = partition_exists
@@ -147,6 +148,9 @@ class GroupCoordinator(InternalTopicOwner):
         self.consumer_settings = ConsumerSettings(config.consumer_session_timeout_ms,
                                                   config.consumer_heartbeat_interval_ms, config.consumer_max_size,
                                                   config.consumer_assignors)
+        # a KIP-848 group's (session timeout, heartbeat interval): its group configs, else the broker's
+        self.group_timing = group_timing or (lambda group_id: (self.consumer_settings.session_timeout_ms,
+                                                               self.consumer_settings.heartbeat_interval_ms))
         self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
         self._tickets = itertools.count(1)
         self._warned_full = False  # group.max.groups reached and logged
@@ -226,7 +230,7 @@ class GroupCoordinator(InternalTopicOwner):
                 if consumer.dead:
                     consumer = None
                 else:
-                    consumer.restart_sessions(now, self.consumer_settings.session_timeout_ms)
+                    consumer.restart_sessions(now, self.group_timing(group_id)[0])
             if consumer is None and record is None and not group_offsets:
                 continue
             if consumer is not None:
@@ -721,9 +725,8 @@ class GroupCoordinator(InternalTopicOwner):
                     # does not mix the protocols and answers as Kafka does when the policy forbids it
                     raise GroupError(Errors.GroupIdNotFoundError, f"Group {group_id} is not a consumer group.")
                 snapshot = group.snapshot()
-                answer = group.heartbeat(request, self.topics, now,
-                                         interval_ms=self.consumer_settings.heartbeat_interval_ms,
-                                         session_ms=self.consumer_settings.session_timeout_ms)
+                session_ms, interval_ms = self.group_timing(group_id)
+                answer = group.heartbeat(request, self.topics, now, interval_ms=interval_ms, session_ms=session_ms)
         except GroupError as exc:   # Kafka answers a refusal with its error and message only
             if created is None and isinstance(group, ConsumerGroup) and "snapshot" in locals():
                 group.restore(snapshot)
