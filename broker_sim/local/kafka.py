@@ -73,6 +73,7 @@ TOOLS = {
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",

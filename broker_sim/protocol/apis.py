@@ -42,6 +42,9 @@ class ApiSpec:
     # Lowest version advertised, when below min_version.  Kafka 4 advertises Produce from v0
     # but refuses v0-2 (KAFKA-18659): librdkafka < 2.10 compresses only when v0 is advertised.
     advertised_min_version: int | None = None
+    # False: served but left out of ApiVersions, as Kafka leaves out the client telemetry APIs (71, 72) without a
+    # metrics reporter plugin (ApiVersionsResponse.filterApis, clientTelemetryEnabled)
+    advertised: bool = True
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -71,7 +74,9 @@ def _table(*specs: ApiSpec) -> dict[int, ApiSpec]:
 
 APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.Produce, PRODUCER, 3, 9, advertised_min_version=0),
-    ApiSpec(ApiKey.Fetch, CONSUMER, 4, 12),
+    # v13+: topics by id (KIP-516); v15: ReplicaState (KIP-903); v16: the current leader on NOT_LEADER (KIP-951);
+    # v17-18: a follower's directory id and high watermark (KIP-853, KIP-1166), which a leader here does not need
+    ApiSpec(ApiKey.Fetch, CONSUMER, 4, 18),
     ApiSpec(ApiKey.ListOffsets, CONSUMER, 1, 10),
     ApiSpec(ApiKey.Metadata, METADATA, 0, 13),
     ApiSpec(ApiKey.ApiVersions, METADATA, 0, 4),
@@ -83,10 +88,14 @@ APIS: dict[int, ApiSpec] = _table(
     ApiSpec(ApiKey.InitProducerId, PRODUCER, 0, 4),
     ApiSpec(ApiKey.OffsetForLeaderEpoch, CONSUMER, 2, 4),
     ApiSpec(ApiKey.DescribeConfigs, ADMIN, 1, 4),
+    # v0: client-metrics resources (KIP-714); v1: every config resource type (KIP-1142)
+    ApiSpec(ApiKey.ListConfigResources, ADMIN, 0, 1),
     ApiSpec(ApiKey.CreatePartitions, ADMIN, 0, 3),
     ApiSpec(ApiKey.AlterConfigs, ADMIN, 0, 2),
     ApiSpec(ApiKey.IncrementalAlterConfigs, ADMIN, 0, 1),
     ApiSpec(ApiKey.DescribeCluster, ADMIN, 0, 2),
+    # feature levels (KIP-584): fixed here (protocol/features.py); an update is checked and answered as Kafka's
+    ApiSpec(ApiKey.UpdateFeatures, ADMIN, 0, 2),
     # paged topic descriptions (KIP-966), which Kafka 4's kafka-topics --describe asks for
     ApiSpec(ApiKey.DescribeTopicPartitions, ADMIN, 0, 0),
     ApiSpec(ApiKey.FindCoordinator, METADATA, 0, 6),
@@ -132,6 +141,9 @@ APIS: dict[int, ApiSpec] = _table(
     # log dirs (JBOD, KIP-113): Kafka 4.1 serves DescribeLogDirs v1-4 and AlterReplicaLogDirs v1-2
     ApiSpec(ApiKey.DescribeLogDirs, ADMIN, 1, 4),
     ApiSpec(ApiKey.AlterReplicaLogDirs, ADMIN, 1, 2),
+    # client telemetry (KIP-714), answered as a Kafka broker without a metrics reporter plugin
+    ApiSpec(ApiKey.GetTelemetrySubscriptions, KAFKA4, 0, 0, advertised=False),
+    ApiSpec(ApiKey.PushTelemetry, KAFKA4, 0, 0, advertised=False),
 )
 
 
@@ -155,11 +167,24 @@ messages = Messages()
 
 
 def api_versions_response(version: int, error_code: int = 0):
-    """The ApiVersions answer: every row of ``APIS``.  With an error (a version this broker does not know,
-    answered in the v0 layout) it lists only ApiVersions' own range, as Kafka's ``ApiVersionsRequest
-    .getErrorResponse`` does: enough for the client to retry at a version both sides speak."""
+    """The ApiVersions answer: every advertised row of ``APIS`` and, from v3, the features (``features.py``).
+    With an error (a version this broker does not know, answered in the v0 layout) it lists only ApiVersions'
+    own range, as Kafka's ``ApiVersionsRequest.getErrorResponse`` does: enough for the client to retry at a
+    version both sides speak."""
+    from broker_sim.protocol import features
+
     response = messages.ApiVersionsResponse
-    specs = [APIS[int(ApiKey.ApiVersions)]] if error_code else APIS.values()
+    specs = [APIS[int(ApiKey.ApiVersions)]] if error_code else [s for s in APIS.values() if s.advertised]
     keys = [response.ApiVersion(api_key=s.key, min_version=s.advertised_min, max_version=s.max_version)
             for s in specs]
-    return response(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)
+    if error_code or version < 3:
+        return response(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)
+    return response(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,
+                    supported_features=[response.SupportedFeatureKey(name=f.name, min_version=f.min_version,
+                                                                     max_version=f.max_version)
+                                        for f in features.supported(version)],
+                    finalized_features_epoch=features.FINALIZED_EPOCH,
+                    finalized_features=[response.FinalizedFeatureKey(name=f.name, max_version_level=f.level,
+                                                                     min_version_level=f.level)
+                                        for f in features.finalized()],
+                    zk_migration_ready=False)

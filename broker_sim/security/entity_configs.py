@@ -17,7 +17,10 @@ cache and changed with ``alter``:
 
 Entity types are ``users``, ``clients``, ``brokers`` and ``ips``; names are the user / client id / broker id / IP,
 ``<default>`` for the default entity, and ``<user>/clients/<client>`` for the
-(user, client-id) pair, as Kafka's paths spell them.  ``on_change`` callbacks
+(user, client-id) pair, as Kafka's paths spell them.  ``groups`` (KIP-848 group configs) and ``client-metrics``
+(KIP-714 subscriptions) are named by any string (a group id may hold ``/``): their znode is the URL-encoded name
+(``.`` encoded too, so ``.`` and ``..`` are ordinary names), decoded when read.  Their rules are
+``broker_sim/resource_configs.py``'s.  ``on_change`` callbacks
 run after every change (on kazoo's thread for ZooKeeper).
 
 ``mock_secret`` is 32 random bytes kept beside the credentials (a single node:
@@ -35,12 +38,15 @@ import secrets
 import threading
 from pathlib import Path
 from typing import Callable, Mapping
+from urllib.parse import quote, unquote
 
 from broker_sim.config import ConfigError
 
 log = logging.getLogger(__name__)
 # brokers: dynamic broker configs (<id> or <default>); ips: connection-creation quotas (<ip> or <default>)
-ENTITY_TYPES = ("users", "clients", "brokers", "ips")
+# groups: KIP-848 group configs; client-metrics: KIP-714 subscriptions (any name: encoded in znode names)
+ENTITY_TYPES = ("users", "clients", "brokers", "ips", "groups", "client-metrics")
+_ENCODED_TYPES = frozenset({"groups", "client-metrics"})
 VERSION = 1
 MOCK_SECRET_FILE = "scram-mock-secret"
 MOCK_SECRET_ZNODE = "/pylog/scram_mock_secret"  # pylog addition, beside /pylog/inter_broker_secret
@@ -104,6 +110,10 @@ class EntityConfigs:
 def _check_name(entity_type: str, name: str) -> None:
     if entity_type not in ENTITY_TYPES:
         raise ValueError(f"entity type {entity_type!r} is not one of {ENTITY_TYPES}")
+    if entity_type in _ENCODED_TYPES:
+        if not name:
+            raise ValueError(f"{entity_type} name {name!r} is not valid")
+        return
     if not name or "\x00" in name or name in (".", ".."):
         raise ValueError(f"{entity_type} name {name!r} is not valid")
 
@@ -188,7 +198,18 @@ class FileEntityConfigs(EntityConfigs):
 
 
 def config_path(entity_type: str, name: str) -> str:
-    return f"/config/{entity_type}/{name}"
+    return f"/config/{entity_type}/{_znode_name(entity_type, name)}"
+
+
+def _znode_name(entity_type: str, name: str) -> str:
+    if entity_type not in _ENCODED_TYPES:
+        return name
+    return quote(name, safe="").replace(".", "%2E")
+
+
+def _entity_name(entity_type: str, child: str) -> str:
+    """The entity name of a child znode of ``/config/<entity_type>`` (``_znode_name`` undone)."""
+    return unquote(child) if entity_type in _ENCODED_TYPES else child
 
 
 class ZkEntityConfigs(EntityConfigs):
@@ -228,7 +249,7 @@ class ZkEntityConfigs(EntityConfigs):
     def _children_watcher(self, entity_type: str):
         def on_children(children: list[str]):
             for child in children:
-                self._watch(entity_type, child)
+                self._watch(entity_type, _entity_name(entity_type, child))
                 if entity_type == "users":  # (user, client-id) pairs: /config/users/<user>/clients/<client>
                     self._watch_pairs(child)
         return on_children

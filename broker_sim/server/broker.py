@@ -289,6 +289,14 @@ class Broker:
         """The first bound ``schema.registry.listeners`` URL (None: the registry is off, or not started yet)."""
         return self.schema_registry.url if self.schema_registry is not None else None
 
+    def group_timing(self, group_id: str) -> tuple[int, int]:
+        """A KIP-848 group's session timeout and heartbeat interval: its group configs (``kafka-configs
+        --entity-type groups``), else the broker's ``group.consumer.*`` (for the group coordinator)."""
+        from broker_sim.resource_configs import group_config
+
+        timing = group_config(self.entity_configs, group_id, self.config)
+        return timing.session_timeout_ms, timing.heartbeat_interval_ms
+
     def endpoint_on(self, listener: str | None) -> BrokerEndpoint:
         """This broker's address for a client on ``listener`` (the inter-broker one if it is not advertised)."""
         endpoint = self.endpoint()

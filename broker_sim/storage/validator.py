@@ -690,3 +690,25 @@ def _zstd(data: memoryview, reserve):
 
 
 _DECOMPRESSORS = {1: _gzip, 2: _snappy, 3: _lz4, 4: _zstd}
+
+
+def decompressed_size(compression: int, data, max_bytes: int) -> int:
+    """How many bytes ``data`` decompresses to with a RecordBatch codec (1 gzip, 2 snappy, 3 lz4, 4 zstd), the
+    output dropped as it comes (client telemetry payloads: nothing else reads them here).  Raises
+    ``Errors.MessageSizeTooLargeError`` once more than ``max_bytes`` came out (at most one more chunk is
+    decompressed), ``Errors.CorruptRecordError`` for a stream that is not valid for its codec."""
+    _import_codecs()
+    total = 0
+
+    def reserve(size: int) -> None:
+        if total + size > max_bytes:
+            raise _OverBudget
+    try:
+        for piece in _DECOMPRESSORS[compression](memoryview(data), reserve):
+            reserve(len(piece))
+            total += len(piece)
+    except _OverBudget:
+        raise Errors.MessageSizeTooLargeError(f"the payload decompresses to more than {max_bytes} bytes") from None
+    except (zlib.error, zstandard.ZstdError, RuntimeError, cramjam.DecompressionError, EOFError, ValueError) as exc:
+        raise Errors.CorruptRecordError(f"the payload is not valid {CODECS[compression]} data: {exc}") from None
+    return total

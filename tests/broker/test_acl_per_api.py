@@ -292,9 +292,30 @@ def _alter_topic(env: Env, incremental: bool = True, resource_type: int = 2, nam
         Resource.AlterableConfig(name=key, value=value)])], validate_only=False)
 
 
+def _entity_config(env: Env, resource_type: int, key: str):
+    """A group's (32) or client-metrics subscription's (16, named after the case's group) config, as admin sees it."""
+    response = env.admin.call(DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=resource_type, resource_name=env.group, configuration_keys=[key])], include_synonyms=False,
+        include_documentation=False))
+    return [(c.name, c.value, c.config_source) for c in response.results[0].configs]
+
+
+def _list_config_resources(env: Env):
+    from kafka.protocol.admin import ListConfigResourcesRequest
+
+    return ListConfigResourcesRequest[1](resource_types=[])
+
+
+def _update_features():
+    from kafka.protocol.admin import UpdateFeaturesRequest
+
+    return UpdateFeaturesRequest[1](timeout_ms=5000, feature_updates=[UpdateFeaturesRequest.FeatureUpdateKey(
+        feature="group.version", max_version_level=1, upgrade_type=1)], validate_only=False)
+
+
 def _describe_configs(resource_type: int):
     def build(env: Env):
-        name = env.topic if resource_type == 2 else str(env.broker.broker_id)
+        name = {2: env.topic, 16: env.group, 32: env.group}.get(resource_type, str(env.broker.broker_id))
         return DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
             resource_type=resource_type, resource_name=name, configuration_keys=None)], include_synonyms=False,
             include_documentation=False)
@@ -464,6 +485,23 @@ CASES = [
          lambda r: r.responses[0].error_code, ("cluster", OP.ALTER_CONFIGS), CLUSTER_DENIED, state=_broker_config),
     Case("alter-configs-topic", lambda e: _alter_topic(e, incremental=False), lambda r: r.responses[0].error_code,
          ("topic", OP.ALTER_CONFIGS), TOPIC_DENIED, state=_topic_config),
+    # group configs (KIP-848) on the group, client-metrics subscriptions (KIP-714) on the cluster, as Kafka's
+    Case("describe-configs-group", _describe_configs(32), lambda r: r.results[0].error_code,
+         ("group", OP.DESCRIBE_CONFIGS), GROUP_DENIED, told=lambda r: r.results[0].configs),
+    Case("describe-configs-client-metrics", _describe_configs(16), lambda r: r.results[0].error_code,
+         ("cluster", OP.DESCRIBE_CONFIGS), CLUSTER_DENIED, told=lambda r: r.results[0].configs),
+    Case("incremental-alter-configs-group", lambda e: _alter_topic(
+        e, resource_type=32, name=e.group, key="consumer.session.timeout.ms", value="50000"),
+         lambda r: r.responses[0].error_code, ("group", OP.ALTER_CONFIGS), GROUP_DENIED,
+         state=lambda e: _entity_config(e, 32, "consumer.session.timeout.ms")),
+    Case("alter-configs-client-metrics", lambda e: _alter_topic(
+        e, incremental=False, resource_type=16, name=e.group, key="interval.ms", value="1000"),
+         lambda r: r.responses[0].error_code, ("cluster", OP.ALTER_CONFIGS), CLUSTER_DENIED,
+         state=lambda e: _entity_config(e, 16, "interval.ms")),
+    Case("update-features", lambda e: _update_features(), lambda r: r.error_code, ("cluster", OP.ALTER),
+         CLUSTER_DENIED),
+    Case("list-config-resources", _list_config_resources, lambda r: r.error_code, ("cluster", OP.DESCRIBE_CONFIGS),
+         CLUSTER_DENIED, told=lambda r: r.config_resources),
     # groups
     Case("find-coordinator-group", _find(0, "group"), lambda r: r.coordinators[0].error_code,
          ("group", OP.DESCRIBE), GROUP_DENIED, told=lambda r: max(r.coordinators[0].port, 0)),

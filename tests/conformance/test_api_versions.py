@@ -24,7 +24,6 @@ from differential import SETTLING, Scenario
 # pylog's advertised range (None: not served) where it is below Kafka 4.1.1's on purpose, and why
 BELOW_KAFKA = {
     ApiKey.Produce: ((0, 9), "v10 KIP-951 leader discovery, v11-12 KIP-890 transactions v2, v13 topic ids"),
-    ApiKey.Fetch: ((4, 12), "v13+ topic ids (KIP-516), then tiered storage, KIP-951 leader discovery"),
     ApiKey.InitProducerId: ((0, 4), "v5+ transactions v2 (KIP-890)"),
     ApiKey.AddPartitionsToTxn: ((0, 4), "v5 transactions v2 (KIP-890)"),
     ApiKey.AddOffsetsToTxn: ((0, 3), "v4 transactions v2 (KIP-890)"),
@@ -35,9 +34,7 @@ BELOW_KAFKA = {
     ApiKey.ExpireDelegationToken: (None, "delegation tokens (KIP-48) are not implemented"),
     ApiKey.DescribeDelegationToken: (None, "delegation tokens (KIP-48) are not implemented"),
     ApiKey.DescribeQuorum: (None, "KRaft: broker_sim has no Raft quorum (ZooKeeper or in-process metadata)"),
-    ApiKey.UpdateFeatures: (None, "feature versions (KIP-584): broker_sim finalizes none"),
     ApiKey.UnregisterBroker: (None, "KRaft broker registrations"),
-    ApiKey.ListConfigResources: (None, "client-metrics resources (KIP-714) and their listing (KIP-1142)"),
     ApiKey.AddRaftVoter: (None, "KRaft: no Raft quorum"),
     ApiKey.RemoveRaftVoter: (None, "KRaft: no Raft quorum"),
     **{key: (None, "share groups (KIP-932)") for key in (

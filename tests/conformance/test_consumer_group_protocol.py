@@ -374,3 +374,19 @@ def _converted(peer):
 def test_an_empty_classic_group_becomes_a_consumer_group_and_keeps_its_offsets(pair):
     answer = pair.compare(Scenario("converted", _converted))
     assert answer["before"] == [["classic", "Empty"]] and answer["offset kept"] == [7]
+
+
+def _group_timing(peer):
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest
+
+    group, topic, names = _group_and_topic(peer)
+    Resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    altered = peer.call(IncrementalAlterConfigsRequest[1](resources=[Resource(
+        resource_type=32, resource_name=group, configs=[Resource.AlterableConfig(
+            name="consumer.heartbeat.interval.ms", config_operation=0, value="7000")])], validate_only=False))
+    joined = Member(peer, group, "member-a", topics=[topic]).beat()
+    return {"alter": [r.error_code for r in altered.responses], "interval": joined.heartbeat_interval_ms}
+
+
+def test_a_groups_own_heartbeat_interval_is_what_its_members_are_told(pair):
+    assert pair.compare(Scenario("group timing", _group_timing)) == {"alter": [0], "interval": 7000}

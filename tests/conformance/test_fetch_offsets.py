@@ -21,7 +21,7 @@ from kafka.record.memory_records import MemoryRecords
 from differential import SETTLING, Pair, Peer, Scenario, error_codes
 
 T0 = 1_600_000_000_000  # the batches' CreateTime: fixed, long past
-FETCH_VERSIONS = range(4, 13)
+FETCH_VERSIONS = range(4, 19)   # v13+: topics by id (KIP-516); v15+: ReplicaState
 LIST_OFFSETS_VERSIONS = range(1, 11)
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 # a topic just created: Kafka may answer UNKNOWN_TOPIC_OR_PARTITION (3) for a moment as well as the settling codes;
@@ -83,20 +83,39 @@ def _fetch_answer(response) -> dict:
     return answer
 
 
+def _topic_id(peer, topic: str):
+    """The topic's id on ``peer`` (Metadata v12), or a random one for a topic that does not exist there."""
+    import uuid
+
+    answer = peer.call(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)],
+                                           allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    found = [t.topic_id for t in answer.topics if t.error_code == 0]
+    return found[0] if found else uuid.uuid4()
+
+
 def _fetch(peer, version: int, topic: str, offset: int, *, partition: int = 0, max_bytes: int = 1 << 20,
            partition_max_bytes: int = 1 << 20, min_bytes: int = 1, max_wait_ms: int = 0, isolation_level: int = 0,
            session_id: int = 0, session_epoch: int = -1, replica_id: int = -1, current_leader_epoch: int = -1,
-           last_fetched_epoch: int = -1) -> dict:
+           last_fetched_epoch: int = -1, forgotten: list | None = None) -> dict:
+    """One partition's Fetch at ``version``: by topic name to v12, by the peer's topic id from v13, the replica
+    id in ReplicaState from v15 (``forgotten``: (topic, [partitions]) of an incremental fetch)."""
     Topic = FetchRequest.FetchTopic
-    request = FetchRequest[version](
-        replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-        isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
-        topics=[Topic(topic=topic, partitions=[Topic.FetchPartition(
-            partition=partition, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
-            last_fetched_epoch=last_fetched_epoch,
-            log_start_offset=-1, partition_max_bytes=partition_max_bytes)])],
-        forgotten_topics_data=[], rack_id="")
-    return _fetch_answer(peer.call(request))
+    by_name = version < 13
+    data = Topic.FetchPartition(partition=partition, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
+                                last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
+                                partition_max_bytes=partition_max_bytes)
+    fields = dict(max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+                  isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
+                  topics=[Topic(topic=topic, partitions=[data]) if by_name
+                          else Topic(topic_id=_topic_id(peer, topic), partitions=[data])],
+                  forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=t, partitions=p) if by_name
+                                         else FetchRequest.ForgottenTopic(topic_id=_topic_id(peer, t), partitions=p)
+                                         for t, p in forgotten or ()], rack_id="")
+    if version >= 15:
+        fields["replica_state"] = FetchRequest.ReplicaState(replica_id=replica_id, replica_epoch=-1)
+    else:
+        fields["replica_id"] = replica_id
+    return _fetch_answer(peer.call(FetchRequest[version](**fields)))
 
 
 def _fill(peer, batches: int = 3, per_batch: int = 2) -> str:
@@ -120,7 +139,7 @@ def test_fetch_positions_and_offset_fields(pair, version):
     pair.compare(Scenario(f"fetch positions v{version}", run, ignore=("*.responses.*.topic",)))
 
 
-@pytest.mark.parametrize("version", [4, 12])
+@pytest.mark.parametrize("version", [4, 12, 13, 18])
 def test_fetch_unknown_topic_and_partition(pair, version):
     def run(peer):
         topic = _fill(peer, batches=1)
@@ -130,7 +149,7 @@ def test_fetch_unknown_topic_and_partition(pair, version):
     pair.compare(Scenario(f"fetch unknown v{version}", run, ignore=("*.responses.*.topic",)))
 
 
-@pytest.mark.parametrize("version", [9, 12])
+@pytest.mark.parametrize("version", [9, 12, 17])
 def test_fetch_leader_epoch_checks(pair, version):
     """current_leader_epoch (v9+) ahead of the leader's is UNKNOWN_LEADER_EPOCH, equal is served; v12's
     last_fetched_epoch above the log's epochs answers a diverging epoch instead of records."""
@@ -199,11 +218,28 @@ def test_fetch_sessions(pair):
     pair.compare(Scenario("fetch sessions", run, ignore=("*.session_id", "*.responses.*.topic")))
 
 
+@pytest.mark.parametrize("version", [13, 18])
+def test_fetch_sessions_by_topic_id(pair, version):
+    """v13+ sessions: partitions named by topic id, one forgotten by id (the answer names topics by id only)."""
+    def run(peer):
+        topic, other = _fill(peer, batches=1), _fill(peer, batches=1)
+        created = _fetch(peer, version, topic, 0, session_id=0, session_epoch=0)
+        session = created["session_id"]
+        seen = {"created": created, "got a session": session != 0}
+        seen["second topic added"] = _fetch(peer, version, other, 0, session_id=session, session_epoch=1)
+        _produce(peer, other, ["later"], T0 + 10_000)
+        seen["first forgotten, news of the second"] = _fetch(peer, version, other, 2, session_id=session,
+                                                             session_epoch=2, forgotten=[(topic, [0])])
+        return seen
+
+    pair.compare(Scenario(f"fetch sessions by id v{version}", run, ignore=("*.session_id",)))
+
+
 def test_fetch_with_a_replica_id_from_a_client(pair):
     """replica_id >= 0 from a client connection (not a broker): refused, nothing read."""
     def run(peer):
         topic = _fill(peer, batches=1)
-        return {version: _fetch(peer, version, topic, 0, replica_id=1) for version in (4, 12)}
+        return {version: _fetch(peer, version, topic, 0, replica_id=1) for version in (4, 12, 15, 18)}
 
     pair.compare(Scenario("fetch replica_id from a client", run, ignore=("*.responses.*.topic",)))
 

@@ -35,7 +35,6 @@ assignment epoch), Reconciling (a member not at the assignment epoch, or not Sta
 """
 from __future__ import annotations
 
-import enum
 import hashlib
 import logging
 import uuid
@@ -46,8 +45,8 @@ import kafka.errors as Errors
 
 from broker_sim.coordinator.group.assignors import ASSIGNORS, Assignment
 from broker_sim.coordinator.group.records import (
-    CommittedOffset, ConsumerGroupEpochKey, CurrentAssignmentKey, MemberMetadataKey, RegexKey,
-    TargetAssignmentEpochKey, TargetAssignmentMemberKey,
+    CommittedOffset, ConsumerGroupEpochKey, ConsumerMember, CurrentAssignmentKey, MemberMetadataKey, MemberState,
+    RegexKey, ResolvedRegex, TargetAssignmentEpochKey, TargetAssignmentMemberKey,
 )
 from broker_sim.coordinator.state_machine import State
 
@@ -80,15 +79,6 @@ class ConsumerGroupState(State):
     RECONCILING = "Reconciling"
     STABLE = "Stable"
     DEAD = "Dead"
-
-
-class MemberState(enum.IntEnum):
-    """Kafka's MemberState, by the byte its CurrentMemberAssignment record keeps."""
-
-    STABLE = 0
-    UNREVOKED_PARTITIONS = 1
-    UNRELEASED_PARTITIONS = 2
-    UNKNOWN = 127
 
 
 @dataclass(frozen=True)
@@ -157,41 +147,6 @@ class HeartbeatAnswer:
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
     assignment: Assignment | None = None   # None: not sent (unchanged)
-
-
-@dataclass(frozen=True)
-class ConsumerMember:
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
-    rebalance_timeout_ms: int = -1
-    server_assignor: str | None = None
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
-    state: MemberState = MemberState.STABLE
-    assigned: Assignment = field(default_factory=dict)
-    pending_revocation: Assignment = field(default_factory=dict)
-
-    def subscription_fields(self) -> tuple:
-        return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor)
-
-    def assignment_fields(self) -> tuple:
-        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation)
-
-    def is_reconciled_to(self, epoch: int) -> bool:
-        return self.state is MemberState.STABLE and self.member_epoch == epoch
-
-
-@dataclass(frozen=True)
-class ResolvedRegex:
-    topics: frozenset[str]
-    version: int
-    timestamp: int
 
 
 def compile_regex(regex: str):

@@ -19,11 +19,14 @@ decoded (``MESSAGES``).  A group's records all go to partition
 from __future__ import annotations
 
 import base64
-from dataclasses import asdict, dataclass
+import enum
+import uuid
+from dataclasses import asdict, dataclass, field
 
 from broker_sim.coordinator.records import VERSION, LazyMessages, decode_body, message, record_version
 
 OFFSETS_TOPIC = "__consumer_offsets"
+Assignment = dict[uuid.UUID, frozenset[int]]   # a member's partitions: topic id -> partition indexes
 
 # versions written; every version Kafka ever wrote is readable
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -271,6 +274,52 @@ def record_to_json(key: bytes, value: bytes | None) -> dict:
     return {"key": doc_key, "value": doc_value}
 
 
+# --- KIP-848 consumer groups: what their records keep -------------------------------------------------------
+
+class MemberState(enum.IntEnum):
+    """Kafka's MemberState, by the byte its CurrentMemberAssignment record keeps."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+
+@dataclass(frozen=True)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+
+    def subscription_fields(self) -> tuple:
+        return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor)
+
+    def assignment_fields(self) -> tuple:
+        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation)
+
+    def is_reconciled_to(self, epoch: int) -> bool:
+        return self.state is MemberState.STABLE and self.member_epoch == epoch
+
+
+@dataclass(frozen=True)
+class ResolvedRegex:
+    topics: frozenset[str]
+    version: int
+    timestamp: int
+
+
 # --- KIP-848 consumer groups: Kafka 4's records (broker_sim/protocol/messages/ConsumerGroup*.json) --------------
 # The key's int16 version is the record type (CoordinatorRecordType), the key's body its version 0; every value
 # is version 0, flexible (compact strings and arrays, tagged fields).
@@ -407,8 +456,6 @@ def decode_consumer_group_key(record_type: int, data: bytes):
 
 def decode_consumer_group_value(key, data: bytes):
     """The value of a consumer group record, as ``encode_consumer_group_value`` takes it."""
-    from broker_sim.coordinator.group.consumer_group import ConsumerMember, MemberState, ResolvedRegex
-
     _, name = CONSUMER_GROUP_RECORDS[type(key)]
     cls = getattr(KAFKA4_MESSAGES, name + "Value")
     version = min(record_version(data, name + "Value"), cls._struct.max_version)

@@ -13,8 +13,25 @@ from broker_sim.coordinator.group.records import OFFSETS_TOPIC
 from broker_sim.coordinator.group.service import GroupService
 
 
+def _check_consumer_timing(config) -> None:
+    """Kafka's GroupCoordinatorConfig checks of the KIP-848 timing, at start: each default within its bounds and
+    the heartbeat interval below the session timeout; a ConfigError names the configs."""
+    from broker_sim.config import ConfigError
+
+    for name in ("session.timeout.ms", "heartbeat.interval.ms"):
+        low, value, high = (config.get(f"group.consumer.{bound}{name}") for bound in ("min.", "", "max."))
+        if low > high:
+            raise ConfigError(f"group.consumer.max.{name}={high} must be at least group.consumer.min.{name}={low}")
+        if not low <= value <= high:
+            raise ConfigError(f"group.consumer.{name}={value} must be between group.consumer.min.{name}={low} and "
+                              f"group.consumer.max.{name}={high}")
+    if config.get("group.consumer.heartbeat.interval.ms") >= config.get("group.consumer.session.timeout.ms"):
+        raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+
+
 def group_config(config) -> GroupConfig:
     """The coordinator's settings from a ``BrokerConfig``."""
+    _check_consumer_timing(config)
     return GroupConfig(
         min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
         max_session_timeout_ms=config.get("group.max.session.timeout.ms"),
@@ -40,6 +57,7 @@ def group_service_for(broker) -> GroupService:
     service = GroupService(group_config(config), topic, clock=broker.now_ms,
                            partition_exists=partition_in_metadata(broker),
                            topics=lambda: broker.metadata.topics,
+                           group_timing=broker.group_timing,
                            retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
                            isr_wait=isr_wait_for(broker))
     service.startup()

@@ -10,6 +10,7 @@ from functools import partial
 from kafka.protocol.api_key import ApiKey
 
 from broker_sim.coordinator.txn import markers as txn_markers
+from broker_sim.server.client_metrics import ClientMetricsManager
 from broker_sim.server.handlers.access import Access
 from broker_sim.server.handlers.cluster import ClusterApis
 from broker_sim.server.handlers.election import ElectionApis
@@ -20,8 +21,15 @@ from broker_sim.server.handlers.offsets import OffsetApis
 from broker_sim.server.handlers.produce import ProduceApi
 from broker_sim.server.handlers.reassignments import ReassignmentApis
 from broker_sim.server.handlers.security import SecurityApis
+from broker_sim.server.handlers.telemetry import TelemetryApis
 from broker_sim.server.handlers.topics import TopicApis
 from broker_sim.server.handlers.transactions import TransactionApis
+
+
+def _broker_on(broker, broker_id: int, listener: str | None):
+    """Broker ``broker_id``'s address on ``listener`` as the cluster metadata has it (None: not known there)."""
+    endpoint = (getattr(broker.metadata, "brokers", None) or {}).get(broker_id)
+    return endpoint.on(listener) if endpoint is not None and listener else endpoint
 
 
 def build_handlers(broker) -> dict:
@@ -37,7 +45,8 @@ def build_handlers(broker) -> dict:
         write_markers=partial(txn_markers.write_txn_markers, broker),
         write_markers_replicated=partial(txn_markers.write_txn_markers_replicated, broker) if clustered else None)
     fetch = FetchApis(access, broker.replicas, broker.config, now_ms=broker.now_ms, quotas=broker.quotas,
-                      stop_future=broker.stop_future)
+                      stop_future=broker.stop_future, metadata=broker.metadata,
+                      endpoint_on=partial(_broker_on, broker), broker_id=broker.broker_id)
     offsets = OffsetApis(access, broker.replicas)
     topics = TopicApis(access, broker.metadata, broker.config, broker.entity_configs, broker.broker_id,
                        clustered=clustered, internal_topics=broker.internal_topics,
@@ -51,10 +60,14 @@ def build_handlers(broker) -> dict:
     election = ElectionApis(access, broker.metadata, broker.broker_id,
                             controller=lambda: broker.cluster.controller if broker.cluster is not None else None)
     log_dirs = LogDirApis(access, broker.replicas)
+    telemetry = TelemetryApis(ClientMetricsManager(
+        broker.entity_configs, broker.config.get("telemetry.max.bytes"), now_ms=broker.now_ms,
+        max_decompressed=broker.config.get("message.max.decompressed.bytes")))
     table = {
         ApiKey.ApiVersions: cluster.api_versions,
         ApiKey.Metadata: cluster.metadata,
         ApiKey.DescribeCluster: cluster.describe_cluster,
+        ApiKey.UpdateFeatures: cluster.update_features,
         ApiKey.DescribeTopicPartitions: cluster.describe_topic_partitions,
         ApiKey.Produce: ProduceApi(access, broker.replicas, broker.quotas).produce,
         ApiKey.InitProducerId: txns.init_producer_id,
@@ -76,6 +89,7 @@ def build_handlers(broker) -> dict:
         ApiKey.DescribeConfigs: topics.describe_configs,
         ApiKey.IncrementalAlterConfigs: topics.incremental_alter_configs,
         ApiKey.AlterConfigs: topics.alter_configs,
+        ApiKey.ListConfigResources: topics.list_config_resources,
         ApiKey.FindCoordinator: groups.find_coordinator,
         ApiKey.JoinGroup: groups.join_group,
         ApiKey.SyncGroup: groups.sync_group,
@@ -103,5 +117,7 @@ def build_handlers(broker) -> dict:
         ApiKey.ElectLeaders: election.elect_leaders,
         ApiKey.DescribeLogDirs: log_dirs.describe_log_dirs,
         ApiKey.AlterReplicaLogDirs: log_dirs.alter_replica_log_dirs,
+        ApiKey.GetTelemetrySubscriptions: telemetry.get_telemetry_subscriptions,
+        ApiKey.PushTelemetry: telemetry.push_telemetry,
     }
     return {int(key): handler for key, handler in table.items()}

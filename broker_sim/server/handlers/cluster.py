@@ -1,5 +1,5 @@
 """ApiVersions, Metadata, DescribeTopicPartitions and DescribeCluster: what the metadata store and the local
-replicas say.
+replicas say; UpdateFeatures checks an update against the fixed feature levels (``protocol/features.py``).
 
 ``ClusterApis`` answers from the topics (``MetadataStore`` or, in a cluster, the ``ZkMetadataStore``'s
 partition states and live brokers), the local replicas on a single node, and this broker's endpoint on
@@ -22,7 +22,7 @@ import kafka.errors as Errors
 from broker_sim.controller.cluster_state import BrokerEndpoint
 from broker_sim.controller.metadata import MetadataError, TopicInfo, is_internal_topic, validate_topic_name
 from broker_sim.protocol.apis import api_versions_response, messages
-from broker_sim.server.handlers.access import CREATE, DESCRIBE, TOPIC, Access
+from broker_sim.server.handlers.access import ALTER, CREATE, DESCRIBE, TOPIC, Access
 from broker_sim.server.request_slicing import Slices
 
 NOT_REQUESTED = None  # authorized_operations when the client did not ask (INT32_MIN on the wire)
@@ -43,7 +43,33 @@ class ClusterApis:
         self._auto_create_topic = auto_create_topic
 
     async def api_versions(self, ctx, request):
+        if ctx.version >= 3:  # Kafka's ClientInformation of the connection (client-metrics ``match`` reads it)
+            try:
+                ctx.connection.client_software = (request.client_software_name or "unknown",
+                                                  request.client_software_version or "unknown")
+            except AttributeError:  # a test's stand-in connection
+                pass
         return api_versions_response(ctx.version)
+
+    async def update_features(self, ctx, request):
+        """UpdateFeatures (57): ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED); every update checked first and
+        the first bad one fails them all, with Kafka's message (``features.update_error``).  v0-1 answer each
+        feature's result on success; nothing changes (the levels are fixed)."""
+        from broker_sim.protocol import features
+
+        Response = messages.UpdateFeaturesResponse
+        if not self._access.allowed_cluster(ctx, ALTER):
+            code = Errors.ClusterAuthorizationFailedError.errno
+            return Response(throttle_time_ms=0, error_code=code, error_message=None, results=[])
+        for update in request.feature_updates:
+            why = features.update_error(update.feature, update.max_version_level, self._broker_id)
+            if why is not None:
+                return Response(throttle_time_ms=0, error_code=Errors.InvalidUpdateVersionError.errno,
+                                error_message=f"The update failed for all features since the following feature "
+                                              f"had an error: {why}", results=[])
+        done = [] if ctx.version >= 2 else [Response.UpdatableFeatureResult(
+            feature=u.feature, error_code=0, error_message="NONE") for u in request.feature_updates]
+        return Response(throttle_time_ms=0, error_code=0, error_message=None, results=done)
 
     def _topic_metadata(self, info):
         Topic = messages.MetadataResponse.MetadataResponseTopic

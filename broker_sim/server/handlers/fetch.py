@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from functools import partial
 from typing import Callable
 
@@ -74,8 +75,13 @@ from broker_sim.server.request_slicing import OFFLOAD_PARTITIONS, Slices, codec_
 
 READ_COMMITTED = 1
 UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
+UNKNOWN_TOPIC_ID = Errors.UnknownTopicIdError.errno
+# KIP-951: the errors a v16+ answer tells the current leader with
+LEADER_MOVED = frozenset({Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno})
+ZERO_UUID = uuid.UUID(int=0)
 # errors KafkaApis answers before the read (FetchResponse.partitionResponse): aborted transactions [], not null
-ANSWERED_BEFORE_READ = frozenset((Errors.UnknownTopicOrPartitionError.errno, Errors.TopicAuthorizationFailedError.errno))
+ANSWERED_BEFORE_READ = frozenset((Errors.UnknownTopicOrPartitionError.errno, Errors.TopicAuthorizationFailedError.errno,
+                                  Errors.UnknownTopicIdError.errno))
 
 
 class _Read:
@@ -88,16 +94,29 @@ class _Read:
         self.preferred = preferred
 
 
-async def fetch_data(request, slices: Slices) -> list[tuple[str, list]]:
+async def fetch_data(request, slices: Slices, name_of: Callable[[object], str] | None = None
+                     ) -> list[tuple[str, list]]:
     """The request's partitions as Kafka's ``FetchRequest.fetchData`` sees them: one entry per
-    (topic, partition) at its first position with its last data, runs of one topic grouped."""
+    (topic, partition) at its first position with its last data, runs of one topic grouped.  From v13 topics
+    come by id: ``name_of(topic id)`` is the topic's name, or an ``UnknownTopicId`` for an id no topic has."""
     entries: dict[tuple[str, int], object] = {}
     for topic in request.topics:
+        name = topic.topic if name_of is None else name_of(topic.topic_id)
         for data in topic.partitions:
-            entries[(topic.topic, data.partition)] = data  # dict keeps the first insertion's position
+            entries[(name, data.partition)] = data  # dict keeps the first insertion's position
             if slices.due():
                 await asyncio.sleep(0)
     return await _grouped(entries, slices)
+
+
+class UnknownTopicId(str):
+    """A v13+ fetch's topic id that names no topic: answered UNKNOWN_TOPIC_ID under that id, never read (the
+    string is no legal topic name, so no partition is found by it)."""
+
+    def __new__(cls, topic_id):
+        made = super().__new__(cls, f"\0unknown topic id {topic_id}")
+        made.topic_id = topic_id
+        return made
 
 
 async def _grouped(entries: dict, slices: Slices) -> list[tuple[str, list]]:
@@ -116,16 +135,18 @@ async def _grouped(entries: dict, slices: Slices) -> list[tuple[str, list]]:
 def _not_kept(topics, denied) -> bool:
     """A session keeps only partitions that exist and the client may read: an answer naming an unknown
     partition (UNKNOWN_TOPIC_OR_PARTITION) or refused READ gets no session (see the module docstring)."""
-    return bool(denied) or any(read.error == UNKNOWN_TOPIC_OR_PARTITION for _, reads in topics for read in reads)
+    return bool(denied) or any(read.error in (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID)
+                               for _, reads in topics for read in reads)
 
 
 async def _refused(partitions_by_topic, slices: Slices,
-                   reason="a follower fetch (replica_id >= 0) needs ClusterAction: brokers only"):
+                   reason="a follower fetch (replica_id >= 0) needs ClusterAction: brokers only",
+                   error: int = Errors.TopicAuthorizationFailedError.errno):
     refused = []
     for name, partitions in partitions_by_topic:
         reads = []
         for data in partitions:
-            reads.append(_Read(data.partition, Errors.TopicAuthorizationFailedError.errno, reason))
+            reads.append(_Read(data.partition, error, reason))
             if slices.due():
                 await asyncio.sleep(0)
         refused.append((name, reads))
@@ -144,7 +165,8 @@ def _follower_behind(topics, replica_id: int) -> bool:
 
 class FetchApis:
     def __init__(self, access: Access, replicas, config, *, now_ms: Callable[[], int], quotas: QuotaManager | None,
-                 stop_future: Callable[[], asyncio.Future]) -> None:
+                 stop_future: Callable[[], asyncio.Future], metadata=None,
+                 endpoint_on: Callable[[int, str | None], object] | None = None, broker_id: int = -1) -> None:
         self._access = access
         self._replicas = replicas
         self._config = config
@@ -152,11 +174,27 @@ class FetchApis:
         self._quotas = quotas
         self._stop_future = stop_future  # done once the broker stops: a long poll ends then
         self.sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"), now_ms=now_ms)
+        self._metadata = metadata   # topics by id (v13+, KIP-516) and partition leaders (v16+, KIP-951)
+        self._endpoint_on = endpoint_on   # (broker id, listener) -> its address on that listener, or None
+        self._broker_id = broker_id
+
+    def _name_of(self, topic_id) -> str:
+        info = self._metadata.topics_by_id.get(topic_id) if self._metadata is not None else None
+        return info.name if info is not None else UnknownTopicId(topic_id)
+
+    def _id_of(self, name: str):
+        if isinstance(name, UnknownTopicId):
+            return name.topic_id
+        info = self._metadata.topics.get(name) if self._metadata is not None else None
+        return info.topic_id if info is not None else ZERO_UUID
 
     async def fetch(self, ctx, request):
         access = self._access
         slices = Slices()
-        partitions_by_topic = await fetch_data(request, slices)
+        if ctx.version >= 15:   # KIP-903: the replica id moved into ReplicaState
+            request.replica_id = request.replica_state.replica_id if request.replica_state is not None else -1
+        by_id = ctx.version >= 13   # KIP-516: topics by id, answered by id
+        partitions_by_topic = await fetch_data(request, slices, self._name_of if by_id else None)
         from_follower = request.replica_id is not None and request.replica_id >= 0
         if from_follower and access.enabled and not access.cluster_action(ctx):
             return await _encode(ctx, request, await _refused(partitions_by_topic, slices), slices=slices)
@@ -169,14 +207,20 @@ class FetchApis:
                 return await _encode(ctx, request, [], error_code=exc.errno)
             incremental = session is not None
         denied = []
+        unknown_ids = [entry for entry in partitions_by_topic if isinstance(entry[0], UnknownTopicId)]
+        if unknown_ids:   # Kafka answers an id no topic has UNKNOWN_TOPIC_ID, whatever the principal may read
+            partitions_by_topic = [entry for entry in partitions_by_topic if not isinstance(entry[0], UnknownTopicId)]
+            denied = await _refused(unknown_ids, slices, "no topic has this id", Errors.UnknownTopicIdError.errno)
         if not from_follower and access.enabled:  # a consumer needs READ on each topic, decided once per name
             allowed = access.topic_check(ctx, READ)
             permitted = []
             for entry in partitions_by_topic:
                 (permitted if allowed(entry[0]) else denied).append(entry)
-            if denied:
+            refused = [entry for entry in denied if not isinstance(entry[0], UnknownTopicId)]
+            if refused:
                 partitions_by_topic = permitted
-                denied = await _refused(denied, slices, "READ on the topic is not allowed")
+                denied = [entry for entry in denied if isinstance(entry[0], UnknownTopicId)] + await _refused(
+                    refused, slices, "READ on the topic is not allowed")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(request.max_wait_ms, 0) / 1000.0
         while True:
@@ -222,7 +266,8 @@ class FetchApis:
         if session is not None:
             topics = await _session_answer(session, topics, incremental, slices)
         return await _encode(ctx, request, topics, throttle, session_id=session.id if session is not None else 0,
-                             slices=slices)
+                             slices=slices, id_of=self._id_of if by_id else None,
+                             leaders=self._leaders if ctx.version >= 16 else None)
 
     async def _session_for(self, ctx, request, partitions_by_topic, slices: Slices):
         """(the session an incremental request continues or None, whether a full request asks for a new
@@ -239,9 +284,10 @@ class FetchApis:
             for data in partitions:
                 session.partitions[(name, data.partition)] = data
         for forgotten in request.forgotten_topics_data or ():
+            name = forgotten.topic if ctx.version < 13 else self._name_of(forgotten.topic_id)
             for index in forgotten.partitions:
-                session.partitions.pop((forgotten.topic, index), None)
-                session.told.pop((forgotten.topic, index), None)
+                session.partitions.pop((name, index), None)
+                session.told.pop((name, index), None)
         if len(session.partitions) > MAX_SESSION_PARTITIONS:
             self.sessions.remove(session_id)
             raise Errors.FetchSessionIdNotFoundError(
@@ -316,6 +362,25 @@ class FetchApis:
         return topics, total
 
 
+    def _leaders(self, listener: str | None, topics) -> tuple[dict, list]:
+        """KIP-951 (v16+): for each partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, its current
+        leader and epoch; and those leaders' addresses on the client's listener (``NodeEndpoints``)."""
+        states = getattr(self._metadata, "partition_states", None)   # a cluster's; a single node leads everything
+        current, nodes = {}, {}
+        for name, reads in topics:
+            for read in reads:
+                if read.error not in LEADER_MOVED:
+                    continue
+                state = states.get((name, read.index)) if states else None
+                if state is not None and state.has_leader:
+                    current[(name, read.index)] = (state.leader, state.leader_epoch)
+                    if state.leader not in nodes and state.leader != self._broker_id and self._endpoint_on:
+                        nodes[state.leader] = self._endpoint_on(state.leader, listener)
+                elif not states and read.partition is not None:
+                    current[(name, read.index)] = (self._broker_id, read.partition.leader_epoch)
+        return current, [node for node in nodes.values() if node is not None]
+
+
 def _owner(ctx, request) -> tuple:
     """Who may continue a session: the replica id and principal that made it (another's id is not found)."""
     return request.replica_id, str(getattr(ctx.connection, "principal", ""))
@@ -357,7 +422,7 @@ async def _session_answer(session, topics, incremental: bool, slices: Slices):
 
 
 async def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int = 0, session_id: int = 0,
-                  slices: Slices | None = None) -> list:
+                  slices: Slices | None = None, id_of: Callable[[str], object] | None = None, leaders=None) -> list:
     FetchResponse = messages.FetchResponse
     TopicResponse = FetchResponse.FetchableTopicResponse
     PartitionData = TopicResponse.PartitionData
@@ -367,6 +432,7 @@ async def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int
     spliced = []
     responses = []
     count = 0
+    current, nodes = leaders(getattr(ctx.connection, "listener", None), topics) if leaders is not None else ({}, [])
     for name, reads in topics:
         partitions = []
         for read in reads:
@@ -392,13 +458,24 @@ async def _encode(ctx, request, topics, throttle_ms: int = 0, *, error_code: int
             if read.diverging is not None:
                 fields["diverging_epoch"] = PartitionData.EpochEndOffset(epoch=read.diverging[0],
                                                                          end_offset=read.diverging[1])
+            if (name, read.index) in current:
+                leader_id, leader_epoch = current[(name, read.index)]
+                fields["current_leader"] = PartitionData.LeaderIdAndEpoch(leader_id=leader_id,
+                                                                          leader_epoch=leader_epoch)
             partitions.append(PartitionData(**fields))
             count += 1
             if slices is not None and slices.due():
                 await asyncio.sleep(0)
-        responses.append(TopicResponse(topic=name, partitions=partitions))
+        if id_of is None:
+            responses.append(TopicResponse(topic=name, partitions=partitions))
+        else:
+            responses.append(TopicResponse(topic_id=id_of(name), partitions=partitions))
+    extra = {}
+    if nodes:
+        extra["node_endpoints"] = [FetchResponse.NodeEndpoint(node_id=n.broker_id, host=n.host, port=n.port, rack=n.rack)
+                                   for n in nodes]
     response = FetchResponse(version=ctx.version, throttle_time_ms=throttle_ms, error_code=error_code,
-                             session_id=session_id, responses=responses)
+                             session_id=session_id, responses=responses, **extra)
     response.with_header(correlation_id=ctx.correlation_id)
     if count >= OFFLOAD_PARTITIONS:  # kafka-python's encoder, pure Python: beside the loop
         encoded = await codec_thread.run(partial(response.encode, header=True, framed=True))

@@ -1,5 +1,6 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs (topics, brokers and
-the broker's loggers: ``server/logger_levels.py``).
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs, AlterConfigs (topics,
+brokers, the broker's loggers: ``server/logger_levels.py``, groups and client-metrics subscriptions:
+``resource_configs.py``) and ListConfigResources.
 
 Kafka's rules kept here: topic names by ``Topic.validate`` (INVALID_TOPIC_EXCEPTION); partition
 counts within the broker's ``max.broker.partitions`` (KIP-578; POLICY_VIOLATION naming the limit
@@ -11,6 +12,14 @@ are never changed by clients: more partitions would re-home groups and transacti
 partition is a hash modulo the count) and the registry reads ``_schemas``-0 only (INVALID_REQUEST,
 as Kafka's TopicCommand refuses it).  On a broker serving the registry, ``_schemas`` keeps
 cleanup.policy=compact: an alteration to anything else is POLICY_VIOLATION.
+
+Groups (KIP-848) and client-metrics subscriptions (KIP-714) are entity configs (``groups``, ``client-metrics``),
+as Kafka's controller keeps them: described with every config (its override, else the default), validated after
+the alteration is applied to the stored overrides, never APPENDed to or SUBTRACTed from (Kafka's controller does
+not know their types).  A client-metrics resource needs DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster, a group
+on the group (CLUSTER_ / GROUP_AUTHORIZATION_FAILED), as Kafka's AuthHelper asks.  pylog bounds what a client may
+store (Kafka does not): at most ``MAX_CONFIG_ENTITIES`` resources of each kind (POLICY_VIOLATION), values of at
+most ``CONFIG_VALUE_MAX_CHARS`` as for topics (INVALID_CONFIG).
 """
 from __future__ import annotations
 
@@ -21,11 +30,15 @@ from typing import Awaitable, Callable, Mapping
 import kafka.errors as Errors
 
 from broker_sim.config import (
-    BROKER_CONFIGS, BrokerConfig, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError, NotDynamicError,
-    dynamic_listener_config, sensitive_config, shown_configs, validate_dynamic_broker_configs,
+    BROKER_CONFIGS, CONFIG_VALUE_MAX_CHARS, BrokerConfig, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, ConfigError,
+    NotDynamicError, dynamic_listener_config, sensitive_config, shown_configs, validate_dynamic_broker_configs,
 )
 from broker_sim.controller.metadata import MetadataError, TopicInfo
 from broker_sim.protocol.apis import messages
+from broker_sim.resource_configs import (
+    CLIENT_METRICS_CONFIGS, GROUP_CONFIGS, ResourceConfigError, group_defaults, validate_client_metrics,
+    validate_group_configs,
+)
 from broker_sim.security.entity_configs import EntityConfigs
 from broker_sim.server import logger_levels
 from broker_sim.server.handlers import access
@@ -40,10 +53,16 @@ def _require(allowed: bool, error, message: str) -> None:
 
 
 log = logging.getLogger(__name__)
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
+# ListConfigResources v1: the types it lists, in the order Kafka's KafkaApis lists them
+LISTED_RESOURCE_TYPES = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)
 # DescribeConfigs config sources
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, \
-    DYNAMIC_BROKER_LOGGER_CONFIG = 1, 2, 3, 4, 5, 6
+    DYNAMIC_BROKER_LOGGER_CONFIG, DYNAMIC_CLIENT_METRICS_CONFIG, DYNAMIC_GROUP_CONFIG = 1, 2, 3, 4, 5, 6, 7, 8
+# entity configs of groups and client-metrics resources (entity type, their config table, the dynamic source)
+_ENTITY_RESOURCES = {GROUP: ("groups", GROUP_CONFIGS, DYNAMIC_GROUP_CONFIG),
+                     CLIENT_METRICS: ("client-metrics", CLIENT_METRICS_CONFIGS, DYNAMIC_CLIENT_METRICS_CONFIG)}
+MAX_CONFIG_ENTITIES = 10_000  # pylog's bound: groups (or subscriptions) with stored configs
 _SOURCES = {"dynamic": DYNAMIC_BROKER_CONFIG, "dynamic-default": DYNAMIC_DEFAULT_BROKER_CONFIG,
             "static": STATIC_BROKER_CONFIG, "default": DEFAULT_CONFIG}
 # DescribeConfigs config types
@@ -84,6 +103,17 @@ def _config_type(name: str, default: str) -> int:
 def _internal(name: str) -> bool:
     """Kafka's internal configs (``internal.*``, for tests) are accepted but never described."""
     return name.startswith("internal.")
+
+
+def _entity_altered(current: dict[str, str], changes) -> dict[str, str]:
+    """A group's or subscription's overrides after ``changes``: SET and DELETE; APPEND and SUBTRACT are refused as
+    Kafka's controller refuses them (it knows no LIST type for these resources)."""
+    for change in changes:
+        if change.config_operation in (APPEND, SUBTRACT):
+            operation = "APPEND" if change.config_operation == APPEND else "SUBTRACT"
+            raise MetadataError(Errors.InvalidConfigurationError,
+                                f"Can't {operation} to key {change.name} because its type is not LIST.")
+    return _altered(current, changes, lambda name: "")
 
 
 def _altered(current: dict[str, str], changes, value_in_effect: Callable[[str], str]) -> dict[str, str]:
@@ -370,10 +400,14 @@ class TopicApis:
                     self._require_this_broker(resource.resource_name)
                     entries = [_Entry(name, level, False, DYNAMIC_BROKER_LOGGER_CONFIG, [], None, STRING)
                                for name, level in logger_levels.loggers() if keys is None or name in keys]
+                elif resource.resource_type in _ENTITY_RESOURCES:
+                    self._require_entity(ctx, access.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+                    entries = self._entity_entries(resource.resource_type, resource.resource_name, keys,
+                                                   request.include_synonyms)
                 else:
                     raise MetadataError(Errors.InvalidRequestError, f"resource type {resource.resource_type} is not "
                                                                     f"described here (2 topic, 4 broker)")
-                code, message = 0, None
+                code, message = 0, ""  # Kafka: the empty message of NONE
             except Exception as exc:
                 code, message = error_of(exc)
                 entries = []
@@ -387,6 +421,94 @@ class TopicApis:
             if slices.due():  # a request naming thousands of resources lets other connections in meanwhile
                 await asyncio.sleep(0)
         return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+    def _require_entity(self, ctx, operation, resource_type: int, name: str) -> None:
+        """Kafka's AuthHelper: a group's configs need the operation on the group, a subscription's on the cluster."""
+        if resource_type == GROUP:
+            _require(self._access.allowed(ctx, operation, access.GROUP, name), Errors.GroupAuthorizationFailedError,
+                     f"{operation.name} on group {name!r} is not allowed for {ctx.connection.principal}")
+        else:
+            self._require_cluster(ctx, operation)
+
+    def _entity_entries(self, resource_type: int, name: str, keys, synonyms) -> list[_Entry]:
+        """Every config of a group or subscription in Kafka's order: the override (a dynamic source), else the
+        default (a group's shows itself as its synonym, a subscription's none, as Kafka answers)."""
+        entity_type, table, dynamic = _ENTITY_RESOURCES[resource_type]
+        overrides = self._entity_configs.get(entity_type, name) if name else {}
+        defaults = group_defaults(self._config) if resource_type == GROUP else {
+            d.name: d.default for d in table.values()}
+        entries = []
+        for config, definition in table.items():
+            if keys is not None and config not in keys:
+                continue
+            if config in overrides:
+                value, source, chain = overrides[config], dynamic, [(config, overrides[config], dynamic)]
+            else:
+                value, source = defaults[config], DEFAULT_CONFIG
+                chain = [(config, value, DEFAULT_CONFIG)] if resource_type == GROUP else []
+            entries.append(_Entry(config, value, False, source, chain if synonyms else [], None, definition.type))
+        return entries
+
+    async def _set_entity_configs(self, resource_type: int, name: str, configs: dict[str, str],
+                                  validate_only: bool) -> None:
+        """Validate a group's or subscription's configs after the alteration (Kafka's rules and errors), then
+        store them (every broker of a cluster sees them: they are entity configs)."""
+        entity_type = _ENTITY_RESOURCES[resource_type][0]
+        for config, value in configs.items():
+            if value is None:
+                raise MetadataError(Errors.InvalidRequestError, f"Null value not supported for : {config}")
+            if len(value) > CONFIG_VALUE_MAX_CHARS:
+                raise MetadataError(Errors.InvalidConfigurationError,
+                                    f"the value of config {config!r} is {len(value)} characters long; at most "
+                                    f"{CONFIG_VALUE_MAX_CHARS} are accepted")
+        try:
+            if resource_type == GROUP:
+                validate_group_configs(name, configs, self._config)
+            else:
+                validate_client_metrics(name, configs)
+        except ResourceConfigError as exc:
+            raise MetadataError(exc.error, str(exc)) from None
+        stored = self._entity_configs.entities(entity_type)
+        if name not in stored and configs and len(stored) >= MAX_CONFIG_ENTITIES:
+            raise MetadataError(Errors.PolicyViolationError,
+                                f"{len(stored)} {entity_type} have configs already: pylog keeps at most "
+                                f"{MAX_CONFIG_ENTITIES}")
+        if validate_only:
+            return
+        current = stored.get(name, {})
+        await asyncio.get_running_loop().run_in_executor(
+            None, self._entity_configs.alter, entity_type, name, configs, [k for k in current if k not in configs])
+        log.info("configs of %s %r are now %s", entity_type, name, configs)
+
+    async def list_config_resources(self, ctx, request):
+        """ListConfigResources (74): v0 the client-metrics subscriptions (KIP-714); v1 the config resources of the
+        types asked (all five when none), in Kafka's order: groups with configs, subscriptions, each broker's
+        loggers, each broker, the topics.  DESCRIBE_CONFIGS on the cluster is needed (CLUSTER_AUTHORIZATION_FAILED),
+        a type Kafka does not list is UNSUPPORTED_VERSION, as Kafka's KafkaApis answers."""
+        Response = messages.ListConfigResourcesResponse
+        Resource = Response.ConfigResource
+        if not self._access.allowed_cluster(ctx, access.DESCRIBE_CONFIGS):
+            return Response(throttle_time_ms=0, error_code=Errors.ClusterAuthorizationFailedError.errno,
+                            config_resources=[])
+        if ctx.version == 0:
+            return Response(throttle_time_ms=0, error_code=0, config_resources=[
+                Resource(resource_name=name) for name in self._entity_configs.entities("client-metrics")])
+        asked = list(request.resource_types or ()) or list(LISTED_RESOURCE_TYPES)
+        if any(t not in LISTED_RESOURCE_TYPES for t in asked):
+            return Response(throttle_time_ms=0, error_code=Errors.UnsupportedVersionError.errno, config_resources=[])
+        brokers = [str(b) for b in sorted(self._metadata.brokers)] if self._clustered else [str(self._broker_id)]
+        listed = []
+        for resource_type in LISTED_RESOURCE_TYPES:
+            if resource_type not in asked:
+                continue
+            if resource_type in _ENTITY_RESOURCES:
+                names = list(self._entity_configs.entities(_ENTITY_RESOURCES[resource_type][0]))
+            elif resource_type in (BROKER_LOGGER, BROKER):
+                names = brokers
+            else:
+                names = list(self._metadata.topics)
+            listed += [Resource(resource_name=name, resource_type=resource_type) for name in names]
+        return Response(throttle_time_ms=0, error_code=0, config_resources=listed)
 
     def _require_this_broker(self, name: str) -> None:
         """A BROKER_LOGGER resource names this broker's id (Kafka: never empty, never another broker's)."""
@@ -422,11 +544,14 @@ class TopicApis:
             None, self._entity_configs.alter, "brokers", entity, configs, [k for k in current if k not in configs])
         log.info("dynamic configs of broker %s are now %s", entity, shown_configs(configs))
 
-    async def _alter_each(self, ctx, request, broker_configs, topic_configs, response_class, *, loggers=False):
+    async def _alter_each(self, ctx, request, broker_configs, topic_configs, response_class, *, loggers=False,
+                          entity_configs=None):
         """The loop AlterConfigs and IncrementalAlterConfigs share: per resource, check ALTER_CONFIGS, compute the
-        new configs (``broker_configs(entity, resource)`` / ``topic_configs(info, resource)``) and store them;
-        an error answers that resource only.  ``loggers``: BROKER_LOGGER resources are altered too (only
-        IncrementalAlterConfigs can, as on Kafka)."""
+        new configs (``broker_configs(entity, resource)`` / ``topic_configs(info, resource)`` /
+        ``entity_configs(overrides, resource)`` for groups and subscriptions) and store them; an error answers that
+        resource only.  ``loggers``: BROKER_LOGGER resources are altered too (only IncrementalAlterConfigs can, as
+        on Kafka)."""
+        entity_configs = entity_configs or topic_configs
         results = []
         for resource in request.resources:
             try:
@@ -438,6 +563,12 @@ class TopicApis:
                     self._require_topic(ctx, access.ALTER_CONFIGS, resource.resource_name)
                     info = self._metadata.get(resource.resource_name)
                     self._alter_topic_configs(info, topic_configs(info, resource), request.validate_only)
+                elif resource.resource_type in _ENTITY_RESOURCES:
+                    kind, name = resource.resource_type, resource.resource_name
+                    self._require_entity(ctx, access.ALTER_CONFIGS, kind, name)
+                    current = self._entity_configs.get(_ENTITY_RESOURCES[kind][0], name) if name else {}
+                    await self._set_entity_configs(kind, name, entity_configs(current, resource),
+                                                   request.validate_only)
                 elif resource.resource_type == BROKER_LOGGER and loggers:
                     self._require_cluster(ctx, access.ALTER_CONFIGS)
                     self._require_this_broker(resource.resource_name)
@@ -463,7 +594,8 @@ class TopicApis:
             lambda entity, resource: _altered(self._entity_configs.get("brokers", entity), resource.configs,
                                               self._broker_value),
             lambda info, resource: _altered(info.configs, resource.configs, self._config.topic_default),
-            messages.IncrementalAlterConfigsResponse, loggers=True)
+            messages.IncrementalAlterConfigsResponse, loggers=True,
+            entity_configs=lambda current, resource: _entity_altered(current, resource.configs))
 
     def _broker_value(self, name: str) -> str:
         """A broker config's value below the dynamic layer being altered: its static value or default."""
