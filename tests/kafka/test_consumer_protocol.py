@@ -293,9 +293,14 @@ def test_kafkas_java_consumers_share_the_topic_and_one_killed_loses_nothing(brok
             assert done.returncode == 0, done.stderr[-2000:]
             return [line.split() for line in done.stdout.splitlines() if line.startswith(group)]
 
-        # the killed member is described until its session (6 s) ends; then the two live ones have every partition
-        rows = wait_until(lambda: (lambda found: found if len(found) == 2 else None)(described()), timeout_s=60,
-                          what="the group described with its two live members", interval_s=1)
+        # the killed member is described until its session (6 s) ends; then the two live ones are given its
+        # partitions, over a heartbeat or two (revocation before assignment): until they have every partition
+        def settled():
+            found = described()
+            return found if len(found) == 2 and sum(int(row[-1]) for row in found) == PARTITIONS else None
+
+        rows = wait_until(settled, timeout_s=60, what="the group described with its two live members, every "
+                          "partition between them", interval_s=1)
     finally:
         for member in members:
             member.kill()
@@ -303,7 +308,7 @@ def test_kafkas_java_consumers_share_the_topic_and_one_killed_loses_nothing(brok
     assert len(consumed) == records
     duplicates = {r for r, n in consumed.items() if n > 1}
     assert duplicates <= victim.uncommitted_tail(), f"{broker.kind}: read twice with no kill to explain it"
-    assert sum(int(row[-1]) for row in rows) == PARTITIONS, rows
+    assert len(rows) == 2 and sum(int(row[-1]) for row in rows) == PARTITIONS, rows
 
 
 def test_pylog_groups_describes_a_consumer_protocol_group_with_its_epochs(broker, tmp_path):
