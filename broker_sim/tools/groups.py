@@ -258,19 +258,7 @@ def _describe_consumer_protocol(admin, group_id: str, group: dict,
     """A KIP-848 group as ``_describe_one`` describes a classic one, with the group's and members' epochs."""
     owners = {TopicPartition(topic, p): m for m in group["members"]
               for topic, parts in m["assignment"].items() for p in parts}
-    tps = sorted(set(committed) | set(owners))
-    log_end = log_end_offsets(admin, tps)
-    offsets = []
-    for tp in tps:
-        offset = committed[tp].offset if tp in committed and committed[tp].offset >= 0 else None
-        end, owner = log_end.get(tp), owners.get(tp)
-        offsets.append({"topic": tp.topic, "partition": tp.partition, "committed_offset": offset,
-                        "log_end_offset": end,
-                        "lag": end - offset if offset is not None and end is not None else None,
-                        "member_id": owner["member_id"] if owner else None,
-                        "host": owner["client_host"] if owner else None,
-                        "client_id": owner["client_id"] if owner else None,
-                        "metadata": committed[tp].metadata if tp in committed else None})
+    offsets = _offset_rows(admin, committed, owners)
     members = [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
                 "client_id": m["client_id"], "host": m["client_host"], "member_epoch": m["member_epoch"],
                 "assignment": {t: p for t, p in sorted(m["assignment"].items())},
@@ -318,24 +306,7 @@ def _describe_one(admin, group: dict, committed: dict[TopicPartition, OffsetAndM
             "host": member.get("client_host"),
             "assignment": None if partitions is None else _partitions_by_topic(partitions),
         })
-    tps = sorted(set(committed) | set(owners))
-    log_end = log_end_offsets(admin, tps)
-    offsets = []
-    for tp in tps:
-        offset = committed[tp].offset if tp in committed and committed[tp].offset >= 0 else None
-        end = log_end.get(tp)
-        owner = owners.get(tp)
-        offsets.append({
-            "topic": tp.topic,
-            "partition": tp.partition,
-            "committed_offset": offset,
-            "log_end_offset": end,
-            "lag": end - offset if offset is not None and end is not None else None,
-            "member_id": owner["member_id"] if owner else None,
-            "host": owner.get("client_host") if owner else None,
-            "client_id": owner.get("client_id") if owner else None,
-            "metadata": committed[tp].metadata if tp in committed else None,
-        })
+    offsets = _offset_rows(admin, committed, owners)
     return {
         "group": group["group_id"],
         "state": group.get("group_state"),
@@ -346,6 +317,29 @@ def _describe_one(admin, group: dict, committed: dict[TopicPartition, OffsetAndM
         "total_lag": sum(o["lag"] for o in offsets if o["lag"] is not None),
         "committed_by": committed_by(committed),
     }
+
+
+def _offset_rows(admin, committed: dict[TopicPartition, OffsetAndMetadata], owners: dict[TopicPartition, dict]
+                 ) -> list[dict]:
+    """One row per partition the group committed for or a member owns: committed offset, log end, lag, owner."""
+    tps = sorted(set(committed) | set(owners))
+    log_end = log_end_offsets(admin, tps)
+    rows = []
+    for tp in tps:
+        offset = committed[tp].offset if tp in committed and committed[tp].offset >= 0 else None
+        end, owner = log_end.get(tp), owners.get(tp)
+        rows.append({
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "committed_offset": offset,
+            "log_end_offset": end,
+            "lag": end - offset if offset is not None and end is not None else None,
+            "member_id": owner["member_id"] if owner else None,
+            "host": owner.get("client_host") if owner else None,
+            "client_id": owner.get("client_id") if owner else None,
+            "metadata": committed[tp].metadata if tp in committed else None,
+        })
+    return rows
 
 
 def _partitions_by_topic(partitions: list[TopicPartition]) -> dict[str, list[int]]:
