@@ -31,7 +31,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 check='import importlib.metadata as m, cryptography, testcontainers, kazoo, kafka, aiokafka, confluent_kafka, pyspark, hypothesis, pytest_timeout, xdist, crc32c, jsonschema, numpy, prometheus_client, avro, fastavro, proto_schema_parser, google.protobuf, authlib, grpc, grpc_status, yaml, pandas, zstandard; m.version("pylog")'
-if ! (cd / && "$PYTHON" -c "$check") 2>/dev/null || [ "${PYLOG_REINSTALL:-0}" = 1 ]; then
+# and every requirement pyproject.toml declares (a dependency added since this machine was set up, at its version)
+if ! (cd / && "$PYTHON" -c "$check") 2>/dev/null || ! "$PYTHON" ci/requirements_met.py test bench \
+    || [ "${PYLOG_REINSTALL:-0}" = 1 ]; then
   echo "ci/setup.sh: installing pylog and its Python dependencies with $PYTHON" >&2
   "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test,bench]"
 fi
