@@ -384,8 +384,25 @@ def _group_timing(peer):
     altered = peer.call(IncrementalAlterConfigsRequest[1](resources=[Resource(
         resource_type=32, resource_name=group, configs=[Resource.AlterableConfig(
             name="consumer.heartbeat.interval.ms", config_operation=0, value="7000")])], validate_only=False))
+    _config_applied(peer, group, "consumer.heartbeat.interval.ms", "7000")
     joined = Member(peer, group, "member-a", topics=[topic]).beat()
     return {"alter": [r.error_code for r in altered.responses], "interval": joined.heartbeat_interval_ms}
+
+
+def _config_applied(peer, group: str, key: str, value: str) -> None:
+    """Until the group's config reads ``value``: Kafka's broker applies a config change from its metadata log a
+    moment after the controller answered the alter."""
+    from kafka.protocol.admin import DescribeConfigsRequest
+
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        answer = peer.call(DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=32, resource_name=group, configuration_keys=[key])], include_synonyms=False,
+            include_documentation=False))
+        if [c.value for c in answer.results[0].configs] == [value]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{peer.kind}: {key}={value} of group {group} not applied")
 
 
 def test_a_groups_own_heartbeat_interval_is_what_its_members_are_told(pair):

@@ -79,6 +79,20 @@ def _applied(connection, expected: set[str], names) -> None:
     raise AssertionError(f"subscriptions {expected} not applied")
 
 
+def _described_once(connection, resource_type: int, name: str, key: str, value, **kwargs):
+    """``_describe`` once ``key`` reads ``value`` (None: back to its default), or at the deadline: Kafka's broker
+    applies a config change from its metadata log a moment after the controller answered the alter."""
+    deadline = time.monotonic() + 15
+    while True:
+        described = _describe(connection, resource_type, name, **kwargs)
+        entry = next((c for c in described["configs"] if c["name"] == key), None)
+        overridden = entry is not None and entry["config_source"] == 8   # GROUP_CONFIG
+        if ((value is None and not overridden) or (value is not None and entry is not None
+                                                    and entry["value"] == value)) or time.monotonic() > deadline:
+            return described
+        time.sleep(0.05)
+
+
 def _get(connection, instance_id=ZERO):
     return connection.call(GetTelemetrySubscriptionsRequest[0](client_instance_id=instance_id))
 
@@ -245,11 +259,11 @@ def test_group_configs_validation_and_describe(pair):
             seen["default group"] = _alter(connection, GROUP, "", [("consumer.session.timeout.ms", SET, "50000")])
             seen["set"] = _alter(connection, GROUP, group, [("consumer.session.timeout.ms", SET, "50000"),
                                                             ("consumer.heartbeat.interval.ms", SET, "6000")])
-            seen["described"] = _describe(connection, GROUP, group)
+            seen["described"] = _described_once(connection, GROUP, group, "consumer.heartbeat.interval.ms", "6000")
             seen["keys"] = _describe(connection, GROUP, group, ["consumer.heartbeat.interval.ms"], synonyms=False)
             seen["delete"] = _alter(connection, GROUP, group, [("consumer.session.timeout.ms", DELETE, None),
                                                                ("share.auto.offset.reset", DELETE, None)])
-            seen["after delete"] = _describe(connection, GROUP, group)
+            seen["after delete"] = _described_once(connection, GROUP, group, "consumer.session.timeout.ms", None)
             _alter(connection, GROUP, group, [(c, DELETE, None) for c in ("consumer.heartbeat.interval.ms",)])
             return seen
         finally:

@@ -42,7 +42,7 @@ from client_helpers import BrokerProcess, free_port  # noqa: E402
 STRESS = os.environ.get("PYLOG_STRESS_KAFKA_CLIENTS", "") == "1"
 PERF_RECORDS = 200_000 if STRESS else 50_000
 PERF_ROUNDS = 3 if STRESS else 1
-VERIFIABLE_RECORDS = 30_000 if STRESS else 4_000
+VERIFIABLE_RECORDS = 30_000 if STRESS else 6_000   # at PRODUCE_RATE, a restart lands with ~3 s of sends left
 # the copier reads input produced before it starts, at full speed (~20k records/s): enough that the rest after
 # half of it outlasts the progress poll (0.2 s) and the kill, so the restart lands while it copies
 COPIED_RECORDS = 60_000 if STRESS else 20_000
